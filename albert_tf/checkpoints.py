@@ -1,0 +1,103 @@
+"""The one checkpoint layout of this project, and how to find and restore it.
+
+Every weights checkpoint that albert_tf writes (run_pretraining,
+run_classifier, convert_checkpoint) is a `tf.train.Checkpoint` with any
+subset of the attributes `encoder`, `masked_lm_head`, `sentence_order_head`,
+`classifier_head`, `optimizer` and `step`, with `albert_config.json` beside
+it. Restoring matches variables by these object paths, so an encoder saved
+by the pretrainer loads into a classifier and vice versa.
+"""
+
+import os
+
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+
+CONFIG_NAME = "albert_config.json"
+PARTS = ("encoder", "masked_lm_head", "sentence_order_head", "classifier_head")
+
+
+def latest_checkpoint(path_or_dir):
+  """A checkpoint prefix from a prefix or a directory (its latest checkpoint)."""
+  if tf.io.gfile.isdir(path_or_dir):
+    latest = tf.train.latest_checkpoint(path_or_dir)
+    if latest is None:
+      raise FileNotFoundError(f"No checkpoint found in directory {path_or_dir}")
+    return latest
+  if not tf.io.gfile.glob(path_or_dir + ".index"):
+    raise FileNotFoundError(
+        f"No checkpoint at {path_or_dir} (expected {path_or_dir}.index, or a "
+        "directory holding a 'checkpoint' file)")
+  return path_or_dir
+
+
+def config_beside(path_or_dir):
+  """The albert_config.json next to a checkpoint, or None."""
+  directory = (path_or_dir if tf.io.gfile.isdir(path_or_dir)
+               else os.path.dirname(path_or_dir))
+  path = os.path.join(directory, CONFIG_NAME)
+  return AlbertConfig.from_json_file(path) if tf.io.gfile.exists(path) else None
+
+
+def model_parts(model):
+  """The checkpointable parts a model has, by their checkpoint names."""
+  if hasattr(model, "encoder"):
+    parts = {"encoder": model.encoder}
+  else:  # a bare AlbertEncoder
+    parts = {"encoder": model}
+  for name in PARTS[1:]:
+    if getattr(model, name, None) is not None:
+      parts[name] = getattr(model, name)
+  return parts
+
+
+def make_checkpoint(model, **extra):
+  """`tf.train.Checkpoint` of a model's parts (+ e.g. optimizer=, step=)."""
+  return tf.train.Checkpoint(**model_parts(model), **extra)
+
+
+def save_weights(model, prefix, config=None):
+  """Writes a weights-only checkpoint (and albert_config.json) at `prefix`."""
+  path = make_checkpoint(model).write(prefix)
+  if config is not None:
+    config.to_json_file(os.path.join(os.path.dirname(prefix), CONFIG_NAME))
+  return path
+
+
+def _checkpoint_shapes(prefix):
+  reader = tf.train.load_checkpoint(prefix)
+  return reader.get_variable_to_shape_map()
+
+
+def restore_weights(path_or_dir, model, parts=None):
+  """Restores the parts of `model` found in a checkpoint; returns a report.
+
+  The model must be built. Raises ValueError naming the variable when a
+  shape differs (a checkpoint of another config), and when the encoder is
+  missing altogether. Returns {"restored": [...], "missing": [...]}: the
+  parts restored and the model parts the checkpoint did not hold.
+  """
+  prefix = latest_checkpoint(path_or_dir)
+  saved = _checkpoint_shapes(prefix)
+  available = {key.split("/")[0] for key in saved}
+  wanted = model_parts(model)
+  if parts is not None:
+    wanted = {k: v for k, v in wanted.items() if k in parts}
+  if "encoder" not in available:
+    raise ValueError(
+        f"{prefix} holds no 'encoder' object; it is not an albert_tf "
+        "checkpoint (convert original/HF checkpoints with "
+        "python -m albert_tf.convert_checkpoint)")
+  present = {k: v for k, v in wanted.items() if k in available}
+  missing = sorted(set(wanted) - set(present))
+  try:
+    status = tf.train.Checkpoint(**present).read(prefix)
+    status.expect_partial()
+    status.assert_existing_objects_matched()
+  except (ValueError, tf.errors.InvalidArgumentError) as e:
+    # TF names the variable and both shapes; say what it means.
+    raise ValueError(
+        f"Checkpoint {prefix} does not match this model's config "
+        f"(wrong albert_config.json or preset?): {e}") from None
+  return {"restored": sorted(present), "missing": missing, "prefix": prefix}

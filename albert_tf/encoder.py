@@ -1,0 +1,143 @@
+"""ALBERT idea 2: cross-layer parameter sharing, in `AlbertEncoder`.
+
+The encoder applies `num_hidden_layers` Transformer layers, but owns only
+`num_hidden_groups` groups of `inner_group_num` blocks. Layer i runs group
+int(i * G / L) (the original modeling.py rule); with the ALBERT default
+G = 1 a single `TransformerEncoderBlock` is called L times. `share` selects
+the paper's ablation: share both sub-layers ("all"), only "attention", only
+the "ffn", or "none" (BERT).
+"""
+
+import keras
+
+from albert_tf.config import AlbertConfig
+from albert_tf.embedding import FactorizedEmbedding, truncated_normal
+from albert_tf.transformer import (AttentionBias, FeedForward, SelfAttention,
+                                   TransformerEncoderBlock)
+
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+def encoder_inputs():
+  """Symbolic int32 [batch, seq] inputs, named as in the original ALBERT."""
+  return {name: keras.Input(shape=(None,), dtype="int32", name=name)
+          for name in INPUT_NAMES}
+
+
+def _make_block(config, name, attention=None, ffn=None, dtype=None):
+  return TransformerEncoderBlock(
+      hidden_size=config.hidden_size,
+      num_attention_heads=config.num_attention_heads,
+      intermediate_size=config.intermediate_size,
+      hidden_act=config.hidden_act,
+      dropout_rate=config.hidden_dropout_prob,
+      attention_dropout_rate=config.attention_probs_dropout_prob,
+      initializer_range=config.initializer_range,
+      layer_norm_eps=config.layer_norm_eps,
+      attention=attention, ffn=ffn, dtype=dtype, name=name)
+
+
+def build_layer_stack(config: AlbertConfig, dtype=None):
+  """Returns (blocks, schedule): the distinct blocks and, per layer, the blocks it runs.
+
+  `schedule[i]` is the list of blocks that layer i applies in order. The
+  number of distinct parameter sets is what makes ALBERT small; the number of
+  applications is what keeps it deep.
+  """
+  L = config.num_hidden_layers
+  if config.share == "all":
+    groups = [[_make_block(config, f"group_{g}_inner_group_{i}", dtype=dtype)
+               for i in range(config.inner_group_num)]
+              for g in range(config.num_hidden_groups)]
+    blocks = [b for group in groups for b in group]
+    return blocks, [groups[config.group_of_layer(i)] for i in range(L)]
+
+  def sublayers(kind):
+    def make(i):
+      if kind == "attention":
+        return SelfAttention(
+            config.hidden_size, config.num_attention_heads,
+            config.hidden_dropout_prob, config.attention_probs_dropout_prob,
+            config.initializer_range, config.layer_norm_eps, dtype=dtype,
+            name=f"attention_1_layer_{i}")
+      return FeedForward(
+          config.hidden_size, config.intermediate_size, config.hidden_act,
+          config.hidden_dropout_prob, config.initializer_range,
+          config.layer_norm_eps, dtype=dtype, name=f"ffn_1_layer_{i}")
+    shared = config.share == kind
+    first = make("shared" if shared else 0)
+    return [first if shared or i == 0 else make(i) for i in range(L)]
+
+  attentions, ffns = sublayers("attention"), sublayers("ffn")
+  blocks = [_make_block(config, f"layer_{i}", attentions[i], ffns[i], dtype)
+            for i in range(L)]
+  return blocks, [[b] for b in blocks]
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertEncoder(keras.Model):
+  """ALBERT encoder: factorized embedding, shared Transformer layers, pooler.
+
+  Inputs: dict of int32 [batch, seq] `input_ids`, `input_mask`, `segment_ids`.
+  Outputs: dict with `sequence_output` [batch, seq, H] and `pooled_output`
+  [batch, H] (tanh dense on the first token); with `output_all_layers=True`
+  also `encoder_outputs`, the list of every layer's output.
+
+  Example:
+    >>> import numpy as np, albert_tf
+    >>> cfg = albert_tf.AlbertConfig.from_preset("albert_tiny_zh")
+    >>> enc = albert_tf.AlbertEncoder(cfg)
+    >>> ids = np.array([[2, 812, 3, 0]], "int32")
+    >>> out = enc({"input_ids": ids, "input_mask": (ids > 0).astype("int32"),
+    ...            "segment_ids": np.zeros_like(ids)})
+    >>> out["sequence_output"].shape
+    TensorShape([1, 4, 312])
+  """
+
+  def __init__(self, config: AlbertConfig, output_all_layers=False,
+               dtype=None, **kwargs):
+    if isinstance(config, dict):
+      config = AlbertConfig.from_dict(config)
+    # === Layers ===
+    embedding = FactorizedEmbedding.from_albert_config(
+        config, dtype=dtype, name="embeddings")
+    blocks, schedule = build_layer_stack(config, dtype=dtype)
+    mask_to_bias = AttentionBias(name="attention_bias")
+    pooler = keras.layers.Dense(
+        config.hidden_size, activation="tanh",
+        kernel_initializer=truncated_normal(config.initializer_range),
+        dtype=dtype, name="pooler")
+
+    # === Functional model ===
+    inputs = encoder_inputs()
+    x = embedding(inputs["input_ids"], inputs["segment_ids"])
+    bias = mask_to_bias(inputs["input_mask"])
+    layer_outputs = []
+    for layer_blocks in schedule:  # L applications of the shared blocks
+      for block in layer_blocks:
+        x = block(x, bias)
+      layer_outputs.append(x)
+    outputs = {"sequence_output": x, "pooled_output": pooler(x[:, 0, :])}
+    if output_all_layers:
+      outputs["encoder_outputs"] = layer_outputs
+    super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+    # === Config ===
+    self.config = config
+    self.output_all_layers = output_all_layers
+    self.embedding = embedding
+    self.blocks = blocks
+    self.pooler = pooler
+
+  def get_config(self):
+    return {"config": self.config.to_dict(),
+            "output_all_layers": self.output_all_layers,
+            "name": self.name, "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    if "dtype" in config and isinstance(config["dtype"], dict):
+      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+    return cls(**config)

@@ -1,0 +1,63 @@
+"""The ALBERT pretraining TFRecord format: one source of truth for names and types.
+
+The feature names, dtypes and shapes are exactly those written by the original
+google-research/albert `create_pretraining_data.py`, so records written by that
+code, by `data_prep` or by any other tool that follows the format are
+interchangeable. Integers are stored as int64 and cast to int32 by readers.
+"""
+
+import tensorflow as tf
+
+INPUT_IDS = "input_ids"
+INPUT_MASK = "input_mask"
+SEGMENT_IDS = "segment_ids"
+TOKEN_BOUNDARY = "token_boundary"
+MASKED_LM_POSITIONS = "masked_lm_positions"
+MASKED_LM_IDS = "masked_lm_ids"
+MASKED_LM_WEIGHTS = "masked_lm_weights"
+NEXT_SENTENCE_LABELS = "next_sentence_labels"
+
+# Features of length max_seq_length, and of length max_predictions_per_seq.
+SEQUENCE_FEATURES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS, TOKEN_BOUNDARY)
+PREDICTION_FEATURES = (MASKED_LM_POSITIONS, MASKED_LM_IDS, MASKED_LM_WEIGHTS)
+
+
+def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
+  """Returns the `tf.io.parse_single_example` spec of one pretraining record."""
+  spec = {
+      name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
+      for name in SEQUENCE_FEATURES
+  }
+  spec[MASKED_LM_POSITIONS] = tf.io.FixedLenFeature(
+      [max_predictions_per_seq], tf.int64)
+  spec[MASKED_LM_IDS] = tf.io.FixedLenFeature(
+      [max_predictions_per_seq], tf.int64)
+  spec[MASKED_LM_WEIGHTS] = tf.io.FixedLenFeature(
+      [max_predictions_per_seq], tf.float32)
+  spec[NEXT_SENTENCE_LABELS] = tf.io.FixedLenFeature([1], tf.int64)
+  return spec
+
+
+def _int64_feature(values):
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def _float_feature(values):
+  return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+
+def make_pretraining_example(input_ids, input_mask, segment_ids, token_boundary,
+                             masked_lm_positions, masked_lm_ids,
+                             masked_lm_weights, next_sentence_label):
+  """Builds one `tf.train.Example` in the original format (already padded)."""
+  feature = {
+      INPUT_IDS: _int64_feature(input_ids),
+      INPUT_MASK: _int64_feature(input_mask),
+      SEGMENT_IDS: _int64_feature(segment_ids),
+      TOKEN_BOUNDARY: _int64_feature(token_boundary),
+      MASKED_LM_POSITIONS: _int64_feature(masked_lm_positions),
+      MASKED_LM_IDS: _int64_feature(masked_lm_ids),
+      MASKED_LM_WEIGHTS: _float_feature(masked_lm_weights),
+      NEXT_SENTENCE_LABELS: _int64_feature([next_sentence_label]),
+  }
+  return tf.train.Example(features=tf.train.Features(feature=feature))

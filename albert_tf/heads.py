@@ -1,0 +1,138 @@
+"""Pretraining heads: masked LM (tied to the word embeddings) and sentence order.
+
+ALBERT idea 3 lives in `SentenceOrderHead`: a 2-way classifier on the pooled
+output that tells whether segments A and B are in their original order
+(label 0) or swapped (label 1), instead of BERT's next-sentence prediction.
+"""
+
+import keras
+import tensorflow as tf
+
+from albert_tf.embedding import truncated_normal
+from albert_tf.transformer import get_activation
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class MaskedLMHead(keras.layers.Layer):
+  """Dense H->E + activation + LayerNorm, then logits against the word embeddings.
+
+  Call with `(sequence_output [batch, seq, H], masked_lm_positions
+  [batch, P] int32)`; returns float32 logits [batch, P, vocab_size]. The
+  output matrix is the transposed [V, E] word-embedding matrix of
+  `token_embedding` (tied, as in the original); only the bias is the head's
+  own (cls/predictions/output_bias).
+  """
+
+  def __init__(self, token_embedding, hidden_act="gelu",
+               initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):
+    super().__init__(**kwargs)
+    if isinstance(token_embedding, dict):  # from_config of a lone head
+      token_embedding = keras.saving.deserialize_keras_object(token_embedding)
+    self.token_embedding = token_embedding
+    self.vocab_size = token_embedding.input_dim
+    self.embedding_size = token_embedding.output_dim
+    self.hidden_act = hidden_act
+    self.initializer_range = initializer_range
+    self.layer_norm_eps = layer_norm_eps
+    self.transform = keras.layers.Dense(
+        self.embedding_size, activation=get_activation(hidden_act),
+        kernel_initializer=truncated_normal(initializer_range),
+        dtype=self.dtype_policy, name="transform_dense")
+    self.layer_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_eps, dtype="float32", name="transform_LayerNorm")
+
+  def build(self, sequence_output_shape, masked_lm_positions_shape=None):
+    hidden = sequence_output_shape[-1]
+    if not self.token_embedding.built:
+      self.token_embedding.build((None, None))
+    self.transform.build((None, None, hidden))
+    self.layer_norm.build((None, None, self.embedding_size))
+    self.output_bias = self.add_weight(
+        name="output_bias", shape=(self.vocab_size,), initializer="zeros")
+    self.built = True
+
+  def call(self, sequence_output, masked_lm_positions):
+    x = tf.gather(sequence_output, masked_lm_positions, batch_dims=1)
+    x = self.layer_norm(self.transform(x))  # float32 [b, P, E]
+    table = tf.cast(self.token_embedding.embeddings, tf.float32)
+    # The vocabulary projection is the largest matmul of the head; keep it in
+    # the compute dtype and only the logits in float32.
+    dtype = self.compute_dtype
+    logits = tf.matmul(tf.cast(x, dtype), tf.cast(table, dtype),
+                       transpose_b=True)
+    return tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
+
+  def compute_output_shape(self, sequence_output_shape,
+                           masked_lm_positions_shape):
+    return tuple(masked_lm_positions_shape) + (self.vocab_size,)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        token_embedding=keras.saving.serialize_keras_object(
+            self.token_embedding),
+        hidden_act=self.hidden_act, initializer_range=self.initializer_range,
+        layer_norm_eps=self.layer_norm_eps)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class SentenceOrderHead(keras.layers.Layer):
+  """Dense H->2 on pooled_output (cls/seq_relationship); float32 logits."""
+
+  def __init__(self, num_classes=2, initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.num_classes = num_classes
+    self.initializer_range = initializer_range
+    self.dense = keras.layers.Dense(
+        num_classes, kernel_initializer=truncated_normal(initializer_range),
+        dtype=self.dtype_policy, name="seq_relationship")
+
+  def build(self, pooled_shape=None):
+    self.dense.build(pooled_shape)
+    self.built = True
+
+  def call(self, pooled_output):
+    return tf.cast(self.dense(pooled_output), tf.float32)
+
+  def compute_output_shape(self, pooled_shape):
+    return (pooled_shape[0], self.num_classes)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(num_classes=self.num_classes,
+                  initializer_range=self.initializer_range)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class ClassificationHead(keras.layers.Layer):
+  """Dropout + dense on pooled_output; float32 logits [batch, num_labels]."""
+
+  def __init__(self, num_labels, dropout_rate=0.1, initializer_range=0.02,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.num_labels = num_labels
+    self.dropout_rate = dropout_rate
+    self.initializer_range = initializer_range
+    self.dropout = keras.layers.Dropout(dropout_rate)
+    self.dense = keras.layers.Dense(
+        num_labels, kernel_initializer=truncated_normal(initializer_range),
+        dtype=self.dtype_policy, name="output")
+
+  def build(self, pooled_shape=None):
+    self.dense.build(pooled_shape)
+    self.built = True
+
+  def call(self, pooled_output, training=False):
+    x = self.dropout(pooled_output, training=training)
+    return tf.cast(self.dense(x), tf.float32)
+
+  def compute_output_shape(self, pooled_shape):
+    return (pooled_shape[0], self.num_labels)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(num_labels=self.num_labels, dropout_rate=self.dropout_rate,
+                  initializer_range=self.initializer_range)
+    return config

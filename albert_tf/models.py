@@ -1,0 +1,195 @@
+"""Trainable assemblies: `AlbertPretrainer` (MLM + SOP) and `AlbertClassifier`.
+
+Both wrap an `AlbertEncoder` (attribute `.encoder`) and return dicts named as
+in the original ALBERT. `AlbertPretrainer` carries its own train/test steps,
+so `model.fit(dataset)` works on batches of pretraining features straight
+from the TFRecords (see `albert_tf.features`).
+"""
+
+import keras
+import tensorflow as tf
+
+from albert_tf import features as F
+from albert_tf.config import AlbertConfig
+from albert_tf.encoder import AlbertEncoder, encoder_inputs
+from albert_tf.heads import ClassificationHead, MaskedLMHead, SentenceOrderHead
+
+PRETRAINER_INPUTS = ("input_ids", "input_mask", "segment_ids",
+                     F.MASKED_LM_POSITIONS)
+
+
+def pretraining_losses(outputs, features):
+  """MLM and SOP losses and accuracies of one batch, as the original computes them.
+
+  Args:
+    outputs: dict with `mlm_logits` [b, P, V] and `sop_logits` [b, 2].
+    features: dict with `masked_lm_ids` [b, P], `masked_lm_weights` [b, P]
+      and `next_sentence_labels` [b, 1] (or [b]).
+  Returns:
+    dict of float32 scalars: loss (= masked_lm_loss + sentence_order_loss),
+    masked_lm_loss (weight-averaged over real predictions),
+    sentence_order_loss, masked_lm_accuracy, sentence_order_accuracy; and the
+    weight sums `masked_lm_count` and `sentence_order_count`.
+  """
+  ids = tf.cast(features[F.MASKED_LM_IDS], tf.int32)
+  weights = tf.cast(features[F.MASKED_LM_WEIGHTS], tf.float32)
+  labels = tf.reshape(tf.cast(features[F.NEXT_SENTENCE_LABELS], tf.int32),
+                      [-1])
+  mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
+  sop_logits = tf.cast(outputs["sop_logits"], tf.float32)
+
+  per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(ids, mlm_logits)
+  weight_sum = tf.reduce_sum(weights)
+  # The original adds 1e-5 to the denominator so an all-padding batch is 0.
+  mlm_loss = tf.reduce_sum(per_token * weights) / (weight_sum + 1e-5)
+  mlm_hits = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32),
+                              ids), tf.float32)
+  mlm_acc = tf.math.divide_no_nan(tf.reduce_sum(mlm_hits * weights),
+                                  weight_sum)
+
+  sop_loss = tf.reduce_mean(
+      tf.nn.sparse_softmax_cross_entropy_with_logits(labels, sop_logits))
+  sop_acc = tf.reduce_mean(tf.cast(
+      tf.equal(tf.argmax(sop_logits, -1, output_type=tf.int32), labels),
+      tf.float32))
+  return {"loss": mlm_loss + sop_loss, "masked_lm_loss": mlm_loss,
+          "sentence_order_loss": sop_loss, "masked_lm_accuracy": mlm_acc,
+          "sentence_order_accuracy": sop_acc, "masked_lm_count": weight_sum,
+          "sentence_order_count": tf.cast(tf.size(labels), tf.float32)}
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertPretrainer(keras.Model):
+  """Encoder + masked-LM head + sentence-order head.
+
+  Inputs: the encoder inputs plus `masked_lm_positions` int32 [batch, P].
+  Outputs: `sequence_output`, `pooled_output`, `mlm_logits` [batch, P, V]
+  (float32) and `sop_logits` [batch, 2] (float32).
+  `fit`/`evaluate` take batches of TFRecord features and report loss,
+  masked_lm_loss, masked_lm_accuracy, sentence_order_loss and
+  sentence_order_accuracy.
+  """
+
+  def __init__(self, config: AlbertConfig, dtype=None, **kwargs):
+    if isinstance(config, dict):
+      config = AlbertConfig.from_dict(config)
+    # === Layers ===
+    encoder = AlbertEncoder(config, dtype=dtype, name="encoder")
+    masked_lm_head = MaskedLMHead(
+        encoder.embedding.word_embeddings, hidden_act=config.hidden_act,
+        initializer_range=config.initializer_range,
+        layer_norm_eps=config.layer_norm_eps, dtype=dtype, name="predictions")
+    sentence_order_head = SentenceOrderHead(
+        initializer_range=config.initializer_range, dtype=dtype,
+        name="sentence_order")
+
+    # === Functional model ===
+    inputs = encoder_inputs()
+    inputs[F.MASKED_LM_POSITIONS] = keras.Input(
+        shape=(None,), dtype="int32", name=F.MASKED_LM_POSITIONS)
+    enc = encoder({k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")})
+    outputs = dict(enc)
+    outputs["mlm_logits"] = masked_lm_head(enc["sequence_output"],
+                                           inputs[F.MASKED_LM_POSITIONS])
+    outputs["sop_logits"] = sentence_order_head(enc["pooled_output"])
+    super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+    # === Config ===
+    self.config = config
+    self.encoder = encoder
+    self.masked_lm_head = masked_lm_head
+    self.sentence_order_head = sentence_order_head
+    self._trackers = {
+        name: keras.metrics.Mean(name=name)
+        for name in ("loss", "masked_lm_loss", "masked_lm_accuracy",
+                     "sentence_order_loss", "sentence_order_accuracy")}
+
+  @property
+  def metrics(self):
+    return list(self._trackers.values())
+
+  def _step_losses(self, data, training):
+    inputs = {k: tf.cast(data[k], tf.int32) for k in PRETRAINER_INPUTS}
+    outputs = self(inputs, training=training)
+    return pretraining_losses(outputs, data)
+
+  def _update_trackers(self, losses):
+    for name, tracker in self._trackers.items():
+      weight = None
+      if name.startswith("masked_lm"):
+        weight = losses["masked_lm_count"]
+      tracker.update_state(losses[name], sample_weight=weight)
+    return {name: t.result() for name, t in self._trackers.items()}
+
+  def train_step(self, data):
+    with tf.GradientTape() as tape:
+      losses = self._step_losses(data, training=True)
+      # Gradients are summed over replicas: average over the global batch.
+      replicas = tf.distribute.get_strategy().num_replicas_in_sync
+      loss = losses["loss"] / replicas
+      if hasattr(self.optimizer, "scale_loss"):
+        loss = self.optimizer.scale_loss(loss)
+    grads = tape.gradient(loss, self.trainable_variables)
+    self.optimizer.apply(grads, self.trainable_variables)
+    return self._update_trackers(losses)
+
+  def test_step(self, data):
+    return self._update_trackers(self._step_losses(data, training=False))
+
+  def get_config(self):
+    return {"config": self.config.to_dict(), "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    if isinstance(config.get("dtype"), dict):
+      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+    return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertClassifier(keras.Model):
+  """Encoder + dropout + dense on pooled_output.
+
+  Output dict: `logits` [batch, num_labels] float32; num_labels=1 means
+  regression (e.g. STS-B) and the single logit is the prediction.
+  """
+
+  def __init__(self, config: AlbertConfig, num_labels, classifier_dropout=0.1,
+               dtype=None, **kwargs):
+    if isinstance(config, dict):
+      config = AlbertConfig.from_dict(config)
+    if num_labels < 1:
+      raise ValueError(f"num_labels must be >= 1, got {num_labels}")
+    # === Layers ===
+    encoder = AlbertEncoder(config, dtype=dtype, name="encoder")
+    classifier_head = ClassificationHead(
+        num_labels, dropout_rate=classifier_dropout,
+        initializer_range=config.initializer_range, dtype=dtype,
+        name="classifier")
+    # === Functional model ===
+    inputs = encoder_inputs()
+    enc = encoder(inputs)
+    outputs = {"logits": classifier_head(enc["pooled_output"])}
+    super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+    # === Config ===
+    self.config = config
+    self.num_labels = num_labels
+    self.classifier_dropout = classifier_dropout
+    self.encoder = encoder
+    self.classifier_head = classifier_head
+
+  def get_config(self):
+    return {"config": self.config.to_dict(), "num_labels": self.num_labels,
+            "classifier_dropout": self.classifier_dropout, "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    if isinstance(config.get("dtype"), dict):
+      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+    return cls(**config)

@@ -1,0 +1,234 @@
+"""The post-LayerNorm Transformer block of the original ALBERT modeling.py.
+
+    x = LayerNorm(x + Dropout(SelfAttention(x)))        # sub-layer "attention_1"
+    x = LayerNorm_1(x + Dropout(FFN(x)))                # sub-layer "ffn_1"
+
+The two sub-layers are separate Keras layers so that the encoder can share
+either one across layers (the paper's Table 4 ablation) or both (ALBERT).
+LayerNorm and softmax run in float32 under a mixed precision policy.
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+
+from albert_tf.embedding import truncated_normal
+
+# Masked attention logits get this bias, as in the original code.
+MASK_BIAS = -10000.0
+
+
+def get_activation(name):
+  """Activation by original config name; "gelu" is the tanh approximation."""
+  if name in ("gelu", "gelu_new"):
+    return lambda x: keras.activations.gelu(x, approximate=True)
+  if name in ("gelu_exact", "gelu_python"):
+    return lambda x: keras.activations.gelu(x, approximate=False)
+  if name in ("relu", "tanh", "linear"):
+    return keras.activations.get(name)
+  raise ValueError(f"Unknown hidden_act {name!r}")
+
+
+def attention_bias(input_mask):
+  """[batch, seq] 1/0 mask -> float32 additive bias [batch, 1, 1, seq]."""
+  mask = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+  return (1.0 - mask) * MASK_BIAS
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AttentionBias(keras.layers.Layer):
+  """Computes the padding bias once per forward pass, shared by every layer."""
+
+  def call(self, input_mask):
+    return attention_bias(input_mask)
+
+  def compute_output_shape(self, input_shape):
+    return (input_shape[0], 1, 1, input_shape[1])
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class SelfAttention(keras.layers.Layer):
+  """Multi-head self-attention + output dense + dropout + residual + LayerNorm.
+
+  Query, key and value keep separate [H, H] kernels (the checkpoint layout)
+  but run as one fused [H, 3H] matmul: one large GEMM is faster on CPU than
+  three small ones, which matters most for the narrow albert_tiny.
+  """
+
+  def __init__(self, hidden_size, num_attention_heads, dropout_rate=0.0,
+               attention_dropout_rate=0.0, initializer_range=0.02,
+               layer_norm_eps=1e-12, **kwargs):
+    super().__init__(**kwargs)
+    if hidden_size % num_attention_heads:
+      raise ValueError(f"hidden_size {hidden_size} is not divisible by "
+                       f"num_attention_heads {num_attention_heads}")
+    self.hidden_size = hidden_size
+    self.num_attention_heads = num_attention_heads
+    self.head_size = hidden_size // num_attention_heads
+    self.dropout_rate = dropout_rate
+    self.attention_dropout_rate = attention_dropout_rate
+    self.initializer_range = initializer_range
+    self.layer_norm_eps = layer_norm_eps
+    self.output_dense = keras.layers.Dense(
+        hidden_size, kernel_initializer=truncated_normal(initializer_range),
+        dtype=self.dtype_policy, name="output_dense")
+    self.attention_dropout = keras.layers.Dropout(attention_dropout_rate)
+    self.output_dropout = keras.layers.Dropout(dropout_rate)
+    self.layer_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_eps, dtype="float32", name="LayerNorm")
+
+  def build(self, input_shape=None):
+    h = self.hidden_size
+    init = truncated_normal(self.initializer_range)
+    for part in ("query", "key", "value"):
+      setattr(self, f"{part}_kernel",
+              self.add_weight(name=f"{part}_kernel", shape=(h, h),
+                              initializer=init))
+      setattr(self, f"{part}_bias",
+              self.add_weight(name=f"{part}_bias", shape=(h,),
+                              initializer="zeros"))
+    self.output_dense.build((None, None, h))
+    self.layer_norm.build((None, None, h))
+    self.built = True
+
+  def call(self, x, bias, training=False):
+    dtype = self.compute_dtype
+    batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+    n, d = self.num_attention_heads, self.head_size
+    kernel = tf.concat([self.query_kernel, self.key_kernel, self.value_kernel],
+                       axis=1)
+    qkv_bias = tf.concat([self.query_bias, self.key_bias, self.value_bias], 0)
+    qkv = tf.matmul(tf.reshape(x, [-1, self.hidden_size]),
+                    tf.cast(kernel, dtype)) + tf.cast(qkv_bias, dtype)
+    # [b*s, 3h] -> [3, b, n, s, d]
+    qkv = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    q = q * tf.cast(1.0 / math.sqrt(d), dtype)
+    scores = tf.matmul(q, k, transpose_b=True)  # [b, n, s, s]
+    probs = tf.nn.softmax(tf.cast(scores, tf.float32) + bias, axis=-1)
+    probs = self.attention_dropout(tf.cast(probs, dtype), training=training)
+    context = tf.matmul(probs, v)  # [b, n, s, d]
+    context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]),
+                         [batch, seq, self.hidden_size])
+    out = self.output_dropout(self.output_dense(context), training=training)
+    return tf.cast(self.layer_norm(x + out), dtype)
+
+  def compute_output_shape(self, input_shape):
+    return input_shape
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size,
+                  num_attention_heads=self.num_attention_heads,
+                  dropout_rate=self.dropout_rate,
+                  attention_dropout_rate=self.attention_dropout_rate,
+                  initializer_range=self.initializer_range,
+                  layer_norm_eps=self.layer_norm_eps)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class FeedForward(keras.layers.Layer):
+  """Dense H->I with activation, dense I->H, dropout, residual, LayerNorm_1."""
+
+  def __init__(self, hidden_size, intermediate_size, hidden_act="gelu",
+               dropout_rate=0.0, initializer_range=0.02, layer_norm_eps=1e-12,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.intermediate_size = intermediate_size
+    self.hidden_act = hidden_act
+    self.dropout_rate = dropout_rate
+    self.initializer_range = initializer_range
+    self.layer_norm_eps = layer_norm_eps
+    init = truncated_normal(initializer_range)
+    self.intermediate_dense = keras.layers.Dense(
+        intermediate_size, activation=get_activation(hidden_act),
+        kernel_initializer=init, dtype=self.dtype_policy,
+        name="intermediate_dense")
+    self.output_dense = keras.layers.Dense(
+        hidden_size, kernel_initializer=init, dtype=self.dtype_policy,
+        name="output_dense")
+    self.dropout = keras.layers.Dropout(dropout_rate)
+    self.layer_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_eps, dtype="float32", name="LayerNorm_1")
+
+  def build(self, input_shape=None):
+    self.intermediate_dense.build((None, None, self.hidden_size))
+    self.output_dense.build((None, None, self.intermediate_size))
+    self.layer_norm.build((None, None, self.hidden_size))
+    self.built = True
+
+  def call(self, x, training=False):
+    out = self.output_dense(self.intermediate_dense(x))
+    out = self.dropout(out, training=training)
+    return tf.cast(self.layer_norm(x + out), self.compute_dtype)
+
+  def compute_output_shape(self, input_shape):
+    return input_shape
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size,
+                  intermediate_size=self.intermediate_size,
+                  hidden_act=self.hidden_act, dropout_rate=self.dropout_rate,
+                  initializer_range=self.initializer_range,
+                  layer_norm_eps=self.layer_norm_eps)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class TransformerEncoderBlock(keras.layers.Layer):
+  """One post-LN Transformer layer: `attention_1` then `ffn_1`.
+
+  Call with `(x [batch, seq, H], bias [batch, 1, 1, seq])`. `attention` and
+  `ffn` may be existing sub-layers, to share them with other blocks.
+  """
+
+  def __init__(self, hidden_size, num_attention_heads, intermediate_size,
+               hidden_act="gelu", dropout_rate=0.0, attention_dropout_rate=0.0,
+               initializer_range=0.02, layer_norm_eps=1e-12, attention=None,
+               ffn=None, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = intermediate_size
+    self.hidden_act = hidden_act
+    self.dropout_rate = dropout_rate
+    self.attention_dropout_rate = attention_dropout_rate
+    self.initializer_range = initializer_range
+    self.layer_norm_eps = layer_norm_eps
+    self.attention = attention or SelfAttention(
+        hidden_size, num_attention_heads, dropout_rate,
+        attention_dropout_rate, initializer_range, layer_norm_eps,
+        dtype=self.dtype_policy, name="attention_1")
+    self.ffn = ffn or FeedForward(
+        hidden_size, intermediate_size, hidden_act, dropout_rate,
+        initializer_range, layer_norm_eps, dtype=self.dtype_policy,
+        name="ffn_1")
+
+  def build(self, input_shape=None):
+    if not self.attention.built:
+      self.attention.build(input_shape)
+    if not self.ffn.built:
+      self.ffn.build(input_shape)
+    self.built = True
+
+  def call(self, x, bias, training=False):
+    x = self.attention(x, bias, training=training)
+    return self.ffn(x, training=training)
+
+  def compute_output_shape(self, x_shape, bias_shape):
+    return x_shape
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(hidden_size=self.hidden_size,
+                  num_attention_heads=self.num_attention_heads,
+                  intermediate_size=self.intermediate_size,
+                  hidden_act=self.hidden_act, dropout_rate=self.dropout_rate,
+                  attention_dropout_rate=self.attention_dropout_rate,
+                  initializer_range=self.initializer_range,
+                  layer_norm_eps=self.layer_norm_eps)
+    return config
