@@ -25,7 +25,9 @@ _IGNORED_FIELDS = ("down_scale_factor", "gap_size", "net_structure_type",
                    "architectures", "bos_token_id", "eos_token_id",
                    "pad_token_id", "classifier_dropout_prob",
                    "position_embedding_type", "transformers_version",
-                   "output_past")
+                   "output_past", "directionality", "pooler_fc_size",
+                   "pooler_num_attention_heads", "pooler_num_fc_layers",
+                   "pooler_size_per_head", "pooler_type")
 
 
 @dataclasses.dataclass

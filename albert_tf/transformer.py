@@ -106,7 +106,8 @@ class SelfAttention(keras.layers.Layer):
     q, k, v = qkv[0], qkv[1], qkv[2]
     q = q * tf.cast(1.0 / math.sqrt(d), dtype)
     scores = tf.matmul(q, k, transpose_b=True)  # [b, n, s, s]
-    probs = tf.nn.softmax(tf.cast(scores, tf.float32) + bias, axis=-1)
+    probs = tf.nn.softmax(
+        tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32), axis=-1)
     probs = self.attention_dropout(tf.cast(probs, dtype), training=training)
     context = tf.matmul(probs, v)  # [b, n, s, d]
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]),

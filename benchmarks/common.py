@@ -1,0 +1,59 @@
+"""Helpers shared by the benchmarks: machine description, timing, FLOP counts."""
+
+import os
+import platform
+import statistics
+import time
+
+
+def machine():
+  """One line naming the machine the figures were measured on."""
+  cpu = platform.processor() or "cpu"
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          cpu = line.split(":", 1)[1].strip()
+          break
+  except OSError:
+    pass
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  gpus = tf.config.list_physical_devices("GPU")
+  return (f"{cpu}, {os.cpu_count()} cores, TF {tf.__version__}"
+          + (f", {len(gpus)} GPU(s)" if gpus else ", no GPU"))
+
+
+def time_calls(fn, repetitions, warmup=1):
+  """Seconds per call of `fn` over `repetitions` timed calls (after warm-up)."""
+  for _ in range(warmup):
+    fn()
+  times = []
+  for _ in range(repetitions):
+    start = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - start)
+  return times
+
+
+def summary(values):
+  """(median, relative spread as (max-min)/median) of a list of numbers."""
+  med = statistics.median(values)
+  return med, (max(values) - min(values)) / med if med else 0.0
+
+
+def encoder_flops_per_sequence(config, seq_length):
+  """Multiply-adds x 2 of one encoder forward pass (embedding lookups free)."""
+  h, i, e = config.hidden_size, config.intermediate_size, config.embedding_size
+  per_layer = 2 * seq_length * (4 * h * h + 2 * h * i) + 4 * seq_length ** 2 * h
+  projection = 2 * seq_length * e * h if e != h else 0
+  return config.num_hidden_layers * per_layer + projection + 2 * h * h
+
+
+def matmul_peak_gflops(dtype="float32", n=2048, repetitions=5):
+  """Measured GFLOP/s of an n x n matmul in TF on this machine."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  a = tf.random.normal([n, n], dtype=tf.float32)
+  a = tf.cast(a, dtype)
+  fn = tf.function(lambda: tf.matmul(a, a))
+  times = time_calls(lambda: fn().numpy(), repetitions, warmup=2)
+  return 2 * n ** 3 / min(times) / 1e9

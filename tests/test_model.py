@@ -1,0 +1,234 @@
+"""The ALBERT model: numbers against NumPy and keras-hub, sharing, serialization."""
+
+import numpy as np
+import pytest
+import keras
+import tensorflow as tf
+
+import albert_tf
+from albert_tf import AlbertClassifier, AlbertConfig, AlbertEncoder, AlbertPretrainer
+from albert_tf.params import count_params
+from tests import numpy_reference
+
+
+def _inputs(config, batch=3, seq=10, seed=0):
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(5, config.vocab_size, (batch, seq)).astype("int32")
+  mask = np.ones_like(ids)
+  mask[1, 6:] = 0  # a padded sequence
+  ids[1, 6:] = 0
+  seg = np.zeros_like(ids)
+  seg[:, 4:] = 1
+  return {"input_ids": ids, "input_mask": mask, "segment_ids": seg}
+
+
+def _numpy_weights(encoder):
+  n = lambda v: v.numpy().astype(np.float64)  # noqa: E731
+  emb = encoder.embedding
+  weights = {"emb": {
+      "word": n(emb.word_embeddings.embeddings), "pos": n(emb.position_embeddings),
+      "type": n(emb.token_type_embeddings.embeddings),
+      "ln_g": n(emb.layer_norm.gamma), "ln_b": n(emb.layer_norm.beta),
+      "proj_w": n(emb.projection.kernel), "proj_b": n(emb.projection.bias)},
+      "pool_w": n(encoder.pooler.kernel), "pool_b": n(encoder.pooler.bias)}
+  cfg = encoder.config
+  blocks = iter(encoder.blocks)
+  groups = []
+  for _ in range(cfg.num_hidden_groups):
+    group = []
+    for _ in range(cfg.inner_group_num):
+      b = next(blocks)
+      a, f = b.attention, b.ffn
+      group.append({
+          "q_w": n(a.query_kernel), "q_b": n(a.query_bias),
+          "k_w": n(a.key_kernel), "k_b": n(a.key_bias),
+          "v_w": n(a.value_kernel), "v_b": n(a.value_bias),
+          "o_w": n(a.output_dense.kernel), "o_b": n(a.output_dense.bias),
+          "ln_g": n(a.layer_norm.gamma), "ln_b": n(a.layer_norm.beta),
+          "i_w": n(f.intermediate_dense.kernel), "i_b": n(f.intermediate_dense.bias),
+          "f_w": n(f.output_dense.kernel), "f_b": n(f.output_dense.bias),
+          "ln1_g": n(f.layer_norm.gamma), "ln1_b": n(f.layer_norm.beta)})
+    groups.append(group)
+  weights["groups"] = groups
+  return weights
+
+
+def _randomize(model, seed=1):
+  """Non-trivial LayerNorm/bias values so every weight matters in a comparison."""
+  rng = np.random.default_rng(seed)
+  for v in model.weights:
+    v.assign(rng.normal(0, 0.2, v.shape).astype("float32") +
+             (1.0 if v.path.endswith("gamma") else 0.0))
+
+
+@pytest.mark.parametrize("groups, inner, act", [(1, 1, "gelu"), (2, 2, "gelu"),
+                                                (1, 1, "relu")])
+def test_matches_independent_numpy_forward_pass(tiny_config, groups, inner, act):
+  config = tiny_config.replace(num_hidden_groups=groups, inner_group_num=inner,
+                               hidden_act=act)
+  encoder = AlbertEncoder(config)
+  _randomize(encoder)
+  feats = _inputs(config)
+  out = encoder(feats)
+  seq, pooled = numpy_reference.forward(
+      _numpy_weights(encoder), feats["input_ids"], feats["input_mask"],
+      feats["segment_ids"], config.num_hidden_layers,
+      config.num_attention_heads, act)
+  np.testing.assert_allclose(out["sequence_output"].numpy(), seq, atol=1e-5)
+  np.testing.assert_allclose(out["pooled_output"].numpy(), pooled, atol=1e-5)
+
+
+@pytest.mark.parametrize("groups, inner", [(1, 1), (2, 2)])
+def test_matches_keras_hub_albert_backbone(groups, inner):
+  import keras_hub
+  from albert_tf.keras_hub_interop import encoder_from_keras_hub, keras_hub_inputs
+  backbone = keras_hub.models.AlbertBackbone(
+      vocabulary_size=60, num_layers=4, num_heads=2, embedding_dim=8,
+      hidden_dim=16, intermediate_dim=32, num_groups=groups,
+      num_inner_repetitions=inner, max_sequence_length=32)
+  _randomize(backbone, seed=3)
+  encoder = encoder_from_keras_hub(backbone)
+  feats = _inputs(encoder.config)
+  ours, theirs = encoder(feats), backbone(keras_hub_inputs(feats))
+  for key in ("sequence_output", "pooled_output"):
+    np.testing.assert_allclose(ours[key].numpy(), theirs[key].numpy(), atol=1e-5)
+
+
+def test_one_block_is_reused_for_every_layer(tiny_config):
+  encoder = AlbertEncoder(tiny_config)
+  assert len(encoder.blocks) == 1
+  # 4 layers but the parameters of one: adding layers adds no weights.
+  deeper = AlbertEncoder(tiny_config.replace(num_hidden_layers=12))
+  assert count_params(deeper) == count_params(encoder)
+  out = deeper(_inputs(tiny_config))
+  assert out["sequence_output"].shape == (3, 10, 16)
+
+
+def test_output_all_layers(tiny_config):
+  encoder = AlbertEncoder(tiny_config, output_all_layers=True)
+  out = encoder(_inputs(tiny_config))
+  assert len(out["encoder_outputs"]) == 4
+  np.testing.assert_allclose(out["encoder_outputs"][-1], out["sequence_output"])
+
+
+def test_share_modes_match_paper_table_4():
+  base = albert_tf.PRESETS["albert_base_v2"]
+  millions = {}
+  for share in ("all", "attention", "ffn", "none"):
+    with keras.StatelessScope(initialize_variables=False):  # shapes only, no initial values drawn
+      millions[share] = count_params(AlbertEncoder(base.replace(share=share))) / 1e6
+    keras.backend.clear_session()
+  # Paper Table 4 (ALBERT base, E=128): 12M, 64M, 38M, 89M.
+  assert round(millions["all"]) == 12
+  assert round(millions["attention"]) == 64
+  assert round(millions["ffn"]) == 38
+  assert round(millions["none"]) in (89, 90)  # 89.65M: the paper rounds down
+
+
+def test_padding_does_not_change_real_positions(tiny_config):
+  encoder = AlbertEncoder(tiny_config)
+  feats = _inputs(tiny_config)
+  short = {k: v[:1, :6] for k, v in feats.items()}
+  padded = {k: np.pad(v, [(0, 0), (0, 4)]) for k, v in short.items()}
+  a = encoder(short)["sequence_output"].numpy()
+  b = encoder(padded)["sequence_output"].numpy()[:, :6]
+  np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_out_of_range_token_ids_raise_in_eager(tiny_config):
+  encoder = AlbertEncoder(tiny_config)
+  feats = _inputs(tiny_config)
+  feats["input_ids"][2, 3] = tiny_config.vocab_size
+  with pytest.raises(ValueError, match=r"input_ids holds 60 at .*\[2, 3\]"):
+    encoder(feats)
+
+
+def test_pretrainer_outputs_and_losses(tiny_config):
+  model = AlbertPretrainer(tiny_config)
+  feats = _inputs(tiny_config)
+  feats["masked_lm_positions"] = np.array([[1, 2], [3, 0], [4, 5]], "int32")
+  out = model(feats)
+  assert out["mlm_logits"].shape == (3, 2, 60)
+  assert out["sop_logits"].shape == (3, 2)
+  # MLM output matrix is tied to the word embeddings: no extra [V, E] matrix.
+  extra = count_params(model) - count_params(model.encoder)
+  assert extra == (16 * 8 + 8) + 2 * 8 + 60 + (16 * 2 + 2)
+
+
+def test_pretrainer_fit_reduces_loss(tiny_config):
+  rng = np.random.default_rng(0)
+  n, seq, preds = 16, 12, 3
+  ids = rng.integers(5, 60, (n, seq)).astype("int64")
+  data = {"input_ids": ids, "input_mask": np.ones_like(ids),
+          "segment_ids": np.zeros_like(ids),
+          "masked_lm_positions": np.tile(np.arange(1, 1 + preds), (n, 1)),
+          "masked_lm_ids": ids[:, 1:1 + preds],
+          "masked_lm_weights": np.ones((n, preds), "float32"),
+          "next_sentence_labels": rng.integers(0, 2, (n, 1))}
+  dataset = tf.data.Dataset.from_tensor_slices(data).batch(8).repeat()
+  model = AlbertPretrainer(tiny_config)
+  model.compile(optimizer=keras.optimizers.Adam(3e-3))
+  first = model.evaluate(dataset, steps=2, return_dict=True, verbose=0)
+  model.fit(dataset, steps_per_epoch=30, epochs=1, verbose=0)
+  last = model.evaluate(dataset, steps=2, return_dict=True, verbose=0)
+  assert set(first) >= {"loss", "masked_lm_accuracy", "sentence_order_accuracy"}
+  assert last["masked_lm_loss"] < first["masked_lm_loss"] - 0.5
+  assert np.isclose(last["loss"], last["masked_lm_loss"] + last["sentence_order_loss"],
+                    atol=1e-4)
+
+
+def test_classifier_regression_and_labels(tiny_config):
+  feats = _inputs(tiny_config)
+  assert AlbertClassifier(tiny_config, 3)(feats)["logits"].shape == (3, 3)
+  assert AlbertClassifier(tiny_config, 1)(feats)["logits"].shape == (3, 1)
+  with pytest.raises(ValueError, match="num_labels"):
+    AlbertClassifier(tiny_config, 0)
+
+
+@pytest.mark.parametrize("kind", ["encoder", "pretrainer", "classifier"])
+def test_keras_save_load_round_trip(tmp_path, tiny_config, kind):
+  config = tiny_config.replace(num_hidden_groups=2, inner_group_num=2)
+  feats = _inputs(config)
+  if kind == "encoder":
+    model = AlbertEncoder(config)
+  elif kind == "pretrainer":
+    model = AlbertPretrainer(config)
+    feats["masked_lm_positions"] = np.array([[1], [2], [3]], "int32")
+  else:
+    model = AlbertClassifier(config, 2)
+  path = str(tmp_path / f"{kind}.keras")
+  model.save(path)
+  loaded = keras.saving.load_model(path)
+  assert loaded.config == config
+  a, b = model(feats), loaded(feats)
+  for key in a:
+    np.testing.assert_allclose(a[key], b[key], atol=1e-6)
+
+
+def test_layers_round_trip_through_config(tiny_config):
+  from albert_tf.embedding import FactorizedEmbedding
+  from albert_tf.heads import ClassificationHead, SentenceOrderHead
+  from albert_tf.transformer import TransformerEncoderBlock
+  for layer in (FactorizedEmbedding.from_albert_config(tiny_config),
+                TransformerEncoderBlock(16, 2, 32, hidden_act="relu"),
+                SentenceOrderHead(), ClassificationHead(3, 0.2)):
+    clone = layer.__class__.from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
+
+
+def test_mixed_bfloat16_keeps_layer_norm_and_losses_in_float32(tiny_config):
+  keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  try:
+    model = AlbertPretrainer(tiny_config)
+    feats = _inputs(tiny_config)
+    feats["masked_lm_positions"] = np.array([[1], [2], [3]], "int32")
+    out = model(feats)
+    block = model.encoder.blocks[0]
+    assert block.attention.layer_norm.compute_dtype == "float32"
+    assert block.ffn.layer_norm.compute_dtype == "float32"
+    assert block.ffn.intermediate_dense.compute_dtype == "bfloat16"
+    assert out["sequence_output"].dtype == tf.bfloat16
+    assert out["mlm_logits"].dtype == tf.float32
+    assert np.isfinite(out["mlm_logits"].numpy()).all()
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
