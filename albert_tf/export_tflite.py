@@ -1,0 +1,226 @@
+"""Convert an exported SavedModel's serving_default to TFLite (LiteRT), builtin ops only.
+
+    python -m albert_tf.export_tflite --saved_model=saved_models/sentiment/1 \
+        --output=tflite/sentiment_dynamic.tflite --quantize=dynamic
+
+The model is converted through a SavedModel, never `from_concrete_functions`
+(with a Keras 3 model that path does not freeze the variables: the .tflite
+comes out tiny and outputs NaN). A small wrapper SavedModel pins the inputs to
+[1, max_seq_length] (the length stored at export) and keeps only
+serving_default, so no TF Text op reaches the converter and no Flex delegate
+is needed (the pip LiteRT interpreter no longer has one).
+
+--quantize:
+  none     float32.
+  float16  float16 weights, float32 compute (half the size, ~1e-3 error).
+  dynamic  int8 weights, activations quantized on the fly (a quarter of the
+           size; the usual choice for BERT-like models on CPU).
+  int8     int8 weights and activations calibrated on --representative_data
+           (real token ids from a TSV via the Python tokenizer); ops without
+           an int8 kernel stay float. Loses the most accuracy.
+
+Writes PATH.tflite, the tokenizer file beside it and PATH.json: input/output
+names, shapes and dtypes, the special ids, labels and the normalisation rules
+an app must apply before tokenizing.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.classifier_data import encode_pair
+from albert_tf.export_saved_model import METADATA_FILE
+from albert_tf.features import MASKED_LM_POSITIONS
+from albert_tf.tokenization import load_tokenizer
+
+QUANTIZE_MODES = ("none", "float16", "dynamic", "int8")
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+def read_export_metadata(saved_model_dir):
+  path = os.path.join(saved_model_dir, "assets.extra", METADATA_FILE)
+  if not os.path.exists(path):
+    raise ValueError(f"{path} not found: --saved_model must be a version "
+                     "directory written by albert_tf.export_saved_model")
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def tokenizer_of(saved_model_dir, metadata):
+  """The Python tokenizer stored in the SavedModel's assets."""
+  path = os.path.join(saved_model_dir, "assets", metadata["tokenizer_file"])
+  kind = metadata["tokenizer_kind"]
+  return load_tokenizer(
+      spm_model_file=path if kind == "sentencepiece" else None,
+      vocab_file=path if kind == "wordpiece" else None,
+      do_lower_case=metadata["do_lower_case"])
+
+
+def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
+                            text_b_column=None, max_examples=200):
+  """Token-id features of up to max_examples TSV lines (int32 [1, L] each)."""
+  examples = []
+  with open(path, encoding="utf-8") as f:
+    for line_number, line in enumerate(f, start=1):
+      fields = line.rstrip("\r\n").split("\t")
+      if not line.strip():
+        continue
+      try:
+        text_a = fields[text_column]
+        text_b = fields[text_b_column] if text_b_column is not None else None
+      except IndexError:
+        raise ValueError(f"{path}:{line_number}: no column {text_column}"
+                         f"/{text_b_column}") from None
+      ids, mask, segments, _ = encode_pair(tokenizer, text_a, text_b,
+                                           max_seq_length)
+      examples.append({"input_ids": np.array([ids], np.int32),
+                       "input_mask": np.array([mask], np.int32),
+                       "segment_ids": np.array([segments], np.int32)})
+      if len(examples) >= max_examples:
+        break
+  if not examples:
+    raise ValueError(f"--representative_data={path} has no lines")
+  return examples
+
+
+def _fixed_shape_saved_model(saved_model_dir, out_dir, max_seq_length,
+                             model_kind, max_predictions):
+  """Re-saves serving_default with [1, L] inputs (TF Text ops left behind)."""
+  # The source SavedModel also holds serve_text; loading it needs the ops.
+  import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  loaded = tf.saved_model.load(saved_model_dir)
+  serving = loaded.signatures["serving_default"]
+  names = INPUT_NAMES + ((MASKED_LM_POSITIONS,) if model_kind == "pretrainer"
+                         else ())
+  specs = [tf.TensorSpec([1, max_predictions if n == MASKED_LM_POSITIONS
+                          else max_seq_length], tf.int32, name=n)
+           for n in names]
+  module = tf.Module()
+  module.loaded = loaded
+
+  @tf.function(input_signature=specs)
+  def serve(*args):
+    return serving(**dict(zip(names, args)))
+
+  module.serve = serve
+  tf.saved_model.save(module, out_dir, signatures={"serving_default": serve})
+
+
+def convert(saved_model, output, quantize="dynamic", representative_data=None,
+            text_column=-1, text_b_column=None, num_calibration_examples=200,
+            max_predictions=20):
+  """Writes output (.tflite), the tokenizer beside it and output's .json.
+
+  Returns the metadata dict written to the JSON.
+  """
+  if quantize not in QUANTIZE_MODES:
+    raise ValueError(f"--quantize must be one of {QUANTIZE_MODES}, got "
+                     f"{quantize!r}")
+  if quantize == "int8" and not representative_data:
+    raise ValueError("--quantize=int8 needs --representative_data=TSV (real "
+                     "text to calibrate the activation ranges)")
+  metadata = read_export_metadata(saved_model)
+  length = metadata["max_seq_length"]
+  tokenizer = tokenizer_of(saved_model, metadata)
+
+  with tempfile.TemporaryDirectory() as tmp:
+    _fixed_shape_saved_model(saved_model, tmp, length, metadata["model"],
+                             max_predictions)
+    converter = tf.lite.TFLiteConverter.from_saved_model(
+        tmp, signature_keys=["serving_default"])
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if quantize == "float16":
+      converter.optimizations = [tf.lite.Optimize.DEFAULT]
+      converter.target_spec.supported_types = [tf.float16]
+    elif quantize == "dynamic":
+      converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    elif quantize == "int8":
+      examples = read_representative_tsv(
+          representative_data, tokenizer, length, text_column, text_b_column,
+          num_calibration_examples)
+      converter.optimizations = [tf.lite.Optimize.DEFAULT]
+      converter.representative_dataset = lambda: (dict(e) for e in examples)
+      # Token ids stay int32; ops without an int8 kernel fall back to float.
+      converter.target_spec.supported_ops = [
+          tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
+    flatbuffer = converter.convert()
+
+  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+  with open(output, "wb") as f:
+    f.write(flatbuffer)
+  tokenizer_copy = os.path.join(os.path.dirname(os.path.abspath(output)),
+                                metadata["tokenizer_file"])
+  shutil.copyfile(tokenizer.model_file, tokenizer_copy)
+
+  info = {
+      "model_file": os.path.basename(output), "quantize": quantize,
+      "source_saved_model": os.path.abspath(saved_model),
+      "model": metadata["model"], "max_seq_length": length,
+      **describe_io(output),
+      "tokenizer_kind": metadata["tokenizer_kind"],
+      "tokenizer_file": metadata["tokenizer_file"],
+      "do_lower_case": metadata["do_lower_case"],
+      "special_ids": metadata["special_ids"],
+      "normalization": metadata["normalization"],
+  }
+  for key in ("label_list", "num_labels"):
+    if key in metadata:
+      info[key] = metadata[key]
+  with open(os.path.splitext(output)[0] + ".json", "w", encoding="utf-8") as f:
+    json.dump(info, f, indent=2, ensure_ascii=False)
+  return info
+
+
+def describe_io(tflite_path):
+  """Signature input/output names, shapes and dtypes of a .tflite file."""
+  from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
+  interpreter = Interpreter(model_path=tflite_path)
+  runner = interpreter.get_signature_runner("serving_default")
+
+  def describe(details):
+    return [{"name": name, "shape": [int(d) for d in detail["shape"]],
+             "dtype": np.dtype(detail["dtype"]).name}
+            for name, detail in sorted(details.items())]
+
+  return {"signature": "serving_default",
+          "inputs": describe(runner.get_input_details()),
+          "outputs": describe(runner.get_output_details())}
+
+
+def main(argv):
+  del argv
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  f = flags.FLAGS
+  info = convert(f.saved_model, f.output, f.quantize, f.representative_data,
+                 f.text_column, f.text_b_column, f.num_calibration_examples,
+                 f.max_predictions)
+  size = os.path.getsize(f.output) / 2**20
+  print(f"Wrote {f.output} ({size:.2f} MiB, quantize={f.quantize}); inputs "
+        f"{[(i['name'], i['shape']) for i in info['inputs']]}")
+
+
+def define_flags():
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flags.DEFINE_string("saved_model", None, "A version directory written by "
+                      "albert_tf.export_saved_model.")
+  flags.DEFINE_string("output", None, "Output .tflite path.")
+  flags.DEFINE_enum("quantize", "dynamic", QUANTIZE_MODES, "Quantization.")
+  flags.DEFINE_string("representative_data", None, "TSV of real text for "
+                      "int8 calibration.")
+  flags.DEFINE_integer("text_column", -1, "TSV column of the text (default: "
+                       "last).")
+  flags.DEFINE_integer("text_b_column", None, "TSV column of text_b (pairs).")
+  flags.DEFINE_integer("num_calibration_examples", 200, "Lines used for int8.")
+  flags.DEFINE_integer("max_predictions", 20, "Pretrainer: masked positions "
+                       "per sequence.")
+  flags.mark_flags_as_required(["saved_model", "output"])
+
+
+if __name__ == "__main__":
+  from absl import app  # pylint: disable=g-import-not-at-top
+  define_flags()
+  app.run(main)

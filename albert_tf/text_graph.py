@@ -1,0 +1,278 @@
+"""In-graph tokenization: strings -> `input_ids`/`input_mask`/`segment_ids`.
+
+`TextEncoder` reproduces `albert_tf.tokenization` (normalisation, SentencePiece
+or WordPiece) and `albert_tf.classifier_data.encode_pair` (the
+[CLS] a [SEP] (b [SEP]) packing, longest-first truncation, padding) with
+TensorFlow and tensorflow-text ops, so that a SavedModel can take raw text
+(the `serve_text` signature of `export_saved_model`).
+
+The character classes the Python tokenizer decides with `str.isspace`,
+`unicodedata.combining` or `unicodedata.category` are generated here from
+the same Python predicates and written into the graph as RE2 classes, so the
+two tokenizers agree character for character (tests compare them on real
+Chinese and mixed-script text). Known remaining difference: TF's Unicode
+tables (lowercasing, NFKD) are older than Python's for about 150 letters
+added in Unicode 14+ (e.g. Vithkuqi); no CJK, Latin, Cyrillic or Greek letter
+is among them.
+
+    encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length=128)
+    features = encoder(tf.constant(["很好用"]))   # dict of int32 [1, 128]
+
+Building a `TextEncoder` needs `import tensorflow_text`; so does loading a
+SavedModel that contains one.
+"""
+
+import functools
+import sys
+import unicodedata
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+_UNDERLINE = "\u2581"  # SentencePiece's word-start marker "▁".
+
+# BERT's CJK ideograph blocks (the original tokenization._is_chinese_char).
+_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF),
+               (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF),
+               (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
+def _re2_class(codepoints):
+  """An RE2 character class `[...]` matching exactly `codepoints` (sorted)."""
+  parts = []
+  start = prev = None
+  for cp in list(codepoints) + [None]:
+    if cp is not None and prev is not None and cp == prev + 1:
+      prev = cp
+      continue
+    if start is not None:
+      parts.append(f"\\x{{{start:x}}}" if start == prev else
+                   f"\\x{{{start:x}}}-\\x{{{prev:x}}}")
+    start = prev = cp
+  return "[" + "".join(parts) + "]"
+
+
+@functools.lru_cache(maxsize=None)
+def _char_class(name):
+  """RE2 class of the characters a Python predicate selects, by name."""
+  predicates = {
+      # str.split() with no argument splits on str.isspace characters.
+      "space": lambda c: c.isspace(),
+      "combining": lambda c: unicodedata.combining(c) != 0,
+      "nonspacing_mark": lambda c: unicodedata.category(c) == "Mn",
+      "digit": lambda c: c.isdigit(),
+      # tokenization.normalize drops these for WordPiece (BERT _clean_text).
+      "control": lambda c: (c in "\x00\ufffd" or (
+          unicodedata.category(c) in ("Cc", "Cf") and c not in "\t\n\r")),
+      # BERT's _is_punctuation: all non-alphanumeric ASCII symbols + Unicode P*.
+      "punctuation": lambda c: ((33 <= ord(c) <= 47 or 58 <= ord(c) <= 64 or
+                                 91 <= ord(c) <= 96 or 123 <= ord(c) <= 126) or
+                                unicodedata.category(c).startswith("P")),
+  }
+  predicate = predicates[name]
+  # Surrogates cannot occur in valid UTF-8 and are left out.
+  return _re2_class(cp for cp in range(0, sys.maxunicode + 1)
+                    if not 0xD800 <= cp <= 0xDFFF and predicate(chr(cp)))
+
+
+def _cjk_class():
+  return "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in _CJK_RANGES) + "]"
+
+
+class TextEncoder(tf.Module):
+  """Strings -> packed int32 model inputs, in the graph.
+
+  Args:
+    kind: "sentencepiece" (model_proto: the serialized .model bytes) or
+      "wordpiece" (vocab: list of tokens, index = id).
+    max_seq_length: length of every output row.
+    cls_id, sep_id, pad_id: special token ids.
+    do_lower_case: lowercase and strip accents (see `normalize`).
+    unk_token: the WordPiece unknown token.
+  """
+
+  def __init__(self, kind, max_seq_length, cls_id, sep_id, pad_id,
+               model_proto=None, vocab=None, do_lower_case=True,
+               unk_token="[UNK]", name=None):
+    super().__init__(name=name)
+    if kind not in ("sentencepiece", "wordpiece"):
+      raise ValueError(f"kind must be 'sentencepiece' or 'wordpiece', got "
+                       f"{kind!r}")
+    if max_seq_length < 3:
+      raise ValueError(f"max_seq_length={max_seq_length} leaves no room for "
+                       "text (needs >= 3)")
+    self.kind = kind
+    self.max_seq_length = int(max_seq_length)
+    self.cls_id, self.sep_id, self.pad_id = int(cls_id), int(sep_id), int(pad_id)
+    self.do_lower_case = bool(do_lower_case)
+    self._encode_single = self._encode_pair = None
+    if kind == "sentencepiece":
+      if model_proto is None:
+        raise ValueError("kind='sentencepiece' needs model_proto")
+      self._sp = tf_text.SentencepieceTokenizer(
+          model=model_proto, out_type=tf.int32, add_bos=False, add_eos=False)
+    else:
+      if not vocab:
+        raise ValueError("kind='wordpiece' needs a vocab list")
+      punct, cjk = _char_class("punctuation"), _cjk_class()
+      self._split_pattern = f"{_char_class('space')}|{punct}|{cjk}"
+      self._keep_pattern = f"{punct}|{cjk}"
+      # BERT's limit is 100 characters; tf-text counts bytes, so the byte limit
+      # is set out of the way and tokenize() checks characters.
+      self._wordpiece = tf_text.FastWordpieceTokenizer(
+          vocab=list(vocab), suffix_indicator="##", max_bytes_per_word=400,
+          token_out_type=tf.int32, unknown_token=unk_token,
+          no_pretokenization=True, support_detokenization=False)
+      self._unk_token = unk_token
+
+  @classmethod
+  def from_tokenizer(cls, tokenizer, max_seq_length, name=None):
+    """Builds the in-graph twin of an `albert_tf.tokenization` tokenizer."""
+    kwargs = dict(kind=tokenizer.kind, max_seq_length=max_seq_length,
+                  cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                  pad_id=tokenizer.pad_id,
+                  unk_token=tokenizer.convert_ids_to_tokens([tokenizer.unk_id])[0],
+                  do_lower_case=tokenizer.do_lower_case,
+                  name=name)
+    if tokenizer.kind == "sentencepiece":
+      with open(tokenizer.model_file, "rb") as f:
+        kwargs["model_proto"] = f.read()
+    else:
+      kwargs["vocab"] = tokenizer.convert_ids_to_tokens(
+          list(range(tokenizer.vocab_size)))
+    return cls(**kwargs)
+
+  # ------------------------------------------------------------ normalise
+  def normalize(self, text):
+    """tf.string [batch] -> normalised tf.string [batch].
+
+    The steps of `albert_tf.tokenization.normalize`, in the same order.
+    """
+    if self.kind == "wordpiece":
+      text = tf.strings.regex_replace(text, _char_class("control"), "")
+    text = tf.strings.regex_replace(text, _char_class("space") + "+", " ")
+    text = tf.strings.regex_replace(text, "^ | $", "")
+    if self.kind == "sentencepiece":
+      text = tf.strings.regex_replace(text, "``|''", '"')
+      if self.do_lower_case:
+        text = tf_text.normalize_utf8(text, "NFKD")
+        text = tf.strings.regex_replace(text, _char_class("combining"), "")
+        text = tf.strings.lower(text, encoding="utf-8")
+    elif self.do_lower_case:
+      text = tf_text.normalize_utf8(tf.strings.lower(text, encoding="utf-8"),
+                                    "NFD")
+      text = tf.strings.regex_replace(text, _char_class("nonspacing_mark"), "")
+    return text
+
+  # ------------------------------------------------------------ tokenize
+  def tokenize(self, text):
+    """tf.string [batch] -> int32 RaggedTensor [batch, (tokens)] of ids."""
+    text = self.normalize(text)
+    if self.kind == "sentencepiece":
+      return self._split_digit_commas(self._sp.tokenize(text))
+    words = tf_text.regex_split(text, self._split_pattern, self._keep_pattern)
+    # BERT gives up on words longer than 100 characters: one [UNK] each.
+    words = tf.ragged.map_flat_values(
+        lambda w: tf.where(tf.strings.length(w, unit="UTF8_CHAR") > 100,
+                           self._unk_token, w), words)
+    pieces = self._wordpiece.tokenize(words)  # [batch, (words), (pieces)]
+    return pieces.merge_dims(1, 2)
+
+  def _split_digit_commas(self, ids):
+    """The original `encode_pieces` rule: a piece "…9," is re-encoded as "…9" + ",".
+
+    ids: int32 RaggedTensor [batch, (pieces)]; returns the same with each
+    matching piece replaced by the pieces of its text without "▁" and ",",
+    the leading "▁" removed inside a word, then ",".
+    """
+    flat_ids = ids.flat_values
+    pieces = self._sp.id_to_string(flat_ids)
+    match = tf.strings.regex_full_match(
+        pieces, "(?s).*" + _char_class("digit") + ",")
+    matched = tf.boolean_mask(pieces, match)
+    number = tf.strings.regex_replace(
+        tf.strings.regex_replace(matched, ",$", ""), _UNDERLINE, "")
+    sub = self._sp.id_to_string(self._sp.tokenize(number))  # [m, (k)]
+    in_word = tf.logical_not(tf.strings.regex_full_match(
+        matched, f"(?s){_UNDERLINE}.*"))
+    head = sub[:, :1].flat_values  # the number is non-empty: k >= 1
+    fix = tf.logical_and(in_word, tf.strings.regex_full_match(
+        head, f"(?s){_UNDERLINE}.*"))
+    drop_head = tf.logical_and(fix, tf.equal(head, _UNDERLINE))
+    new_head = tf.where(fix, tf.strings.regex_replace(head, f"^{_UNDERLINE}",
+                                                      ""), head)
+    keep = tf.logical_not(drop_head)
+    sub = tf.concat([tf.RaggedTensor.from_row_lengths(
+        tf.boolean_mask(new_head, keep),
+        tf.cast(keep, sub.row_splits.dtype), validate=False), sub[:, 1:]],
+                    axis=1)
+    comma = tf.RaggedTensor.from_tensor(
+        tf.fill([tf.shape(matched)[0], 1], ","),
+        row_splits_dtype=sub.row_splits.dtype)
+    sub_ids = self._sp.string_to_id(tf.concat([sub, comma], axis=1))
+    # Rows 0..n-1: the original pieces; rows n..n+m-1: the replacements.
+    n = tf.shape(flat_ids, out_type=tf.int64)[0]
+    candidates = tf.concat(
+        [tf.RaggedTensor.from_row_lengths(flat_ids, tf.ones([n], tf.int64),
+                                          validate=False),
+         tf.cast(sub_ids, flat_ids.dtype).with_row_splits_dtype(tf.int64)],
+        axis=0)
+    pick = tf.where(match, n + tf.cumsum(tf.cast(match, tf.int64)) - 1,
+                    tf.range(n))
+    per_piece = tf.gather(candidates, pick)
+    return ids.with_flat_values(per_piece).merge_dims(1, 2)
+
+  # ------------------------------------------------------------ pack
+  def __call__(self, text, text_b=None):
+    """Encodes a batch like classifier_data.encode_pair.
+
+    text, text_b: tf.string [batch]. Returns {"input_ids", "input_mask",
+    "segment_ids"}: int32 [batch, max_seq_length].
+    """
+    # One traced function per arity, created on first use (a SavedModel
+    # saves, and so traces, every tf.function it holds): tracing the ragged
+    # ops is the slow part of an export.
+    spec = tf.TensorSpec([None], tf.string)
+    if text_b is None:
+      if self._encode_single is None:
+        self._encode_single = tf.function(
+            lambda a: self._encode(a, None), input_signature=[spec])
+      return self._encode_single(text)
+    if self._encode_pair is None:
+      self._encode_pair = tf.function(self._encode,
+                                      input_signature=[spec, spec])
+    return self._encode_pair(text, text_b)
+
+  def _encode(self, text, text_b):
+    length = self.max_seq_length
+    ids_a = self.tokenize(text)
+    if text_b is None:
+      ids_a = ids_a[:, :length - 2]
+      segments = [ids_a]
+    else:
+      ids_b = self.tokenize(text_b)
+      budget = length - 3
+      # The original _truncate_seq_pair pops from the longer side (ties: b):
+      # b keeps max(budget - len_a, budget // 2), a keeps the rest.
+      len_a = ids_a.row_lengths()
+      len_b = ids_b.row_lengths()
+      keep_b = tf.minimum(len_b, tf.maximum(budget - len_a, budget // 2))
+      keep_a = tf.minimum(len_a, budget - keep_b)
+      segments = [_keep_first(ids_a, keep_a), _keep_first(ids_b, keep_b)]
+    input_ids, segment_ids = tf_text.combine_segments(
+        segments, start_of_sequence_id=self.cls_id,
+        end_of_segment_id=self.sep_id)
+    input_ids, input_mask = tf_text.pad_model_inputs(
+        input_ids, max_seq_length=length, pad_value=self.pad_id)
+    segment_ids, _ = tf_text.pad_model_inputs(
+        segment_ids, max_seq_length=length, pad_value=0)
+    return {"input_ids": tf.cast(input_ids, tf.int32),
+            "input_mask": tf.cast(input_mask, tf.int32),
+            "segment_ids": tf.cast(segment_ids, tf.int32)}
+
+
+def _keep_first(ragged, counts):
+  """The first counts[i] items of each row of a 2-D RaggedTensor."""
+  positions = tf.ragged.range(ragged.row_lengths())
+  keep = positions < tf.expand_dims(tf.cast(counts, positions.dtype), 1)
+  return tf.ragged.boolean_mask(ragged, keep)

@@ -1,0 +1,86 @@
+"""TFLite conversion of an albert_tiny_zh-shaped classifier, every quantize mode.
+
+The model has albert_tiny_zh's shape (E 128, H 312, 12 heads, 4 layers,
+I 1248) with a 2,000-piece vocabulary instead of 21,128 to keep conversion
+fast; weights are random, so outputs are compared with the Keras model, not
+with labels. Bounds on the largest |probability difference| over real
+Chinese reviews:
+  none     1e-4   (float32; XNNPACK reorders sums)
+  float16  1e-2   (float16 weights, float32 compute)
+  dynamic  5e-2   (int8 weights, activations quantized per call)
+  int8     1.5e-1 (int8 activations calibrated on 64 reviews; float fallback
+                   for ops without int8 kernels). Measured on the fine-tuned
+                   model in benchmarks/deploy.py.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import checkpoints, classifier_data, tokenization
+from albert_tf import export_saved_model as export_lib
+from albert_tf import export_tflite
+from albert_tf.config import AlbertConfig
+from tests import deploy_fixtures as fx
+
+MAX_SEQ = 64
+BOUNDS = {"none": 1e-4, "float16": 1e-2, "dynamic": 5e-2, "int8": 1.5e-1}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+  root = tmp_path_factory.mktemp("tflite")
+  spm_file = fx.train_spm(str(root))
+  tokenizer = tokenization.load_tokenizer(spm_model_file=spm_file)
+  config = AlbertConfig.from_preset("albert_tiny_zh").replace(
+      vocab_size=tokenizer.vocab_size)
+  model = export_lib.build_model("classifier", config, num_labels=2)
+  prefix = str(root / "ck" / "ckpt-1")
+  checkpoints.save_weights(model, prefix, config)
+  path = export_lib.export(checkpoint=prefix, export_dir=str(root / "sm"),
+                           model="classifier", num_labels=2,
+                           spm_model_file=spm_file, max_seq_length=MAX_SEQ)
+  reviews = fx.review_texts(400)
+  tsv = root / "calibration.tsv"
+  tsv.write_text("".join(f"1\t{t}\n" for t in reviews[:64]), "utf-8")
+  texts = reviews[-24:] + ["", "长" * 300] + fx.MIXED_TEXTS[:2]
+  rows = [classifier_data.encode_pair(tokenizer, t, None, MAX_SEQ)[:3]
+          for t in texts]
+  features = {n: np.array([r[i] for r in rows], np.int32) for i, n in
+              enumerate(("input_ids", "input_mask", "segment_ids"))}
+  keras_probs = tf.nn.softmax(model(features)["logits"]).numpy()
+  return {"root": root, "saved_model": path, "tsv": str(tsv),
+          "features": features, "keras_probs": keras_probs}
+
+
+@pytest.mark.parametrize("quantize", list(BOUNDS))
+def test_tflite_matches_keras(quantize, exported):
+  from ai_edge_litert.interpreter import Interpreter
+  output = str(exported["root"] / "out" / f"tiny_{quantize}.tflite")
+  info = export_tflite.convert(
+      exported["saved_model"], output, quantize,
+      representative_data=exported["tsv"], num_calibration_examples=64)
+  assert [(i["name"], i["shape"], i["dtype"]) for i in info["inputs"]] == [
+      (n, [1, MAX_SEQ], "int32")
+      for n in ("input_ids", "input_mask", "segment_ids")]
+  assert {o["name"] for o in info["outputs"]} == {"logits", "probabilities"}
+  with open(output[:-len(".tflite")] + ".json", encoding="utf-8") as f:
+    assert json.load(f)["normalization"]
+  assert os.path.exists(os.path.join(os.path.dirname(output), "spm.model"))
+
+  runner = Interpreter(model_path=output).get_signature_runner(
+      "serving_default")
+  features = exported["features"]
+  probs = np.concatenate([
+      runner(**{k: v[i:i + 1] for k, v in features.items()})["probabilities"]
+      for i in range(len(features["input_ids"]))])
+  assert np.all(np.isfinite(probs))
+  diff = np.abs(probs - exported["keras_probs"]).max()
+  assert diff <= BOUNDS[quantize], (quantize, diff)
+  float_model = output.replace(quantize, "none")
+  if quantize in ("dynamic", "int8") and os.path.exists(float_model):
+    # int8 weights: about a quarter of the float32 file.
+    assert os.path.getsize(output) < 0.4 * os.path.getsize(float_model)
