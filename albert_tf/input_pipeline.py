@@ -1,0 +1,266 @@
+"""TFRecord shards -> batches of pretraining features (the reader side of `features`).
+
+    files = expand_input_files("data/train/*.tfrecord,more/*.tfrecord")
+    check_shards(files, max_seq_length=128, max_predictions_per_seq=20)
+    dataset = make_dataset(files, batch_size=64, max_seq_length=128,
+                           max_predictions_per_seq=20, is_training=True)
+
+Each element is a dict in the TFRecord feature names (`albert_tf.features`),
+every integer feature cast to int32: `input_ids`, `input_mask`,
+`segment_ids`, `token_boundary` [batch, max_seq_length];
+`masked_lm_positions`, `masked_lm_ids` [batch, P] int32,
+`masked_lm_weights` [batch, P] float32; `next_sentence_labels` [batch, 1].
+
+Training order: the file list is shuffled, files are interleaved (cycle of
+`cycle_length` open files), records are shuffled in a buffer, the stream
+repeats forever and is batched with `drop_remainder=True`. Under
+`tf.distribute` the pipeline is built once per input pipeline (worker) by
+`make_distributed_dataset` and shards by FILE: worker i reads files
+i, i + n, i + 2n, ... (by record when there are fewer files than workers).
+
+Corrupt data. `check_shards` reads the first record of every file before
+training (cheap) and names the file whose record is unreadable or whose
+lengths disagree with the flags. A record that goes bad later in a file
+surfaces while training as a `tf.errors.DataLossError` without a file name;
+`scan_tfrecords` then finds the file and offset (`run_pretraining` calls it
+for you). With `skip_corrupt_records=True` the pipeline skips unreadable
+records instead: a TFRecord reader cannot re-synchronise after a damaged
+record, so the rest of that file is skipped; unparsable records are skipped
+one by one. `scan_tfrecords` is what counts them, in one pass over the files
+before training.
+"""
+
+import dataclasses
+import glob
+import math
+import re
+from typing import Dict, List, Optional, Sequence
+
+import tensorflow as tf
+
+from albert_tf import features as F
+
+
+class InputFileError(ValueError):
+  """A TFRecord file is missing, unreadable or disagrees with the flags."""
+
+
+def expand_input_files(input_file: str) -> List[str]:
+  """Comma-separated globs -> sorted, de-duplicated list of existing files.
+
+  Raises InputFileError naming every pattern that matched nothing.
+  """
+  patterns = [p.strip() for p in input_file.split(",") if p.strip()]
+  if not patterns:
+    raise InputFileError("No input files given (empty --input_file)")
+  files, empty = [], []
+  for pattern in patterns:
+    matched = sorted(tf.io.gfile.glob(pattern)) if glob.has_magic(
+        pattern) else ([pattern] if tf.io.gfile.exists(pattern) else [])
+    if not matched:
+      empty.append(pattern)
+    files.extend(matched)
+  if empty:
+    raise InputFileError(f"Input pattern(s) matched no file: {empty}")
+  return sorted(set(files))
+
+
+# ------------------------------------------------------------------ checks
+def _reader_message(error: tf.errors.OpError) -> str:
+  """'corrupted record at 123' out of TF's decorated error text."""
+  message = error.message.strip().splitlines()[-1]
+  message = re.sub(r"\{\{.*?\}\}\s*", "", message)
+  return re.sub(r"\s*\[Op:.*$", "", message).strip()
+
+
+def _feature_length(feature: tf.train.Feature) -> int:
+  kind = feature.WhichOneof("kind")
+  return len(getattr(feature, kind).value) if kind else 0
+
+
+def check_shards(files: Sequence[str], max_seq_length: int,
+                 max_predictions_per_seq: int) -> None:
+  """Reads the first record of each file and checks it against the flags.
+
+  Raises InputFileError naming the file when the record is unreadable, is
+  not a `tf.train.Example`, lacks a pretraining feature, or has lengths
+  other than max_seq_length / max_predictions_per_seq. Empty files pass.
+  """
+  expected = {name: max_seq_length for name in F.SEQUENCE_FEATURES}
+  expected.update({name: max_predictions_per_seq
+                   for name in F.PREDICTION_FEATURES})
+  expected[F.NEXT_SENTENCE_LABELS] = 1
+  flag_of = {max_seq_length: "--max_seq_length",
+             max_predictions_per_seq: "--max_predictions_per_seq"}
+  for path in files:
+    try:
+      records = list(tf.data.TFRecordDataset(path).take(1).as_numpy_iterator())
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      raise InputFileError(
+          f"{path}: first record is unreadable (corrupt or not a TFRecord "
+          f"file): {_reader_message(e)}") from None
+    if not records:
+      continue
+    try:
+      example = tf.train.Example.FromString(records[0])
+    except Exception as e:  # protobuf DecodeError
+      raise InputFileError(
+          f"{path}: first record is not a tf.train.Example ({e})") from None
+    feature_map = example.features.feature
+    missing = [name for name in expected if name not in feature_map]
+    if missing:
+      raise InputFileError(
+          f"{path}: not a pretraining record: missing feature(s) {missing}")
+    for name, length in expected.items():
+      found = _feature_length(feature_map[name])
+      if found != length:
+        what = ("max_seq_length" if name in F.SEQUENCE_FEATURES else
+                "max_predictions_per_seq")
+        raise InputFileError(
+            f"{path}: feature '{name}' has length {found} but "
+            f"{flag_of.get(length, what)}={length}: the shard was written "
+            f"with {what}={found}; pass --{what}={found} or regenerate it")
+
+
+@dataclasses.dataclass
+class ScanResult:
+  """What `scan_tfrecords` found in one file."""
+  path: str
+  good_records: int
+  error: Optional[str] = None  # the reader's message, e.g. "corrupted record at 123"
+
+
+def scan_tfrecords(files: Sequence[str]) -> List[ScanResult]:
+  """Reads every file once (CRC checks in C++); one ScanResult per file."""
+  results = []
+  for path in files:
+    dataset = tf.data.TFRecordDataset(path)
+    count = lambda ds: int(ds.reduce(tf.constant(0, tf.int64),
+                                     lambda n, _: n + 1))
+    try:
+      results.append(ScanResult(path, count(dataset)))
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      results.append(ScanResult(path, count(dataset.ignore_errors()),
+                                _reader_message(e)))
+  return results
+
+
+def describe_corrupt_files(results: Sequence[ScanResult]) -> str:
+  bad = [r for r in results if r.error]
+  return "; ".join(f"{r.path}: {r.error} (after {r.good_records} good records)"
+                   for r in bad)
+
+
+# ------------------------------------------------------------------ parsing
+def decode_record(serialized: tf.Tensor, max_seq_length: int,
+                  max_predictions_per_seq: int) -> Dict[str, tf.Tensor]:
+  """Parses one serialized Example (scalar) or a batch (vector); int64 -> int32."""
+  spec = F.pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+  parse = (tf.io.parse_single_example if serialized.shape.rank == 0 else
+           tf.io.parse_example)
+  parsed = parse(serialized, spec)
+  return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
+          for name, t in parsed.items()}
+
+
+def make_dataset(files: Sequence[str],
+                 batch_size: int,
+                 max_seq_length: int,
+                 max_predictions_per_seq: int,
+                 is_training: bool = True,
+                 seed: Optional[int] = None,
+                 shuffle_buffer_size: int = 1000,
+                 cycle_length: int = 4,
+                 skip_corrupt_records: bool = False,
+                 input_context: Optional[tf.distribute.InputContext] = None
+                 ) -> tf.data.Dataset:
+  """The tf.data pipeline for one input pipeline (one worker).
+
+  Args:
+    files: TFRecord paths (see `expand_input_files`).
+    batch_size: examples per batch produced by this pipeline (the per-replica
+      batch under `tf.distribute`).
+    is_training: shuffle files and records and repeat forever; otherwise
+      read files in order, once.
+    seed: makes file and record shuffling reproducible.
+    shuffle_buffer_size: record-level shuffle buffer; 0 disables shuffling
+      (files are then read in order and interleaved round-robin).
+    cycle_length: files read concurrently.
+    skip_corrupt_records: skip unreadable / unparsable records instead of
+      failing (see the module docstring).
+    input_context: from `distribute_datasets_from_function`; shards by file.
+  """
+  files = list(files)
+  if not files:
+    raise InputFileError("make_dataset: no input files")
+  dataset = tf.data.Dataset.from_tensor_slices(files)
+  shard_records = None
+  if input_context and input_context.num_input_pipelines > 1:
+    n, i = input_context.num_input_pipelines, input_context.input_pipeline_id
+    if len(files) >= n:
+      dataset = dataset.shard(n, i)
+    else:  # too few files to give each worker its own: split the records
+      shard_records = (n, i)
+  shuffle = is_training and shuffle_buffer_size > 0
+  if shuffle:
+    dataset = dataset.shuffle(len(files), seed=seed,
+                              reshuffle_each_iteration=True)
+  if is_training:
+    dataset = dataset.repeat()
+
+  def read_file(path):
+    records = tf.data.TFRecordDataset(path, buffer_size=8 << 20)
+    return records.ignore_errors() if skip_corrupt_records else records
+
+  # Deterministic round robin over `cycle_length` files: with a seed the
+  # order of records is reproducible (and identical across strategies).
+  parallel = dict(num_parallel_calls=tf.data.AUTOTUNE,
+                  deterministic=True) if shuffle else {}
+  dataset = dataset.interleave(
+      read_file, cycle_length=min(cycle_length, len(files)), block_length=1,
+      **parallel)
+  if shard_records:
+    dataset = dataset.shard(*shard_records)
+  if shuffle:
+    dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
+  decode = lambda s: decode_record(s, max_seq_length, max_predictions_per_seq)
+  if skip_corrupt_records:  # parse one by one so that one bad record is skipped
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.ignore_errors().batch(batch_size, drop_remainder=True)
+  else:  # batch the serialized strings, then parse a whole batch (faster)
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+  options = tf.data.Options()
+  # We shard by file ourselves; tell tf.distribute not to shard again.
+  options.experimental_distribute.auto_shard_policy = (
+      tf.data.experimental.AutoShardPolicy.OFF)
+  dataset = dataset.with_options(options)
+  return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def make_distributed_dataset(strategy: tf.distribute.Strategy,
+                             files: Sequence[str], global_batch_size: int,
+                             **kwargs):
+  """`make_dataset` once per worker, each with the per-replica batch size.
+
+  Replicas of one worker take consecutive batches, so with one worker the
+  replicas together see exactly the batches a single pipeline of
+  `global_batch_size` would produce.
+  """
+  replicas = strategy.num_replicas_in_sync
+  if global_batch_size % replicas:
+    raise ValueError(
+        f"--train_batch_size/--eval_batch_size ({global_batch_size}) must be "
+        f"divisible by the number of replicas ({replicas})")
+
+  def dataset_fn(input_context):
+    batch = input_context.get_per_replica_batch_size(global_batch_size)
+    return make_dataset(files, batch, input_context=input_context, **kwargs)
+
+  return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def num_batches(files: Sequence[str], batch_size: int) -> int:
+  """Complete batches in one pass over `files` (reads them; for eval sizing)."""
+  total = sum(r.good_records for r in scan_tfrecords(files))
+  return math.floor(total / batch_size)

@@ -1,0 +1,126 @@
+"""Tests for albert_tf.input_pipeline: parsing, sharding, bad shards, corrupt records."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import input_pipeline as ip
+from tests.pretraining_fixtures import PRED, SEQ, write_records
+
+
+def _flip_byte(path, offset):
+  data = bytearray(open(path, "rb").read())
+  data[offset] ^= 0xFF
+  open(path, "wb").write(bytes(data))
+
+
+def test_expand_input_files_comma_globs(tmp_path):
+  a = write_records(tmp_path / "a-0.tfrecord", 1)
+  b = write_records(tmp_path / "b-0.tfrecord", 1)
+  files = ip.expand_input_files(f"{tmp_path}/a-*.tfrecord, {b},{a}")
+  assert files == sorted([a, b])
+  with pytest.raises(ip.InputFileError, match="nothing-.*"):
+    ip.expand_input_files(f"{a},{tmp_path}/nothing-*.tfrecord")
+
+
+def test_records_written_independently_of_albert_tf(tmp_path):
+  """The original format, built by hand: int64 features -> int32 tensors."""
+  ids = [2, 10, 4, 12, 3, 20, 4, 3] + [0] * 8
+  feature = {
+      "input_ids": ids, "input_mask": [1] * 8 + [0] * 8,
+      "segment_ids": [0] * 5 + [1] * 3 + [0] * 8,
+      "token_boundary": [1] * 8 + [0] * 8,
+      "masked_lm_positions": [2, 6, 0, 0], "masked_lm_ids": [11, 21, 0, 0],
+  }
+  proto = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+           for k, v in feature.items()}
+  proto["masked_lm_weights"] = tf.train.Feature(
+      float_list=tf.train.FloatList(value=[1.0, 1.0, 0.0, 0.0]))
+  proto["next_sentence_labels"] = tf.train.Feature(
+      int64_list=tf.train.Int64List(value=[1]))
+  path = str(tmp_path / "orig.tfrecord")
+  with tf.io.TFRecordWriter(path) as w:
+    for _ in range(3):
+      w.write(tf.train.Example(features=tf.train.Features(
+          feature=proto)).SerializeToString())
+  ip.check_shards([path], 16, 4)
+  batch = next(iter(ip.make_dataset([path], 2, 16, 4, is_training=False)))
+  assert batch["input_ids"].dtype == tf.int32
+  assert batch["masked_lm_weights"].dtype == tf.float32
+  np.testing.assert_array_equal(batch["input_ids"][1], ids)
+  np.testing.assert_array_equal(batch["masked_lm_ids"][0], [11, 21, 0, 0])
+  np.testing.assert_array_equal(batch["next_sentence_labels"], [[1], [1]])
+  # 3 records, batch 2, drop_remainder: one batch in an eval pass.
+  assert len(list(ip.make_dataset([path], 2, 16, 4, is_training=False))) == 1
+
+
+def test_training_dataset_shapes_repeat_and_seed(tmp_path):
+  files = [write_records(tmp_path / f"p{i}.tfrecord", 5, seed=i)
+           for i in range(3)]
+  make = lambda seed: ip.make_dataset(files, 4, SEQ, PRED, is_training=True,
+                                      seed=seed, shuffle_buffer_size=8)
+  batches = list(make(1).take(10))  # 40 examples > 15 records: repeats
+  assert batches[0]["input_ids"].shape == (4, SEQ)
+  assert batches[0]["masked_lm_positions"].shape == (4, PRED)
+  assert batches[0]["next_sentence_labels"].shape == (4, 1)
+  again = list(make(1).take(10))
+  for x, y in zip(batches, again):
+    np.testing.assert_array_equal(x["input_ids"], y["input_ids"])
+
+
+def test_shards_by_file_per_input_pipeline(tmp_path):
+  files = [write_records(tmp_path / f"p{i}.tfrecord", 4, seed=i)
+           for i in range(4)]
+  per_file = [next(iter(ip.make_dataset([f], 4, SEQ, PRED, is_training=False)))
+              ["input_ids"].numpy() for f in files]
+  ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1,
+                                   num_replicas_in_sync=2)
+  batches = list(ip.make_dataset(files, 4, SEQ, PRED, is_training=False,
+                                 input_context=ctx))
+  got = np.concatenate([b["input_ids"].numpy() for b in batches])
+  # Worker 1 of 2 reads files 1 and 3, nothing else.
+  expected = {tuple(r) for f in (1, 3) for r in per_file[f]}
+  assert {tuple(r) for r in got} == expected and len(got) == 8
+
+
+def test_mismatched_shard_names_file_and_flag(tmp_path):
+  good = write_records(tmp_path / "good.tfrecord", 2)
+  long = write_records(tmp_path / "long.tfrecord", 2, seq=32)
+  with pytest.raises(ip.InputFileError,
+                     match=r"long\.tfrecord.*length 32.*--max_seq_length=16"):
+    ip.check_shards([good, long], SEQ, PRED)
+  preds = write_records(tmp_path / "preds.tfrecord", 2, pred=6)
+  with pytest.raises(ip.InputFileError,
+                     match=r"preds\.tfrecord.*max_predictions_per_seq=4"):
+    ip.check_shards([good, preds], SEQ, PRED)
+  other = tmp_path / "other.tfrecord"
+  with tf.io.TFRecordWriter(str(other)) as w:
+    w.write(tf.train.Example().SerializeToString())
+  with pytest.raises(ip.InputFileError, match="other.tfrecord.*missing"):
+    ip.check_shards([str(other)], SEQ, PRED)
+
+
+def test_corrupt_first_record_is_named(tmp_path):
+  bad = write_records(tmp_path / "bad.tfrecord", 3)
+  _flip_byte(bad, 20)
+  with pytest.raises(ip.InputFileError, match=r"bad\.tfrecord.*unreadable"):
+    ip.check_shards([bad], SEQ, PRED)
+
+
+def test_corrupt_record_mid_file_fails_or_is_skipped(tmp_path):
+  good = write_records(tmp_path / "good.tfrecord", 8, seed=1)
+  bad = write_records(tmp_path / "bad.tfrecord", 8, seed=2)
+  size = len(open(bad, "rb").read())
+  _flip_byte(bad, size * 5 // 8 + 30)  # inside record 5 of 8
+  ip.check_shards([good, bad], SEQ, PRED)  # first records are fine
+  scan = {r.path: r for r in ip.scan_tfrecords([good, bad])}
+  assert scan[good].error is None and scan[good].good_records == 8
+  assert "corrupted record" in scan[bad].error
+  assert scan[bad].good_records == 5
+  assert "bad.tfrecord" in ip.describe_corrupt_files(scan.values())
+
+  with pytest.raises(tf.errors.DataLossError):
+    list(ip.make_dataset([good, bad], 1, SEQ, PRED, is_training=False))
+  skipped = list(ip.make_dataset([good, bad], 1, SEQ, PRED, is_training=False,
+                                 skip_corrupt_records=True))
+  assert len(skipped) == 8 + 5

@@ -1,0 +1,267 @@
+"""Tests for albert_tf.run_pretraining: flags, training, resume, kill, distribution."""
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import input_pipeline
+from albert_tf import run_pretraining as rp
+from tests.pretraining_fixtures import tiny_argv, write_records
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+CONFIGS = sorted((REPO / "configs").glob("pretrain_*.flags"))
+
+
+def _log(out_dir, name="train_log.jsonl"):
+  with open(os.path.join(out_dir, name), encoding="utf-8") as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def _env():
+  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3",
+             CUDA_VISIBLE_DEVICES="")
+  env.pop("TF_CONFIG", None)
+  return env
+
+
+# ------------------------------------------------------------ flags
+def test_flag_defaults_are_the_originals():
+  p = rp.params_from_argv(["--preset=albert_base_v2"])
+  assert (p.train_batch_size, p.eval_batch_size) == (4096, 64)
+  assert (p.max_seq_length, p.max_predictions_per_seq) == (512, 20)
+  assert (p.optimizer, p.learning_rate, p.poly_power) == ("lamb", 0.00176, 1.0)
+  assert (p.num_train_steps, p.num_warmup_steps) == (125000, 3125)
+  assert (p.save_checkpoints_steps, p.keep_checkpoint_max) == (5000, 5)
+  assert (p.iterations_per_loop, p.max_eval_steps) == (1000, 100)
+  assert not p.do_train and not p.do_eval
+  assert p.distribution_strategy == "default" and p.mixed_precision == "none"
+
+
+def test_flagfile_and_command_line_override(tmp_path):
+  flagfile = tmp_path / "x.flags"
+  flagfile.write_text("# comment\n--preset=albert_tiny_zh\n--do_train\n"
+                      "--train_batch_size=32\n--optimizer=adamw\n")
+  p = rp.params_from_argv([f"--flagfile={flagfile}", "--train_batch_size=64"])
+  assert p.preset == "albert_tiny_zh" and p.do_train
+  assert p.optimizer == "adamw" and p.train_batch_size == 64
+  with pytest.raises(Exception, match="distribution_strategy"):
+    rp.params_from_argv(["--distribution_strategy=horovod"])
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[c.name for c in CONFIGS])
+def test_shipped_flagfiles_parse(path):
+  p = rp.params_from_argv([f"--flagfile={path}"])
+  assert p.do_train and p.output_dir and p.input_file
+  assert p.num_train_steps % p.save_checkpoints_steps == 0
+  assert p.save_checkpoints_steps % p.iterations_per_loop == 0
+  assert p.preset or p.albert_config_file
+
+
+def test_bad_params_are_named(tmp_path):
+  with pytest.raises(ValueError, match="do_train or --do_eval"):
+    rp.run(rp.params_from_argv(["--preset=albert_base_v2",
+                                f"--output_dir={tmp_path}"]))
+  argv = tiny_argv(tmp_path, "--max_seq_length=32")
+  with pytest.raises(input_pipeline.InputFileError,
+                     match=r"part-0\.tfrecord.*--max_seq_length=32"):
+    rp.run(rp.params_from_argv(argv))
+
+
+def test_corrupt_record_during_training_names_the_file(tmp_path):
+  bad = write_records(tmp_path / "bad.tfrecord", 8)
+  data = bytearray(open(bad, "rb").read())
+  data[len(data) // 2] ^= 0xFF
+  open(bad, "wb").write(bytes(data))
+  ds = input_pipeline.make_dataset([bad], 2, 16, 4, is_training=False)
+  with pytest.raises(input_pipeline.InputFileError,
+                     match=r"bad\.tfrecord: corrupted record.*skip_corrupt"):
+    rp._guard_corrupt(lambda: list(ds), [bad])  # pylint: disable=protected-access
+
+
+def test_segments_cut_at_checkpoints():
+  seg = rp._segments  # pylint: disable=protected-access
+  assert seg(0, 12, 4) == [[4, 3]]
+  assert seg(0, 10, 4) == [[4, 2], [2, 1]]
+  assert seg(6, 10, 4) == [[2, 1], [2, 1]]
+  assert seg(10, 10, 4) == []
+
+
+# ------------------------------------------------------------ training
+def test_train_eval_resume_and_init_checkpoint(tmp_path):
+  argv = tiny_argv(tmp_path, "--do_eval")
+  out = tmp_path / "out"
+  results = rp.run(rp.params_from_argv(argv))
+  assert results["global_step"] == 6
+  names = set(os.listdir(out))
+  assert {"albert_config.json", "checkpoint", "eval_results.json",
+          "eval_results.txt", "train_log.jsonl", "train", "eval"} <= names
+  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-6")
+  saved = json.load(open(out / "eval_results.json"))
+  assert set(saved) == {"masked_lm_accuracy", "masked_lm_loss",
+                        "sentence_order_accuracy", "sentence_order_loss",
+                        "global_step"}
+  assert "global_step = 6" in (out / "eval_results.txt").read_text()
+  log = _log(out)
+  assert [r["step"] for r in log] == [3, 6]  # log_steps=1 -> every call of 3
+  assert all(np.isfinite(r["loss"]) and r["examples_per_second"] > 0
+             for r in log)
+  assert os.listdir(out / "train")  # TensorBoard events
+  reader = tf.train.load_checkpoint(str(out / "ckpt-6"))
+  keys = reader.get_variable_to_shape_map()
+  for part in ("encoder", "masked_lm_head", "sentence_order_head",
+               "optimizer", "step"):
+    assert any(k.startswith(part + "/") for k in keys), part
+  assert reader.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE") == 6
+
+  # Same command, more steps: resumes at 6 with the schedule's learning rate.
+  resumed = rp.run(rp.params_from_argv(argv + ["--num_train_steps=9"]))
+  assert resumed["global_step"] == 9
+  last = _log(out)[-1]
+  assert last["step"] == 9
+  schedule = rp.optimization.WarmupPolynomialDecay(0.01, 9, 2)
+  np.testing.assert_allclose(last["learning_rate"], float(schedule(8)),
+                             rtol=1e-6)
+
+  # --init_checkpoint: weights only (step 0); same weights -> same eval.
+  p = rp.params_from_argv(argv + [f"--init_checkpoint={out}",
+                                  f"--output_dir={tmp_path / 'init'}",
+                                  "--nodo_train"])
+  evaluated = rp.run(p)
+  assert evaluated["global_step"] == 0
+  np.testing.assert_allclose(evaluated["masked_lm_loss"],
+                             resumed["masked_lm_loss"], rtol=1e-5)
+
+
+def test_mixed_bfloat16_loss_finite_layer_norm_float32(tmp_path):
+  p = rp.params_from_argv(tiny_argv(tmp_path, "--mixed_precision=bfloat16"))
+  rp._set_precision("bfloat16")  # pylint: disable=protected-access
+  try:
+    config = rp.resolve_config(None, p.albert_config_file)
+    model, _ = rp.build_pretrainer(config, p, 1)
+    dataset = input_pipeline.make_dataset(
+        input_pipeline.expand_input_files(p.input_file), 8, 16, 4)
+    history = model.fit(dataset, steps_per_epoch=2, epochs=1, verbose=0)
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
+  layers = model._flatten_layers()  # pylint: disable=protected-access
+  dtypes = {type(l).__name__: (l.compute_dtype, l.variable_dtype)
+            for l in layers}
+  assert dtypes["LayerNormalization"] == ("float32", "float32")
+  assert dtypes["Dense"] == ("bfloat16", "float32")
+  assert all(np.isfinite(history.history["loss"]))
+  assert all(np.isfinite(v.numpy()).all() for v in model.trainable_variables)
+
+
+# ------------------------------------------------------------ kill + resume
+@pytest.mark.slow
+def test_sigkill_after_first_checkpoint_then_resume(tmp_path):
+  common = ["--num_train_steps=120", "--save_checkpoints_steps=20",
+            "--iterations_per_loop=10", "--log_steps=10"]
+  clean = tmp_path / "clean"
+  clean.mkdir()
+  assert rp.run(rp.params_from_argv(tiny_argv(clean, *common)))[
+      "global_step"] == 120
+
+  killed = tmp_path / "killed"
+  killed.mkdir()
+  argv = tiny_argv(killed, *common)
+  out = killed / "out"
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "albert_tf.run_pretraining", *argv], cwd=REPO,
+      env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  deadline = time.time() + 90
+  while not (out / "checkpoint").exists():
+    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    assert time.time() < deadline, "no checkpoint within 90 s"
+    time.sleep(0.02)
+  os.kill(proc.pid, signal.SIGKILL)
+  proc.wait()
+  # Readable right after the kill: the index names complete checkpoints only.
+  latest = tf.train.latest_checkpoint(str(out))
+  saved_step = int(tf.train.load_checkpoint(latest).get_tensor(
+      "step/.ATTRIBUTES/VARIABLE_VALUE"))
+  assert saved_step % 20 == 0 and 0 < saved_step < 120, saved_step
+
+  assert rp.run(rp.params_from_argv(argv))["global_step"] == 120
+  log = _log(out)
+  first_after = [r for r in log if r["step"] > saved_step]
+  assert first_after[0]["step"] == saved_step + 10  # continued, not restarted
+  ref = {r["step"]: r for r in _log(clean / "out")}
+  for r in first_after:  # same step -> same learning rate as uninterrupted
+    np.testing.assert_allclose(r["learning_rate"],
+                               ref[r["step"]]["learning_rate"], rtol=1e-6)
+  assert sorted(os.listdir(out)) == sorted(os.listdir(clean / "out"))
+
+
+# ------------------------------------------------------------ distribution
+_MIRRORED_SCRIPT = textwrap.dedent("""
+    import sys, tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from albert_tf import run_pretraining as rp
+    default_dir, argv = sys.argv[1], sys.argv[2:]
+    rp.run(rp.params_from_argv(argv + ["--output_dir=" + default_dir]))
+    rp.run(rp.params_from_argv(argv + ["--distribution_strategy=mirrored"]))
+    """)
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_mirrored_and_multi_worker_match_default_strategy(tmp_path):
+  """Same global batch (files read in order), same first two losses."""
+  common = ["--num_train_steps=2", "--save_checkpoints_steps=2",
+            "--iterations_per_loop=1", "--log_steps=1",
+            "--shuffle_buffer_size=0"]
+  base = tmp_path
+  argv = tiny_argv(tmp_path, *common)
+  out_dir = lambda name: f"--output_dir={base / name}"
+  ports = [_free_port(), _free_port()]
+  cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+  procs = [subprocess.Popen(
+      [sys.executable, "-c", _MIRRORED_SCRIPT, str(base / "default"), *argv,
+       out_dir("mirrored")], cwd=REPO,
+      env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)]
+  for i in range(2):
+    env = _env()
+    env["TF_CONFIG"] = json.dumps({"cluster": cluster,
+                                   "task": {"type": "worker", "index": i}})
+    procs.append(subprocess.Popen(
+        [sys.executable, "-m", "albert_tf.run_pretraining", *argv,
+         out_dir("multi_worker"),
+         "--distribution_strategy=multi_worker_mirrored"], cwd=REPO, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+  try:
+    for proc in procs:
+      _, err = proc.communicate(timeout=420)
+      assert proc.returncode == 0, err.decode()[-3000:]
+  finally:
+    for proc in procs:
+      if proc.poll() is None:
+        proc.kill()
+  losses = {name: [r["loss"] for r in _log(base / name)]
+            for name in ("default", "mirrored", "multi_worker")}
+  assert len(losses["default"]) == 2, losses
+  np.testing.assert_allclose(losses["mirrored"], losses["default"], rtol=2e-4)
+  # Measured: multi-worker differs from default by ~1e-3 relative (mirrored
+  # matches to 1e-6); the cause is not understood yet (open, see
+  # docs/pretraining.md), hence the looser tolerance here.
+  np.testing.assert_allclose(losses["multi_worker"], losses["default"],
+                             rtol=5e-3)
+  assert not os.path.exists(base / "multi_worker" / ".worker_1")
