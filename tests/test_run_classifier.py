@@ -1,0 +1,232 @@
+"""run_classifier end to end on tiny TSV files, and the task readers' errors."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+
+from albert_tf import classifier_data as cd
+from albert_tf import run_classifier
+from albert_tf.config import AlbertConfig
+from albert_tf.tokenization import load_tokenizer
+
+CHARS = "好差很不是的电影书手机质量服务一般喜欢失望"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+  """A WordPiece vocab of single characters and a tiny albert config."""
+  root = tmp_path_factory.mktemp("cls")
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(CHARS) + list(
+      "abcdefghij")
+  (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+  config = AlbertConfig(vocab_size=len(vocab), embedding_size=8,
+                        hidden_size=16, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=32,
+                        max_position_embeddings=64,
+                        # Wider than 0.02 so that 40 steps break symmetry.
+                        initializer_range=0.2)
+  config.to_json_file(root / "albert_config.json")
+  return root
+
+
+def write(path, lines):
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def sentiment_rows(n, seed):
+  """label 1 iff the review contains 好 (an easy, learnable signal)."""
+  rng = np.random.default_rng(seed)
+  filler = list("很不是的电影书手机质量服务一般")
+  rows = []
+  for i in range(n):
+    label = i % 2
+    words = list(rng.choice(filler, size=rng.integers(3, 8)))
+    words.insert(int(rng.integers(0, len(words))), "好" if label else "差")
+    rows.append(f"{label}\t{''.join(words)}")
+  return rows
+
+
+def base_options(workdir, **kw):
+  options = dict(vocab_file=str(workdir / "vocab.txt"),
+                 albert_config_file=str(workdir / "albert_config.json"),
+                 max_seq_length=16, train_batch_size=16, eval_batch_size=32,
+                 learning_rate=1e-2, warmup_step=2, classifier_dropout=0.0,
+                 seed=1)
+  options.update(kw)
+  return options
+
+
+def test_sentiment_end_to_end(workdir):
+  data = workdir / "sentiment"
+  train = sentiment_rows(96, 0)
+  train.insert(10, "")                                  # an empty line
+  train.append("1\t" + "好" * 40)                       # longer than 16 tokens
+  write(data / "train.tsv", train)
+  write(data / "dev.tsv", sentiment_rows(32, 1))
+  write(data / "test.tsv", sentiment_rows(32, 2))
+  out = workdir / "sentiment_out"
+  result = run_classifier.run(
+      task_name="sentiment", data_dir=str(data), output_dir=str(out),
+      num_train_epochs=6, do_train=True, do_eval=True, do_predict=True,
+      **base_options(workdir))
+  stats = result["data"]["train"]
+  assert stats["examples"] == 97 and stats["empty_lines_skipped"] == 1
+  assert stats["truncated"] == 1 and stats["tokens_removed"] == 40 - 14
+  assert result["eval"]["accuracy"] >= 0.8, result["eval"]
+  assert result["test"]["accuracy"] >= 0.8, result["test"]
+  saved = json.loads((out / "eval_results.json").read_text())
+  assert saved["eval_accuracy"] == result["eval"]["accuracy"]
+  assert saved["best_step"] == result["best_step"]
+  log = [json.loads(l) for l in (out / "train_log.jsonl").read_text().split(
+      "\n") if l]
+  assert [e["epoch"] for e in log] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+  assert max(e["eval"]["accuracy"] for e in log) == result["eval"]["accuracy"]
+  rows = (out / "test_results.tsv").read_text().splitlines()
+  assert rows[0] == "index\tprediction\tprob_0\tprob_1" and len(rows) == 33
+  for name in ("albert_config.json", "vocab.txt", "classifier_config.json",
+               "checkpoint"):
+    assert (out / name).exists(), name
+
+  # The kept checkpoint is the best one: evaluating it alone reproduces it.
+  again = run_classifier.run(
+      task_name="sentiment", data_dir=str(data), output_dir=str(
+          workdir / "reeval"), init_checkpoint=str(out), do_train=False,
+      do_eval=True, **{k: v for k, v in base_options(workdir).items()
+                       if k != "albert_config_file"})
+  assert again["eval"]["accuracy"] == pytest.approx(result["eval"]["accuracy"])
+
+  # A checkpoint of a different config: a clear error naming the fields.
+  other = workdir / "other_config.json"
+  AlbertConfig.from_json_file(workdir / "albert_config.json").replace(
+      hidden_size=32, intermediate_size=64).to_json_file(other)
+  with pytest.raises(ValueError, match="different config.*hidden_size"):
+    run_classifier.run(
+        task_name="sentiment", data_dir=str(data), output_dir=str(
+            workdir / "bad"), init_checkpoint=str(out), do_train=False,
+        do_eval=True, **base_options(workdir, albert_config_file=str(other)))
+  # Same, when the checkpoint has no albert_config.json beside it.
+  os.remove(out / "albert_config.json")
+  with pytest.raises(ValueError, match="does not fit the model config.*shape"):
+    run_classifier.run(
+        task_name="sentiment", data_dir=str(data), output_dir=str(
+            workdir / "bad2"), init_checkpoint=str(out), do_train=False,
+        do_eval=True, **base_options(workdir, albert_config_file=str(other)))
+
+
+def test_lcqmc_pair_task(workdir):
+  data = workdir / "lcqmc"
+  rng = np.random.default_rng(3)
+  rows = []
+  for i in range(64):
+    a = "".join(rng.choice(list(CHARS), size=4))
+    b = a if i % 2 else "".join(rng.choice(list(CHARS), size=5))
+    rows.append(f"{a}\t{b}\t{i % 2}")
+  write(data / "train.txt", rows[:48])   # the original LCQMC .txt names
+  write(data / "dev.txt", rows[48:])
+  write(data / "test.txt", rows[48:])
+  out = workdir / "lcqmc_out"
+  result = run_classifier.run(
+      task_name="lcqmc", data_dir=str(data), output_dir=str(out),
+      train_step=6, do_train=True, do_eval=True, do_predict=True,
+      mixed_precision="mixed_bfloat16", **base_options(workdir))
+  assert result["num_train_steps"] == 6
+  assert 0.0 <= result["eval"]["accuracy"] <= 1.0
+  assert len((out / "test_results.tsv").read_text().splitlines()) == 17
+
+
+def test_stsb_regression(workdir):
+  data = workdir / "sts-b"
+  header = ("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\t"
+            "sentence1\tsentence2")
+  rng = np.random.default_rng(4)
+  rows = []
+  for i in range(48):
+    a = "".join(rng.choice(list(CHARS), size=5))
+    score = float(i % 6)
+    rows.append(f"{i}\tmain-news\tx\t2012\t{i}\tnone\tnone\t{a}\t{a[:int(score)]}"
+                f"\t{score:.3f}")
+  write(data / "train.tsv", [header + "\tscore"] + rows[:32])
+  write(data / "dev.tsv", [header + "\tscore"] + rows[32:])
+  write(data / "test.tsv", [header] + [r.rsplit("\t", 1)[0] for r in rows[32:]])
+  out = workdir / "stsb_out"
+  result = run_classifier.run(
+      task_name="sts-b", data_dir=str(data), output_dir=str(out),
+      train_step=6, do_train=True, do_eval=True, do_predict=True,
+      **base_options(workdir))
+  saved = json.loads((out / "eval_results.json").read_text())
+  assert {"eval_pearson", "eval_spearman", "best_step"} <= set(saved)
+  assert "test_pearson" not in saved  # the GLUE test split has no score
+  preds = (out / "test_results.tsv").read_text().splitlines()
+  assert preds[0] == "index\tprediction" and len(preds) == 17
+  float(preds[1].split("\t")[1])
+
+
+# ------------------------------------------------------- readers (no model)
+def test_bad_input_messages(tmp_path, workdir):
+  spec = cd.get_task("sentiment")
+  write(tmp_path / "train.tsv", ["1\t好", "", "0"])
+  with pytest.raises(cd.DataError, match=r"train.tsv:3: .*missing text_a"):
+    cd.read_examples(spec, str(tmp_path), "train")
+  write(tmp_path / "train.tsv", ["1\t好", "", "2\t差"])
+  with pytest.raises(cd.DataError,
+                     match=r"train.tsv:3: unknown label '2'.*\['0', '1'\]"):
+    cd.read_examples(spec, str(tmp_path), "train")
+  write(tmp_path / "train.tsv", ["1\t好", "", "  ", "0\t差"])
+  examples, stats = cd.read_examples(spec, str(tmp_path), "train")
+  assert len(examples) == 2 and stats["empty_lines_skipped"] == 2
+  assert examples[1].source.endswith("train.tsv:4")
+  write(tmp_path / "dev.tsv", ["sentence1\tlabel", "a\tentailment"])
+  with pytest.raises(cd.DataError, match="no column 'sentence2'"):
+    cd.read_examples(cd.get_task("rte"), str(tmp_path), "dev")
+  write(tmp_path / "train.tsv", ["x\tnot a number"])
+  tsv = cd.get_task("tsv", text_a_column="0", label_column="1")
+  with pytest.raises(cd.DataError, match="regression label 'not a number'"):
+    cd.read_examples(tsv, str(tmp_path), "train")
+  with pytest.raises(ValueError, match="Unknown task_name 'foo'"):
+    cd.get_task("foo")
+
+
+def test_generic_tsv_named_columns(tmp_path):
+  write(tmp_path / "train.tsv", ["id\tq\tlabel\tdoc", "7\t好\tyes\t差",
+                                 "8\t差\tno\t好"])
+  spec = cd.get_task("tsv", text_a_column="q", text_b_column="doc",
+                     label_column="label", label_list=["no", "yes"])
+  examples, stats = cd.read_examples(spec, str(tmp_path), "train")
+  assert stats["header_lines"] == 1
+  assert [(e.text_a, e.text_b, e.label) for e in examples] == [
+      ("好", "差", "yes"), ("差", "好", "no")]
+
+
+def test_encoding_and_truncation(workdir):
+  tok = load_tokenizer(vocab_file=str(workdir / "vocab.txt"))
+  ids, mask, seg, removed = cd.encode_pair(tok, "好好好好好", "差差", 8)
+  # longest-first: a loses 2 tokens -> [CLS] 好好好 [SEP] 差差 [SEP]
+  assert removed == 2
+  assert tok.convert_ids_to_tokens(ids) == ["[CLS]", "好", "好", "好", "[SEP]",
+                                            "差", "差", "[SEP]"]
+  assert seg == [0] * 5 + [1] * 3 and mask == [1] * 8
+  ids, mask, seg, removed = cd.encode_pair(tok, "好差", None, 6)
+  assert removed == 0 and mask == [1, 1, 1, 1, 0, 0] and ids[-1] == tok.pad_id
+  spec = cd.get_task("sentiment")
+  examples = [cd.InputExample("a", "好" * 10, None, "1", "f:1"),
+              cd.InputExample("b", "差", None, "0", "f:2")]
+  features, stats = cd.encode_examples(examples, tok, 6, spec)
+  assert stats == {"examples": 2, "truncated": 1, "tokens_removed": 6}
+  assert features["label_ids"].tolist() == [1, 0]
+
+
+def test_metrics():
+  from scipy import stats
+  rng = np.random.default_rng(0)
+  x, y = rng.normal(size=50), rng.normal(size=50)
+  x[:5] = x[5]  # ties
+  assert cd.spearman(x, y) == pytest.approx(stats.spearmanr(x, y)[0])
+  assert cd.pearson(x, y) == pytest.approx(stats.pearsonr(x, y)[0])
+  spec = cd.get_task("mrpc")
+  result = cd.compute_metrics(spec, np.array([1, 1, 0, 0]),
+                              np.array([[0, 1], [1, 0], [0, 1], [1, 0]]))
+  assert result["accuracy"] == 0.5 and result["f1"] == pytest.approx(0.5)
