@@ -4,16 +4,34 @@ Public API:
   AlbertConfig.from_preset(name), AlbertConfig.from_json_file(path)
   AlbertEncoder(config), AlbertPretrainer(config),
   AlbertClassifier(config, num_labels)
+
+The model classes are imported on first use (PEP 562), so light modules such
+as `albert_tf.tokenization` and `albert_tf.features` load without Keras: Beam
+workers that only tokenize start in a fraction of a second.
 """
 
+import importlib
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from albert_tf.config import AlbertConfig, PRESETS  # noqa: E402
-from albert_tf.encoder import AlbertEncoder  # noqa: E402
-from albert_tf.models import (AlbertClassifier, AlbertPretrainer)  # noqa: E402
+_LAZY = {
+    "AlbertConfig": "albert_tf.config",
+    "PRESETS": "albert_tf.config",
+    "AlbertEncoder": "albert_tf.encoder",
+    "AlbertPretrainer": "albert_tf.models",
+    "AlbertClassifier": "albert_tf.models",
+}
 
-__all__ = ["AlbertConfig", "PRESETS", "AlbertEncoder", "AlbertPretrainer",
-           "AlbertClassifier"]
+__all__ = list(_LAZY)
+
+
+def __getattr__(name):
+  if name in _LAZY:
+    return getattr(importlib.import_module(_LAZY[name]), name)
+  raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(list(globals()) + __all__)

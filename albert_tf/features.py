@@ -3,10 +3,9 @@
 The feature names, dtypes and shapes are exactly those written by the original
 google-research/albert `create_pretraining_data.py`, so records written by that
 code, by `data_prep` or by any other tool that follows the format are
-interchangeable. Integers are stored as int64 and cast to int32 by readers.
+interchangeable. Integers are stored as int64 and cast to int32 by readers. TensorFlow is
+imported inside the functions so that the names load without it.
 """
-
-import tensorflow as tf
 
 INPUT_IDS = "input_ids"
 INPUT_MASK = "input_mask"
@@ -24,6 +23,7 @@ PREDICTION_FEATURES = (MASKED_LM_POSITIONS, MASKED_LM_IDS, MASKED_LM_WEIGHTS)
 
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
   """Returns the `tf.io.parse_single_example` spec of one pretraining record."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   spec = {
       name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
       for name in SEQUENCE_FEATURES
@@ -38,18 +38,18 @@ def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
   return spec
 
 
-def _int64_feature(values):
-  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
-def _float_feature(values):
-  return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
-
-
 def make_pretraining_example(input_ids, input_mask, segment_ids, token_boundary,
                              masked_lm_positions, masked_lm_ids,
                              masked_lm_weights, next_sentence_label):
   """Builds one `tf.train.Example` in the original format (already padded)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  def _int64_feature(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+  def _float_feature(values):
+    return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
   feature = {
       INPUT_IDS: _int64_feature(input_ids),
       INPUT_MASK: _int64_feature(input_mask),

@@ -1,0 +1,296 @@
+"""The one tokenizer interface of the project: SentencePiece model or WordPiece vocab.txt.
+
+`load_tokenizer(spm_model_file=...)` wraps an ALBERT SentencePiece model (ids
+pad=0, unk=1, [CLS]=2, [SEP]=3, [MASK]=4, as written by
+`data_prep.train_vocab`); `load_tokenizer(vocab_file=...)` wraps a BERT-style
+WordPiece `vocab.txt` (Google's Chinese ALBERT, brightmart's albert_zh).
+Both return an `AlbertTokenizer` with the same methods, so the data pipeline,
+the classifier data code and export code never branch on the kind.
+
+Example:
+  tok = load_tokenizer(spm_model_file="demo_output/vocab/spm.model")
+  ids = [tok.cls_id] + tok.encode("迈向充满希望的新世纪。") + [tok.sep_id]
+
+This module is plain Python (sentencepiece + unicodedata): the Beam workers of
+`data_prep` load it in every process, and TF-Text / keras-hub WordPiece ops
+would pull TensorFlow graph execution into every string (slow per call, and a
+large import) for no gain. An in-graph TF-Text version for export mirrors
+`normalize` step by step; keep the two in sync.
+"""
+
+import collections
+import os
+import unicodedata
+
+SPM_UNDERLINE = "\u2581"  # "▁": SentencePiece's word-start marker.
+KINDS = ("sentencepiece", "wordpiece")
+
+CLS_TOKEN = "[CLS]"
+SEP_TOKEN = "[SEP]"
+MASK_TOKEN = "[MASK]"
+# Pad/unk are spelled differently by the two vocabularies.
+_PAD_TOKENS = {"sentencepiece": "<pad>", "wordpiece": "[PAD]"}
+_UNK_TOKENS = {"sentencepiece": "<unk>", "wordpiece": "[UNK]"}
+
+# ASCII punctuation, € and £ count as whole words in the original
+# `_is_start_piece_sp`, as does any piece with a character outside a-z.
+_SPM_WORD_PUNCT = frozenset('!"#$%&\'()*+,-./:;?@[\\]^_`{|}~') | {"€", "£"}
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
+
+
+def is_cjk_char(char):
+  """True for a CJK Unified Ideograph (the ranges BERT splits one by one)."""
+  cp = ord(char)
+  return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or
+          0x20000 <= cp <= 0x2A6DF or 0x2A700 <= cp <= 0x2B73F or
+          0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or
+          0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+def _is_punctuation(char):
+  # BERT treats every non-alphanumeric ASCII character as punctuation too
+  # (e.g. "$", "^", "`"), beyond the Unicode P* categories.
+  cp = ord(char)
+  if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+    return True
+  return unicodedata.category(char).startswith("P")
+
+
+def _is_control(char):
+  if char in "\t\n\r":
+    return False
+  return unicodedata.category(char) in ("Cc", "Cf")
+
+
+def normalize(text, kind="sentencepiece", do_lower_case=True):
+  """Normalises text the way the original tokenizers do before splitting.
+
+  Exact steps, in order (an in-graph mirror must do the same):
+    1. Every run of whitespace (str.split) becomes one space; leading and
+       trailing whitespace is removed.
+    2. kind="sentencepiece" (ALBERT `preprocess_text`): "``" and "''"
+       become '"'. If do_lower_case: Unicode NFKD, drop combining marks
+       (accent stripping), then lowercase.
+    3. kind="wordpiece" (BERT `BasicTokenizer`): drop U+0000, U+FFFD and
+       control/format characters (categories Cc, Cf). If do_lower_case:
+       lowercase, then NFD and drop non-spacing marks (Mn). NFD, not NFKD,
+       so full-width punctuation keeps the ids BERT's Chinese vocab gives it.
+
+  Args:
+    text: str.
+    kind: "sentencepiece" or "wordpiece".
+    do_lower_case: lowercase and strip accents.
+  Returns:
+    The normalised str.
+  """
+  if kind == "wordpiece":
+    text = "".join(c for c in text
+                   if c not in "\x00\ufffd" and not _is_control(c))
+  text = " ".join(text.split())
+  if kind == "sentencepiece":
+    text = text.replace("``", '"').replace("''", '"')
+    if do_lower_case:
+      text = unicodedata.normalize("NFKD", text)
+      text = "".join(c for c in text if not unicodedata.combining(c))
+      text = text.lower()
+  elif do_lower_case:
+    text = unicodedata.normalize("NFD", text.lower())
+    text = "".join(c for c in text if unicodedata.category(c) != "Mn")
+  return text
+
+
+class AlbertTokenizer:
+  """Tokenizer over a SentencePiece model or a WordPiece vocabulary.
+
+  Build it with `load_tokenizer`. Special ids (`pad_id`, `unk_id`, `cls_id`,
+  `sep_id`, `mask_id`) come from the model/vocab itself.
+  """
+
+  def __init__(self, kind, model_file, do_lower_case, sp_model=None,
+               vocab=None):
+    if kind not in KINDS:
+      raise ValueError(f"tokenizer kind must be one of {KINDS}, got {kind!r}")
+    self.kind = kind
+    self.model_file = model_file
+    self.do_lower_case = do_lower_case
+    self._sp = sp_model
+    if kind == "sentencepiece":
+      self._id_to_token = [sp_model.id_to_piece(i)
+                           for i in range(sp_model.get_piece_size())]
+    else:
+      self._id_to_token = list(vocab)
+    self._token_to_id = {t: i for i, t in enumerate(self._id_to_token)}
+    self.pad_id = self._special_id(_PAD_TOKENS[kind])
+    self.unk_id = self._special_id(_UNK_TOKENS[kind])
+    self.cls_id = self._special_id(CLS_TOKEN)
+    self.sep_id = self._special_id(SEP_TOKEN)
+    self.mask_id = self._special_id(MASK_TOKEN)
+
+  def _special_id(self, token):
+    if token not in self._token_to_id:
+      raise ValueError(
+          f"{self.model_file}: the {self.kind} vocabulary has no {token!r} "
+          "token (expected ALBERT special tokens: <pad>/[PAD], <unk>/[UNK], "
+          "[CLS], [SEP], [MASK])")
+    return self._token_to_id[token]
+
+  @property
+  def vocab_size(self):
+    return len(self._id_to_token)
+
+  def normalize(self, text):
+    """See the module-level `normalize` for the exact steps."""
+    return normalize(text, self.kind, self.do_lower_case)
+
+  def tokenize(self, text):
+    """Normalises and splits `text` into tokens (pieces) of the vocabulary."""
+    text = self.normalize(text)
+    if not text:
+      return []
+    if self.kind == "sentencepiece":
+      return self._spm_pieces(text)
+    tokens = []
+    for word in _basic_tokenize(text):
+      tokens.extend(_wordpiece(word, self._token_to_id, _UNK_TOKENS["wordpiece"]))
+    return tokens
+
+  def _spm_pieces(self, text):
+    pieces = self._sp.encode(text, out_type=str)
+    # As the original `encode_pieces`: "9," is re-split into "9" and "," so
+    # numbers followed by a comma get the same pieces as bare numbers.
+    out = []
+    for piece in pieces:
+      if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
+        sub = self._sp.encode(piece[:-1].replace(SPM_UNDERLINE, ""),
+                              out_type=str)
+        # Inside a word the re-encoded number must not gain a "▁".
+        if piece[0] != SPM_UNDERLINE and sub and sub[0][0] == SPM_UNDERLINE:
+          sub = sub[1:] if len(sub[0]) == 1 else [sub[0][1:]] + sub[1:]
+        out.extend(sub)
+        out.append(",")
+      else:
+        out.append(piece)
+    return out
+
+  def convert_tokens_to_ids(self, tokens):
+    return [self._token_to_id.get(t, self.unk_id) for t in tokens]
+
+  def convert_ids_to_tokens(self, ids):
+    return [self._id_to_token[i] for i in ids]
+
+  def encode(self, text):
+    """Token ids of `text` (no [CLS]/[SEP] added)."""
+    return self.convert_tokens_to_ids(self.tokenize(text))
+
+  def is_word_start(self, token):
+    """True if `token` starts a word for whole-word masking.
+
+    SentencePiece: as the original `_is_start_piece_sp` — a "▁" piece, a
+    control/special piece ("<...>", "[...]"), a punctuation piece, or any
+    piece with a character outside a-z (so each Chinese piece is a word).
+    WordPiece: every token except "##" continuations (BERT splits each CJK
+    character into its own token, so each is a word).
+    """
+    if self.kind == "wordpiece":
+      return not token.startswith("##")
+    if (token.startswith(SPM_UNDERLINE) or token.startswith("<") or
+        token in (CLS_TOKEN, SEP_TOKEN, MASK_TOKEN) or token in _SPM_WORD_PUNCT):
+      return True
+    return not all(c.lower() in _ASCII_LETTERS or c in _SPM_WORD_PUNCT
+                   for c in token)
+
+  def word_start_table(self):
+    """`is_word_start` for every id, as a list of bool of length vocab_size."""
+    return [self.is_word_start(t) for t in self._id_to_token]
+
+
+def _basic_tokenize(text):
+  """BERT basic tokenization of normalised text: CJK and punctuation split."""
+  words = []
+  for chunk in text.split():
+    current = []
+    for char in chunk:
+      if is_cjk_char(char) or _is_punctuation(char):
+        if current:
+          words.append("".join(current))
+          current = []
+        words.append(char)
+      else:
+        current.append(char)
+    if current:
+      words.append("".join(current))
+  return words
+
+
+def _wordpiece(word, token_to_id, unk_token, max_chars_per_word=100):
+  """Greedy longest-match-first split of one word into WordPiece tokens."""
+  if len(word) > max_chars_per_word:
+    return [unk_token]
+  pieces = []
+  start = 0
+  while start < len(word):
+    end = len(word)
+    piece = None
+    while start < end:
+      candidate = word[start:end]
+      if start > 0:
+        candidate = "##" + candidate
+      if candidate in token_to_id:
+        piece = candidate
+        break
+      end -= 1
+    if piece is None:
+      return [unk_token]  # BERT: one unknown sub-piece makes the word [UNK].
+    pieces.append(piece)
+    start = end
+  return pieces
+
+
+def _load_vocab(vocab_file):
+  tokens = []
+  with open(vocab_file, encoding="utf-8") as f:
+    for line in f:
+      # A vocab line is the token itself; only the newline is stripped so
+      # that whitespace-like tokens keep their ids.
+      token = line.rstrip("\n").rstrip("\r")
+      tokens.append(token)
+  counts = collections.Counter(tokens)
+  duplicates = [t for t, c in counts.items() if c > 1 and t]
+  if duplicates:
+    raise ValueError(f"{vocab_file}: duplicate tokens {duplicates[:5]}")
+  return tokens
+
+
+def load_tokenizer(spm_model_file=None, vocab_file=None, do_lower_case=True):
+  """Loads an `AlbertTokenizer`; exactly one of the two files must be given.
+
+  Args:
+    spm_model_file: path of a SentencePiece `.model` (ALBERT ids).
+    vocab_file: path of a WordPiece `vocab.txt`, one token per line.
+    do_lower_case: lowercase and strip accents in `normalize`.
+  Raises:
+    ValueError: neither or both files given, or the file is missing,
+      unreadable or lacks the special tokens.
+  """
+  if (spm_model_file is None) == (vocab_file is None):
+    raise ValueError("give exactly one of spm_model_file= or vocab_file= "
+                     f"(got spm_model_file={spm_model_file!r}, "
+                     f"vocab_file={vocab_file!r})")
+  path = spm_model_file or vocab_file
+  if not os.path.isfile(path):
+    raise ValueError(f"tokenizer file {path!r} does not exist")
+  if spm_model_file:
+    import sentencepiece as spm  # Only needed for SentencePiece models.
+    sp = spm.SentencePieceProcessor()
+    try:
+      sp.Load(spm_model_file)
+    except (OSError, RuntimeError) as e:
+      raise ValueError(
+          f"cannot load SentencePiece model {spm_model_file!r}: {e}") from e
+    return AlbertTokenizer("sentencepiece", spm_model_file, do_lower_case,
+                           sp_model=sp)
+  try:
+    vocab = _load_vocab(vocab_file)
+  except UnicodeDecodeError as e:
+    raise ValueError(f"WordPiece vocab {vocab_file!r} is not UTF-8 text: {e}")
+  return AlbertTokenizer("wordpiece", vocab_file, do_lower_case, vocab=vocab)

