@@ -62,7 +62,7 @@ def save_weights(model, prefix, config=None):
   path = make_checkpoint(model).write(prefix)
   # `write` leaves no "checkpoint" state file; add one so that the directory
   # itself can be passed wherever a checkpoint is expected.
-  tf.train.update_checkpoint_state(os.path.dirname(prefix) or ".", path)
+  tf.compat.v1.train.update_checkpoint_state(os.path.dirname(prefix) or ".", path)
   if config is not None:
     config.to_json_file(os.path.join(os.path.dirname(prefix), CONFIG_NAME))
   return path

@@ -50,10 +50,9 @@ def _plot_finetuning(demo, out):
   drawn = False
   for run in ("pretrained", "random_init"):
     rows = [r for r in _jsonl(demo.path("finetune", run, "train_log.jsonl"))
-            if "accuracy" in r or "eval_accuracy" in r]
+            if "accuracy" in r.get("eval", {})]
     if rows:
-      ax.plot([r["step"] for r in rows],
-              [r.get("eval_accuracy", r.get("accuracy")) for r in rows],
+      ax.plot([r["step"] for r in rows], [r["eval"]["accuracy"] for r in rows],
               marker="o", label=f"dev accuracy, {run.replace('_', ' ')}")
       drawn = True
   tfidf = demo.figures.get("finetune", {}).get("tfidf", {})
@@ -90,6 +89,22 @@ def _plot_albert_vs_bert(results, out):
   fig.savefig(path, dpi=110)
   plt.close(fig)
   return path
+
+
+# What the stage table shows (suffixes of the flattened figure names).
+KEY_FIGURES = {
+    "corpus": ("train.txt", "heldout.txt", "sentences", "sentiment_train",
+               "sentiment_dev", "sentiment_test"),
+    "tfrecords": ("train.instances", "train.masked_lm_rate",
+                  "train.next_sentence_label_1_fraction", "heldout.instances",
+                  "documents.used"),
+    "pretrain": ("masked_lm_accuracy", "sentence_order_accuracy", "global_step"),
+    "eval": ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
+             "sentence_order_loss"),
+    "finetune": ("pretrained.test_accuracy", "random_init.test_accuracy",
+                 "tfidf.test_accuracy", "pretrained.eval_accuracy",
+                 "random_init.eval_accuracy"),
+}
 
 
 def _fmt(value):
@@ -131,7 +146,10 @@ def write_report(demo, out):
   for name, title in demo.STAGES[:-1]:
     rows = []
     _flatten("", demo.figures.get(name, {}), rows)
-    shown = "; ".join(f"{k} = {_fmt(v)}" for k, v in rows[:14])
+    keys = KEY_FIGURES.get(name)
+    if keys:
+      rows = [(k, v) for k, v in rows if any(k.endswith(key) for key in keys)]
+    shown = "; ".join(f"{k} = {_fmt(v)}" for k, v in rows[:12])
     lines.append(f"| {name}: {title} | {_fmt(times.get(name, 0.0))} | {shown} |")
   lines += ["", "## albert_tiny_zh vs albert_base_v2 vs bert_base (this implementation)",
             "", "| model | parameters | sequences/s | spread |", "|---|---|---|---|"]
