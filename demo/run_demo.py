@@ -94,7 +94,8 @@ _LOG_PREFIX = re.compile(r"^\s*([IWE]\d{4} |INFO:|WARNING:absl|DEBUG:)")
 def _worth_showing(line):
   """Progress and results on the console; library chatter only in the log."""
   noise = ("WARNING: All log messages", "cuda", "absl::InitializeLog",
-           "rebuild TensorFlow", "oneDNN", "local_job_service", "sdk_worker")
+           "rebuild TensorFlow", "oneDNN", "local_job_service", "sdk_worker",
+           "apitools not found", "prism binary")
   return (line.strip() and not _LOG_PREFIX.match(line)
           and not any(n in line for n in noise))
 
