@@ -100,7 +100,8 @@ def table_rows(results):
         if isinstance(lat, dict) and isinstance(ref, dict):
           rows.append(("deploy", f"TFLite {mode} batch-1 ms, {t} thread(s) "
                        f"({e['size_mb']:.1f} MB, acc {e['accuracy']:.3f})",
-                       lat["median_ms"], lat.get("spread", 0.0),
+                       lat["median_ms"],
+                       (lat["max_ms"] - lat["min_ms"]) / lat["median_ms"],
                        f"SavedModel in TF {ref['median_ms']:.1f} ms",
                        ref["median_ms"] / lat["median_ms"]))
   return rows
