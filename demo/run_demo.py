@@ -41,25 +41,27 @@ SEQ, PREDS = 64, 10
 # Budgets per mode. "full" is what README reports; "fast" is the smoke run.
 BUDGETS = {
     "full": {"vocab_size": 8000, "dupe_factor": 2, "pretrain_steps": 600,
+             "vocab_sentences": 10_000_000,
              "save_steps": 100, "finetune_steps": 200, "finetune_seq": 64,
              "finetune_train_examples": 0, "finetune_eval_examples": 800,
              "finetune_evals": 4,
              "bench_batch": 16, "bench_repetitions": 2},
     "fast": {"vocab_size": 5000, "dupe_factor": 1, "pretrain_steps": 20,
-             "save_steps": 20, "finetune_steps": 20, "finetune_seq": 48,
-             "finetune_train_examples": 2000, "finetune_eval_examples": 300,
+             "save_steps": 20, "finetune_steps": 10, "finetune_seq": 48,
+             "finetune_train_examples": 1000, "finetune_eval_examples": 200,
+             "vocab_sentences": 15000,
              "finetune_evals": 1,
              "bench_batch": 4, "bench_repetitions": 1},
 }
 
 # Measured wall-clock seconds per stage on the 2-core machine (README).
 ESTIMATES = {
-    "full": {"corpus": 15, "vocab": 40, "tfrecords": 120, "pretrain": 900,
-             "eval": 40, "finetune": 420, "export": 60, "tflite": 40,
-             "check": 20, "report": 120},
-    "fast": {"corpus": 15, "vocab": 15, "tfrecords": 60, "pretrain": 60,
-             "eval": 20, "finetune": 60, "export": 40, "tflite": 30,
-             "check": 15, "report": 30},
+    "full": {"corpus": 15, "vocab": 30, "tfrecords": 20, "pretrain": 900,
+             "eval": 30, "finetune": 565, "export": 25, "tflite": 20,
+             "check": 15, "report": 40},
+    "fast": {"corpus": 15, "vocab": 10, "tfrecords": 15, "pretrain": 50,
+             "eval": 20, "finetune": 95, "export": 25, "tflite": 16,
+             "check": 10, "report": 15},
 }
 
 
@@ -193,6 +195,7 @@ class Demo:
                f"--input={self.path('corpus', 'peoples_daily', 'train.txt')}",
                f"--model_prefix={out}/spm",
                f"--vocab_size={self.budget['vocab_size']}",
+               f"--input_sentence_size={self.budget['vocab_sentences']}",
                log=os.path.join(out, "log.txt"))
     return {"vocab_size": self.budget["vocab_size"]}
 
