@@ -24,7 +24,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -34,13 +33,9 @@ MODES = ("none", "float16", "dynamic", "int8")
 
 
 def _timings(fn, repeats, warmup=5):
-  for _ in range(warmup):
-    fn()
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    fn()
-    times.append((time.perf_counter() - start) * 1000)
+  """Median/min/max milliseconds of `fn` (benchmarks.common.time_calls)."""
+  from benchmarks.common import time_calls  # pylint: disable=g-import-not-at-top
+  times = [t * 1000 for t in time_calls(fn, repeats, warmup)]
   return {"median_ms": statistics.median(times), "min_ms": min(times),
           "max_ms": max(times), "repeats": repeats}
 
