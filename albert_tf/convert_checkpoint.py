@@ -543,20 +543,8 @@ def _read_source(source, checkpoint, albert_config_file):
       config = config.replace(embedding_layout="brightmart")
       notes.append("brightmart own layout: embedding_layout='brightmart' "
                    "(projection E->H first, position/type embeddings of "
-                   "width H)")
-      if config.embedding_size != config.hidden_size:
-        # brightmart's MLM transform is H->H + LayerNorm(H) followed by the
-        # transposed word_embeddings_2; the model's head is H->E + LN(E).
-        head = sorted(n for n in tensors
-                      if n.startswith("cls/predictions/transform/"))
-        for name in head:
-          del tensors[name]
-          unconsumed.append(name)
-        if head:
-          notes.append("brightmart own-layout MLM transform (H->H, then "
-                       "word_embeddings_2^T) has no equivalent in the "
-                       "masked-LM head (H->E): the masked_lm_head is not "
-                       "converted (the encoder and SOP head are)")
+                   "width H; masked-LM transform H->H, then the transposed "
+                   "projection)")
   elif source == "huggingface":
     state, config_json = read_huggingface(checkpoint)
     if config is None:

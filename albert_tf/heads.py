@@ -21,21 +21,34 @@ class MaskedLMHead(keras.layers.Layer):
   output matrix is the transposed [V, E] word-embedding matrix of
   `token_embedding` (tied, as in the original); only the bias is the head's
   own (cls/predictions/output_bias).
+
+  brightmart's own albert_zh layout transforms H->H + LayerNorm(H) instead
+  and reaches the [V, E] table through the transposed E->H embedding
+  projection (word_embeddings_2); pass that projection layer as
+  `output_projection` to get this variant (tied too, no weights of its own).
   """
 
   def __init__(self, token_embedding, hidden_act="gelu",
-               initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):
+               initializer_range=0.02, layer_norm_eps=1e-12,
+               output_projection=None, **kwargs):
     super().__init__(**kwargs)
     if isinstance(token_embedding, dict):  # from_config of a lone head
       token_embedding = keras.saving.deserialize_keras_object(token_embedding)
+    if isinstance(output_projection, dict):
+      output_projection = keras.saving.deserialize_keras_object(
+          output_projection)
     self.token_embedding = token_embedding
+    self.output_projection = output_projection
     self.vocab_size = token_embedding.input_dim
     self.embedding_size = token_embedding.output_dim
+    # brightmart's variant transforms at the projection's width H.
+    self.transform_size = (output_projection.units if output_projection
+                           else self.embedding_size)
     self.hidden_act = hidden_act
     self.initializer_range = initializer_range
     self.layer_norm_eps = layer_norm_eps
     self.transform = keras.layers.Dense(
-        self.embedding_size, activation=get_activation(hidden_act),
+        self.transform_size, activation=get_activation(hidden_act),
         kernel_initializer=truncated_normal(initializer_range),
         dtype=self.dtype_policy, name="transform_dense")
     self.layer_norm = keras.layers.LayerNormalization(
@@ -45,19 +58,26 @@ class MaskedLMHead(keras.layers.Layer):
     hidden = sequence_output_shape[-1]
     if not self.token_embedding.built:
       self.token_embedding.build((None, None))
+    if (self.output_projection is not None
+        and not self.output_projection.built):
+      self.output_projection.build((None, None, self.embedding_size))
     self.transform.build((None, None, hidden))
-    self.layer_norm.build((None, None, self.embedding_size))
+    self.layer_norm.build((None, None, self.transform_size))
     self.output_bias = self.add_weight(
         name="output_bias", shape=(self.vocab_size,), initializer="zeros")
     self.built = True
 
   def call(self, sequence_output, masked_lm_positions):
     x = tf.gather(sequence_output, masked_lm_positions, batch_dims=1)
-    x = self.layer_norm(self.transform(x))  # float32 [b, P, E]
+    x = self.layer_norm(self.transform(x))  # float32 [b, P, E] (brightmart: H)
     table = tf.cast(self.token_embedding.embeddings, tf.float32)
     # The vocabulary projection is the largest matmul of the head; keep it in
     # the compute dtype and only the logits in float32.
     dtype = self.compute_dtype
+    if self.output_projection is not None:  # [b, P, H] x [E, H]^T
+      x = tf.matmul(tf.cast(x, dtype),
+                    tf.cast(self.output_projection.kernel, dtype),
+                    transpose_b=True)
     logits = tf.matmul(tf.cast(x, dtype), tf.cast(table, dtype),
                        transpose_b=True)
     return tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
@@ -72,7 +92,9 @@ class MaskedLMHead(keras.layers.Layer):
         token_embedding=keras.saving.serialize_keras_object(
             self.token_embedding),
         hidden_act=self.hidden_act, initializer_range=self.initializer_range,
-        layer_norm_eps=self.layer_norm_eps)
+        layer_norm_eps=self.layer_norm_eps,
+        output_projection=(keras.saving.serialize_keras_object(
+            self.output_projection) if self.output_projection else None))
     return config
 
 

@@ -78,7 +78,10 @@ class AlbertPretrainer(keras.Model):
     masked_lm_head = MaskedLMHead(
         encoder.embedding.word_embeddings, hidden_act=config.hidden_act,
         initializer_range=config.initializer_range,
-        layer_norm_eps=config.layer_norm_eps, dtype=dtype, name="predictions")
+        layer_norm_eps=config.layer_norm_eps,
+        output_projection=(encoder.embedding.projection
+                           if config.embedding_layout == "brightmart" else None),
+        dtype=dtype, name="predictions")
     sentence_order_head = SentenceOrderHead(
         initializer_range=config.initializer_range, dtype=dtype,
         name="sentence_order")

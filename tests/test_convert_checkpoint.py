@@ -92,6 +92,8 @@ def reference_forward(w, blocks, cfg, inputs, layout="google"):
     g = np.take_along_axis(x, inputs["masked_lm_positions"][..., None], 1)
     t = gelu_tanh(g @ w["mlm"] + w["mlm_b"])
     t = layer_norm(t, w["mlm_ln_g"], w["mlm_ln_b"])
+    if layout == "brightmart":  # [.., H] -> [.., E] by word_embeddings_2^T
+      t = t @ w["proj"].T
     out["mlm_logits"] = t @ w["word"].T + w["mlm_out_b"]
   return out
 
@@ -147,6 +149,8 @@ def random_weights(cfg, rng, layout="google"):
             for _ in range(cfg.num_hidden_groups)]
   if layout == "brightmart":
     w["proj_b"] = np.zeros([H], np.float32)
+    # brightmart's MLM transform is H -> H + LayerNorm(H).
+    w.update(mlm=r(H, H), mlm_b=r(H), mlm_ln_g=1 + r(H), mlm_ln_b=r(H))
   return w, blocks
 
 
@@ -233,11 +237,10 @@ def brightmart_names(w, blocks):
        "bert/embeddings/LayerNorm/beta": w["emb_ln_b"],
        "bert/pooler/dense/kernel": w["pool"],
        "bert/pooler/dense/bias": w["pool_b"],
-       # brightmart's MLM transform is H x H (not convertible, reported).
-       "cls/predictions/transform/dense/kernel": np.zeros([H, H], np.float32),
-       "cls/predictions/transform/dense/bias": np.zeros([H], np.float32),
-       "cls/predictions/transform/LayerNorm/gamma": np.ones([H], np.float32),
-       "cls/predictions/transform/LayerNorm/beta": np.zeros([H], np.float32),
+       "cls/predictions/transform/dense/kernel": w["mlm"],  # [H, H]
+       "cls/predictions/transform/dense/bias": w["mlm_b"],
+       "cls/predictions/transform/LayerNorm/gamma": w["mlm_ln_g"],
+       "cls/predictions/transform/LayerNorm/beta": w["mlm_ln_b"],
        "cls/predictions/output_bias": w["mlm_out_b"],
        "cls/seq_relationship/output_weights": w["sop_w"],
        "cls/seq_relationship/output_bias": w["sop_b"]}
@@ -267,13 +270,14 @@ def test_brightmart_own_layout(tmp_path):
   out_dir = str(tmp_path / "out")
   report = cc.convert("brightmart", prefix, out_dir,
                       str(tmp_path / "albert_config.json"), log=lambda m: 0)
-  assert report["heads"] == ["sentence_order_head"]
-  assert sorted(report["unconsumed"]) == sorted(
-      n for n in brightmart_names(w, blocks)
-      if n.startswith("cls/predictions/"))
-  out, _ = model_outputs(out_dir, cfg.replace(embedding_layout="brightmart"))
+  assert report["heads"] == ["masked_lm_head", "sentence_order_head"]
+  assert report["missing"] == [] and report["unconsumed"] == []
+  out, restore = model_outputs(out_dir,
+                               cfg.replace(embedding_layout="brightmart"))
+  assert restore["missing"] == []
   ref = reference_forward(w, blocks, cfg, make_inputs(), layout="brightmart")
-  assert_close(out, ref, ["sequence_output", "pooled_output", "sop_logits"])
+  assert_close(out, ref, ["sequence_output", "pooled_output", "mlm_logits",
+                          "sop_logits"])
 
 
 def hf_state_dict(w, blocks):
