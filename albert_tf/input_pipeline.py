@@ -13,7 +13,8 @@ every integer feature cast to int32: `input_ids`, `input_mask`,
 
 Training order: the file list is shuffled, files are interleaved (cycle of
 `cycle_length` open files), records are shuffled in a buffer, the stream
-repeats forever and is batched with `drop_remainder=True`. Under
+repeats forever and is batched with `drop_remainder=True` (eval keeps the
+last partial batch except on TPU). Under
 `tf.distribute` the pipeline is built once per input pipeline (worker) by
 `make_distributed_dataset` and shards by FILE: worker i reads files
 i, i + n, i + 2n, ... (by record when there are fewer files than workers).
@@ -172,7 +173,8 @@ def make_dataset(files: Sequence[str],
                  shuffle_buffer_size: int = 1000,
                  cycle_length: int = 4,
                  skip_corrupt_records: bool = False,
-                 input_context: Optional[tf.distribute.InputContext] = None
+                 input_context: Optional[tf.distribute.InputContext] = None,
+                 drop_remainder: Optional[bool] = None
                  ) -> tf.data.Dataset:
   """The tf.data pipeline for one input pipeline (one worker).
 
@@ -189,7 +191,12 @@ def make_dataset(files: Sequence[str],
     skip_corrupt_records: skip unreadable / unparsable records instead of
       failing (see the module docstring).
     input_context: from `distribute_datasets_from_function`; shards by file.
+    drop_remainder: drop a last partial batch. Default: when training (the
+      stream repeats, so only static shapes matter); eval keeps every record
+      unless static shapes are required (TPU).
   """
+  if drop_remainder is None:
+    drop_remainder = is_training
   files = list(files)
   if not files:
     raise InputFileError("make_dataset: no input files")
@@ -226,9 +233,10 @@ def make_dataset(files: Sequence[str],
   decode = lambda s: decode_record(s, max_seq_length, max_predictions_per_seq)
   if skip_corrupt_records:  # parse one by one so that one bad record is skipped
     dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
-    dataset = dataset.ignore_errors().batch(batch_size, drop_remainder=True)
+    dataset = dataset.ignore_errors().batch(batch_size,
+                                            drop_remainder=drop_remainder)
   else:  # batch the serialized strings, then parse a whole batch (faster)
-    dataset = dataset.batch(batch_size, drop_remainder=True)
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
   options = tf.data.Options()
   # We shard by file ourselves; tell tf.distribute not to shard again.

@@ -508,12 +508,21 @@ def _run(p: Params) -> Dict[str, float]:
                      skip_corrupt_records=p.skip_corrupt_records)
 
   def evaluate(at_step):
+    # TPUs need static shapes: there the last partial batch is dropped.
+    tpu = isinstance(strategy, tf.distribute.TPUStrategy)
     eval_ds = input_pipeline.make_distributed_dataset(
         strategy, eval_files, p.eval_batch_size, is_training=False,
-        **data_kwargs)
+        drop_remainder=tpu, **data_kwargs)
     results = _guard_corrupt(
         lambda: model.evaluate(eval_ds, steps=p.max_eval_steps, verbose=0,
                                return_dict=True), eval_files)
+    if any(k not in results for k in EVAL_KEYS):
+      raise input_pipeline.InputFileError(
+          f"--eval_input_file: no eval batch could be formed from "
+          f"{len(eval_files)} file(s) ({', '.join(eval_files[:3])}"
+          f"{', ...' if len(eval_files) > 3 else ''}): they hold no records"
+          + (f", or fewer than --eval_batch_size={p.eval_batch_size} (a TPU "
+             "drops a partial batch)" if tpu else ""))
     results = {k: float(results[k]) for k in EVAL_KEYS}
     results["global_step"] = at_step
     if chief:

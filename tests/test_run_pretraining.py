@@ -143,6 +143,19 @@ def test_train_eval_resume_and_init_checkpoint(tmp_path):
                              resumed["masked_lm_loss"], rtol=1e-5)
 
 
+def test_eval_set_smaller_than_one_batch(tmp_path):
+  """5 held-out records and --eval_batch_size=8: evaluated, not dropped."""
+  write_records(tmp_path / "heldout.tfrecord", 5, seed=9)
+  argv = tiny_argv(tmp_path, "--do_eval", "--num_train_steps=3",
+                   f"--eval_input_file={tmp_path / 'heldout.tfrecord'}")
+  results = rp.run(rp.params_from_argv(argv))
+  assert results["global_step"] == 3
+  assert 0.0 <= results["sentence_order_accuracy"] <= 1.0
+  # SOP accuracy over 5 examples is a multiple of 1/5.
+  assert abs(results["sentence_order_accuracy"] * 5 -
+             round(results["sentence_order_accuracy"] * 5)) < 1e-5
+
+
 def test_mixed_bfloat16_loss_finite_layer_norm_float32(tmp_path):
   p = rp.params_from_argv(tiny_argv(tmp_path, "--mixed_precision=bfloat16"))
   rp._set_precision("bfloat16")  # pylint: disable=protected-access
