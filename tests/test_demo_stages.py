@@ -13,7 +13,7 @@ class FakeDemo(run_demo.Demo):
   STAGES = [("corpus", "first"), ("vocab", "second"), ("pretrain", "resumable")]
 
   def __init__(self, root, fail_in=None):
-    super().__init__(root, fast=True)
+    super().__init__(root, mode="fast")
     self.fail_in = fail_in
     self.calls = []
 
