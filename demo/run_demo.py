@@ -45,13 +45,15 @@ SEQ, PREDS = 64, 10
 
 # Budgets per mode. "full" is what README reports; "fast" is the smoke run.
 BUDGETS = {
-    "full": {"max_documents": 0, "max_reviews": 0,"vocab_size": 8000, "dupe_factor": 2, "pretrain_steps": 600,
+    "full": {"max_documents": 0, "max_reviews": 0, "vocab_size": 8000,
+             "dupe_factor": 2, "pretrain_steps": 900,
              "vocab_sentences": 10_000_000,
-             "save_steps": 100, "finetune_steps": 200, "finetune_seq": 64,
+             "save_steps": 150, "finetune_steps": 200, "finetune_seq": 64,
              "finetune_train_examples": 0, "finetune_eval_examples": 800,
              "finetune_evals": 4,
              "bench_batch": 16, "bench_repetitions": 2},
-    "fast": {"max_documents": 0, "max_reviews": 0, "vocab_size": 5000, "dupe_factor": 1, "pretrain_steps": 20,
+    "fast": {"max_documents": 0, "max_reviews": 0, "vocab_size": 5000,
+             "dupe_factor": 1, "pretrain_steps": 20,
              "save_steps": 20, "finetune_steps": 10, "finetune_seq": 48,
              "finetune_train_examples": 1000, "finetune_eval_examples": 200,
              "vocab_sentences": 15000,
@@ -67,8 +69,8 @@ BUDGETS = {
 
 # Measured wall-clock seconds per stage on the 2-core machine (README).
 ESTIMATES = {
-    "full": {"corpus": 15, "vocab": 30, "tfrecords": 20, "pretrain": 900,
-             "eval": 30, "finetune": 565, "export": 25, "tflite": 20,
+    "full": {"corpus": 15, "vocab": 65, "tfrecords": 30, "pretrain": 900,
+             "eval": 30, "finetune": 500, "export": 25, "tflite": 20,
              "check": 15, "report": 40},
     "fast": {"corpus": 15, "vocab": 10, "tfrecords": 15, "pretrain": 50,
              "eval": 20, "finetune": 95, "export": 25, "tflite": 16,
@@ -283,7 +285,7 @@ class Demo:
             f"--data_dir={self.path('corpus', 'sentiment')}",
             f"--output_dir={out}", f"--spm_model_file={self._spm()}",
             f"--max_seq_length={b['finetune_seq']}", "--train_batch_size=32",
-            "--learning_rate=1e-4", f"--train_step={b['finetune_steps']}",
+            "--learning_rate=2e-4", f"--train_step={b['finetune_steps']}",
             f"--eval_every_steps={b['finetune_steps'] // b['finetune_evals']}",
             "--do_train", "--do_eval", "--do_predict", "--seed=12345"]
     if b["finetune_train_examples"]:
