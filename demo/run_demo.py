@@ -190,7 +190,7 @@ class Demo:
                 f, indent=2, ensure_ascii=False)
     os.replace(tmp, marker)  # the marker appears complete or not at all
     print(f"    done in {seconds:.0f} s: " + ", ".join(
-        f"{k}={v}" for k, v in _headline(figures).items()), flush=True)
+        f"{k}={v}" for k, v in _headline(name, figures).items()), flush=True)
 
   # ------------------------------------------------------------ stages
   def stage_corpus(self, out):
@@ -356,14 +356,16 @@ def _dir_mb(path):
   return round(total / 2**20, 2)
 
 
-def _headline(figures, limit=4):
-  flat = {}
-  for key, value in figures.items():
-    if isinstance(value, (int, float, str)):
-      flat[key] = round(value, 4) if isinstance(value, float) else value
-    if len(flat) >= limit:
-      break
-  return flat
+def _headline(name, figures, limit=5):
+  """The stage's key figures (report.KEY_FIGURES), else its first scalars."""
+  from demo import report  # pylint: disable=g-import-not-at-top
+  rows = []
+  report._flatten("", figures, rows)  # pylint: disable=protected-access
+  keys = report.KEY_FIGURES.get(name)
+  if keys:
+    rows = [(k, v) for k, v in rows if any(k.endswith(key) for key in keys)]
+  return {k: round(v, 4) if isinstance(v, float) else v
+          for k, v in rows[:limit]}
 
 
 def main(argv):
