@@ -174,7 +174,8 @@ def make_dataset(files: Sequence[str],
                  cycle_length: int = 4,
                  skip_corrupt_records: bool = False,
                  input_context: Optional[tf.distribute.InputContext] = None,
-                 drop_remainder: Optional[bool] = None
+                 drop_remainder: Optional[bool] = None,
+                 max_batches: Optional[int] = None
                  ) -> tf.data.Dataset:
   """The tf.data pipeline for one input pipeline (one worker).
 
@@ -194,6 +195,8 @@ def make_dataset(files: Sequence[str],
     drop_remainder: drop a last partial batch. Default: when training (the
       stream repeats, so only static shapes matter); eval keeps every record
       unless static shapes are required (TPU).
+    max_batches: stop after this many batches (eval's max_eval_steps: set on
+      the data, it holds whatever steps_per_execution Keras runs with).
   """
   if drop_remainder is None:
     drop_remainder = is_training
@@ -238,6 +241,8 @@ def make_dataset(files: Sequence[str],
   else:  # batch the serialized strings, then parse a whole batch (faster)
     dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+  if max_batches:
+    dataset = dataset.take(max_batches)
   options = tf.data.Options()
   # We shard by file ourselves; tell tf.distribute not to shard again.
   options.experimental_distribute.auto_shard_policy = (

@@ -117,10 +117,12 @@ class AlbertPretrainer(keras.Model):
     return pretraining_losses(outputs, data)
 
   def _update_trackers(self, losses):
+    # Weighted by what each figure averages over (masked tokens, examples),
+    # so a partial last eval batch counts for what it holds and a step that
+    # sees no data (Keras may run one at the end of a finite dataset) for 0.
     for name, tracker in self._trackers.items():
-      weight = None
-      if name.startswith("masked_lm"):
-        weight = losses["masked_lm_count"]
+      weight = losses["masked_lm_count" if name.startswith("masked_lm")
+                     else "sentence_order_count"]
       tracker.update_state(losses[name], sample_weight=weight)
     return {name: t.result() for name, t in self._trackers.items()}
 

@@ -510,12 +510,16 @@ def _run(p: Params) -> Dict[str, float]:
   def evaluate(at_step):
     # TPUs need static shapes: there the last partial batch is dropped.
     tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+    # max_eval_steps limits the data, not `evaluate(steps=)`: Keras runs
+    # whole steps_per_execution chunks, so steps=8 with 10 steps per call
+    # evaluated 10 batches (and 20 in an eval-only run of the same flags).
     eval_ds = input_pipeline.make_distributed_dataset(
         strategy, eval_files, p.eval_batch_size, is_training=False,
-        drop_remainder=tpu, **data_kwargs)
+        drop_remainder=tpu, max_batches=p.max_eval_steps or None,
+        **data_kwargs)
     results = _guard_corrupt(
-        lambda: model.evaluate(eval_ds, steps=p.max_eval_steps, verbose=0,
-                               return_dict=True), eval_files)
+        lambda: model.evaluate(eval_ds, verbose=0, return_dict=True),
+        eval_files)
     if any(k not in results for k in EVAL_KEYS):
       raise input_pipeline.InputFileError(
           f"--eval_input_file: no eval batch could be formed from "

@@ -48,7 +48,7 @@ BUDGETS = {
     "full": {"max_documents": 0, "max_reviews": 0, "vocab_size": 8000,
              "dupe_factor": 2, "pretrain_steps": 900,
              "vocab_sentences": 10_000_000,
-             "save_steps": 150, "finetune_steps": 200, "finetune_seq": 64,
+             "save_steps": 180, "finetune_steps": 200, "finetune_seq": 64,
              "finetune_train_examples": 0, "finetune_eval_examples": 800,
              "finetune_evals": 4,
              "bench_batch": 16, "bench_repetitions": 2},

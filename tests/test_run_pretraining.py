@@ -156,6 +156,25 @@ def test_eval_set_smaller_than_one_batch(tmp_path):
              round(results["sentence_order_accuracy"] * 5)) < 1e-5
 
 
+def test_max_eval_steps_holds_for_any_steps_per_call(tmp_path):
+  """--max_eval_steps=2 evaluates 2 batches, also with 4 steps per call."""
+  write_records(tmp_path / "heldout.tfrecord", 48, seed=7)
+  argv = tiny_argv(tmp_path, "--num_train_steps=3")
+  rp.run(rp.params_from_argv(argv))
+  results = {}
+  for per_call in (1, 4):
+    results[per_call] = rp.run(rp.params_from_argv(argv + [
+        "--nodo_train", "--do_eval", f"--init_checkpoint={tmp_path / 'out'}",
+        f"--output_dir={tmp_path / f'eval_{per_call}'}",
+        f"--eval_input_file={tmp_path / 'heldout.tfrecord'}",
+        "--max_eval_steps=2", f"--iterations_per_loop={per_call}"]))
+  for key in ("masked_lm_loss", "sentence_order_loss"):
+    np.testing.assert_allclose(results[4][key], results[1][key], rtol=1e-6)
+  # 2 batches of 8: SOP accuracy is a multiple of 1/16.
+  accuracy = results[4]["sentence_order_accuracy"] * 16
+  assert abs(accuracy - round(accuracy)) < 1e-5
+
+
 def test_mixed_bfloat16_loss_finite_layer_norm_float32(tmp_path):
   p = rp.params_from_argv(tiny_argv(tmp_path, "--mixed_precision=bfloat16"))
   rp._set_precision("bfloat16")  # pylint: disable=protected-access
