@@ -69,10 +69,10 @@ BUDGETS = {
 
 # Measured wall-clock seconds per stage on the 2-core machine (README).
 ESTIMATES = {
-    "full": {"corpus": 15, "vocab": 65, "tfrecords": 30, "pretrain": 900,
-             "eval": 30, "finetune": 500, "export": 25, "tflite": 20,
+    "full": {"corpus": 15, "vocab": 55, "tfrecords": 30, "pretrain": 950,
+             "eval": 20, "finetune": 500, "export": 25, "tflite": 20,
              "check": 15, "report": 40},
-    "fast": {"corpus": 15, "vocab": 10, "tfrecords": 15, "pretrain": 50,
+    "fast": {"corpus": 15, "vocab": 5, "tfrecords": 23, "pretrain": 45,
              "eval": 20, "finetune": 95, "export": 25, "tflite": 16,
              "check": 10, "report": 15},
     "smoke": {"corpus": 15, "vocab": 2, "tfrecords": 12, "pretrain": 25,

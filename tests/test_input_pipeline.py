@@ -50,8 +50,15 @@ def test_records_written_independently_of_albert_tf(tmp_path):
   np.testing.assert_array_equal(batch["input_ids"][1], ids)
   np.testing.assert_array_equal(batch["masked_lm_ids"][0], [11, 21, 0, 0])
   np.testing.assert_array_equal(batch["next_sentence_labels"], [[1], [1]])
-  # 3 records, batch 2, drop_remainder: one batch in an eval pass.
-  assert len(list(ip.make_dataset([path], 2, 16, 4, is_training=False))) == 1
+  # 3 records, batch 2: eval keeps the partial batch (2 + 1) unless static
+  # shapes are asked for (TPU); max_batches stops early.
+  eval_sizes = [int(b["input_ids"].shape[0]) for b in ip.make_dataset(
+      [path], 2, 16, 4, is_training=False)]
+  assert eval_sizes == [2, 1]
+  assert len(list(ip.make_dataset([path], 2, 16, 4, is_training=False,
+                                  drop_remainder=True))) == 1
+  assert len(list(ip.make_dataset([path], 1, 16, 4, is_training=False,
+                                  max_batches=2))) == 2
 
 
 def test_training_dataset_shapes_repeat_and_seed(tmp_path):
