@@ -114,7 +114,7 @@ def peoples_daily_documents(path=None, max_documents=0):
   with open(path, encoding="utf-8") as f:
     for raw in f:
       if 0 < max_documents <= len(documents):
-        return documents[:max_documents]
+        return documents
       line = strip_tags(raw)
       if not line or _PAREN_LINE_RE.match(line):
         continue
@@ -145,8 +145,6 @@ def write_peoples_daily(output_dir, heldout_fraction=0.03, max_documents=0):
   max_documents > 0 keeps only the first that many documents (quick trials).
   """
   documents = peoples_daily_documents(max_documents=max_documents)
-  if max_documents > 0:
-    documents = documents[:max_documents]
   num_heldout = max(1, int(round(len(documents) * heldout_fraction)))
   os.makedirs(output_dir, exist_ok=True)
   write_documents(documents[:-num_heldout], os.path.join(output_dir,
