@@ -40,8 +40,22 @@ def _field(tag, payload):
   return tag + _varint(len(payload)) + payload
 
 
+def _pack_varints(values):
+  # The common cases without a Python call per value (this function is a
+  # third of the pipeline's CPU time): 0/1 masks and labels are their own
+  # one-byte varints, token ids come from the table.
+  if not values:
+    return b""
+  low, high = min(values), max(values)
+  if low >= 0 and high < 0x80:
+    return bytes(values)
+  if low >= 0 and high < _SMALL_LIMIT:
+    return b"".join(map(_SMALL_VARINTS.__getitem__, values))
+  return b"".join(map(_varint, values))
+
+
 def _int64_feature(values):
-  packed = b"".join(map(_varint, values))
+  packed = _pack_varints(values)
   return _field(b"\x1a", _field(b"\x0a", packed))  # int64_list: 3
 
 
