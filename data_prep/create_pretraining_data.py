@@ -14,14 +14,16 @@ n-gram histogram, skipped documents by reason), and `_SUCCESS`, written last.
 Flags this module does not define go to Beam's `PipelineOptions`, so the same
 command runs on Dataflow, Flink or Spark.
 
-Pipeline: match files -> read blank-line separated documents (one file per
-element, streamed) -> Reshuffle (spread documents over workers) -> tokenize
-(tokenizer loaded in `DoFn.setup`) -> instances and masking
-(`data_prep.instances`) -> Reshuffle (per-document lists of records) ->
-WriteToTFRecord; counts are combined
-into the summary. Every random choice is seeded from the document's content,
-the dupe index and --random_seed, so any runner and any number of workers
-write the same set of records.
+Pipeline: match files -> plan byte ranges that start at document boundaries
+(`plan_reads`; a compressed file is one range) -> Create (spreads the ranges
+over the workers) -> read the documents of each range -> tokenize (tokenizer
+loaded in `DoFn.setup`) -> instances and masking (`data_prep.instances`) ->
+GroupByKey on the shard (a hash of each serialized record) -> write each
+shard in hash order (`WriteShardFn`); counts are combined per bundle into the
+summary. Every random choice is seeded from the document's content, the dupe
+index and --random_seed, and a record's shard and position come from its
+bytes, so any runner and any number of workers write the same shard files,
+with the instances of a document (and of its dupes) scattered over them.
 
 Bad input is counted and skipped, never fatal: a document with a line over
 --max_line_bytes ("line_too_long"), NUL bytes or mostly control characters
@@ -30,16 +32,23 @@ than two non-empty sentences ("single_sentence": no sentence pair to order).
 """
 
 import dataclasses
+import hashlib
+import itertools
 import json
 import os
+import re
 import sys
 import unicodedata
+import uuid
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from data_prep import example_encoder
 from data_prep import instances as instances_lib
@@ -48,11 +57,23 @@ SHARD_PREFIX = "pretrain"
 SHARD_SUFFIX = ".tfrecord"
 SUMMARY_FILE = "summary.json"
 SUCCESS_FILE = "_SUCCESS"
+TEMP_PREFIX = ".tmp-"
 SKIP_REASONS = ("line_too_long", "binary", "invalid_utf8", "empty",
                 "single_sentence")
 _METRICS_NAMESPACE = "data_prep"
 _STATS_TAG = "stats"
 _READ_CHUNK_BYTES = 1 << 20
+# Input files are read in ranges of about this size, so reading, tokenizing
+# and instance creation of one file spread over the workers (see plan_reads);
+# run_pipeline picks the size from the input size.
+_MIN_SPLIT_BYTES = 64 << 10
+_MAX_SPLIT_BYTES = 64 << 20
+_SPLITS_PER_INPUT = 64
+_SPLIT_SCAN_BYTES = 4 << 20
+_SPLIT_SCAN_CHUNK = 64 << 10
+# Records a DoFn holds before emitting them grouped by shard.
+_RECORD_BUFFER_BYTES = 16 << 20
+_EMPTY_LINE = re.compile(rb"\n\r?\n")
 # NSP: random B segments come from this many documents, the ones with the
 # smallest fingerprints, which is the same set whatever the arrival order.
 _RANDOM_DOCUMENT_POOL_SIZE = 256
@@ -61,18 +82,24 @@ _MAX_CONTROL_CHAR_FRACTION = 0.05
 
 
 # ---------------------------------------------------------------- reading
-def iter_lines(f, max_line_bytes):
+def iter_lines(f, max_line_bytes, limit=None):
   """Yields (line, too_long) from a binary file; memory stays bounded.
 
   A line longer than max_line_bytes is yielded once as (None, True); its
-  bytes are never held in memory beyond one chunk.
+  bytes are never held in memory beyond one chunk. With `limit`, reads at
+  most that many bytes from the current position.
   """
   pending = b""
   discarding = False  # Inside a too-long line: drop bytes until "\n".
+  remaining = limit
   while True:
-    chunk = f.read(_READ_CHUNK_BYTES)
+    size = _READ_CHUNK_BYTES if remaining is None else min(
+        _READ_CHUNK_BYTES, remaining)
+    chunk = f.read(size) if size else b""
     if not chunk:
       break
+    if remaining is not None:
+      remaining -= len(chunk)
     parts = chunk.split(b"\n")
     for part in parts[:-1]:
       if discarding:
@@ -99,11 +126,77 @@ def iter_lines(f, max_line_bytes):
       yield pending.rstrip(b"\r"), False
 
 
-def read_raw_documents(path, max_line_bytes):
-  """Yields (lines: tuple of bytes, has_long_line: bool) per document."""
+def _is_compressed(path):
+  return (CompressionTypes.detect_compression_type(path) !=
+          CompressionTypes.UNCOMPRESSED)
+
+
+def _next_document_start(f, offset, scan_bytes):
+  """Offset of the first line after an empty line at or after `offset`.
+
+  Looks for "\n\n" (or "\n\r\n") in the next scan_bytes; None if there is
+  none, e.g. in a file of one huge line. Whitespace-only lines also separate
+  documents when reading, but are not used as split points, so a split never
+  depends on max_line_bytes.
+  """
+  f.seek(offset)
+  window, scanned = b"", 0
+  while scanned < scan_bytes:
+    chunk = f.read(_SPLIT_SCAN_CHUNK)
+    if not chunk:
+      return None
+    # Keep the last two bytes: "\n\r\n" may straddle two chunks.
+    window_start = offset + scanned - len(window)
+    window += chunk
+    scanned += len(chunk)
+    match = _EMPTY_LINE.search(window)
+    if match is not None:
+      return window_start + match.end()
+    window = window[-2:]
+  return None
+
+
+def plan_reads(paths, split_bytes):
+  """(path, start, end) byte ranges that together hold every document once.
+
+  Uncompressed files are cut about every split_bytes, each cut moved forward
+  to the start of a document (after an empty line), so a range reader needs
+  no look-back and no neighbour: the same documents come out as from one
+  pass over the file. Compressed files are one range (end None = to EOF).
+  The launcher reads only a small window at each cut.
+  """
+  ranges = []
+  for path in paths:
+    size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+    if _is_compressed(path) or size <= split_bytes:
+      ranges.append((path, 0, None))
+      continue
+    starts = [0]
+    with FileSystems.open(path, compression_type=
+                          CompressionTypes.UNCOMPRESSED) as f:
+      for offset in range(split_bytes, size, split_bytes):
+        if offset < starts[-1]:
+          continue  # The previous cut already moved past this one.
+        start = _next_document_start(f, offset, _SPLIT_SCAN_BYTES)
+        if start is not None and start < size:
+          starts.append(start)
+    ends = starts[1:] + [None]
+    ranges.extend((path, a, b) for a, b in zip(starts, ends))
+  return ranges
+
+
+def read_raw_documents(path, max_line_bytes, start=0, end=None):
+  """Yields (lines: tuple of bytes, has_long_line: bool) per document.
+
+  Reads bytes [start, end) of the file (end None: to its end); `start` must
+  be 0 or a document start from `plan_reads`.
+  """
   lines, long_line = [], False
   with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as f:
-    for line, too_long in iter_lines(f, max_line_bytes):
+    if start:
+      f.seek(start)
+    limit = None if end is None else end - start
+    for line, too_long in iter_lines(f, max_line_bytes, limit):
       if too_long:
         long_line = True
       elif line.strip():
@@ -159,7 +252,27 @@ def document_to_records(document, options, vocab, dupe_factor,
 
 
 # ---------------------------------------------------------------- DoFns
-class TokenizeDocumentFn(beam.DoFn):
+class _CountsPerBundle:
+  """Adds count dicts over a bundle and emits one dict per bundle.
+
+  One stats element per bundle instead of one per document keeps the
+  summary's bookkeeping out of the per-element cost.
+  """
+
+  def start_bundle(self):
+    self._bundle_counts = {}
+
+  def _count(self, counts):
+    for key, value in counts.items():
+      self._bundle_counts[key] = self._bundle_counts.get(key, 0) + value
+
+  def finish_bundle(self):
+    if self._bundle_counts:
+      yield beam.pvalue.TaggedOutput(_STATS_TAG, WindowedValue(
+          self._bundle_counts, MIN_TIMESTAMP, [GlobalWindow()]))
+
+
+class TokenizeDocumentFn(_CountsPerBundle, beam.DoFn):
   """Raw document -> list of segments (token ids); skipped ones are counted."""
 
   def __init__(self, spm_model_file, vocab_file, do_lower_case):
@@ -182,35 +295,109 @@ class TokenizeDocumentFn(beam.DoFn):
     reason, document = tokenize_raw_document(self._tokenizer, raw_document)
     if reason is not None:
       self._counters[f"skipped_{reason}"].inc()
-      yield beam.pvalue.TaggedOutput(_STATS_TAG, {
-          "documents_read": 1, f"skipped_{reason}": 1})
+      self._count({"documents_read": 1, f"skipped_{reason}": 1})
       return
-    yield beam.pvalue.TaggedOutput(_STATS_TAG, {"documents_read": 1})
+    self._count({"documents_read": 1})
     yield document
 
 
-class DocumentToRecordsFn(beam.DoFn):
-  """Tokenized document -> list of its serialized records (all dupes)."""
+def record_sort_key(record):
+  """A record's place in the output: a 64-bit hash of its bytes.
 
-  def __init__(self, options, vocab, dupe_factor):
+  The shard is sort_key % num_shards, and each shard is written in sort_key
+  order, so shard contents and order depend only on the records, and
+  instances of one document (and of its dupes) are scattered over all shards
+  and positions, as the original's global shuffle of instances does.
+  """
+  digest = hashlib.blake2b(record, digest_size=8,
+                           person=b"albert-shard").digest()
+  return int.from_bytes(digest, "little")
+
+
+class DocumentToRecordsFn(_CountsPerBundle, beam.DoFn):
+  """Tokenized documents -> (shard, [(sort key, record), ...]) groups.
+
+  Records are buffered per shard and emitted in groups of up to
+  _RECORD_BUFFER_BYTES (all shards together): the shuffle before the shard
+  writers then handles a few large elements instead of one per record,
+  which on the DirectRunner is most of Beam's cost.
+  """
+
+  def __init__(self, options, vocab, dupe_factor, num_shards):
     self._options = options
     self._vocab = vocab
     self._dupe_factor = dupe_factor
+    self._num_shards = num_shards
     self._instances_counter = None
 
   def setup(self):
     self._instances_counter = Metrics.counter(_METRICS_NAMESPACE, "instances")
 
+  def start_bundle(self):
+    super().start_bundle()
+    self._buffer, self._buffered_bytes = {}, 0
+
   def process(self, document, random_documents=()):
     records, stats = document_to_records(document, self._options, self._vocab,
                                          self._dupe_factor, random_documents)
     self._instances_counter.inc(len(records))
-    yield beam.pvalue.TaggedOutput(_STATS_TAG, stats)
-    # One element per document, not per record: the Reshuffle then moves a
-    # few thousand lists instead of every record on its own, which is most
-    # of Beam's per-element cost on the DirectRunner.
-    if records:
-      yield records
+    self._count(stats)
+    for record in records:
+      key = record_sort_key(record)
+      self._buffer.setdefault(key % self._num_shards, []).append(
+          (key, record))
+      self._buffered_bytes += len(record)
+    if self._buffered_bytes >= _RECORD_BUFFER_BYTES:
+      yield from self._flush()
+
+  def _flush(self):
+    buffer, self._buffer, self._buffered_bytes = self._buffer, {}, 0
+    return buffer.items()
+
+  def finish_bundle(self):
+    yield from super().finish_bundle()
+    for group in self._flush():
+      yield WindowedValue(group, MIN_TIMESTAMP, [GlobalWindow()])
+
+
+def shard_name(output_dir, index, num_shards):
+  return FileSystems.join(
+      output_dir,
+      f"{SHARD_PREFIX}-{index:05d}-of-{num_shards:05d}{SHARD_SUFFIX}")
+
+
+class WriteShardFn(beam.DoFn):
+  """(shard index, lists of (sort key, record)) -> one TFRecord file.
+
+  Written by hand rather than with beam.io.WriteToTFRecord, which deals
+  records to shards round-robin in arrival order: its shards differ from run
+  to run, and on the DirectRunner a document's instances and all its dupes
+  end up next to each other. Here a shard holds the records whose sort key
+  falls in it, in key order (see record_sort_key), with Beam's own TFRecord
+  framing. A shard is sorted in memory: choose --num_shards so one shard
+  fits a worker comfortably (a few hundred MB). The file is written under a
+  temporary name and renamed, so a retried or killed bundle never leaves a
+  partial shard under the final name.
+  """
+
+  def __init__(self, output_dir, num_shards):
+    self._output_dir = output_dir
+    self._num_shards = num_shards
+
+  def process(self, shard):
+    from apache_beam.io.tfrecordio import _TFRecordUtil
+    index, groups = shard
+    keyed_records = sorted(itertools.chain.from_iterable(groups))
+    final = shard_name(self._output_dir, index, self._num_shards)
+    temp = FileSystems.join(
+        self._output_dir, f"{TEMP_PREFIX}{uuid.uuid4().hex}-"
+        f"{os.path.basename(final)}")
+    with FileSystems.create(
+        temp, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+      for _, record in keyed_records:
+        _TFRecordUtil.write_record(f, record)
+    FileSystems.rename([temp], [final])
+    yield final
 
 
 def serialize_instance(instance, options):
@@ -272,7 +459,13 @@ def make_summary(counts, options, dupe_factor, shards):
   }
 
 
-def _write_summary(counts, output_dir, options, dupe_factor, shards):
+def _finish_output(counts, output_dir, options, dupe_factor, num_shards,
+                   written_shards):
+  """Creates the shards no record fell into (empty), then summary.json."""
+  shards = [shard_name(output_dir, i, num_shards) for i in range(num_shards)]
+  for path in sorted(set(shards) - set(written_shards)):
+    with FileSystems.create(path):
+      pass
   summary = make_summary(counts, options, dupe_factor, shards)
   with FileSystems.create(FileSystems.join(output_dir, SUMMARY_FILE)) as f:
     f.write(json.dumps(summary, indent=2, sort_keys=True).encode("utf-8"))
@@ -295,7 +488,8 @@ def match_inputs(input_file):
 
 def _existing_outputs(output_dir):
   patterns = [FileSystems.join(output_dir, n) for n in (
-      f"{SHARD_PREFIX}-*{SHARD_SUFFIX}", SUMMARY_FILE, SUCCESS_FILE)]
+      f"{SHARD_PREFIX}-*{SHARD_SUFFIX}", f"{TEMP_PREFIX}*", SUMMARY_FILE,
+      SUCCESS_FILE)]
   return [m.path for r in FileSystems.match(patterns) for m in r.metadata_list]
 
 
@@ -325,15 +519,19 @@ def _make_workers_find_this_package():
 
 
 # ---------------------------------------------------------------- pipeline
-def build_pipeline(pipeline, paths, output_dir, tokenizer, options,
+def build_pipeline(pipeline, read_ranges, output_dir, tokenizer, options,
                    dupe_factor, num_shards, max_line_bytes):
   """Adds the transforms to `pipeline`; see the module docstring."""
   vocab = instances_lib.Vocab.from_tokenizer(tokenizer)
   tokenized = (
       pipeline
-      | "ListFiles" >> beam.Create(paths)
-      | "ReadDocuments" >> beam.FlatMap(read_raw_documents, max_line_bytes)
-      | "SpreadDocuments" >> beam.Reshuffle()
+      # Create spreads its elements over the workers, so each worker reads,
+      # tokenizes and builds instances for its ranges without moving raw
+      # text or documents through a shuffle.
+      | "PlanReads" >> beam.Create(read_ranges)
+      | "ReadDocuments" >> beam.FlatMapTuple(
+          lambda path, start, end: read_raw_documents(
+              path, max_line_bytes, start, end))
       | "Tokenize" >> beam.ParDo(TokenizeDocumentFn(
           tokenizer.model_file if tokenizer.kind == "sentencepiece" else None,
           tokenizer.model_file if tokenizer.kind == "wordpiece" else None,
@@ -348,28 +546,32 @@ def build_pipeline(pipeline, paths, output_dir, tokenizer, options,
         | "RandomDocumentPool" >> beam.combiners.Top.Of(
             _RANDOM_DOCUMENT_POOL_SIZE, key=lambda kv: kv[0], reverse=True))
   examples = documents | "MakeInstances" >> beam.ParDo(
-      DocumentToRecordsFn(options, vocab, dupe_factor),
+      DocumentToRecordsFn(options, vocab, dupe_factor, num_shards),
       random_documents).with_outputs(_STATS_TAG, main="records")
   shards = (
       examples.records
-      | "ShuffleRecords" >> beam.Reshuffle()
-      | "Unbatch" >> beam.FlatMap(lambda records: records).with_output_types(
-          bytes)
-      | "WriteTFRecords" >> beam.io.WriteToTFRecord(
-          FileSystems.join(output_dir, SHARD_PREFIX),
-          file_name_suffix=SHARD_SUFFIX, num_shards=num_shards))
+      | "GroupByShard" >> beam.GroupByKey()
+      | "WriteShards" >> beam.ParDo(WriteShardFn(output_dir, num_shards)))
   _ = (
       (tokenized[_STATS_TAG], examples[_STATS_TAG])
       | "AllStats" >> beam.Flatten()
       | "SumStats" >> beam.CombineGlobally(SumCountsFn())
-      | "WriteSummary" >> beam.Map(_write_summary, output_dir, options,
-                                   dupe_factor, beam.pvalue.AsList(shards)))
+      | "FinishOutput" >> beam.Map(_finish_output, output_dir, options,
+                                   dupe_factor, num_shards,
+                                   beam.pvalue.AsList(shards)))
+
+
+def _split_bytes(paths):
+  total = sum(m.size_in_bytes for r in FileSystems.match(paths)
+              for m in r.metadata_list)
+  return min(_MAX_SPLIT_BYTES,
+             max(_MIN_SPLIT_BYTES, total // _SPLITS_PER_INPUT))
 
 
 def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
                  do_lower_case=True, options=None, dupe_factor=40,
                  num_shards=4, overwrite=False, pipeline_args=(),
-                 max_line_bytes=100_000):
+                 max_line_bytes=100_000, split_bytes=None):
   """Checks inputs, runs the pipeline to completion, returns the summary dict.
 
   Args:
@@ -383,6 +585,8 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
     overwrite: replace the output of a previous run in output_dir.
     pipeline_args: Beam options, e.g. ["--direct_num_workers=2"].
     max_line_bytes: a document with a longer line is skipped.
+    split_bytes: read uncompressed files in ranges of about this size
+      (default: from the input size, 256 KB to 64 MB).
   Raises:
     ValueError: before any work, for a glob that matches nothing, an
       unreadable tokenizer file, or output_dir holding a previous run.
@@ -397,8 +601,9 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
                                           do_lower_case)
   prepare_output_dir(output_dir, overwrite)
   _make_workers_find_this_package()
+  read_ranges = plan_reads(paths, split_bytes or _split_bytes(paths))
   with beam.Pipeline(options=PipelineOptions(list(pipeline_args))) as p:
-    build_pipeline(p, paths, output_dir, tokenizer, options, dupe_factor,
+    build_pipeline(p, read_ranges, output_dir, tokenizer, options, dupe_factor,
                    num_shards, max_line_bytes)
   with FileSystems.open(FileSystems.join(output_dir, SUMMARY_FILE)) as f:
     summary = json.loads(f.read().decode("utf-8"))

@@ -1,8 +1,9 @@
 """data_prep.create_pretraining_data: the Beam pipeline end to end on real text.
 
 Two Beam runs over the same corpus (People's Daily subset + every kind of bad
-input, plain and gzip files): in-process with one worker and with two worker
-processes. They must write the same sorted records, which must also equal the
+input, plain and gzip files): in-process with one worker reading each file
+whole, and with two worker processes reading the plain file in small byte
+ranges. They must write byte-identical shards, whose records must equal the
 records of the plain per-document functions on the good documents only.
 """
 
@@ -75,11 +76,13 @@ def corpus(tmp_path_factory, pd_corpus):  # pylint: disable=redefined-outer-name
   return str(directory / "part-*"), good
 
 
-def _run(corpus_glob, spm, output_dir, pipeline_args, overwrite=False):
+def _run(corpus_glob, spm, output_dir, pipeline_args, overwrite=False,
+         split_bytes=None):
   return cpd.run_pipeline(
       corpus_glob, output_dir, spm_model_file=spm, options=OPTIONS,
       dupe_factor=DUPE, num_shards=3, overwrite=overwrite,
-      pipeline_args=pipeline_args, max_line_bytes=MAX_LINE_BYTES)
+      pipeline_args=pipeline_args, max_line_bytes=MAX_LINE_BYTES,
+      split_bytes=split_bytes)
 
 
 def _records(output_dir):
@@ -92,23 +95,50 @@ def _records(output_dir):
 def runs(corpus, spm_model, tmp_path_factory):  # pylint: disable=redefined-outer-name
   """{workers: (output_dir, summary)} for 1 (in-process) and 2 processes."""
   results = {}
-  for workers, args in (
-      (1, ["--runner=DirectRunner", "--direct_num_workers=1"]),
+  for workers, args, split_bytes in (
+      (1, ["--runner=DirectRunner", "--direct_num_workers=1"], None),
+      # About ten ranges for the plain file (the gzip one stays whole).
       (2, ["--runner=DirectRunner", "--direct_num_workers=2",
-           "--direct_running_mode=multi_processing"])):
+           "--direct_running_mode=multi_processing"], 4000)):
     out = str(tmp_path_factory.mktemp(f"out{workers}"))
-    results[workers] = out, _run(corpus[0], spm_model, out, args)
+    results[workers] = out, _run(corpus[0], spm_model, out, args,
+                                 split_bytes=split_bytes)
   return results
 
 
-def test_same_records_with_one_and_two_workers(runs):
+def _read_bytes(path):
+  with open(path, "rb") as f:
+    return f.read()
+
+
+def test_same_shards_with_one_and_two_workers(runs):
   shards_1, records_1 = _records(runs[1][0])
-  shards_2, records_2 = _records(runs[2][0])
-  assert [os.path.basename(s) for s in shards_1] == [
-      f"pretrain-0000{i}-of-00003.tfrecord" for i in range(3)]
+  shards_2, _ = _records(runs[2][0])
+  names = [f"pretrain-0000{i}-of-00003.tfrecord" for i in range(3)]
+  assert [os.path.basename(s) for s in shards_1] == names
+  assert [os.path.basename(s) for s in shards_2] == names
   assert len(records_1) == runs[1][1]["instances"] > 500
-  assert records_1 == records_2
+  # Same files byte for byte, not just the same set of records.
+  assert [_read_bytes(s) for s in shards_1] == [_read_bytes(s)
+                                                for s in shards_2]
   assert runs[1][1]["documents"] == runs[2][1]["documents"]
+  for output_dir, _ in runs.values():  # No temporary file left behind.
+    assert not [n for n in os.listdir(output_dir) if n.startswith(".tmp-")]
+
+
+def test_shards_hold_records_in_sort_key_order(runs):
+  """The documented placement: shard = key % num_shards, key order inside."""
+  shards, _ = _records(runs[2][0])
+  sizes = []
+  for index, shard in enumerate(shards):
+    keys = [cpd.record_sort_key(r)
+            for r in tf.data.TFRecordDataset(shard).as_numpy_iterator()]
+    assert keys == sorted(keys)
+    assert {k % len(shards) for k in keys} == {index}
+    sizes.append(len(keys))
+  # A hash spreads records evenly: each shard within 25% of the mean.
+  mean = sum(sizes) / len(sizes)
+  assert all(abs(n - mean) < 0.25 * mean for n in sizes), sizes
 
 
 def test_skipped_documents_counted_and_good_ones_all_present(runs, corpus,
@@ -174,6 +204,34 @@ def test_clear_errors_before_any_work(runs, corpus, spm_model, tmp_path):
   with pytest.raises(ValueError, match="--overwrite"):
     _run(corpus[0], spm_model, output_dir, [])
   assert not os.path.exists(tmp_path / "o")  # Nothing was created.
+
+
+def test_byte_ranges_read_the_same_documents_as_the_whole_file(tmp_path,
+                                                              monkeypatch):
+  # Hard cases for a cut: CRLF, runs of empty lines, whitespace-only lines,
+  # a long line, a document at the very start and one with no final newline.
+  parts = [b"a1\r\na2\r\n", b"\r\n\r\n", b"b1\nb2\n", b" \t\n",
+           b"c1\n", b"\n\n\n", b"x" * 300 + b"\nd2\n", b"\n",
+           b"e1\ne2\n\n", b"f1\nf2"]
+  path = tmp_path / "docs.txt"
+  path.write_bytes(b"".join(parts) * 20)
+  whole = list(cpd.read_raw_documents(str(path), 200))
+  assert len(whole) == 20 * 5 + 1  # "f1 f2" runs into the next "a1 a2".
+  for split_bytes, scan_chunk in ((1, 64 << 10), (7, 3), (50, 2), (333, 5)):
+    # Tiny scan chunks: an empty line split over two reads is still found.
+    monkeypatch.setattr(cpd, "_SPLIT_SCAN_CHUNK", scan_chunk)
+    ranges = cpd.plan_reads([str(path)], split_bytes)
+    assert len(ranges) > 3
+    starts = [start for _, start, _ in ranges]
+    assert starts == sorted(set(starts)) and starts[0] == 0
+    assert [end for _, _, end in ranges] == starts[1:] + [None]
+    pieces = [d for p, start, end in ranges
+              for d in cpd.read_raw_documents(p, 200, start, end)]
+    assert pieces == whole, split_bytes
+  gz = tmp_path / "docs.txt.gz"
+  with gzip.open(gz, "wb") as f:
+    f.write(path.read_bytes())
+  assert cpd.plan_reads([str(gz)], 50) == [(str(gz), 0, None)]
 
 
 def test_iter_lines_bounds_long_lines():
