@@ -203,14 +203,14 @@ def make_dataset(files: Sequence[str],
   files = list(files)
   if not files:
     raise InputFileError("make_dataset: no input files")
-  dataset = tf.data.Dataset.from_tensor_slices(files)
   shard_records = None
   if input_context and input_context.num_input_pipelines > 1:
     n, i = input_context.num_input_pipelines, input_context.input_pipeline_id
     if len(files) >= n:
-      dataset = dataset.shard(n, i)
+      files = files[i::n]  # This worker's files (what Dataset.shard keeps).
     else:  # too few files to give each worker its own: split the records
       shard_records = (n, i)
+  dataset = tf.data.Dataset.from_tensor_slices(files)
   shuffle = is_training and shuffle_buffer_size > 0
   if shuffle:
     dataset = dataset.shuffle(len(files), seed=seed,
@@ -224,6 +224,8 @@ def make_dataset(files: Sequence[str],
 
   # Deterministic round robin over `cycle_length` files: with a seed the
   # order of records is reproducible (and identical across strategies).
+  # Never more slots than this pipeline's files: the list repeats, so a
+  # spare slot would read a file a second time, in step with the first.
   parallel = dict(num_parallel_calls=tf.data.AUTOTUNE,
                   deterministic=True) if shuffle else {}
   dataset = dataset.interleave(

@@ -90,6 +90,31 @@ def test_shards_by_file_per_input_pipeline(tmp_path):
   assert {tuple(r) for r in got} == expected and len(got) == 8
 
 
+@pytest.mark.parametrize("num_files", [2, 4, 6])
+def test_training_workers_together_read_the_one_pipeline_batch(tmp_path,
+                                                               num_files):
+  """Training, in order (no shuffle): worker batches = the default batch.
+
+  Each worker has fewer files than cycle_length; the file list repeats, so
+  a spare interleave slot would read a worker's file twice, side by side
+  (every record appeared twice in a row before the fix).
+  """
+  files = [write_records(tmp_path / f"p{i}.tfrecord", 6, seed=i)
+           for i in range(num_files)]
+  global_batch, workers = 4 * num_files, 2
+  make = lambda batch, ctx=None: iter(ip.make_dataset(
+      files, batch, SEQ, PRED, is_training=True, shuffle_buffer_size=0,
+      cycle_length=num_files, input_context=ctx))
+  default = make(global_batch)
+  pipelines = [make(global_batch // workers, tf.distribute.InputContext(
+      num_input_pipelines=workers, input_pipeline_id=i,
+      num_replicas_in_sync=workers)) for i in range(workers)]
+  for _ in range(3):  # 3 batches: across the end of the first epoch
+    want = next(default)["input_ids"].numpy()
+    got = np.concatenate([next(p)["input_ids"].numpy() for p in pipelines])
+    assert sorted(map(tuple, got)) == sorted(map(tuple, want))
+
+
 def test_mismatched_shard_names_file_and_flag(tmp_path):
   good = write_records(tmp_path / "good.tfrecord", 2)
   long = write_records(tmp_path / "long.tfrecord", 2, seq=32)
