@@ -285,7 +285,7 @@ class Demo:
             f"--data_dir={self.path('corpus', 'sentiment')}",
             f"--output_dir={out}", f"--spm_model_file={self._spm()}",
             f"--max_seq_length={b['finetune_seq']}", "--train_batch_size=32",
-            "--learning_rate=2e-4", f"--train_step={b['finetune_steps']}",
+            "--learning_rate=5e-4", f"--train_step={b['finetune_steps']}",
             f"--eval_every_steps={b['finetune_steps'] // b['finetune_evals']}",
             "--do_train", "--do_eval", "--do_predict", "--seed=12345"]
     if b["finetune_train_examples"]:
