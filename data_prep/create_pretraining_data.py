@@ -156,18 +156,28 @@ def _next_document_start(f, offset, scan_bytes):
   return None
 
 
-def plan_reads(paths, split_bytes):
+def plan_reads(paths, split_bytes=None):
   """(path, start, end) byte ranges that together hold every document once.
 
   Uncompressed files are cut about every split_bytes, each cut moved forward
   to the start of a document (after an empty line), so a range reader needs
   no look-back and no neighbour: the same documents come out as from one
   pass over the file. Compressed files are one range (end None = to EOF).
-  The launcher reads only a small window at each cut.
+  The launcher reads only a small window at each cut. split_bytes None:
+  about _SPLITS_PER_INPUT ranges over all inputs, within the size bounds.
   """
+  # One match call for all paths (one request per batch on remote storage);
+  # one result per path, in order.
+  sizes = []
+  for path, result in zip(paths, FileSystems.match(list(paths))):
+    if not result.metadata_list:
+      raise ValueError(f"--input_file: {path!r} disappeared before reading")
+    sizes.append(result.metadata_list[0].size_in_bytes)
+  if split_bytes is None:
+    split_bytes = min(_MAX_SPLIT_BYTES,
+                      max(_MIN_SPLIT_BYTES, sum(sizes) // _SPLITS_PER_INPUT))
   ranges = []
-  for path in paths:
-    size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+  for path, size in zip(paths, sizes):
     if _is_compressed(path) or size <= split_bytes:
       ranges.append((path, 0, None))
       continue
@@ -561,13 +571,6 @@ def build_pipeline(pipeline, read_ranges, output_dir, tokenizer, options,
                                    beam.pvalue.AsList(shards)))
 
 
-def _split_bytes(paths):
-  total = sum(m.size_in_bytes for r in FileSystems.match(paths)
-              for m in r.metadata_list)
-  return min(_MAX_SPLIT_BYTES,
-             max(_MIN_SPLIT_BYTES, total // _SPLITS_PER_INPUT))
-
-
 def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
                  do_lower_case=True, options=None, dupe_factor=40,
                  num_shards=4, overwrite=False, pipeline_args=(),
@@ -601,7 +604,7 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
                                           do_lower_case)
   prepare_output_dir(output_dir, overwrite)
   _make_workers_find_this_package()
-  read_ranges = plan_reads(paths, split_bytes or _split_bytes(paths))
+  read_ranges = plan_reads(paths, split_bytes)
   with beam.Pipeline(options=PipelineOptions(list(pipeline_args))) as p:
     build_pipeline(p, read_ranges, output_dir, tokenizer, options, dupe_factor,
                    num_shards, max_line_bytes)
