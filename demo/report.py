@@ -115,10 +115,11 @@ def _fmt(value):
   return str(value)
 
 
-def _flatten(prefix, value, rows):
+def flatten_figures(prefix, value, rows):
+  """Appends (dotted name, scalar) for every scalar in nested dict `value`."""
   if isinstance(value, dict):
     for key, inner in value.items():
-      _flatten(f"{prefix}.{key}" if prefix else key, inner, rows)
+      flatten_figures(f"{prefix}.{key}" if prefix else key, inner, rows)
   elif isinstance(value, (int, float, str)) and not isinstance(value, bool):
     rows.append((prefix, value))
 
@@ -145,7 +146,7 @@ def write_report(demo, out):
   lines += ["## Stages", "", "| stage | seconds | key figures |", "|---|---|---|"]
   for name, title in demo.STAGES[:-1]:
     rows = []
-    _flatten("", demo.figures.get(name, {}), rows)
+    flatten_figures("", demo.figures.get(name, {}), rows)
     keys = KEY_FIGURES.get(name)
     if keys:
       rows = [(k, v) for k, v in rows if any(k.endswith(key) for key in keys)]

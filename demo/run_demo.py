@@ -360,7 +360,7 @@ def _headline(name, figures, limit=5):
   """The stage's key figures (report.KEY_FIGURES), else its first scalars."""
   from demo import report  # pylint: disable=g-import-not-at-top
   rows = []
-  report._flatten("", figures, rows)  # pylint: disable=protected-access
+  report.flatten_figures("", figures, rows)
   keys = report.KEY_FIGURES.get(name)
   if keys:
     rows = [(k, v) for k, v in rows if any(k.endswith(key) for key in keys)]
