@@ -1,0 +1,333 @@
+"""Hugging Face transformers ALBERT weights, read without torch.
+
+Reads model.safetensors / pytorch_model.bin (also sharded, via the
+*.index.json) with numpy only: the .bin unpickler resolves just the classes a
+plain state dict needs and refuses anything else, so loading a file cannot
+run code. `huggingface_config` maps an HF config.json to AlbertConfig and
+`huggingface_to_original` renames (and transposes) the state dict to the
+original google-research names. `read_source` is the dispatch-table reader
+for --source=huggingface: (config, tensors in original names, notes,
+unconsumed). `write_safetensors` is the inverse of `read_safetensors`, for
+tests and tools.
+"""
+
+import collections
+import json
+import os
+import pickle
+import re
+import struct
+import zipfile
+
+import numpy as np
+
+from albert_tf.config import AlbertConfig
+from albert_tf.converters.errors import ConversionError
+
+_SAFETENSORS_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16,
+                       "I64": np.int64, "I32": np.int32, "I16": np.int16,
+                       "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+
+
+def _bfloat16_to_float32(raw):
+  return (raw.astype(np.uint32) << 16).view(np.float32)
+
+
+def read_safetensors(path):
+  """Reads a .safetensors file with numpy: u64 header length, JSON header, data."""
+  with open(path, "rb") as f:
+    blob = f.read()
+  if len(blob) < 8:
+    raise ValueError(f"{path}: too short to be a safetensors file")
+  (header_len,) = struct.unpack("<Q", blob[:8])
+  if header_len > len(blob) - 8:
+    raise ValueError(f"{path}: header length {header_len} exceeds file size")
+  try:
+    header = json.loads(blob[8:8 + header_len])
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    raise ValueError(f"{path}: safetensors header is not JSON ({e})") from None
+  data = memoryview(blob)[8 + header_len:]
+  tensors = {}
+  for name, info in header.items():
+    if name == "__metadata__":
+      continue
+    begin, end = info["data_offsets"]
+    dtype = info["dtype"]
+    if dtype == "BF16":
+      raw = np.frombuffer(data[begin:end], np.uint16)
+      array = _bfloat16_to_float32(raw)
+    elif dtype in _SAFETENSORS_DTYPES:
+      array = np.frombuffer(data[begin:end], _SAFETENSORS_DTYPES[dtype])
+    else:
+      raise ValueError(f"{path}: tensor {name} has unsupported dtype {dtype}")
+    tensors[name] = array.reshape(info["shape"]).copy()
+  return tensors
+
+
+def write_safetensors(tensors, path):
+  """Writes {name: array} as .safetensors (float32/int; used by tests and tools)."""
+  names = {np.dtype(v): k for k, v in _SAFETENSORS_DTYPES.items()}
+  header, offset, chunks = {}, 0, []
+  for name in sorted(tensors):
+    array = np.ascontiguousarray(tensors[name])
+    raw = array.tobytes()
+    header[name] = {"dtype": names[array.dtype], "shape": list(array.shape),
+                    "data_offsets": [offset, offset + len(raw)]}
+    chunks.append(raw)
+    offset += len(raw)
+  encoded = json.dumps(header).encode("utf-8")
+  encoded += b" " * (-len(encoded) % 8)
+  with open(path, "wb") as f:
+    f.write(struct.pack("<Q", len(encoded)))
+    f.write(encoded)
+    for chunk in chunks:
+      f.write(chunk)
+
+
+_TORCH_STORAGE_DTYPES = {
+    "FloatStorage": np.float32, "DoubleStorage": np.float64,
+    "HalfStorage": np.float16, "BFloat16Storage": "bfloat16",
+    "LongStorage": np.int64, "IntStorage": np.int32, "ShortStorage": np.int16,
+    "CharStorage": np.int8, "ByteStorage": np.uint8, "BoolStorage": np.bool_}
+
+
+class _StorageType:
+
+  def __init__(self, name):
+    self.name = name
+
+
+def _rebuild_tensor(storage, storage_offset, size, stride, *unused_args):
+  if not size:
+    return storage[storage_offset:storage_offset + 1].reshape(()).copy()
+  itemsize = storage.dtype.itemsize
+  view = np.lib.stride_tricks.as_strided(
+      storage[storage_offset:], shape=tuple(size),
+      strides=tuple(s * itemsize for s in stride))
+  return np.array(view)
+
+
+def _rebuild_parameter(data, *unused_args):
+  return data
+
+
+class _TorchUnpickler(pickle.Unpickler):
+  """Unpickles a torch zip-format state dict into numpy, without torch.
+
+  Only the classes a state dict needs are resolved; anything else is refused,
+  so a malicious pickle cannot run code.
+  """
+
+  def __init__(self, file, archive, prefix):
+    super().__init__(file)
+    self._archive = archive
+    self._prefix = prefix
+
+  def find_class(self, module, name):
+    if module == "collections" and name == "OrderedDict":
+      return collections.OrderedDict
+    if module == "torch._utils" and name == "_rebuild_tensor_v2":
+      return _rebuild_tensor
+    if module == "torch._utils" and name == "_rebuild_parameter":
+      return _rebuild_parameter
+    if module == "torch" and name in _TORCH_STORAGE_DTYPES:
+      return _StorageType(name)
+    raise pickle.UnpicklingError(
+        f"pytorch_model.bin refers to {module}.{name}, which a plain state "
+        "dict does not need; convert it to safetensors instead")
+
+  def persistent_load(self, pid):
+    kind, storage_type, key, _, numel = pid[:5]
+    if kind != "storage" or not isinstance(storage_type, _StorageType):
+      raise pickle.UnpicklingError(f"unsupported persistent id {pid!r}")
+    raw = self._archive.read(f"{self._prefix}data/{key}")
+    dtype = _TORCH_STORAGE_DTYPES[storage_type.name]
+    if dtype == "bfloat16":
+      return _bfloat16_to_float32(np.frombuffer(raw, np.uint16))[:numel]
+    return np.frombuffer(raw, dtype)[:numel]
+
+
+def read_pytorch_bin(path):
+  """Reads a torch.save zip-format state dict (pytorch_model.bin) with numpy."""
+  if not zipfile.is_zipfile(path):
+    raise ValueError(
+        f"{path} is a legacy (pre-1.6, non-zip) torch file that cannot be read "
+        "without torch; convert it to safetensors (e.g. with "
+        "transformers' save_pretrained(safe_serialization=True)) and pass the "
+        ".safetensors file")
+  with zipfile.ZipFile(path) as archive:
+    pickles = [n for n in archive.namelist() if n.endswith("data.pkl")]
+    if len(pickles) != 1:
+      raise ValueError(f"{path}: expected one data.pkl in the archive, found "
+                       f"{pickles}")
+    prefix = pickles[0][:-len("data.pkl")]
+    with archive.open(pickles[0]) as f:
+      state = _TorchUnpickler(f, archive, prefix).load()
+  if not isinstance(state, dict):
+    raise ValueError(f"{path}: not a state dict (got {type(state).__name__})")
+  return {k: np.asarray(v) for k, v in state.items()}
+
+
+def read_huggingface(path):
+  """Reads HF weights from a model dir or a .safetensors/.bin file.
+
+  Returns (state_dict, config_json_path or None). Sharded checkpoints
+  (model.safetensors.index.json / pytorch_model.bin.index.json) are merged.
+  """
+  config_path = None
+  if os.path.isdir(path):
+    directory = path
+    candidates = ["model.safetensors", "model.safetensors.index.json",
+                  "pytorch_model.bin", "pytorch_model.bin.index.json"]
+    found = [c for c in candidates if os.path.exists(os.path.join(path, c))]
+    if not found:
+      raise FileNotFoundError(f"{path}: no {' / '.join(candidates)}")
+    path = os.path.join(path, found[0])
+  else:
+    directory = os.path.dirname(path)
+  if os.path.exists(os.path.join(directory, "config.json")):
+    config_path = os.path.join(directory, "config.json")
+  if path.endswith(".index.json"):
+    with open(path, encoding="utf-8") as f:
+      shards = sorted(set(json.load(f)["weight_map"].values()))
+    state = {}
+    for shard in shards:
+      state.update(_read_hf_file(os.path.join(directory, shard)))
+    return state, config_path
+  return _read_hf_file(path), config_path
+
+
+def _read_hf_file(path):
+  if path.endswith(".safetensors"):
+    return read_safetensors(path)
+  return read_pytorch_bin(path)
+
+
+def huggingface_config(values, source="config.json"):
+  """Maps an HF AlbertConfig dict to AlbertConfig.
+
+  HF's "gelu" is the exact erf GELU and "gelu_new" the tanh approximation
+  that the original code calls "gelu"; the names are translated.
+  """
+  fields = {f for f in AlbertConfig.__dataclass_fields__}
+  kept = {k: v for k, v in values.items() if k in fields}
+  act = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_fast": "gelu",
+         "gelu_pytorch_tanh": "gelu"}
+  if "hidden_act" in kept:
+    kept["hidden_act"] = act.get(kept["hidden_act"], kept["hidden_act"])
+  if values.get("position_embedding_type", "absolute") != "absolute":
+    raise ConversionError(
+        f"{source}: position_embedding_type="
+        f"{values['position_embedding_type']!r} is not supported (absolute only)")
+  return AlbertConfig.from_dict(kept, source=source)
+
+
+_HF_LAYER_PARTS = {
+    "attention.query": "attention_1/self/query",
+    "attention.key": "attention_1/self/key",
+    "attention.value": "attention_1/self/value",
+    "attention.dense": "attention_1/output/dense",
+    "attention.LayerNorm": "LayerNorm",
+    "ffn": "ffn_1/intermediate/dense",
+    "ffn_output": "ffn_1/intermediate/output/dense",
+    "full_layer_layer_norm": "LayerNorm_1",
+}
+_HF_FIXED = {
+    "embeddings.word_embeddings": "bert/embeddings/word_embeddings",
+    "embeddings.position_embeddings": "bert/embeddings/position_embeddings",
+    "embeddings.token_type_embeddings": "bert/embeddings/token_type_embeddings",
+    "embeddings.LayerNorm": "bert/embeddings/LayerNorm",
+    "encoder.embedding_hidden_mapping_in":
+        "bert/encoder/embedding_hidden_mapping_in",
+    "pooler": "bert/pooler/dense",
+    "predictions.dense": "cls/predictions/transform/dense",
+    "predictions.LayerNorm": "cls/predictions/transform/LayerNorm",
+}
+_HF_LAYER = re.compile(
+    r"^encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.(.+)$")
+_HF_BUFFERS = ("embeddings.position_ids",)
+
+
+def huggingface_to_original(state):
+  """HF AlbertModel/AlbertForPreTraining/AlbertForMaskedLM names -> original.
+
+  Torch Linear weights [out, in] become kernels [in, out]; LayerNorm
+  weight/bias become gamma/beta; embeddings keep their shape. Returns
+  (tensors, unconsumed, notes): the tied decoder weight/bias are consumed
+  when they equal word_embeddings / predictions.bias (noted otherwise).
+  """
+  tensors, unconsumed, notes = {}, [], []
+  for name, value in state.items():
+    key = name[len("albert."):] if name.startswith("albert.") else name
+    module, _, param = key.rpartition(".")
+    target = None
+    match = _HF_LAYER.match(module)
+    if key in _HF_BUFFERS:
+      notes.append(f"skipped buffer {name}")
+      continue
+    if match:
+      group, inner, part = match.groups()
+      if part in _HF_LAYER_PARTS:
+        target = (f"bert/encoder/transformer/group_{group}/inner_group_{inner}/"
+                  f"{_HF_LAYER_PARTS[part]}")
+    elif module in _HF_FIXED:
+      target = _HF_FIXED[module]
+    elif key == "predictions.bias":
+      tensors["cls/predictions/output_bias"] = value
+      continue
+    elif module == "sop_classifier.classifier":
+      # Same [2, H] orientation as the original output_weights.
+      tensors["cls/seq_relationship/" + (
+          "output_weights" if param == "weight" else "output_bias")] = value
+      continue
+    elif module == "predictions.decoder":
+      continue  # Tied; checked below.
+    if target is None:
+      unconsumed.append(name)
+      continue
+    if target.endswith("LayerNorm") or target.endswith("LayerNorm_1"):
+      leaf = {"weight": "gamma", "bias": "beta"}.get(param)
+    elif target.startswith("bert/embeddings/"):
+      leaf = None if param == "weight" else param
+    else:
+      leaf = {"weight": "kernel", "bias": "bias"}.get(param)
+      if param == "weight":
+        value = value.T
+    if leaf is None and param != "weight":
+      unconsumed.append(name)
+      continue
+    tensors[target + (f"/{leaf}" if leaf else "")] = value
+  for name, tied_to in (("predictions.decoder.weight",
+                         "bert/embeddings/word_embeddings"),
+                        ("predictions.decoder.bias",
+                         "cls/predictions/output_bias")):
+    if name not in state:
+      continue
+    if tied_to in tensors and np.array_equal(state[name], tensors[tied_to]):
+      continue
+    unconsumed.append(name)
+    notes.append(f"{name} is not equal to {tied_to}: ALBERT ties them, the "
+                 f"value of {tied_to} is used")
+  return tensors, unconsumed, notes
+
+
+def read_source(checkpoint, albert_config_file):
+  """Returns (config, tensors in original names, notes, unconsumed).
+
+  The config is --albert_config_file if given, else the config.json beside
+  the weights.
+  """
+  notes = []
+  config = (AlbertConfig.from_json_file(albert_config_file)
+            if albert_config_file else None)
+  state, config_json = read_huggingface(checkpoint)
+  if config is None:
+    if config_json is None:
+      raise ValueError(f"{checkpoint}: no config.json beside it; pass "
+                       "--albert_config_file")
+    with open(config_json, encoding="utf-8") as f:
+      config = huggingface_config(json.load(f), source=config_json)
+    notes.append(f"config from {config_json}")
+  tensors, unconsumed, hf_notes = huggingface_to_original(state)
+  notes.extend(hf_notes)
+  return config, tensors, notes, unconsumed

@@ -1,0 +1,145 @@
+"""Original google-research TF1 names -> an AlbertPretrainer.
+
+The one name map from checkpoint tensors to the model: every source that is
+not keras-hub is first renamed to these names (bert/embeddings/...,
+bert/encoder/transformer/group_G/inner_group_I/..., cls/predictions/...,
+cls/seq_relationship/..., kernels [in, out]), so a new source needs a map to
+these names only, never to the model's variables. `load_original_names`
+builds the model from a reader's output and decides which heads are complete
+enough to save.
+"""
+
+import numpy as np
+
+from albert_tf.converters.errors import ConversionError
+from albert_tf.models import AlbertPretrainer
+
+_HEAD_PREFIXES = {"masked_lm_head": "cls/predictions/",
+                  "sentence_order_head": "cls/seq_relationship/"}
+
+
+def _dense(prefix, layer):
+  return {f"{prefix}/kernel": layer.kernel, f"{prefix}/bias": layer.bias}
+
+
+def _layer_norm(prefix, layer):
+  return {f"{prefix}/gamma": layer.gamma, f"{prefix}/beta": layer.beta}
+
+
+def original_variable_map(pretrainer):
+  """{original TF1 name: (keras variable, transform)} for an AlbertPretrainer.
+
+  `transform` maps the stored array to the variable's layout (identity except
+  the SOP output_weights, stored [2, H] and used transposed). Heads that the
+  model lacks (e.g. an AlbertEncoder passed alone) are left out.
+  """
+  encoder = getattr(pretrainer, "encoder", pretrainer)
+  config = encoder.config
+  if config.share != "all":
+    raise ConversionError(
+        f"config share={config.share!r}: original checkpoints store layers as "
+        "group_G/inner_group_I, which needs share='all' (use num_hidden_groups "
+        "to un-share)")
+  identity = lambda x: x
+  emb = encoder.embedding
+  names = {
+      "bert/embeddings/word_embeddings": emb.word_embeddings.embeddings,
+      "bert/embeddings/token_type_embeddings":
+          emb.token_type_embeddings.embeddings,
+      "bert/embeddings/position_embeddings": emb.position_embeddings,
+  }
+  names.update(_layer_norm("bert/embeddings/LayerNorm", emb.layer_norm))
+  names["bert/encoder/embedding_hidden_mapping_in/kernel"] = (
+      emb.projection.kernel)
+  if emb.projection.use_bias:
+    names["bert/encoder/embedding_hidden_mapping_in/bias"] = (
+        emb.projection.bias)
+  for index, block in enumerate(encoder.blocks):
+    g, i = divmod(index, config.inner_group_num)
+    prefix = f"bert/encoder/transformer/group_{g}/inner_group_{i}"
+    att, ffn = block.attention, block.ffn
+    for part in ("query", "key", "value"):
+      names[f"{prefix}/attention_1/self/{part}/kernel"] = getattr(
+          att, f"{part}_kernel")
+      names[f"{prefix}/attention_1/self/{part}/bias"] = getattr(
+          att, f"{part}_bias")
+    names.update(_dense(f"{prefix}/attention_1/output/dense",
+                        att.output_dense))
+    names.update(_layer_norm(f"{prefix}/LayerNorm", att.layer_norm))
+    names.update(_dense(f"{prefix}/ffn_1/intermediate/dense",
+                        ffn.intermediate_dense))
+    names.update(_dense(f"{prefix}/ffn_1/intermediate/output/dense",
+                        ffn.output_dense))
+    names.update(_layer_norm(f"{prefix}/LayerNorm_1", ffn.layer_norm))
+  names.update(_dense("bert/pooler/dense", encoder.pooler))
+  mapping = {k: (v, identity) for k, v in names.items()}
+  mlm = getattr(pretrainer, "masked_lm_head", None)
+  if mlm is not None:
+    heads = _dense("cls/predictions/transform/dense", mlm.transform)
+    heads.update(_layer_norm("cls/predictions/transform/LayerNorm",
+                             mlm.layer_norm))
+    heads["cls/predictions/output_bias"] = mlm.output_bias
+    mapping.update({k: (v, identity) for k, v in heads.items()})
+  sop = getattr(pretrainer, "sentence_order_head", None)
+  if sop is not None:
+    mapping["cls/seq_relationship/output_weights"] = (sop.dense.kernel,
+                                                      np.transpose)
+    mapping["cls/seq_relationship/output_bias"] = (sop.dense.bias, identity)
+  return mapping
+
+
+def assign_original_weights(pretrainer, tensors, source="checkpoint"):
+  """Copies {original name: array} into the model.
+
+  Returns a report dict {"assigned", "missing", "unconsumed"} (name lists).
+  Raises ConversionError naming the variable and both shapes on a mismatch.
+  """
+  mapping = original_variable_map(pretrainer)
+  missing = sorted(set(mapping) - set(tensors))
+  unconsumed = sorted(set(tensors) - set(mapping))
+  assigned = []
+  for name, (variable, transform) in sorted(mapping.items()):
+    if name not in tensors:
+      continue
+    value = transform(np.asarray(tensors[name]))
+    if tuple(value.shape) != tuple(variable.shape):
+      raise ConversionError(
+          f"{source}: variable {name} has shape {list(value.shape)} (after "
+          f"layout transform) but the config needs {list(variable.shape)} "
+          f"for {variable.path}; is --albert_config_file the config of this "
+          "checkpoint?")
+    variable.assign(value.astype(variable.dtype))
+    assigned.append(name)
+  return {"assigned": assigned, "missing": missing, "unconsumed": unconsumed}
+
+
+def load_original_names(checkpoint, config, tensors, notes, unconsumed):
+  """An AlbertPretrainer from a reader's (config, tensors, notes, unconsumed).
+
+  Returns (config, pretrainer, report, heads): `heads` are the heads whose
+  tensors were all found. Raises ConversionError when encoder tensors are
+  missing.
+  """
+  pretrainer = AlbertPretrainer(config)
+  report = assign_original_weights(pretrainer, tensors, source=checkpoint)
+  report["unconsumed"] = sorted(set(report["unconsumed"]) | set(unconsumed))
+  report["notes"] = notes
+  encoder_missing = [n for n in report["missing"]
+                     if not n.startswith("cls/")]
+  if encoder_missing:
+    raise ConversionError(
+        f"{checkpoint}: {len(encoder_missing)} encoder tensor(s) expected by "
+        f"the config were not found: {encoder_missing}. Unconsumed tensors "
+        f"in the checkpoint: {report['unconsumed']}")
+  heads = [part for part, prefix in _HEAD_PREFIXES.items()
+           if not any(n.startswith(prefix) for n in report["missing"])]
+  # A head with missing tensors is not saved: its other tensors are then
+  # not consumed either.
+  for part, prefix in _HEAD_PREFIXES.items():
+    if part not in heads:
+      dropped = [n for n in report["assigned"] if n.startswith(prefix)]
+      report["assigned"] = [n for n in report["assigned"]
+                            if n not in dropped]
+      report["unconsumed"] = sorted(report["unconsumed"] + dropped)
+      report["notes"].append(f"{part} not converted (missing tensors)")
+  return config, pretrainer, report, heads
