@@ -18,10 +18,19 @@ CONFIG_NAME = "albert_config.json"
 PARTS = ("encoder", "masked_lm_head", "sentence_order_head", "classifier_head")
 
 
+BEST_DIR = "best"  # where the trainer keeps the best checkpoint by dev metric
+
+
 def latest_checkpoint(path_or_dir):
-  """A checkpoint prefix from a prefix or a directory (its latest checkpoint)."""
+  """A checkpoint prefix from a prefix or a directory.
+
+  A training directory resolves to the best checkpoint by the dev metric
+  when the run kept one (its best/ subdirectory), else to its latest.
+  """
   if tf.io.gfile.isdir(path_or_dir):
-    latest = tf.train.latest_checkpoint(path_or_dir)
+    best = os.path.join(path_or_dir, BEST_DIR)
+    latest = (tf.io.gfile.isdir(best) and tf.train.latest_checkpoint(best)
+              or tf.train.latest_checkpoint(path_or_dir))
     if latest is None:
       raise FileNotFoundError(f"No checkpoint found in directory {path_or_dir}")
     return latest

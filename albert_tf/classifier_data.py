@@ -125,7 +125,8 @@ def make_tsv_task(text_a_column, label_column=None, text_b_column=None,
 
   label_list: sequence of labels, or None/empty for regression (float labels).
   has_header: defaults to True when any column is a name.
-  The test split uses `test_label_column` (default: no label).
+  The test split uses `test_label_column` (default: the label column,
+  when test.tsv has it; a test file without it is read unlabelled).
   """
   a, b, label = (_parse_column(text_a_column), _parse_column(text_b_column),
                  _parse_column(label_column))
@@ -137,10 +138,11 @@ def make_tsv_task(text_a_column, label_column=None, text_b_column=None,
   if not has_header and any(isinstance(c, str) for c in (a, b, label)):
     raise ValueError("named columns need a header line (has_header=True)")
   labels = tuple(label_list) if label_list else None
+  test_label = _parse_column(test_label_column)
   return TaskSpec(
       name="tsv", files=_splits(("train.tsv",), ("dev.tsv",), ("test.tsv",)),
       columns=_splits((a, b, label), (a, b, label),
-                      (a, b, _parse_column(test_label_column))),
+                      (a, b, label if test_label is None else test_label)),
       label_list=labels, has_header=has_header)
 
 
@@ -218,10 +220,16 @@ def read_tsv_examples(path, spec, split, max_examples=None):
       fields = line.split("\t")
       if cols is None:
         stats["header_lines"] += 1
+        if split == "test" and isinstance(label_col, str) and (
+            label_col not in fields):
+          label_col = None  # a test file without labels: predictions only
         cols = [_resolve(c, fields, path)
                 for c in (text_a_col, text_b_col, label_col)]
         continue
       where = f"{path}:{line_number}"
+      if (split == "test" and not examples and cols[2] is not None and
+          cols[2] >= len(fields) > max(c for c in cols[:2] if c is not None)):
+        cols[2] = None  # index columns, and the first row has no label one
       needed = [c for c in cols if c is not None]
       if needed and max(needed) >= len(fields):
         names = ("text_a", "text_b", "label")
@@ -322,62 +330,3 @@ def encode_examples(examples: Sequence[InputExample], tokenizer,
               "label_ids": labels}
   return features, {"examples": n, "truncated": int(truncated),
                     "tokens_removed": int(tokens_removed)}
-
-
-# ------------------------------------------------------------------ metrics
-def f1_binary(labels, predictions, positive=1):
-  labels, predictions = np.asarray(labels), np.asarray(predictions)
-  tp = np.sum((predictions == positive) & (labels == positive))
-  fp = np.sum((predictions == positive) & (labels != positive))
-  fn = np.sum((predictions != positive) & (labels == positive))
-  return float(2 * tp / (2 * tp + fp + fn)) if tp else 0.0
-
-
-def _rank(x):
-  """Average ranks (ties share the mean rank), as scipy.stats.rankdata."""
-  x = np.asarray(x, np.float64)
-  order = np.argsort(x, kind="mergesort")
-  ranks = np.empty(len(x), np.float64)
-  sorted_x = x[order]
-  i = 0
-  while i < len(x):
-    j = i
-    while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
-      j += 1
-    ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
-    i = j + 1
-  return ranks
-
-
-def pearson(x, y):
-  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-  if len(x) < 2 or x.std() == 0 or y.std() == 0:
-    return 0.0
-  return float(np.corrcoef(x, y)[0, 1])
-
-
-def spearman(x, y):
-  return pearson(_rank(x), _rank(y))
-
-
-def compute_metrics(spec, labels, outputs):
-  """Eval metrics of a task. `outputs`: logits [n, C] or scores [n] (regression).
-
-  Returns {"accuracy", ...} (+ "f1" for mrpc/qqp), or {"pearson", "spearman",
-  "corr"} for regression; every dict also has "eval_metric" (the value that
-  picks the best checkpoint) and "num_examples".
-  """
-  outputs = np.asarray(outputs)
-  labels = np.asarray(labels)
-  if spec.is_regression:
-    scores = outputs.reshape([-1])
-    p, s = pearson(scores, labels), spearman(scores, labels)
-    return {"pearson": p, "spearman": s, "corr": (p + s) / 2,
-            "eval_metric": (p + s) / 2, "num_examples": int(len(labels))}
-  predictions = outputs.argmax(-1)
-  result = {"accuracy": float(np.mean(predictions == labels)) if len(labels)
-            else 0.0, "num_examples": int(len(labels))}
-  if spec.name in ("mrpc", "qqp"):
-    result["f1"] = f1_binary(labels, predictions)
-  result["eval_metric"] = result["accuracy"]
-  return result

@@ -11,11 +11,12 @@ the "ffn", or "none" (BERT).
 import keras
 
 from albert_tf.config import AlbertConfig
+from albert_tf.features import ENCODER_INPUTS
 from albert_tf.embedding import FactorizedEmbedding, truncated_normal
 from albert_tf.transformer import (AttentionBias, FeedForward, SelfAttention,
                                    TransformerEncoderBlock)
 
-INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+INPUT_NAMES = ENCODER_INPUTS
 
 
 def encoder_inputs():

@@ -28,7 +28,7 @@ for serving_default). The version is written to a hidden temporary directory
 beside it and renamed into place, so a polling server never sees half a model.
 """
 
-import json
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -37,19 +37,18 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import checkpoints
-from albert_tf.config import resolve_config
+from albert_tf import run_config
+from albert_tf.checkpoints import restore_weights
 from albert_tf.encoder import AlbertEncoder
-from albert_tf.features import MASKED_LM_POSITIONS
+from albert_tf.features import ENCODER_INPUTS, MASKED_LM_POSITIONS
 from albert_tf.models import AlbertClassifier, AlbertPretrainer
+from albert_tf.run_config import CLASSIFIER_CONFIG, ModelInfo
+from albert_tf.tasks import classification, pretraining
 from albert_tf.text_graph import TextEncoder
-from albert_tf.tokenization import load_tokenizer
 
 MODEL_KINDS = ("encoder", "classifier", "pretrainer")
-INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 METADATA_FILE = "albert_export.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
-CLASSIFIER_CONFIG = "classifier_config.json"  # written by run_classifier
 
 
 class ExportError(ValueError):
@@ -57,46 +56,16 @@ class ExportError(ValueError):
 
 
 # ---------------------------------------------------------------- inputs
-def _checkpoint_dir(path):
-  return path if tf.io.gfile.isdir(path) else os.path.dirname(path)
-
-
-def _classifier_metadata(checkpoint):
-  """run_classifier's classifier_config.json beside the checkpoint, or {}."""
-  path = os.path.join(_checkpoint_dir(checkpoint), CLASSIFIER_CONFIG)
-  if not tf.io.gfile.exists(path):
-    return {}
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
-
-
-def _resolve_config(checkpoint, preset, albert_config_file):
-  if preset or albert_config_file:
-    return resolve_config(preset=preset, albert_config_file=albert_config_file)
-  config = checkpoints.config_beside(checkpoint)
-  if config is None:
-    raise ExportError(
-        f"No --preset or --albert_config_file, and no "
-        f"{checkpoints.CONFIG_NAME} beside --checkpoint={checkpoint}")
-  return config
-
-
-def _resolve_tokenizer(checkpoint, spm_model_file, vocab_file, do_lower_case,
-                       metadata):
-  if not spm_model_file and not vocab_file and metadata.get("tokenizer_file"):
-    path = os.path.join(_checkpoint_dir(checkpoint), metadata["tokenizer_file"])
-    if metadata.get("tokenizer_kind") == "wordpiece":
-      vocab_file = path
-    else:
-      spm_model_file = path
-  if not spm_model_file and not vocab_file:
-    raise ExportError("Give --spm_model_file or --vocab_file (the tokenizer "
-                      "the model was trained with)")
-  if do_lower_case is None:
-    do_lower_case = metadata.get("do_lower_case", True)
-  return load_tokenizer(spm_model_file=spm_model_file or None,
-                        vocab_file=vocab_file or None,
-                        do_lower_case=do_lower_case)
+def resolve_model(checkpoint, preset, albert_config_file, spm_model_file,
+                  vocab_file, do_lower_case):
+  """Config + tokenizer by the rules of every CLI (`run_config.resolve_model`)."""
+  try:
+    return run_config.resolve_model(
+        preset, albert_config_file, init_checkpoint=checkpoint,
+        spm_model_file=spm_model_file, vocab_file=vocab_file,
+        do_lower_case=do_lower_case)
+  except ValueError as e:
+    raise ExportError(str(e)) from None
 
 
 def build_model(kind, config, num_labels=None):
@@ -115,7 +84,7 @@ def build_model(kind, config, num_labels=None):
 
 def _restore(checkpoint, model, kind):
   try:
-    report = checkpoints.restore_weights(checkpoint, model)
+    report = restore_weights(checkpoint, model)
   except (ValueError, FileNotFoundError) as e:
     raise ExportError(f"--checkpoint={checkpoint}: {e}") from None
   # Exporting a randomly initialised head would serve garbage silently.
@@ -145,15 +114,13 @@ def _int_spec(name):
 
 
 def _outputs(kind, model_outputs, num_labels):
+  """What the signatures return: the task's export outputs, or the encoder's."""
   if kind == "classifier":
-    logits = tf.cast(model_outputs["logits"], tf.float32)
-    if num_labels == 1:  # regression: the logit is the score
-      return {"logits": logits}
-    return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
-  names = ("sequence_output", "pooled_output")
+    return classification.export_outputs(model_outputs, num_labels)
   if kind == "pretrainer":
-    names += ("mlm_logits", "sop_logits")
-  return {n: tf.cast(model_outputs[n], tf.float32) for n in names}
+    return pretraining.export_outputs(model_outputs)
+  return {n: tf.cast(model_outputs[n], tf.float32)
+          for n in ("sequence_output", "pooled_output")}
 
 
 def make_archive(model, kind, text_encoder, text_pair, num_labels=None):
@@ -170,12 +137,12 @@ def make_archive(model, kind, text_encoder, text_pair, num_labels=None):
       return run({"input_ids": input_ids, "input_mask": input_mask,
                   "segment_ids": segment_ids,
                   MASKED_LM_POSITIONS: masked_lm_positions})
-    id_signature = [_int_spec(n) for n in INPUT_NAMES + (MASKED_LM_POSITIONS,)]
+    id_signature = [_int_spec(n) for n in ENCODER_INPUTS + (MASKED_LM_POSITIONS,)]
   else:
     def serve_ids(input_ids, input_mask, segment_ids):
       return run({"input_ids": input_ids, "input_mask": input_mask,
                   "segment_ids": segment_ids})
-    id_signature = [_int_spec(n) for n in INPUT_NAMES]
+    id_signature = [_int_spec(n) for n in ENCODER_INPUTS]
   archive.add_endpoint("serving_default", serve_ids,
                        input_signature=id_signature)
 
@@ -254,22 +221,18 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
   """
   if model not in MODEL_KINDS:
     raise ExportError(f"--model must be one of {MODEL_KINDS}, got {model!r}")
-  metadata = _classifier_metadata(checkpoint) if model == "classifier" else {}
-  config = _resolve_config(checkpoint, preset, albert_config_file)
-  tokenizer = _resolve_tokenizer(checkpoint, spm_model_file, vocab_file,
-                                 do_lower_case, metadata)
-  if tokenizer.vocab_size > config.vocab_size:
-    raise ExportError(
-        f"The tokenizer {tokenizer.model_file} has {tokenizer.vocab_size} "
-        f"tokens but the config's vocab_size is {config.vocab_size}: they do "
-        "not belong together")
+  info = (ModelInfo.read_beside(checkpoint) if model == "classifier" else
+          None) or ModelInfo()
+  config, tokenizer = resolve_model(
+      checkpoint, preset, albert_config_file, spm_model_file, vocab_file,
+      do_lower_case)
   if not 3 <= max_seq_length <= config.max_position_embeddings:
     raise ExportError(f"--max_seq_length={max_seq_length} must be in [3, "
                       f"max_position_embeddings={config.max_position_embeddings}]")
   if model == "classifier":
-    num_labels = num_labels or metadata.get("num_labels")
+    num_labels = num_labels or info.num_labels
   if text_pair is None:
-    text_pair = model == "pretrainer" or _task_is_pair(metadata)
+    text_pair = model == "pretrainer" or info.text_pair
 
   version = next_version(export_dir) if version is None else int(version)
   if version < 0:
@@ -299,22 +262,19 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
     shutil.copyfile(tokenizer.model_file, os.path.join(assets, tokenizer_file))
     write_warmup_requests(os.path.join(extra, WARMUP_FILE), model,
                           max_seq_length, tokenizer)
-    info = {
-        "model": model, "version": version, "max_seq_length": max_seq_length,
-        "checkpoint": report["prefix"], "albert_config": config.to_dict(),
-        "tokenizer_kind": tokenizer.kind, "tokenizer_file": tokenizer_file,
-        "do_lower_case": tokenizer.do_lower_case, "text_pair": text_pair,
-        "special_ids": {"pad": tokenizer.pad_id, "unk": tokenizer.unk_id,
-                        "cls": tokenizer.cls_id, "sep": tokenizer.sep_id,
-                        "mask": tokenizer.mask_id},
-        "normalization": normalization_rules(tokenizer),
-    }
+    info = dataclasses.replace(
+        info, model=model, version=version, max_seq_length=max_seq_length,
+        checkpoint=report["prefix"], albert_config=config.to_dict(),
+        tokenizer_kind=tokenizer.kind, tokenizer_file=tokenizer_file,
+        do_lower_case=tokenizer.do_lower_case, text_pair=text_pair,
+        special_ids={"pad": tokenizer.pad_id, "unk": tokenizer.unk_id,
+                     "cls": tokenizer.cls_id, "sep": tokenizer.sep_id,
+                     "mask": tokenizer.mask_id},
+        normalization=normalization_rules(tokenizer))
     if model == "classifier":
-      info["num_labels"] = num_labels
-      info["label_list"] = metadata.get("label_list") or [
-          str(i) for i in range(num_labels)]
-    with open(os.path.join(extra, METADATA_FILE), "w", encoding="utf-8") as f:
-      json.dump(info, f, indent=2, ensure_ascii=False)
+      info.num_labels = num_labels
+      info.label_list = info.label_list or [str(i) for i in range(num_labels)]
+    info.write(os.path.join(extra, METADATA_FILE))
     if os.path.exists(final_dir):  # overwrite: swap, then delete the old one
       old = tempfile.mkdtemp(prefix=f".old-{version}-", dir=export_dir)
       os.rename(final_dir, os.path.join(old, "v"))
@@ -326,18 +286,6 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
     if os.path.exists(tmp_dir):
       shutil.rmtree(tmp_dir)
   return final_dir
-
-
-def _task_is_pair(metadata):
-  name = metadata.get("task_name")
-  if not name:
-    return False
-  from albert_tf.classifier_data import get_task  # pylint: disable=g-import-not-at-top
-  try:
-    spec = get_task(name)
-  except ValueError:
-    return False
-  return spec.columns["train"][1] is not None
 
 
 def normalization_rules(tokenizer):

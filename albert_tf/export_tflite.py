@@ -34,11 +34,11 @@ import tensorflow as tf
 
 from albert_tf.classifier_data import encode_pair
 from albert_tf.export_saved_model import METADATA_FILE
-from albert_tf.features import MASKED_LM_POSITIONS
+from albert_tf.run_config import ModelInfo
+from albert_tf.features import ENCODER_INPUTS, MASKED_LM_POSITIONS
 from albert_tf.tokenization import load_tokenizer
 
 QUANTIZE_MODES = ("none", "float16", "dynamic", "int8")
-INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
 def read_export_metadata(saved_model_dir):
@@ -46,8 +46,7 @@ def read_export_metadata(saved_model_dir):
   if not os.path.exists(path):
     raise ValueError(f"{path} not found: --saved_model must be a version "
                      "directory written by albert_tf.export_saved_model")
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
+  return ModelInfo.read(path).to_dict()
 
 
 def tokenizer_of(saved_model_dir, metadata):
@@ -94,7 +93,7 @@ def _fixed_shape_saved_model(saved_model_dir, out_dir, max_seq_length,
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   loaded = tf.saved_model.load(saved_model_dir)
   serving = loaded.signatures["serving_default"]
-  names = INPUT_NAMES + ((MASKED_LM_POSITIONS,) if model_kind == "pretrainer"
+  names = ENCODER_INPUTS + ((MASKED_LM_POSITIONS,) if model_kind == "pretrainer"
                          else ())
   specs = [tf.TensorSpec([1, max_predictions if n == MASKED_LM_POSITIONS
                           else max_seq_length], tf.int32, name=n)

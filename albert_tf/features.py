@@ -1,4 +1,4 @@
-"""The ALBERT pretraining TFRecord format: one source of truth for names and types.
+"""Input and output names, and the pretraining TFRecord format: one source of truth.
 
 The feature names, dtypes and shapes are exactly those written by the original
 google-research/albert `create_pretraining_data.py`, so records written by that
@@ -15,6 +15,11 @@ MASKED_LM_POSITIONS = "masked_lm_positions"
 MASKED_LM_IDS = "masked_lm_ids"
 MASKED_LM_WEIGHTS = "masked_lm_weights"
 NEXT_SENTENCE_LABELS = "next_sentence_labels"
+
+# The encoder's inputs: every model, signature and TFLite file uses these names.
+ENCODER_INPUTS = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS)
+# Fine-tuning labels (class index, or float score for regression).
+LABEL_IDS = "label_ids"
 
 # Features of length max_seq_length, and of length max_predictions_per_seq.
 SEQUENCE_FEATURES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS, TOKEN_BOUNDARY)

@@ -33,7 +33,6 @@ before training.
 
 import dataclasses
 import glob
-import math
 import re
 from typing import Dict, List, Optional, Sequence
 
@@ -273,9 +272,3 @@ def make_distributed_dataset(strategy: tf.distribute.Strategy,
     return make_dataset(files, batch, input_context=input_context, **kwargs)
 
   return strategy.distribute_datasets_from_function(dataset_fn)
-
-
-def num_batches(files: Sequence[str], batch_size: int) -> int:
-  """Complete batches in one pass over `files` (reads them; for eval sizing)."""
-  total = sum(r.good_records for r in scan_tfrecords(files))
-  return math.floor(total / batch_size)

@@ -14,8 +14,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.encoder import AlbertEncoder, encoder_inputs
 from albert_tf.heads import ClassificationHead, MaskedLMHead, SentenceOrderHead
 
-PRETRAINER_INPUTS = ("input_ids", "input_mask", "segment_ids",
-                     F.MASKED_LM_POSITIONS)
+PRETRAINER_INPUTS = F.ENCODER_INPUTS + (F.MASKED_LM_POSITIONS,)
 
 
 def pretraining_losses(outputs, features):
@@ -90,7 +89,7 @@ class AlbertPretrainer(keras.Model):
     inputs = encoder_inputs()
     inputs[F.MASKED_LM_POSITIONS] = keras.Input(
         shape=(None,), dtype="int32", name=F.MASKED_LM_POSITIONS)
-    enc = encoder({k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")})
+    enc = encoder({k: inputs[k] for k in F.ENCODER_INPUTS})
     outputs = dict(enc)
     outputs["mlm_logits"] = masked_lm_head(enc["sequence_output"],
                                            inputs[F.MASKED_LM_POSITIONS])

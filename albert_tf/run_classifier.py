@@ -7,24 +7,30 @@
         --max_seq_length=128 --train_batch_size=32 --learning_rate=1e-4 \
         --num_train_epochs=3 --do_train --do_eval --do_predict
 
-Recipe: read + encode the TSV splits (classifier_data), build an
-`AlbertClassifier`, restore the encoder from --init_checkpoint, train with
-AdamW (warmup + linear decay), evaluate after every epoch (or every
---eval_every_steps), keep the checkpoint with the best eval metric, then
-predict with it. Writes to output_dir:
-  ckpt-N.* + checkpoint   best weights (encoder + classifier_head)
+Recipe: read + encode the TSV splits (tasks/classification.py), then the
+one trainer (albert_tf.trainer) under any --distribution_strategy: an
+`AlbertClassifier` initialised from --init_checkpoint, AdamW (warmup +
+linear decay), a checkpoint and a dev eval every epoch (or every
+--eval_every_steps), the best checkpoint by the task's dev metric kept
+apart; then predict with the best. Killed, the same command resumes at the
+last checkpoint. Writes to output_dir:
+  ckpt-N.* + checkpoint   latest checkpoints (weights, optimizer, step)
+  best/                   best weights by the dev metric + best.json
   albert_config.json      the encoder config
   classifier_config.json  task, labels, max_seq_length (for export)
+  run_fingerprint.json    config, task, tokenizer hash, optimizer (a rerun
+                          with other settings stops; --overwrite starts over)
   <tokenizer file>        a copy of the spm model / vocab.txt
-  train_log.jsonl         one line per eval: step, epoch, loss, lr, metrics
-  eval_results.json       dev metrics of the best checkpoint (+ test metrics
-                          when the test split is labelled)
+  train/ eval/            TensorBoard events (loss, learning rate, metrics)
+  train_log.jsonl         every --log_every_steps: loss, accuracy, lr, speed
+  eval_log.jsonl          every eval: dev metrics and global_step
+  eval_results.json       dev metrics of the best checkpoint (+ test_*
+                          metrics when the test split is labelled)
   test_results.tsv        index, prediction, per-class probabilities
 """
 
 import dataclasses
 import json
-import math
 import os
 import shutil
 import time
@@ -32,26 +38,15 @@ from typing import Optional
 
 from absl import app
 from absl import flags
+from absl import logging
 import keras
-import numpy as np
-import tensorflow as tf
 
-from albert_tf import checkpoints
-from albert_tf import classifier_data as cd
-from albert_tf import optimization
-from albert_tf.config import AlbertConfig, resolve_config
-from albert_tf.models import AlbertClassifier
-from albert_tf.tokenization import load_tokenizer
-
-# Config fields that change the weights' shapes or the math; dropout and
-# initializer_range may differ between pretraining and fine-tuning.
-_ARCHITECTURE_FIELDS = ("vocab_size", "embedding_size", "hidden_size",
-                        "num_hidden_layers", "num_hidden_groups",
-                        "inner_group_num", "num_attention_heads",
-                        "intermediate_size", "hidden_act",
-                        "max_position_embeddings", "type_vocab_size",
-                        "layer_norm_eps", "share", "embedding_layout")
-CONFIG_FILE = checkpoints.CONFIG_NAME
+from albert_tf import features as F
+from albert_tf import run_config
+from albert_tf.classifier_data import DataError
+from albert_tf.run_config import ModelInfo
+from albert_tf.tasks.classification import ClassificationTask, read_spec
+from albert_tf.trainer import Trainer, TrainerSettings
 
 
 @dataclasses.dataclass
@@ -79,114 +74,25 @@ class ClassifierOptions:
   do_train: bool = True
   do_eval: bool = True
   do_predict: bool = False
-  eval_every_steps: int = 0      # 0: after every epoch
+  eval_every_steps: int = 0      # 0: after every epoch; also the checkpoint interval
+  keep_checkpoint_max: int = 2
   log_every_steps: int = 20
+  iterations_per_loop: int = 10  # steps per tf.function call
   max_train_examples: int = 0    # 0: all (a subset for quick runs)
   max_eval_examples: int = 0
   seed: int = 12345
-  mixed_precision: str = ""      # "", "mixed_bfloat16" or "mixed_float16"
+  mixed_precision: str = "none"  # none|bfloat16|float16 (Keras names too)
+  distribution_strategy: str = "default"
+  tpu: Optional[str] = None
+  num_gpus: int = 0
+  jit_compile: bool = False
+  overwrite: bool = False
   # The generic `tsv` task.
   text_a_column: Optional[str] = None
   text_b_column: Optional[str] = None
   label_column: Optional[str] = None
   label_list: Optional[str] = None  # comma-separated; empty: regression
   has_header: Optional[bool] = None
-
-
-def _log(message):
-  print(message, flush=True)
-
-
-def _checkpoint_dir(path):
-  return path if os.path.isdir(path) else os.path.dirname(path)
-
-
-def load_model_config(options):
-  """The encoder config: --preset/--albert_config_file, else the checkpoint's.
-
-  Raises ValueError naming the differing fields when both exist and disagree
-  on the architecture.
-  """
-  ckpt_config = None
-  if options.init_checkpoint:
-    path = os.path.join(_checkpoint_dir(options.init_checkpoint), CONFIG_FILE)
-    if os.path.exists(path):
-      ckpt_config = AlbertConfig.from_json_file(path)
-  if options.preset or options.albert_config_file:
-    config = resolve_config(options.preset, options.albert_config_file)
-  elif ckpt_config is not None:
-    config = ckpt_config
-  else:
-    raise ValueError(
-        "No model config: give --preset or --albert_config_file, or an "
-        f"--init_checkpoint with {CONFIG_FILE} next to it")
-  if ckpt_config is not None:
-    diff = [f"{k}: checkpoint {getattr(ckpt_config, k)!r} vs given "
-            f"{getattr(config, k)!r}" for k in _ARCHITECTURE_FIELDS
-            if getattr(ckpt_config, k) != getattr(config, k)]
-    if diff:
-      raise ValueError(
-          f"--init_checkpoint={options.init_checkpoint} was written for a "
-          f"different config ({CONFIG_FILE} next to it): " + "; ".join(diff))
-  return config
-
-
-def make_task(options):
-  """The TaskSpec of --task_name (the `tsv` task from the column flags)."""
-  if options.task_name.lower() != "tsv":
-    return cd.get_task(options.task_name)
-  labels = [x.strip() for x in (options.label_list or "").split(",")
-            if x.strip()]
-  return cd.get_task("tsv", text_a_column=options.text_a_column,
-                     text_b_column=options.text_b_column,
-                     label_column=options.label_column,
-                     label_list=labels or None, has_header=options.has_header)
-
-
-def load_split(spec, options, tokenizer, split, max_examples=0):
-  """Reads and encodes one split; logs what was skipped and truncated."""
-  examples, read_stats = cd.read_examples(spec, options.data_dir, split,
-                                          max_examples=max_examples or None)
-  features, enc_stats = cd.encode_examples(examples, tokenizer,
-                                           options.max_seq_length, spec)
-  stats = dict(read_stats, **{k: v for k, v in enc_stats.items()
-                              if k != "examples"})
-  _log(f"[{split}] {stats['file']}: {stats['examples']} examples, "
-       f"{stats['empty_lines_skipped']} empty line(s) skipped, "
-       f"{stats['truncated']} truncated to max_seq_length="
-       f"{options.max_seq_length} ({stats['tokens_removed']} tokens removed)")
-  has_labels = all(e.label is not None for e in examples) and bool(examples)
-  return examples, features, stats, has_labels
-
-
-def build_optimizer(options, model, num_train_steps, warmup_steps):
-  schedule = optimization.WarmupPolynomialDecay(
-      options.learning_rate, num_train_steps=num_train_steps,
-      num_warmup_steps=warmup_steps)
-  optimizer = optimization.create_optimizer(
-      options.optimizer, schedule, weight_decay=options.weight_decay)
-  optimization.exclude_layer_norm_and_bias(optimizer, model)
-  if options.mixed_precision == "mixed_float16":
-    optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-  return optimizer, schedule
-
-
-def restore_init_checkpoint(path, model):
-  """Restores the encoder (and a classifier head if present) from `path`."""
-  try:
-    return checkpoints.restore_weights(path, model)
-  except (ValueError, TypeError) as e:
-    raise ValueError(
-        f"--init_checkpoint={path} does not fit the model config "
-        f"(vocab_size={model.config.vocab_size}, hidden_size="
-        f"{model.config.hidden_size}, embedding_size="
-        f"{model.config.embedding_size}): {e}") from None
-
-
-def _batches(features, batch_size, keys):
-  n = len(features["input_ids"])
-  for start in range(0, n, batch_size):
-    yield {k: features[k][start:start + batch_size] for k in keys}
 
 
 def run(**kwargs):
@@ -197,221 +103,127 @@ def run(**kwargs):
   stats), "output_dir".
   """
   options = ClassifierOptions(**kwargs)
-  policy = keras.config.dtype_policy()
-  if options.mixed_precision:
-    if options.mixed_precision not in ("mixed_bfloat16", "mixed_float16"):
-      raise ValueError("--mixed_precision must be '', mixed_bfloat16 or "
-                       f"mixed_float16, got {options.mixed_precision!r}")
-    keras.config.set_dtype_policy(options.mixed_precision)
-  try:
-    return _run(options)
-  finally:
-    keras.config.set_dtype_policy(policy)
-
-
-def _run(options):
-
   if not (options.do_train or options.do_eval or options.do_predict):
     raise ValueError("Nothing to do: set --do_train, --do_eval or --do_predict")
-  spec = make_task(options)
-  config = load_model_config(options)
-  tokenizer = load_tokenizer(options.spm_model_file, options.vocab_file,
-                             options.do_lower_case)
-  if tokenizer.vocab_size > config.vocab_size:
-    raise ValueError(
-        f"tokenizer {tokenizer.model_file} has {tokenizer.vocab_size} tokens "
-        f"but the model config has vocab_size={config.vocab_size}")
-  if options.max_seq_length > config.max_position_embeddings:
-    raise ValueError(f"--max_seq_length={options.max_seq_length} exceeds "
-                     "max_position_embeddings="
-                     f"{config.max_position_embeddings}")
-  os.makedirs(options.output_dir, exist_ok=True)
-  keras.utils.set_random_seed(options.seed)
-  input_keys = ("input_ids", "input_mask", "segment_ids")
+  with run_config.dtype_policy(options.mixed_precision):
+    return _run(options)
 
-  model = AlbertClassifier(config, spec.num_labels,
-                           classifier_dropout=options.classifier_dropout)
-  if options.init_checkpoint:
-    report = restore_init_checkpoint(options.init_checkpoint, model)
-    _log(f"Restored {options.init_checkpoint}: {report}")
-  elif options.do_train:
-    _log("No --init_checkpoint: training from random initialisation")
 
-  config.to_json_file(os.path.join(options.output_dir, CONFIG_FILE))
-  tokenizer_copy = os.path.join(options.output_dir,
-                                os.path.basename(tokenizer.model_file))
-  if os.path.abspath(tokenizer_copy) != os.path.abspath(tokenizer.model_file):
-    shutil.copyfile(tokenizer.model_file, tokenizer_copy)
-  with open(os.path.join(options.output_dir, "classifier_config.json"), "w",
-            encoding="utf-8") as f:
-    json.dump({"task_name": spec.name, "num_labels": spec.num_labels,
-               "label_list": list(spec.label_list or []),
-               "is_regression": spec.is_regression,
-               "max_seq_length": options.max_seq_length,
-               "tokenizer_file": os.path.basename(tokenizer.model_file),
-               "tokenizer_kind": tokenizer.kind,
-               "do_lower_case": options.do_lower_case}, f, indent=2)
+def _run(o: ClassifierOptions):
+  strategy = run_config.make_strategy(o.distribution_strategy, o.tpu,
+                                      o.num_gpus)
+  chief = run_config.is_chief(strategy)
+  spec = read_spec(o.task_name, o.text_a_column, o.text_b_column,
+                   o.label_column, o.label_list, o.has_header)
+  config, tokenizer = run_config.resolve_model(
+      o.preset, o.albert_config_file, o.init_checkpoint, o.spm_model_file,
+      o.vocab_file, o.do_lower_case)
+  if o.max_seq_length > config.max_position_embeddings:
+    raise ValueError(f"--max_seq_length={o.max_seq_length} exceeds "
+                     f"max_position_embeddings={config.max_position_embeddings}")
+  task = ClassificationTask(
+      spec, tokenizer, o.data_dir, o.max_seq_length, o.eval_batch_size,
+      o.classifier_dropout, o.seed, o.max_train_examples, o.max_eval_examples)
+  settings = _settings(o, task)
+  fingerprint = run_config.make_fingerprint(
+      f"{task.name}:{spec.name}", config, tokenizer,
+      settings.optimizer_fingerprint() if o.do_train else None)
+  run_config.check_output_dir(o.output_dir, fingerprint, o.overwrite)
+  result = {"output_dir": o.output_dir, "data": _validate_splits(o, task)}
 
-  ckpt = checkpoints.make_checkpoint(model)  # encoder + classifier_head
-  manager = tf.train.CheckpointManager(ckpt, options.output_dir,
-                                       max_to_keep=1)
-  result = {"output_dir": options.output_dir, "data": {}}
-
-  # One trace for every batch size (the last batch is smaller).
-  batch_spec = {k: tf.TensorSpec([None, None], tf.int32) for k in input_keys}
-  label_spec = tf.TensorSpec([None], tf.float32 if spec.is_regression
-                             else tf.int32)
-
-  @tf.function(input_signature=[batch_spec], autograph=False)
-  def predict_step(batch):
-    return model(batch, training=False)["logits"]
-
-  def predict(features):
-    outputs = [predict_step(b).numpy() for b in _batches(
-        features, options.eval_batch_size, input_keys)]
-    return (np.concatenate(outputs) if outputs else
-            np.zeros([0, spec.num_labels], np.float32))
-
-  dev = None
-  if options.do_eval:
-    dev = load_split(spec, options, tokenizer, "dev", options.max_eval_examples)
-    result["data"]["dev"] = dev[2]
-    if not dev[3]:
-      raise ValueError(f"{dev[2]['file']}: the dev split needs labels for "
-                       "--do_eval")
-
-  def evaluate():
-    return cd.compute_metrics(spec, dev[1]["label_ids"], predict(dev[1]))
-
-  best, best_step = None, None
-  if options.do_train:
-    _, train, stats, has_labels = load_split(spec, options, tokenizer, "train",
-                                             options.max_train_examples)
-    result["data"]["train"] = stats
-    if not has_labels:
-      raise ValueError(f"{stats['file']}: the train split needs labels")
-    n = len(train["input_ids"])
-    steps_per_epoch = max(1, math.ceil(n / options.train_batch_size))
-    num_steps = options.train_step or max(
-        1, int(math.ceil(steps_per_epoch * options.num_train_epochs)))
-    warmup = (options.warmup_step if options.warmup_step >= 0 else
-              int(0.1 * num_steps))
-    eval_every = options.eval_every_steps or steps_per_epoch
-    optimizer, schedule = build_optimizer(options, model, num_steps, warmup)
-    # Slots created outside tf.function: one trace of train_step, not two.
-    optimizer.build(model.trainable_variables)
-    if spec.is_regression:
-      loss_fn = lambda y, logits: tf.reduce_mean(
-          tf.square(logits[:, 0] - tf.cast(y, tf.float32)))
-    else:
-      loss_fn = lambda y, logits: tf.reduce_mean(
-          tf.nn.sparse_softmax_cross_entropy_with_logits(
-              tf.cast(y, tf.int32), logits))
-
-    @tf.function(input_signature=[batch_spec, label_spec], autograph=False)
-    def train_step(batch, labels):
-      with tf.GradientTape() as tape:
-        loss = loss_fn(labels, model(batch, training=True)["logits"])
-        scaled = (optimizer.scale_loss(loss)
-                  if hasattr(optimizer, "scale_loss") else loss)
-      grads = tape.gradient(scaled, model.trainable_variables)
-      optimizer.apply(grads, model.trainable_variables)
-      return loss
-
-    _log(f"Training {num_steps} steps ({steps_per_epoch}/epoch, batch "
-         f"{options.train_batch_size}, warmup {warmup}, lr "
-         f"{options.learning_rate}) on {n} examples")
-    rng = np.random.default_rng(options.seed)
-    log_path = os.path.join(options.output_dir, "train_log.jsonl")
-    start, step, losses = time.time(), 0, []
-    with open(log_path, "w", encoding="utf-8") as log:
-      while step < num_steps:
-        order = rng.permutation(n)
-        for begin in range(0, n, options.train_batch_size):
-          idx = order[begin:begin + options.train_batch_size]
-          batch = {k: train[k][idx] for k in input_keys}
-          losses.append(float(train_step(batch, train["label_ids"][idx])))
-          step += 1
-          if options.log_every_steps and step % options.log_every_steps == 0:
-            elapsed = time.time() - start
-            recent = np.mean(losses[-options.log_every_steps:])
-            _log(f"step {step}/{num_steps} loss {recent:.4f} ("
-                 f"{step * options.train_batch_size / elapsed:.1f} examples/s)")
-          if step % eval_every == 0 or step == num_steps:
-            entry = {"step": step, "epoch": round(step / steps_per_epoch, 3),
-                     "train_loss": float(np.mean(losses)),
-                     "learning_rate": float(schedule(step)),
-                     "elapsed_s": round(time.time() - start, 2)}
-            losses = []
-            if dev is not None:
-              metrics = evaluate()
-              entry["eval"] = metrics
-              if best is None or metrics["eval_metric"] > best["eval_metric"]:
-                best, best_step = metrics, step
-                manager.save(checkpoint_number=step)
-            log.write(json.dumps(entry) + "\n")
-            log.flush()
-            _log(json.dumps(entry))
-          if step >= num_steps:
-            break
+  # Every input is valid: only now is output_dir written.
+  if chief:
+    _write_run_files(o, task, config, fingerprint)
+  keras.utils.set_random_seed(o.seed)
+  trainer = Trainer(task, config, settings, strategy)
+  trainer.restore(o.init_checkpoint)
+  if not o.do_train and not o.init_checkpoint and not trainer.step:
+    logging.warning("No training and no --init_checkpoint: evaluating an "
+                    "untrained model")
+  start = time.time()
+  if o.do_train:
+    trainer.train()
     result["train_wall_s"] = round(time.time() - start, 2)
-    result["num_train_steps"] = num_steps
-    if dev is None:
-      manager.save(checkpoint_number=step)
-      best_step = step
-    else:
-      ckpt.restore(manager.latest_checkpoint).expect_partial()
-  elif options.init_checkpoint is None:
-    _log("WARNING: no training and no --init_checkpoint: evaluating an "
-         "untrained model")
-
-  if dev is not None:
-    if best is None:
-      best = evaluate()
-    eval_results = {f"eval_{k}": v for k, v in best.items()
-                    if k != "eval_metric"}
-    eval_results["best_step"] = best_step
-    result["eval"] = best
-    _log(f"Eval (best step {best_step}): {best}")
-  else:
-    eval_results = {}
-  result["best_step"] = best_step
-
-  if options.do_predict:
-    examples, test, stats, has_labels = load_split(spec, options, tokenizer,
-                                                   "test")
-    result["data"]["test"] = stats
-    logits = predict(test)
-    write_predictions(os.path.join(options.output_dir, "test_results.tsv"),
-                      spec, logits)
-    if has_labels:
-      test_metrics = cd.compute_metrics(spec, test["label_ids"], logits)
-      result["test"] = test_metrics
-      eval_results.update({f"test_{k}": v for k, v in test_metrics.items()
+    result["num_train_steps"] = settings.num_train_steps
+  # Eval and predict with the best checkpoint by the dev metric, if kept.
+  best_step = trainer.restore_best()
+  result["best_step"] = trainer.step if best_step is None else best_step
+  eval_results = {}
+  if o.do_eval:
+    # Training evaluated the best checkpoint already; an eval-only run
+    # evaluates (the dev file or --max_eval_examples may have changed).
+    best = trainer.best() if o.do_train else None
+    result["eval"] = best["metrics"] if best else trainer.evaluate()
+    eval_results = {f"eval_{k}": v for k, v in result["eval"].items()
+                    if k not in ("eval_metric", "global_step")}
+    eval_results["best_step"] = result["best_step"]
+  if o.do_predict:
+    test = task.predict(trainer.model, o.output_dir if chief else
+                        trainer.ckpt_dir)
+    if test:
+      result["test"] = test
+      eval_results.update({f"test_{k}": v for k, v in test.items()
                            if k != "eval_metric"})
-      _log(f"Test: {test_metrics}")
-  if eval_results:
-    with open(os.path.join(options.output_dir, "eval_results.json"), "w",
+  if eval_results and chief:
+    with open(os.path.join(o.output_dir, "eval_results.json"), "w",
               encoding="utf-8") as f:
       json.dump(eval_results, f, indent=2)
+  logging.info("Results: %s", {k: v for k, v in result.items() if k != "data"})
+  trainer.finish()
   return result
 
 
-def write_predictions(path, spec, logits):
-  """index \t prediction (label or score) [\t probability of each label]."""
-  with open(path, "w", encoding="utf-8") as f:
-    if spec.is_regression:
-      f.write("index\tprediction\n")
-      for i, value in enumerate(np.asarray(logits).reshape([-1])):
-        f.write(f"{i}\t{value:.6f}\n")
-      return
-    f.write("index\tprediction\t" + "\t".join(
-        f"prob_{label}" for label in spec.label_list) + "\n")
-    z = logits - logits.max(-1, keepdims=True)
-    probs = np.exp(z) / np.exp(z).sum(-1, keepdims=True)
-    for i, row in enumerate(probs):
-      f.write(f"{i}\t{spec.label_list[int(row.argmax())]}\t" +
-              "\t".join(f"{p:.6f}" for p in row) + "\n")
+def _settings(o: ClassifierOptions, task) -> TrainerSettings:
+  """Steps, checkpoint interval and optimizer from the flags."""
+  steps = 0
+  if o.do_train:
+    per_epoch = task.steps_per_epoch(o.train_batch_size)
+    steps = o.train_step or max(1, int(round(per_epoch * o.num_train_epochs)))
+  interval = o.eval_every_steps or (per_epoch if o.do_train else 1)
+  return TrainerSettings(
+      output_dir=o.output_dir, num_train_steps=max(steps, 1),
+      train_batch_size=o.train_batch_size, checkpoint_steps=interval,
+      keep_checkpoint_max=o.keep_checkpoint_max,
+      iterations_per_loop=o.iterations_per_loop, log_steps=o.log_every_steps,
+      eval_at_checkpoints=o.do_eval, jit_compile=o.jit_compile,
+      seq_length=o.max_seq_length, optimizer=o.optimizer,
+      learning_rate=o.learning_rate,
+      num_warmup_steps=(o.warmup_step if o.warmup_step >= 0 else
+                        int(0.1 * steps)),
+      weight_decay=o.weight_decay)
+
+
+def _validate_splits(o: ClassifierOptions, task):
+  """Reads every split the run needs (DataError names file:line)."""
+  stats = {}
+  for split, wanted, needs_labels in (("train", o.do_train, True),
+                                      ("dev", o.do_eval, True),
+                                      ("test", o.do_predict, False)):
+    if not wanted:
+      continue
+    _, _, stats[split], has_labels = task.load_split(split)
+    if needs_labels and not has_labels:
+      raise DataError(f"{stats[split]['file']}: the {split} split needs "
+                      "labels")
+  return stats
+
+
+def _write_run_files(o: ClassifierOptions, task, config, fingerprint):
+  """albert_config.json, the tokenizer, classifier_config.json, fingerprint."""
+  run_config.prepare_output_dir(o.output_dir, fingerprint, o.overwrite)
+  config.to_json_file(os.path.join(o.output_dir, run_config.checkpoints.CONFIG_NAME))
+  tokenizer = task.tokenizer
+  copy = os.path.join(o.output_dir, os.path.basename(tokenizer.model_file))
+  if os.path.abspath(copy) != os.path.abspath(tokenizer.model_file):
+    shutil.copyfile(tokenizer.model_file, copy)
+  ModelInfo(task_name=task.spec.name, num_labels=task.spec.num_labels,
+            label_list=list(task.spec.label_list or []),
+            is_regression=task.spec.is_regression,
+            max_seq_length=o.max_seq_length,
+            tokenizer_file=os.path.basename(tokenizer.model_file),
+            tokenizer_kind=tokenizer.kind, do_lower_case=o.do_lower_case,
+            text_pair=task.spec.columns["train"][1] is not None).write(
+                os.path.join(o.output_dir, run_config.CLASSIFIER_CONFIG))
 
 
 # ----------------------------------------------------------------- flags
@@ -445,12 +257,27 @@ def define_flags():
   f.DEFINE_bool("do_train", False, "Fine-tune on train.tsv.")
   f.DEFINE_bool("do_eval", False, "Evaluate on the dev split.")
   f.DEFINE_bool("do_predict", False, "Predict the test split.")
-  f.DEFINE_integer("eval_every_steps", 0, "Eval interval; 0: every epoch.")
-  f.DEFINE_integer("log_every_steps", 20, "Print the loss every N steps.")
+  f.DEFINE_integer("eval_every_steps", 0, "Eval and checkpoint interval; "
+                   "0: every epoch.")
+  f.DEFINE_integer("keep_checkpoint_max", 2, "Latest checkpoints kept (the "
+                   "best one is kept apart, in output_dir/best/).")
+  f.DEFINE_integer("log_every_steps", 20, "Log the loss every N steps.")
+  f.DEFINE_integer("iterations_per_loop", 10, "Training steps per "
+                   "tf.function call (Keras steps_per_execution).")
+  f.DEFINE_enum("distribution_strategy", "default",
+                list(run_config.STRATEGIES), "tf.distribute strategy; "
+                "multi_worker_mirrored reads TF_CONFIG.")
+  f.DEFINE_string("tpu", None, "TPU address for --distribution_strategy=tpu.")
+  f.DEFINE_integer("num_gpus", 0, "GPUs for mirrored (0 = all visible).")
+  f.DEFINE_bool("jit_compile", False, "XLA-compile the train step.")
+  f.DEFINE_bool("verbose", False, "Show the traceback of an error.")
+  f.DEFINE_bool("overwrite", False, "Start over in an --output_dir that "
+                "holds a run with other settings (deletes its files).")
   f.DEFINE_integer("max_train_examples", 0, "Use the first N train examples.")
   f.DEFINE_integer("max_eval_examples", 0, "Use the first N dev examples.")
   f.DEFINE_integer("seed", 12345, "Random seed.")
-  f.DEFINE_string("mixed_precision", "", "mixed_bfloat16 or mixed_float16.")
+  f.DEFINE_string("mixed_precision", "none", "none|bfloat16|float16 (Keras "
+                  "policy names accepted).")
   f.DEFINE_string("text_a_column", None, "tsv task: text_a column (header "
                   "name or 0-based index).")
   f.DEFINE_string("text_b_column", None, "tsv task: text_b column.")
@@ -466,10 +293,10 @@ def main(argv):
   del argv
   names = [f.name for f in dataclasses.fields(ClassifierOptions)]
   result = run(**{name: FLAGS[name].value for name in names})
-  _log(json.dumps({k: v for k, v in result.items() if k != "data"},
-                  default=str))
+  print(json.dumps({k: v for k, v in result.items() if k != "data"},
+                   default=str), flush=True)
 
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  app.run(run_config.one_line_errors(main))

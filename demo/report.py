@@ -49,10 +49,10 @@ def _plot_finetuning(demo, out):
   fig, ax = plt.subplots(figsize=(6, 4))
   drawn = False
   for run in ("pretrained", "random_init"):
-    rows = [r for r in _jsonl(demo.path("finetune", run, "train_log.jsonl"))
-            if "accuracy" in r.get("eval", {})]
+    rows = [r for r in _jsonl(demo.path("finetune", run, "eval_log.jsonl"))
+            if "accuracy" in r]
     if rows:
-      ax.plot([r["step"] for r in rows], [r["eval"]["accuracy"] for r in rows],
+      ax.plot([r["global_step"] for r in rows], [r["accuracy"] for r in rows],
               marker="o", label=f"dev accuracy, {run.replace('_', ' ')}")
       drawn = True
   tfidf = demo.figures.get("finetune", {}).get("tfidf", {})

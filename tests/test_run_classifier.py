@@ -10,6 +10,7 @@ import pytest
 from albert_tf import classifier_data as cd
 from albert_tf import run_classifier
 from albert_tf.config import AlbertConfig
+from albert_tf.tasks.classification import compute_metrics
 from albert_tf.tokenization import load_tokenizer
 
 CHARS = "好差很不是的电影书手机质量服务一般喜欢失望"
@@ -81,14 +82,22 @@ def test_sentiment_end_to_end(workdir):
   saved = json.loads((out / "eval_results.json").read_text())
   assert saved["eval_accuracy"] == result["eval"]["accuracy"]
   assert saved["best_step"] == result["best_step"]
-  log = [json.loads(l) for l in (out / "train_log.jsonl").read_text().split(
+  evals = [json.loads(l) for l in (out / "eval_log.jsonl").read_text().split(
       "\n") if l]
-  assert [e["epoch"] for e in log] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
-  assert max(e["eval"]["accuracy"] for e in log) == result["eval"]["accuracy"]
+  # 97 examples / batch 16 = 7 steps per epoch: step 0, then every epoch.
+  assert [e["global_step"] for e in evals] == [0, 7, 14, 21, 28, 35, 42]
+  assert max(e["accuracy"] for e in evals) == result["eval"]["accuracy"]
+  best = max(evals, key=lambda e: e["accuracy"])  # the first of equals
+  assert result["best_step"] == best["global_step"]
+  train_log = [json.loads(l) for l in (out / "train_log.jsonl").read_text(
+      ).split("\n") if l]
+  assert [e["step"] for e in train_log] == [20, 40]
+  assert all(np.isfinite(e["loss"]) and e["learning_rate"] > 0
+             for e in train_log)
   rows = (out / "test_results.tsv").read_text().splitlines()
   assert rows[0] == "index\tprediction\tprob_0\tprob_1" and len(rows) == 33
   for name in ("albert_config.json", "vocab.txt", "classifier_config.json",
-               "checkpoint"):
+               "checkpoint", "best/checkpoint", "run_fingerprint.json"):
     assert (out / name).exists(), name
 
   # The kept checkpoint is the best one: evaluating it alone reproduces it.
@@ -134,7 +143,8 @@ def test_lcqmc_pair_task(workdir):
       train_step=6, do_train=True, do_eval=True, do_predict=True,
       mixed_precision="mixed_bfloat16", **base_options(workdir))
   assert result["num_train_steps"] == 6
-  assert 0.0 <= result["eval"]["accuracy"] <= 1.0
+  assert result["eval"]["num_examples"] == 16
+  assert result["test"]["num_examples"] == 16  # the LCQMC test split is labelled
   assert len((out / "test_results.tsv").read_text().splitlines()) == 17
 
 
@@ -219,14 +229,64 @@ def test_encoding_and_truncation(workdir):
   assert features["label_ids"].tolist() == [1, 0]
 
 
-def test_metrics():
+def test_metrics_match_the_libraries():
   from scipy import stats
+  from sklearn import metrics
   rng = np.random.default_rng(0)
   x, y = rng.normal(size=50), rng.normal(size=50)
   x[:5] = x[5]  # ties
-  assert cd.spearman(x, y) == pytest.approx(stats.spearmanr(x, y)[0])
-  assert cd.pearson(x, y) == pytest.approx(stats.pearsonr(x, y)[0])
-  spec = cd.get_task("mrpc")
-  result = cd.compute_metrics(spec, np.array([1, 1, 0, 0]),
-                              np.array([[0, 1], [1, 0], [0, 1], [1, 0]]))
-  assert result["accuracy"] == 0.5 and result["f1"] == pytest.approx(0.5)
+  result = compute_metrics(cd.get_task("sts-b"), y, x)
+  assert result["spearman"] == pytest.approx(stats.spearmanr(x, y)[0])
+  assert result["pearson"] == pytest.approx(stats.pearsonr(x, y)[0])
+  assert result["eval_metric"] == pytest.approx(
+      (result["pearson"] + result["spearman"]) / 2)
+  # A constant prediction has no correlation (not nan, which never wins).
+  assert compute_metrics(cd.get_task("sts-b"), y, np.ones(50))["corr"] == 0.0
+
+  labels = np.array([1, 1, 0, 0, 1, 0])
+  logits = np.array([[0, 1], [1, 0], [0, 1], [1, 0], [0, 1], [1, 0]])
+  result = compute_metrics(cd.get_task("mrpc"), labels, logits)
+  assert result["accuracy"] == pytest.approx(4 / 6)
+  assert result["f1"] == pytest.approx(2 / 3)  # tp 2, fp 1, fn 1
+  # CoLA is scored by Matthews correlation, as in the original.
+  result = compute_metrics(cd.get_task("cola"), labels, logits)
+  assert result["mcc"] == pytest.approx(
+      metrics.matthews_corrcoef(labels, logits.argmax(-1)))
+  assert result["mcc"] == pytest.approx(1 / 3)
+  assert result["eval_metric"] == result["mcc"]
+
+
+def test_labelled_tsv_test_split_is_scored(workdir, tmp_path):
+  def rows(n, seed):
+    return ["review\tlabel"] + [
+        f"{r.split(chr(9))[1]}\t{'pos' if r[0] == '1' else 'neg'}"
+        for r in sentiment_rows(n, seed)]
+  write(tmp_path / "train.tsv", rows(32, 0))
+  write(tmp_path / "dev.tsv", rows(16, 1))
+  write(tmp_path / "test.tsv", rows(12, 2))
+  out = tmp_path / "out"
+  result = run_classifier.run(
+      task_name="tsv", data_dir=str(tmp_path), output_dir=str(out),
+      text_a_column="review", label_column="label", label_list="neg,pos",
+      train_step=4, do_predict=True, **base_options(workdir))
+  saved = json.loads((out / "eval_results.json").read_text())
+  assert saved["test_num_examples"] == 12
+  assert saved["test_accuracy"] == result["test"]["accuracy"]
+  rows_out = (out / "test_results.tsv").read_text().splitlines()
+  assert rows_out[0] == "index\tprediction\tprob_neg\tprob_pos"
+  assert len(rows_out) == 13
+  predicted = [r.split("\t")[1] for r in rows_out[1:]]
+  gold = [r.split("\t")[1] for r in rows(12, 2)[1:]]
+  assert set(predicted) <= {"neg", "pos"}
+  assert result["test"]["accuracy"] == pytest.approx(
+      np.mean([p == g for p, g in zip(predicted, gold)]))
+
+  # Without the label column the same test file gets predictions only.
+  write(tmp_path / "test.tsv", [r.rsplit("\t", 1)[0] for r in rows(12, 2)])
+  result = run_classifier.run(
+      task_name="tsv", data_dir=str(tmp_path), output_dir=str(out),
+      text_a_column="review", label_column="label", label_list="neg,pos",
+      train_step=4, do_train=False, do_predict=True,
+      **base_options(workdir))
+  assert "test" not in result
+  assert len((out / "test_results.tsv").read_text().splitlines()) == 13

@@ -17,6 +17,10 @@ import tensorflow as tf
 
 from albert_tf import input_pipeline
 from albert_tf import run_pretraining as rp
+from albert_tf import run_config
+from albert_tf.config import AlbertConfig
+from albert_tf.tasks import PretrainingTask
+from albert_tf.trainer import Trainer, segments
 from tests.pretraining_fixtures import tiny_argv, write_records
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -86,11 +90,11 @@ def test_corrupt_record_during_training_names_the_file(tmp_path):
   ds = input_pipeline.make_dataset([bad], 2, 16, 4, is_training=False)
   with pytest.raises(input_pipeline.InputFileError,
                      match=r"bad\.tfrecord: corrupted record.*skip_corrupt"):
-    rp._guard_corrupt(lambda: list(ds), [bad])  # pylint: disable=protected-access
+    PretrainingTask([bad], [], 16, 4).guard_input_errors(lambda: list(ds))
 
 
 def test_segments_cut_at_checkpoints():
-  seg = rp._segments  # pylint: disable=protected-access
+  seg = segments
   assert seg(0, 12, 4) == [[4, 3]]
   assert seg(0, 10, 4) == [[4, 2], [2, 1]]
   assert seg(6, 10, 4) == [[2, 1], [2, 1]]
@@ -177,15 +181,16 @@ def test_max_eval_steps_holds_for_any_steps_per_call(tmp_path):
 
 def test_mixed_bfloat16_loss_finite_layer_norm_float32(tmp_path):
   p = rp.params_from_argv(tiny_argv(tmp_path, "--mixed_precision=bfloat16"))
-  rp._set_precision("bfloat16")  # pylint: disable=protected-access
-  try:
-    config = rp.resolve_config(None, p.albert_config_file)
-    model, _ = rp.build_pretrainer(config, p, 1)
+  with run_config.dtype_policy("bfloat16"):
+    config = AlbertConfig.from_json_file(p.albert_config_file)
+    trainer = Trainer(PretrainingTask(
+        input_pipeline.expand_input_files(p.input_file), [], 16, 4),
+        config, rp.trainer_settings(p), tf.distribute.get_strategy())
+    model = trainer.model
     dataset = input_pipeline.make_dataset(
         input_pipeline.expand_input_files(p.input_file), 8, 16, 4)
     history = model.fit(dataset, steps_per_epoch=2, epochs=1, verbose=0)
-  finally:
-    keras.mixed_precision.set_global_policy("float32")
+  assert keras.config.dtype_policy().name == "float32"  # restored
   layers = model._flatten_layers()  # pylint: disable=protected-access
   dtypes = {type(l).__name__: (l.compute_dtype, l.variable_dtype)
             for l in layers}

@@ -1,0 +1,241 @@
+"""Sentence(-pair) classification and regression: sentiment, lcqmc, GLUE, tsv.
+
+The TSV readers and the [CLS] a [SEP] b [SEP] encoding are
+`albert_tf.classifier_data`; this file is what the trainer needs on top:
+
+  * inputs: the encoded split in memory; training batches are a pure
+    function of (seed, step): epoch e is permutation(seed, e) of the
+    examples, and step s takes examples [s*B, (s+1)*B) of that stream. A
+    resumed run therefore trains on exactly the batches an uninterrupted run
+    would have. Under tf.distribute each input pipeline takes its slice of
+    every global batch, and its replicas consecutive per-replica batches.
+  * loss: softmax cross-entropy (classes) or squared error (regression).
+  * metrics: accuracy, plus F1 (mrpc, qqp) and Matthews correlation (CoLA,
+    its official metric) from scikit-learn; Pearson and Spearman from SciPy
+    for regression. `eval_metric` is the one that picks the best checkpoint.
+"""
+
+import math
+import os
+from typing import Dict, Optional
+
+from absl import logging
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import classifier_data as cd
+from albert_tf import features as F
+from albert_tf.models import AlbertClassifier
+from albert_tf.tasks.base import Task
+
+PREDICTIONS_FILE = "test_results.tsv"
+
+
+def compute_metrics(spec: cd.TaskSpec, labels, outputs) -> Dict[str, float]:
+  """Eval metrics. `outputs`: logits [n, C], or scores [n] / [n, 1].
+
+  Returns {"accuracy", "f1" (mrpc/qqp), "mcc" (cola)} or {"pearson",
+  "spearman", "corr"}; every dict also has "eval_metric" (the value that
+  picks the best checkpoint) and "num_examples".
+  """
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  from sklearn import metrics  # pylint: disable=g-import-not-at-top
+  outputs, labels = np.asarray(outputs), np.asarray(labels)
+  n = int(len(labels))
+  if spec.is_regression:
+    scores = outputs.reshape([-1]).astype(np.float64)
+    labels = labels.astype(np.float64)
+    constant = n < 2 or np.ptp(scores) == 0 or np.ptp(labels) == 0
+    # A constant prediction has no correlation; SciPy would return nan.
+    p = 0.0 if constant else float(stats.pearsonr(scores, labels)[0])
+    s = 0.0 if constant else float(stats.spearmanr(scores, labels)[0])
+    return {"pearson": p, "spearman": s, "corr": (p + s) / 2,
+            "eval_metric": (p + s) / 2, "num_examples": n}
+  predictions = outputs.argmax(-1) if n else np.zeros([0], np.int64)
+  result = {"accuracy": float(metrics.accuracy_score(labels, predictions))
+            if n else 0.0, "num_examples": n}
+  result["eval_metric"] = result["accuracy"]
+  if spec.name in ("mrpc", "qqp"):
+    result["f1"] = float(metrics.f1_score(labels, predictions,
+                                          zero_division=0.0))
+  if spec.name == "cola":
+    result["mcc"] = float(metrics.matthews_corrcoef(labels, predictions))
+    result["eval_metric"] = result["mcc"]
+  return result
+
+
+class ClassificationTask(Task):
+  """One TSV task (`classifier_data.TaskSpec`) encoded with one tokenizer."""
+
+  best_metric = "eval_metric"
+
+  def __init__(self, spec: cd.TaskSpec, tokenizer, data_dir: str,
+               max_seq_length: int, eval_batch_size: int = 64,
+               classifier_dropout: float = 0.1, seed: int = 12345,
+               max_train_examples: int = 0, max_eval_examples: int = 0):
+    self.spec = spec
+    self.name = "regression" if spec.is_regression else "classification"
+    self.tokenizer = tokenizer
+    self.data_dir = data_dir
+    self.max_seq_length = max_seq_length
+    self.eval_batch_size = eval_batch_size
+    self.classifier_dropout = classifier_dropout
+    self.seed = seed
+    self.max_examples = {"train": max_train_examples,
+                         "dev": max_eval_examples, "test": 0}
+    self._splits = {}
+
+  # --------------------------------------------------------- data
+  def load_split(self, split: str):
+    """(examples, features, stats, has_labels) of a split, read once."""
+    if split not in self._splits:
+      examples, read_stats = cd.read_examples(
+          self.spec, self.data_dir, split,
+          max_examples=self.max_examples[split] or None)
+      features, enc_stats = cd.encode_examples(
+          examples, self.tokenizer, self.max_seq_length, self.spec)
+      stats = dict(read_stats, **{k: v for k, v in enc_stats.items()
+                                  if k != "examples"})
+      logging.info(
+          "[%s] %s: %d examples, %d empty line(s) skipped, %d truncated to "
+          "max_seq_length=%d (%d tokens removed)", split, stats["file"],
+          stats["examples"], stats["empty_lines_skipped"], stats["truncated"],
+          self.max_seq_length, stats["tokens_removed"])
+      has_labels = bool(examples) and all(e.label is not None
+                                          for e in examples)
+      self._splits[split] = (examples, features, stats, has_labels)
+    return self._splits[split]
+
+  def steps_per_epoch(self, global_batch_size: int) -> int:
+    n = len(self.load_split("train")[1][F.LABEL_IDS])
+    return max(1, math.ceil(n / global_batch_size))
+
+  def _labels(self, label_ids):
+    # Regression labels as [b, 1], the shape of the single logit.
+    return label_ids[:, None] if self.spec.is_regression else label_ids
+
+  def build_inputs(self, split, strategy, global_batch_size, start_step=0,
+                   num_steps=0):
+    if split != "train":
+      raise ValueError(f"build_inputs: only the train split is distributed, "
+                       f"got {split!r}")
+    features = self.load_split("train")[1]
+    n = len(features[F.LABEL_IDS])
+    epochs = math.ceil(num_steps * global_batch_size / n)
+    order = np.concatenate([
+        np.random.default_rng([self.seed, e]).permutation(n)
+        for e in range(epochs)])
+    order = order[start_step * global_batch_size:
+                  num_steps * global_batch_size].reshape(
+                      [-1, global_batch_size]).astype(np.int32)
+    columns = {k: tf.constant(features[k]) for k in F.ENCODER_INPUTS}
+    labels = tf.constant(self._labels(features[F.LABEL_IDS]))
+
+    def dataset_fn(context: tf.distribute.InputContext):
+      per_replica = context.get_per_replica_batch_size(global_batch_size)
+      per_pipeline = global_batch_size // context.num_input_pipelines
+      first = context.input_pipeline_id * per_pipeline
+      mine = order[:, first:first + per_pipeline].reshape([-1])
+      ds = tf.data.Dataset.from_tensor_slices(mine).batch(
+          per_replica, drop_remainder=True)
+      ds = ds.map(lambda idx: ({k: tf.gather(v, idx)
+                                for k, v in columns.items()},
+                               {"logits": tf.gather(labels, idx)}))
+      return ds.prefetch(tf.data.AUTOTUNE)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+  # --------------------------------------------------------- model
+  def build_model(self, config):
+    return AlbertClassifier(config, self.spec.num_labels,
+                            classifier_dropout=self.classifier_dropout)
+
+  def build_losses(self):
+    if self.spec.is_regression:
+      return {"logits": keras.losses.MeanSquaredError()}
+    return {"logits": keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True)}
+
+  def build_metrics(self):
+    if self.spec.is_regression:
+      return None
+    return {"logits": [keras.metrics.SparseCategoricalAccuracy(
+        name="accuracy")]}
+
+  # --------------------------------------------------------- eval / predict
+  def logits(self, model, features) -> np.ndarray:
+    """Model logits for encoded features, in order (every example once).
+
+    Runs outside the strategy: each worker holds every weight, and a partial
+    last batch needs no padding that way.
+    """
+    if not hasattr(self, "_predict_fn") or self._predict_model is not model:
+      spec = {k: tf.TensorSpec([None, None], tf.int32)
+              for k in F.ENCODER_INPUTS}
+      self._predict_fn = tf.function(
+          lambda batch: model(batch, training=False)["logits"],
+          input_signature=[spec], autograph=False)
+      self._predict_model = model
+    n = len(features[F.INPUT_IDS])
+    outputs = [self._predict_fn({k: features[k][i:i + self.eval_batch_size]
+                                 for k in F.ENCODER_INPUTS}).numpy()
+               for i in range(0, n, self.eval_batch_size)]
+    return (np.concatenate(outputs).astype(np.float32) if outputs else
+            np.zeros([0, self.spec.num_labels], np.float32))
+
+  def evaluate(self, model, strategy):
+    _, features, stats, has_labels = self.load_split("dev")
+    if not has_labels:
+      raise cd.DataError(f"{stats['file']}: the dev split needs labels for "
+                         "--do_eval")
+    return compute_metrics(self.spec, features[F.LABEL_IDS],
+                           self.logits(model, features))
+
+  def predict(self, model, output_dir):
+    _, features, _, has_labels = self.load_split("test")
+    logits = self.logits(model, features)
+    write_predictions(os.path.join(output_dir, PREDICTIONS_FILE), self.spec,
+                      logits)
+    if not has_labels:
+      return {}
+    return compute_metrics(self.spec, features[F.LABEL_IDS], logits)
+
+  def export_outputs(self, outputs):
+    return export_outputs(outputs, self.spec.num_labels)
+
+
+def export_outputs(outputs, num_labels: int):
+  """Serving outputs: `logits`, and `probabilities` unless regression."""
+  logits = tf.cast(outputs["logits"], tf.float32)
+  if num_labels == 1:  # regression: the logit is the score
+    return {"logits": logits}
+  return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
+
+
+def write_predictions(path: str, spec: cd.TaskSpec, logits) -> None:
+  """index \\t prediction (label or score) [\\t probability of each label]."""
+  with open(path, "w", encoding="utf-8") as f:
+    if spec.is_regression:
+      f.write("index\tprediction\n")
+      for i, value in enumerate(np.asarray(logits).reshape([-1])):
+        f.write(f"{i}\t{value:.6f}\n")
+      return
+    f.write("index\tprediction\t" + "\t".join(
+        f"prob_{label}" for label in spec.label_list) + "\n")
+    probs = tf.nn.softmax(np.asarray(logits, np.float32), axis=-1).numpy()
+    for i, row in enumerate(probs):
+      f.write(f"{i}\t{spec.label_list[int(row.argmax())]}\t" +
+              "\t".join(f"{p:.6f}" for p in row) + "\n")
+
+
+def read_spec(task_name: str, text_a_column=None, text_b_column=None,
+              label_column=None, label_list=None, has_header=None,
+              regression: Optional[bool] = None) -> cd.TaskSpec:
+  """The TaskSpec of --task_name (`tsv` from the column flags)."""
+  if task_name.lower() != "tsv":
+    return cd.get_task(task_name)
+  labels = [x.strip() for x in (label_list or "").split(",") if x.strip()]
+  return cd.get_task("tsv", text_a_column=text_a_column,
+                     text_b_column=text_b_column, label_column=label_column,
+                     label_list=labels or None, has_header=has_header)

@@ -1,0 +1,101 @@
+"""Masked LM + sentence-order prediction from TFRecord shards (the ALBERT objective).
+
+The model (`AlbertPretrainer`) computes its losses in its own train_step:
+MLM is averaged over the real masked positions of the batch and SOP over
+its examples, which a per-example Keras loss cannot express. Inputs are
+`albert_tf.input_pipeline` over the shards; a resumed run restarts the
+stream with its shuffle seed offset by the step (the input position is not
+checkpointed, as in the original), so it reads new batches rather than
+replaying old ones.
+"""
+
+from typing import Dict, List, Optional
+
+import tensorflow as tf
+
+from albert_tf import input_pipeline
+from albert_tf.models import AlbertPretrainer
+from albert_tf.tasks.base import Task
+
+EVAL_KEYS = ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
+             "sentence_order_loss")
+
+
+class PretrainingTask(Task):
+  """MLM + SOP over TFRecord files in the `albert_tf.features` format."""
+
+  name = "pretraining"
+  best_metric = "masked_lm_accuracy"
+
+  def __init__(self, train_files: List[str], eval_files: List[str],
+               max_seq_length: int, max_predictions_per_seq: int,
+               eval_batch_size: int = 64, max_eval_steps: int = 100,
+               seed: int = 12345, shuffle_buffer_size: int = 1000,
+               skip_corrupt_records: bool = False):
+    self.train_files = train_files
+    self.eval_files = eval_files
+    self.eval_batch_size = eval_batch_size
+    self.max_eval_steps = max_eval_steps
+    self.seed = seed
+    self.shuffle_buffer_size = shuffle_buffer_size
+    self.data_kwargs = dict(max_seq_length=max_seq_length,
+                            max_predictions_per_seq=max_predictions_per_seq,
+                            skip_corrupt_records=skip_corrupt_records)
+
+  def build_model(self, config):
+    return AlbertPretrainer(config)
+
+  def build_inputs(self, split, strategy, global_batch_size, start_step=0,
+                   num_steps=0):
+    if split == "train":
+      return input_pipeline.make_distributed_dataset(
+          strategy, self.train_files, global_batch_size, is_training=True,
+          seed=self.seed + start_step,
+          shuffle_buffer_size=self.shuffle_buffer_size, **self.data_kwargs)
+    # TPUs need static shapes: there the last partial batch is dropped.
+    # max_eval_steps limits the data, not `evaluate(steps=)`: Keras runs
+    # whole steps_per_execution chunks, so steps=8 with 10 steps per call
+    # evaluated 10 batches.
+    return input_pipeline.make_distributed_dataset(
+        strategy, self.eval_files, global_batch_size, is_training=False,
+        drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy),
+        max_batches=self.max_eval_steps or None, **self.data_kwargs)
+
+  def evaluate(self, model, strategy) -> Dict[str, float]:
+    dataset = self.build_inputs("eval", strategy, self.eval_batch_size)
+    results = self.guard_input_errors(
+        lambda: model.evaluate(dataset, verbose=0, return_dict=True),
+        self.eval_files)
+    if any(k not in results for k in EVAL_KEYS):
+      tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+      files = self.eval_files
+      raise input_pipeline.InputFileError(
+          f"--eval_input_file: no eval batch could be formed from "
+          f"{len(files)} file(s) ({', '.join(files[:3])}"
+          f"{', ...' if len(files) > 3 else ''}): they hold no records"
+          + (f", or fewer than --eval_batch_size={self.eval_batch_size} (a "
+             "TPU drops a partial batch)" if tpu else ""))
+    return {k: float(results[k]) for k in EVAL_KEYS}
+
+  def export_outputs(self, outputs):
+    return export_outputs(outputs)
+
+  def guard_input_errors(self, fn, files: Optional[List[str]] = None):
+    """Runs fn; a tf.data read error is re-raised naming the corrupt file."""
+    files = self.train_files + self.eval_files if files is None else files
+    try:
+      return fn()
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      bad = input_pipeline.describe_corrupt_files(
+          input_pipeline.scan_tfrecords(files))
+      if not bad:
+        raise
+      raise input_pipeline.InputFileError(
+          f"Corrupt TFRecord data: {bad}. Fix or remove the file(s), or pass "
+          "--skip_corrupt_records to skip unreadable records.") from e
+
+
+def export_outputs(outputs):
+  """Serving outputs: encoder outputs, `mlm_logits` and `sop_logits` (float32)."""
+  return {n: tf.cast(outputs[n], tf.float32) for n in (
+      "sequence_output", "pooled_output", "mlm_logits", "sop_logits")}

@@ -1,0 +1,276 @@
+"""The one trainer, seen through run_classifier and run_pretraining.
+
+Fine-tuning now runs on the trainer pretraining already used, so it must
+survive the same faults and run under the same strategies: SIGKILL then
+resume, mirrored and multi-worker equal to the default strategy, TensorBoard
+events readable by tensorboard itself, and an output_dir that refuses a
+rerun with other settings without touching a byte.
+"""
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import run_classifier
+from albert_tf import run_pretraining as rp
+from albert_tf.config import AlbertConfig
+from tests.pretraining_fixtures import tiny_argv
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+CHARS = "好差很不是的电影书手机质量服务一般"
+
+
+def _env(**extra):
+  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3",
+             CUDA_VISIBLE_DEVICES="")
+  env.pop("TF_CONFIG", None)
+  env.update(extra)
+  return env
+
+
+def _jsonl(path):
+  with open(path, encoding="utf-8") as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def _rows(n, seed):
+  """label 1 iff the review contains 好."""
+  rng = np.random.default_rng(seed)
+  rows = []
+  for i in range(n):
+    words = list(rng.choice(list(CHARS[2:]), size=rng.integers(3, 8)))
+    words.insert(int(rng.integers(0, len(words))), "好" if i % 2 else "差")
+    rows.append(f"{i % 2}\t{''.join(words)}")
+  return rows
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  root = tmp_path_factory.mktemp("trainer")
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(CHARS)
+  (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+  for name, heads, init in (("config.json", 2, 0.2),
+                            ("config_8_heads.json", 8, 0.2),
+                            ("config_small_init.json", 2, 0.02)):
+    AlbertConfig(vocab_size=len(vocab), embedding_size=8, hidden_size=16,
+                 num_hidden_layers=2, num_attention_heads=heads,
+                 intermediate_size=32, max_position_embeddings=32,
+                 initializer_range=init).to_json_file(root / name)
+  for split, n, seed in (("train", 64, 0), ("dev", 32, 1), ("test", 16, 2)):
+    (root / f"{split}.tsv").write_text(
+        "\n".join(_rows(n, seed)) + "\n", encoding="utf-8")
+  return root
+
+
+def _argv(data, output_dir, *extra):
+  return ["--task_name=sentiment", f"--data_dir={data}",
+          f"--output_dir={output_dir}", f"--vocab_file={data / 'vocab.txt'}",
+          f"--albert_config_file={data / 'config.json'}",
+          "--max_seq_length=16", "--train_batch_size=8", "--eval_batch_size=16",
+          "--learning_rate=0.01", "--warmup_step=1", "--classifier_dropout=0",
+          "--seed=3", "--do_train", "--do_eval", *extra]
+
+
+def _cli(argv, **env):
+  return subprocess.run([sys.executable, "-m", "albert_tf.run_classifier",
+                         *argv], cwd=REPO, env=_env(**env),
+                        capture_output=True, text=True, timeout=300)
+
+
+# ------------------------------------------------------------ kill + resume
+@pytest.mark.slow
+def test_classifier_sigkill_then_resume_matches_uninterrupted(data, tmp_path):
+  common = ["--train_step=400", "--eval_every_steps=40",
+            "--iterations_per_loop=1", "--log_every_steps=20"]
+  clean = tmp_path / "clean"
+  proc = _cli(_argv(data, clean, *common))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+
+  killed = tmp_path / "killed"
+  argv = _argv(data, killed, *common)
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "albert_tf.run_classifier", *argv], cwd=REPO,
+      env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  deadline = time.time() + 120
+  while not (killed / "checkpoint").exists():
+    assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+    assert time.time() < deadline, "no checkpoint within 120 s"
+    time.sleep(0.01)
+  os.kill(proc.pid, signal.SIGKILL)
+  proc.wait()
+  saved_step = int(tf.train.load_checkpoint(str(killed)).get_tensor(
+      "step/.ATTRIBUTES/VARIABLE_VALUE"))
+  assert saved_step % 40 == 0 and 0 < saved_step < 400, saved_step
+
+  proc = _cli(argv)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  log = _jsonl(killed / "train_log.jsonl")
+  first_after = [r for r in log if r["step"] > saved_step]
+  assert first_after[0]["step"] == saved_step + 20  # continued, not restarted
+  ref_log = {r["step"]: r for r in _jsonl(clean / "train_log.jsonl")}
+  assert [r["step"] for r in log] == sorted(ref_log)  # no step logged twice
+  for r in first_after:  # same batches, same learning rate, same loss
+    np.testing.assert_allclose(r["learning_rate"],
+                               ref_log[r["step"]]["learning_rate"], rtol=1e-6)
+    np.testing.assert_allclose(r["loss"], ref_log[r["step"]]["loss"],
+                               rtol=1e-4, atol=1e-6)
+  ref = json.loads((clean / "eval_results.json").read_text())
+  got = json.loads((killed / "eval_results.json").read_text())
+  assert got["best_step"] == ref["best_step"]
+  assert got["eval_accuracy"] == ref["eval_accuracy"]
+  assert ref["eval_accuracy"] >= 0.8  # it learnt the task, in both runs
+  steps = lambda d: [r["global_step"] for r in _jsonl(d / "eval_log.jsonl")]
+  assert steps(killed) == steps(clean) == list(range(0, 401, 40))
+
+
+# ------------------------------------------------------------ distribution
+_MIRRORED = """
+import sys, tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from absl import flags
+from albert_tf import run_classifier
+run_classifier.define_flags()
+flags.FLAGS(["run_classifier"] + sys.argv[1:])
+run_classifier.main([])
+"""
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_classifier_mirrored_and_multi_worker_match_default(data, tmp_path):
+  """Losses of the first three steps (step 1 at lr 0, then two updates).
+
+  Gradients are clipped to global norm 1.0 per replica before the
+  all-reduce (as Keras does, and as the original's CrossShardOptimizer
+  did), so the runs agree only while no replica's gradient is clipped:
+  hence the small initialisation and learning rate here.
+  """
+  common = ["--train_step=3", "--eval_every_steps=3", "--log_every_steps=1",
+            "--iterations_per_loop=1", "--nodo_eval",
+            f"--albert_config_file={data / 'config_small_init.json'}",
+            "--learning_rate=0.001"]
+  runs = {"default": (_argv(data, tmp_path / "default", *common), {}),
+          "mirrored": (_argv(data, tmp_path / "mirrored", *common,
+                             "--distribution_strategy=mirrored"), {})}
+  ports = [_free_port(), _free_port()]
+  cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+  procs = {}
+  for name, (argv, _) in runs.items():
+    command = ([sys.executable, "-c", _MIRRORED, *argv] if name == "mirrored"
+               else [sys.executable, "-m", "albert_tf.run_classifier", *argv])
+    procs[name] = subprocess.Popen(command, cwd=REPO, env=_env(),
+                                   stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+  for i in range(2):
+    tf_config = json.dumps({"cluster": cluster,
+                            "task": {"type": "worker", "index": i}})
+    procs[f"worker{i}"] = subprocess.Popen(
+        [sys.executable, "-m", "albert_tf.run_classifier",
+         *_argv(data, tmp_path / "multi_worker", *common,
+                "--distribution_strategy=multi_worker_mirrored")],
+        cwd=REPO, env=_env(TF_CONFIG=tf_config), stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE)
+  try:
+    for name, proc in procs.items():
+      _, err = proc.communicate(timeout=300)
+      assert proc.returncode == 0, (name, err.decode()[-3000:])
+  finally:
+    for proc in procs.values():
+      if proc.poll() is None:
+        proc.kill()
+  losses = {name: [r["loss"] for r in _jsonl(tmp_path / name /
+                                             "train_log.jsonl")]
+            for name in ("default", "mirrored", "multi_worker")}
+  assert len(losses["default"]) == 3, losses
+  assert losses["default"][2] != losses["default"][0]  # the updates happened
+  np.testing.assert_allclose(losses["mirrored"], losses["default"], rtol=1e-5)
+  np.testing.assert_allclose(losses["multi_worker"], losses["default"],
+                             rtol=1e-5)
+  assert not (tmp_path / "multi_worker" / ".worker_1").exists()
+
+
+# ------------------------------------------------------------ TensorBoard
+def _scalars(event_dir):
+  """{tag: [(step, value)]} read back with tensorboard's own reader."""
+  from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
+  acc = event_accumulator.EventAccumulator(
+      str(event_dir), size_guidance={event_accumulator.TENSORS: 0})
+  acc.Reload()
+  return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto)))
+                for e in acc.Tensors(tag)] for tag in acc.Tags()["tensors"]}
+
+
+def test_tensorboard_events_from_both_clis(data, tmp_path):
+  run_classifier.run(**{
+      "task_name": "sentiment", "data_dir": str(data),
+      "output_dir": str(tmp_path / "clf"),
+      "vocab_file": str(data / "vocab.txt"),
+      "albert_config_file": str(data / "config.json"), "max_seq_length": 16,
+      "train_batch_size": 8, "learning_rate": 0.01, "train_step": 8,
+      "eval_every_steps": 4, "log_every_steps": 2, "classifier_dropout": 0.0})
+  train = _scalars(tmp_path / "clf" / "train")
+  assert [s for s, _ in train["loss"]] == [2, 4, 6, 8]
+  assert all(np.isfinite(v) for _, v in train["loss"])
+  assert [s for s, _ in train["learning_rate"]] == [2, 4, 6, 8]
+  assert train["learning_rate"][0][1] > train["learning_rate"][-1][1] > 0
+  assert "accuracy" in train
+  dev = _scalars(tmp_path / "clf" / "eval")
+  log = _jsonl(tmp_path / "clf" / "eval_log.jsonl")
+  assert dev["accuracy"] == [(r["global_step"], pytest.approx(r["accuracy"]))
+                             for r in log]
+  assert [s for s, _ in dev["accuracy"]] == [0, 4, 8]
+
+  (tmp_path / "pre").mkdir()
+  rp.run(rp.params_from_argv(tiny_argv(tmp_path / "pre", "--do_eval",
+                                       "--eval_every_checkpoint")))
+  train = _scalars(tmp_path / "pre" / "out" / "train")
+  assert {"loss", "learning_rate", "masked_lm_accuracy"} <= set(train)
+  assert [s for s, _ in train["loss"]] == [3, 6]
+  dev = _scalars(tmp_path / "pre" / "out" / "eval")
+  assert [s for s, _ in dev["masked_lm_accuracy"]] == [0, 3, 6]
+
+
+# ------------------------------------------------------------ fingerprint
+def _snapshot(directory):
+  return {str(p.relative_to(directory)): p.read_bytes()
+          for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_rerun_with_other_config_stops_and_changes_nothing(data, tmp_path):
+  out = tmp_path / "out"
+  argv = _argv(data, out, "--train_step=2", "--eval_every_steps=2")
+  assert _cli(argv).returncode == 0
+  before = _snapshot(out)
+  other = [a.replace("config.json", "config_8_heads.json") for a in argv]
+  proc = _cli(other)
+  assert proc.returncode != 0
+  message = [l for l in proc.stderr.splitlines() if "num_attention_heads" in l]
+  assert len(message) == 1, proc.stderr[-2000:]
+  assert "albert_config.num_attention_heads 2 there vs 8 now" in message[0]
+  assert "--overwrite" in message[0]
+  assert _snapshot(out) == before  # not a byte changed
+
+  # Another optimizer is refused the same way; --overwrite starts over.
+  proc = _cli(argv + ["--learning_rate=0.02"])
+  assert proc.returncode != 0 and "optimizer.learning_rate" in proc.stderr
+  assert _snapshot(out) == before
+  proc = _cli(other + ["--overwrite"])
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  saved = json.loads((out / "run_fingerprint.json").read_text())
+  assert saved["albert_config"]["num_attention_heads"] == 8
