@@ -199,8 +199,12 @@ def _resolve(column, header, path):
   return header.index(column)
 
 
-def read_tsv_examples(path, spec, split, max_examples=None):
-  """Reads `path` with the columns `spec` gives for `split`; see read_examples."""
+def read_tsv_examples(path, spec, split, max_examples=None,
+                      check_labels=True):
+  """Reads `path` with the columns `spec` gives for `split`; see read_examples.
+
+  check_labels=False reads labels as they are (to find a task's label set).
+  """
   text_a_col, text_b_col, label_col = spec.columns[split]
   has_header = spec.header_for(split)
   stats = {"file": path, "lines": 0, "examples": 0, "empty_lines_skipped": 0,
@@ -238,7 +242,7 @@ def read_tsv_examples(path, spec, split, max_examples=None):
         raise DataError(f"{where}: line has {len(fields)} tab-separated "
                         f"field(s); missing {', '.join(missing)}")
       label = fields[cols[2]].strip() if cols[2] is not None else None
-      if label is not None:
+      if label is not None and check_labels:
         if spec.is_regression:
           try:
             float(label)
@@ -256,6 +260,46 @@ def read_tsv_examples(path, spec, split, max_examples=None):
         break
   stats["examples"] = len(examples)
   return examples, stats
+
+
+def infer_tsv_labels(spec, data_dir, regression=None):
+  """The `tsv` task without --label_list: its label set from the train split.
+
+  Returns (spec, note). Text or integer labels make a classification task
+  with the sorted distinct labels (integers in numeric order); labels that
+  are numbers with a fractional part, or regression=True, make a
+  regression task. The note says what was decided, for the log.
+  """
+  if spec.label_list is not None or spec.columns["train"][2] is None:
+    return spec, None
+  path = find_split_file(spec, data_dir, "train")
+  examples, _ = read_tsv_examples(path, spec, "train", check_labels=False)
+  labels = sorted({e.label for e in examples})
+  if not labels:
+    raise DataError(f"{path}: no labelled example to take the label set from")
+
+  def number(text):
+    try:
+      return float(text)
+    except ValueError:
+      return None
+  values = [number(l) for l in labels]
+  numeric = all(v is not None for v in values)
+  if regression or (regression is None and numeric and
+                    any(v != int(v) for v in values)):
+    if not numeric:
+      bad = next(l for l, v in zip(labels, values) if v is None)
+      raise DataError(f"{path}: --regression needs numeric labels, found "
+                      f"{bad!r}")
+    return dataclasses.replace(spec, label_list=None), (
+        f"{path}: labels are scores ({len(labels)} distinct values): "
+        "regression (pass --label_list for classes)")
+  if numeric and all(v == int(v) for v in values):
+    labels = sorted(labels, key=float)
+  return dataclasses.replace(spec, label_list=tuple(labels)), (
+      f"{path}: {len(labels)} classes from the train split: "
+      f"{', '.join(labels[:20])}{' ...' if len(labels) > 20 else ''} (pass "
+      "--label_list to fix the order, --regression for scores)")
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):

@@ -42,6 +42,7 @@ from albert_tf.converters.original import assign_original_weights
 from albert_tf.converters.original import original_variable_map
 from albert_tf.converters.tf1 import read_tf1_checkpoint
 
+
 # The names this module offered before the readers moved to converters/;
 # tests and tools still import them from here.
 __all__ = [
@@ -67,6 +68,9 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   reader = READERS.get(source)
   if reader is None:
     raise ValueError(f"--source must be one of {SOURCES}, got {source!r}")
+  if not (os.path.exists(checkpoint) or tf.io.gfile.glob(checkpoint + ".*")):
+    raise FileNotFoundError(f"--checkpoint={checkpoint} does not exist (no "
+                            "such file, directory or checkpoint prefix)")
   config, pretrainer, report, heads = reader(checkpoint, albert_config_file)
   parts = {"encoder": pretrainer.encoder}
   parts.update({h: getattr(pretrainer, h) for h in heads})
@@ -103,9 +107,11 @@ def define_flags():
                       "checkpoint (HF: default config.json beside it).")
   flags.DEFINE_string("output_dir", None, "Where the converted checkpoint and "
                       "albert_config.json go.")
+  flags.DEFINE_bool("verbose", False, "Show the traceback of an error.")
   flags.mark_flags_as_required(["source", "checkpoint", "output_dir"])
 
 
 if __name__ == "__main__":
+  from albert_tf import run_config  # pylint: disable=g-import-not-at-top
   define_flags()
-  app.run(main)
+  run_config.run_main(main)

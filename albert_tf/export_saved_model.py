@@ -63,7 +63,7 @@ def resolve_model(checkpoint, preset, albert_config_file, spm_model_file,
     return run_config.resolve_model(
         preset, albert_config_file, init_checkpoint=checkpoint,
         spm_model_file=spm_model_file, vocab_file=vocab_file,
-        do_lower_case=do_lower_case)
+        do_lower_case=do_lower_case, checkpoint_flag="--checkpoint")
   except ValueError as e:
     raise ExportError(str(e)) from None
 
@@ -198,7 +198,7 @@ def write_warmup_requests(path, kind, max_seq_length, tokenizer,
 def export(checkpoint, export_dir, model="encoder", preset=None,
            albert_config_file=None, spm_model_file=None, vocab_file=None,
            do_lower_case=None, num_labels=None, version=None,
-           max_seq_length=128, text_pair=None, overwrite=False):
+           max_seq_length=None, text_pair=None, overwrite=False):
   """Writes export_dir/<version>/ and returns its path.
 
   Args:
@@ -211,7 +211,8 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
       run_classifier classifier_config.json beside the checkpoint).
     num_labels: classifier classes (default: from classifier_config.json).
     version: integer version (default: the next free one).
-    max_seq_length: serve_text output length (truncation).
+    max_seq_length: serve_text output length (truncation); default: the
+      fine-tuning length in classifier_config.json, else 128.
     text_pair: whether serve_text takes `text_b` (default: yes for the
       pretrainer and pair tasks, no otherwise).
     overwrite: replace an existing version directory.
@@ -226,6 +227,7 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
   config, tokenizer = resolve_model(
       checkpoint, preset, albert_config_file, spm_model_file, vocab_file,
       do_lower_case)
+  max_seq_length = max_seq_length or info.max_seq_length or 128
   if not 3 <= max_seq_length <= config.max_position_embeddings:
     raise ExportError(f"--max_seq_length={max_seq_length} must be in [3, "
                       f"max_position_embeddings={config.max_position_embeddings}]")
@@ -346,14 +348,17 @@ def define_flags():
   flags.DEFINE_integer("num_labels", None, "Classifier classes (default: "
                        "classifier_config.json beside the checkpoint).")
   flags.DEFINE_integer("version", None, "Version (default: next free).")
-  flags.DEFINE_integer("max_seq_length", 128, "serve_text sequence length.")
+  flags.DEFINE_integer("max_seq_length", None, "serve_text sequence length "
+                       "(default: the fine-tuning length in "
+                       "classifier_config.json, else 128).")
   flags.DEFINE_boolean("text_pair", None, "serve_text takes text_b too "
                        "(default: pretrainer and pair tasks).")
   flags.DEFINE_boolean("overwrite", False, "Replace an existing version.")
+  flags.DEFINE_boolean("verbose", False, "Show the traceback of an error.")
   flags.mark_flags_as_required(["checkpoint", "export_dir"])
 
 
 if __name__ == "__main__":
-  from absl import app  # pylint: disable=g-import-not-at-top
+  from albert_tf import run_config  # pylint: disable=g-import-not-at-top
   define_flags()
-  app.run(main)
+  run_config.run_main(main)

@@ -216,10 +216,11 @@ def define_flags():
   flags.DEFINE_integer("num_calibration_examples", 200, "Lines used for int8.")
   flags.DEFINE_integer("max_predictions", 20, "Pretrainer: masked positions "
                        "per sequence.")
+  flags.DEFINE_bool("verbose", False, "Show the traceback of an error.")
   flags.mark_flags_as_required(["saved_model", "output"])
 
 
 if __name__ == "__main__":
-  from absl import app  # pylint: disable=g-import-not-at-top
+  from albert_tf import run_config  # pylint: disable=g-import-not-at-top
   define_flags()
-  app.run(main)
+  run_config.run_main(main)

@@ -87,11 +87,19 @@ class ClassifierOptions:
   num_gpus: int = 0
   jit_compile: bool = False
   overwrite: bool = False
+  predict_batch_size: int = 0    # 0: --eval_batch_size
+  save_checkpoints_steps: int = 0  # original name of --eval_every_steps
+  use_tpu: bool = False
+  tpu_name: Optional[str] = None
+  tpu_zone: Optional[str] = None
+  gcp_project: Optional[str] = None
+  num_tpu_cores: Optional[int] = None
   # The generic `tsv` task.
   text_a_column: Optional[str] = None
   text_b_column: Optional[str] = None
   label_column: Optional[str] = None
-  label_list: Optional[str] = None  # comma-separated; empty: regression
+  label_list: Optional[str] = None  # comma-separated; empty: from train
+  regression: Optional[bool] = None  # tsv: scores, not classes
   has_header: Optional[bool] = None
 
 
@@ -110,11 +118,16 @@ def run(**kwargs):
 
 
 def _run(o: ClassifierOptions):
-  strategy = run_config.make_strategy(o.distribution_strategy, o.tpu,
-                                      o.num_gpus)
+  strategy = run_config.strategy_from_flags(
+      o.distribution_strategy, o.tpu, o.num_gpus, o.use_tpu, o.tpu_name,
+      o.tpu_zone, o.gcp_project, o.num_tpu_cores)
   chief = run_config.is_chief(strategy)
+  info = (run_config.ModelInfo.read_beside(o.init_checkpoint)
+          if o.init_checkpoint else None)
   spec = read_spec(o.task_name, o.text_a_column, o.text_b_column,
-                   o.label_column, o.label_list, o.has_header)
+                   o.label_column, o.label_list, o.has_header, o.regression,
+                   o.data_dir, info.label_list if info and
+                   info.task_name == "tsv" else None)
   config, tokenizer = run_config.resolve_model(
       o.preset, o.albert_config_file, o.init_checkpoint, o.spm_model_file,
       o.vocab_file, o.do_lower_case)
@@ -158,6 +171,7 @@ def _run(o: ClassifierOptions):
                     if k not in ("eval_metric", "global_step")}
     eval_results["best_step"] = result["best_step"]
   if o.do_predict:
+    task.eval_batch_size = o.predict_batch_size or o.eval_batch_size
     test = task.predict(trainer.model, o.output_dir if chief else
                         trainer.ckpt_dir)
     if test:
@@ -179,7 +193,13 @@ def _settings(o: ClassifierOptions, task) -> TrainerSettings:
   if o.do_train:
     per_epoch = task.steps_per_epoch(o.train_batch_size)
     steps = o.train_step or max(1, int(round(per_epoch * o.num_train_epochs)))
-  interval = o.eval_every_steps or (per_epoch if o.do_train else 1)
+  if o.eval_every_steps and o.save_checkpoints_steps and (
+      o.eval_every_steps != o.save_checkpoints_steps):
+    raise ValueError(f"--save_checkpoints_steps={o.save_checkpoints_steps} "
+                     f"and --eval_every_steps={o.eval_every_steps}: one "
+                     "interval serves both here; give one of them")
+  interval = (o.eval_every_steps or o.save_checkpoints_steps or
+              (per_epoch if o.do_train else 1))
   return TrainerSettings(
       output_dir=o.output_dir, num_train_steps=max(steps, 1),
       train_batch_size=o.train_batch_size, checkpoint_steps=interval,
@@ -271,6 +291,11 @@ def define_flags():
   f.DEFINE_integer("num_gpus", 0, "GPUs for mirrored (0 = all visible).")
   f.DEFINE_bool("jit_compile", False, "XLA-compile the train step.")
   f.DEFINE_bool("verbose", False, "Show the traceback of an error.")
+  f.DEFINE_integer("predict_batch_size", 0, "Batch for --do_predict "
+                   "(original name; 0: --eval_batch_size).")
+  f.DEFINE_integer("save_checkpoints_steps", 0, "Original name of "
+                   "--eval_every_steps (a checkpoint and an eval every N).")
+  run_config.define_original_tpu_flags()
   f.DEFINE_bool("overwrite", False, "Start over in an --output_dir that "
                 "holds a run with other settings (deletes its files).")
   f.DEFINE_integer("max_train_examples", 0, "Use the first N train examples.")
@@ -282,8 +307,10 @@ def define_flags():
                   "name or 0-based index).")
   f.DEFINE_string("text_b_column", None, "tsv task: text_b column.")
   f.DEFINE_string("label_column", None, "tsv task: label column.")
-  f.DEFINE_string("label_list", None, "tsv task: comma-separated labels; "
-                  "empty means regression.")
+  f.DEFINE_string("label_list", None, "tsv task: comma-separated labels "
+                  "(default: the distinct labels of the train split).")
+  f.DEFINE_bool("regression", None, "tsv task: the label column holds "
+                "scores (default: when the labels are non-integer numbers).")
   f.DEFINE_bool("has_header", None, "tsv task: first line is a header "
                 "(default: when a column is given by name).")
   f.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
@@ -299,4 +326,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(run_config.one_line_errors(main))
+  run_config.run_main(main)

@@ -72,7 +72,47 @@ STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored",
               "tpu")
 
 
-def make_strategy(name: str, tpu: Optional[str] = None, num_gpus: int = 0):
+def define_original_tpu_flags(flag_values=None):
+  """The original scripts' TPU flags, mapped onto the TPU strategy."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  d = dict(flag_values=flag_values or flags.FLAGS)
+  flags.DEFINE_bool("use_tpu", False, "Original name: the same as "
+                    "--distribution_strategy=tpu.", **d)
+  flags.DEFINE_string("tpu_name", None, "Original name of --tpu.", **d)
+  flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU.", **d)
+  flags.DEFINE_string("gcp_project", None, "GCP project of the Cloud TPU.",
+                      **d)
+  flags.DEFINE_integer("num_tpu_cores", None, "Original flag; ignored: the "
+                       "TPU strategy uses every core of the TPU.", **d)
+
+
+ORIGINAL_TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project",
+                      "num_tpu_cores")
+
+
+def strategy_from_flags(distribution_strategy: str, tpu: Optional[str] = None,
+                        num_gpus: int = 0, use_tpu: bool = False,
+                        tpu_name: Optional[str] = None,
+                        tpu_zone: Optional[str] = None,
+                        gcp_project: Optional[str] = None,
+                        num_tpu_cores: Optional[int] = None):
+  """make_strategy, with the original --use_tpu/--tpu_name/... folded in."""
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  if use_tpu:
+    if distribution_strategy not in ("default", "tpu"):
+      raise RunConfigError(f"--use_tpu and --distribution_strategy="
+                           f"{distribution_strategy} contradict each other")
+    distribution_strategy = "tpu"
+  if num_tpu_cores:
+    logging.info("--num_tpu_cores=%d is ignored: the TPU strategy uses every "
+                 "core of the TPU it connects to", num_tpu_cores)
+  return make_strategy(distribution_strategy, tpu or tpu_name, num_gpus,
+                       tpu_zone=tpu_zone, gcp_project=gcp_project)
+
+
+def make_strategy(name: str, tpu: Optional[str] = None, num_gpus: int = 0,
+                  tpu_zone: Optional[str] = None,
+                  gcp_project: Optional[str] = None):
   """The tf.distribute strategy for --distribution_strategy.
 
   mirrored without GPUs mirrors over the logical CPUs (how the tests run it);
@@ -93,7 +133,8 @@ def make_strategy(name: str, tpu: Optional[str] = None, num_gpus: int = 0):
   if name == "multi_worker_mirrored":
     return tf.distribute.MultiWorkerMirroredStrategy()
   if name == "tpu":
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+        tpu=tpu or "", zone=tpu_zone, project=gcp_project)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
@@ -135,7 +176,8 @@ def resolve_model(preset: Optional[str] = None,
                   vocab_file: Optional[str] = None,
                   do_lower_case: Optional[bool] = None,
                   vocab_size: int = 0,
-                  require_tokenizer: bool = True
+                  require_tokenizer: bool = True,
+                  checkpoint_flag: str = "--init_checkpoint"
                   ) -> Tuple[AlbertConfig, object]:
   """The model config and tokenizer of a run, by one set of rules.
 
@@ -153,12 +195,11 @@ def resolve_model(preset: Optional[str] = None,
   if preset and albert_config_file:
     raise RunConfigError("Give one of --preset or --albert_config_file, "
                          "not both")
-  beside = checkpoints.config_beside(init_checkpoint) if init_checkpoint and (
-      tf.io.gfile.exists(init_checkpoint) or
-      tf.io.gfile.exists(os.path.dirname(init_checkpoint) or ".")) else None
   if init_checkpoint and not (tf.io.gfile.exists(init_checkpoint) or
                               tf.io.gfile.glob(init_checkpoint + ".index")):
-    raise RunConfigError(f"--init_checkpoint={init_checkpoint} does not exist")
+    raise RunConfigError(f"{checkpoint_flag}={init_checkpoint} does not exist")
+  beside = (checkpoints.config_beside(init_checkpoint) if init_checkpoint
+            else None)
   if preset or albert_config_file:
     if albert_config_file and not tf.io.gfile.exists(albert_config_file):
       raise RunConfigError(f"--albert_config_file={albert_config_file} does "
@@ -169,12 +210,12 @@ def resolve_model(preset: Optional[str] = None,
   else:
     raise RunConfigError(
         "No model config: give --preset or --albert_config_file, or an "
-        f"--init_checkpoint with {checkpoints.CONFIG_NAME} beside it")
+        f"{checkpoint_flag} with {checkpoints.CONFIG_NAME} beside it")
   if beside is not None:
     diff = architecture_diff(beside, config)
     if diff:
       raise RunConfigError(
-          f"--init_checkpoint={init_checkpoint} was written for a different "
+          f"{checkpoint_flag}={init_checkpoint} was written for a different "
           f"config ({checkpoints.CONFIG_NAME} beside it vs given): "
           + "; ".join(diff))
 
@@ -364,3 +405,22 @@ def one_line_errors(main):
             file=sys.stderr, flush=True)
       sys.exit(1)
   return wrapped
+
+
+def one_line_flag_errors(argv):
+  """absl flags_parser: an unknown flag or bad value is one stderr line."""
+  import sys  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    message = " ".join(str(e).split())
+    print(f"error: {message} (--helpshort lists the flags)", file=sys.stderr,
+          flush=True)
+    sys.exit(2)
+
+
+def run_main(main):
+  """`app.run` for every albert_tf CLI: one-line flag and run errors."""
+  from absl import app  # pylint: disable=g-import-not-at-top
+  app.run(one_line_errors(main), flags_parser=one_line_flag_errors)

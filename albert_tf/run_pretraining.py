@@ -99,6 +99,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS):
                       f"{'|'.join(PRECISIONS)} (Keras policy names accepted); "
                       "variables, LayerNorm, softmax and losses stay "
                       "float32. float16 adds dynamic loss scaling.", **d)
+  run_config.define_original_tpu_flags(fv)
   flags.DEFINE_bool("verbose", False, "Show the traceback of an error.",
                     **d)
   flags.DEFINE_bool("overwrite", False, "Start over in an --output_dir that "
@@ -168,6 +169,11 @@ class Params:
   skip_corrupt_records: bool
   eval_every_checkpoint: bool
   overwrite: bool = False
+  use_tpu: bool = False
+  tpu_name: Optional[str] = None
+  tpu_zone: Optional[str] = None
+  gcp_project: Optional[str] = None
+  num_tpu_cores: Optional[int] = None
 
   @classmethod
   def field_names(cls):
@@ -229,8 +235,9 @@ def run(p: Params) -> Dict[str, float]:
 
 
 def _run(p: Params) -> Dict[str, float]:
-  strategy = run_config.make_strategy(p.distribution_strategy, p.tpu,
-                                      p.num_gpus)
+  strategy = run_config.strategy_from_flags(
+      p.distribution_strategy, p.tpu, p.num_gpus, p.use_tpu, p.tpu_name,
+      p.tpu_zone, p.gcp_project, p.num_tpu_cores)
   chief = run_config.is_chief(strategy)
   config, tokenizer = run_config.resolve_model(
       p.preset, p.albert_config_file, init_checkpoint=p.init_checkpoint,
@@ -299,4 +306,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(run_config.one_line_errors(main))
+  run_config.run_main(main)

@@ -68,3 +68,17 @@ def forward(weights, ids, mask, seg, num_layers, heads, act="gelu"):
       h = block(h, mask, w, heads, act)
   pooled = np.tanh(h[:, 0] @ weights["pool_w"] + weights["pool_b"])
   return h, pooled
+
+
+def assert_close_to_scale(actual, expected, rel=1e-6, rtol=1e-7):
+  """Elementwise close, with an absolute slack scaled by the tensor's size.
+
+  Float32 sums carry errors proportional to their largest terms, and oneDNN
+  picks different kernels (AVX2, AVX-512, AMX) on different CPUs: an entry
+  of 0.1 in a gradient whose largest entries are ~600 may differ by 3e-5 on
+  one machine and not another. So the absolute tolerance is `rel` times the
+  largest magnitude of `expected` (at least 1), plus `rtol` relative.
+  """
+  expected = np.asarray(expected, np.float64)
+  scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
+  np.testing.assert_allclose(actual, expected, atol=rel * scale, rtol=rtol)

@@ -290,3 +290,25 @@ def test_labelled_tsv_test_split_is_scored(workdir, tmp_path):
       **base_options(workdir))
   assert "test" not in result
   assert len((out / "test_results.tsv").read_text().splitlines()) == 13
+
+
+def test_tsv_label_set_comes_from_the_train_split(tmp_path):
+  from albert_tf.tasks.classification import read_spec
+  def spec_for(labels, **kw):
+    write(tmp_path / "train.tsv", ["text\tlabel"] + [
+        f"好{i}\t{label}" for i, label in enumerate(labels)])
+    return read_spec("tsv", text_a_column="text", label_column="label",
+                     data_dir=str(tmp_path), **kw)
+  # Text labels: classes, not a regression on 'pos' (the old failure).
+  assert spec_for(["pos", "neg", "pos"]).label_list == ("neg", "pos")
+  # Integer labels are classes too, in numeric order.
+  assert spec_for(["10", "2", "2", "0"]).label_list == ("0", "2", "10")
+  # Scores with a fractional part are a regression; --regression forces it.
+  assert spec_for(["0.5", "3.2", "1"]).is_regression
+  assert spec_for(["0", "1"], regression=True).is_regression
+  with pytest.raises(cd.DataError, match="--regression needs numeric.*'pos'"):
+    spec_for(["pos", "1"], regression=True)
+  # An explicit --label_list wins, and the labels of a checkpoint next.
+  assert spec_for(["pos"], label_list="pos,neg").label_list == ("pos", "neg")
+  assert spec_for(["pos", "neg"], known_labels=["pos", "neg"]
+                  ).label_list == ("pos", "neg")

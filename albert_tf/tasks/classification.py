@@ -231,11 +231,27 @@ def write_predictions(path: str, spec: cd.TaskSpec, logits) -> None:
 
 def read_spec(task_name: str, text_a_column=None, text_b_column=None,
               label_column=None, label_list=None, has_header=None,
-              regression: Optional[bool] = None) -> cd.TaskSpec:
-  """The TaskSpec of --task_name (`tsv` from the column flags)."""
+              regression: Optional[bool] = None, data_dir: Optional[str] = None,
+              known_labels=None) -> cd.TaskSpec:
+  """The TaskSpec of --task_name (`tsv` from the column flags).
+
+  A `tsv` task without --label_list takes `known_labels` (those of the
+  checkpoint being fine-tuned further or evaluated), else the labels of the
+  train split in data_dir (`classifier_data.infer_tsv_labels`).
+  """
   if task_name.lower() != "tsv":
     return cd.get_task(task_name)
   labels = [x.strip() for x in (label_list or "").split(",") if x.strip()]
-  return cd.get_task("tsv", text_a_column=text_a_column,
+  if regression and labels:
+    raise ValueError("--regression and --label_list exclude each other")
+  if not labels and not regression and known_labels:
+    labels = list(known_labels)
+  spec = cd.get_task("tsv", text_a_column=text_a_column,
                      text_b_column=text_b_column, label_column=label_column,
                      label_list=labels or None, has_header=has_header)
+  if labels or data_dir is None:
+    return spec
+  spec, note = cd.infer_tsv_labels(spec, data_dir, regression)
+  if note:
+    logging.info("%s", note)
+  return spec

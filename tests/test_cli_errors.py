@@ -1,0 +1,109 @@
+"""Every CLI, given a missing file, a bad flag value or an unknown flag, prints one line.
+
+One table: each command line must exit non-zero with exactly one line on
+stderr, `error: ...`, naming what was wrong, and no traceback. TensorFlow's
+own C++ start-up lines (`I0000 ...`, "All log messages before
+absl::InitializeLog()") are printed before any of our code runs and are
+not ours to format; they are left out of the count.
+"""
+
+import concurrent.futures
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+MISSING = "/nonexistent/albert_tf_test"
+_TF_RUNTIME_LINE = re.compile(
+    r"^([IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\]|WARNING: All log "
+    r"messages before absl::InitializeLog\(\))")
+
+# module -> {case: (argv, a word the error line must contain)}
+CASES = {
+    "albert_tf.run_pretraining": {
+        "missing file": (["--preset=albert_tiny_zh", "--do_train",
+                          f"--input_file={MISSING}/*.tfrecord",
+                          "--output_dir={tmp}/out"], "matched no file"),
+        "bad value": (["--preset=albert_tiny_zh", "--train_batch_size=abc"],
+                      "train_batch_size"),
+        "unknown flag": (["--max_seq_lenght=64"], "max_seq_lenght"),
+    },
+    "albert_tf.run_classifier": {
+        "missing file": (["--task_name=sentiment", f"--data_dir={MISSING}",
+                          "--output_dir={tmp}/out", "--preset=albert_tiny_zh",
+                          f"--spm_model_file={MISSING}.model", "--do_train"],
+                         MISSING),
+        "bad value": (["--task_name=sentiment", "--data_dir={tmp}",
+                       "--output_dir={tmp}/out", "--do_train",
+                       "--mixed_precision=fp8"],
+                      "mixed_precision"),
+        "unknown flag": (["--num_train_epoch=3"], "num_train_epoch"),
+    },
+    "albert_tf.export_saved_model": {
+        "missing file": ([f"--checkpoint={MISSING}", "--export_dir={tmp}/sm",
+                          "--preset=albert_tiny_zh"], MISSING),
+        "bad value": ([f"--checkpoint={MISSING}", "--export_dir={tmp}/sm",
+                       "--model=bert"], "model"),
+        "unknown flag": (["--export_path=x"], "export_path"),
+    },
+    "albert_tf.export_tflite": {
+        "missing file": ([f"--saved_model={MISSING}",
+                          "--output={tmp}/m.tflite"], MISSING),
+        "bad value": ([f"--saved_model={MISSING}", "--output={tmp}/m.tflite",
+                       "--quantize=int4"], "quantize"),
+        "unknown flag": (["--quantise=int8"], "quantise"),
+    },
+    "albert_tf.convert_checkpoint": {
+        "missing file": (["--source=original", f"--checkpoint={MISSING}",
+                          "--output_dir={tmp}/conv"], "does not exist"),
+        "bad value": (["--source=onnx", "--checkpoint=x",
+                       "--output_dir={tmp}/conv"], "source"),
+        "unknown flag": (["--src=original"], "src"),
+    },
+    "data_prep.train_vocab": {
+        "missing file": ([f"--input={MISSING}/*.txt",
+                          "--model_prefix={tmp}/spm"], MISSING),
+        "bad value": (["--input=x", "--model_prefix={tmp}/spm",
+                       "--vocab_size=many"], "vocab_size"),
+        "unknown flag": (["--vocabsize=100"], "vocabsize"),
+    },
+    "data_prep.create_pretraining_data": {
+        "missing file": ([f"--input_file={MISSING}/*.txt",
+                          "--output_dir={tmp}/rec",
+                          f"--spm_model_file={MISSING}.model"], MISSING),
+        "bad value": (["--input_file=x", "--output_dir={tmp}/rec",
+                       "--dupe_factor=abc"], "dupe_factor"),
+        "unknown flag": (["--max_seq_lenght=64"], "max_seq_lenght"),
+    },
+}
+
+
+def _run(module, argv, tmp):
+  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2",
+             CUDA_VISIBLE_DEVICES="")
+  argv = [a.replace("{tmp}", str(tmp)) for a in argv]
+  return subprocess.run([sys.executable, "-m", module, *argv], cwd=tmp,
+                        env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_every_cli_reports_bad_input_in_one_line(tmp_path):
+  jobs = [(module, case, argv, word) for module, cases in CASES.items()
+          for case, (argv, word) in cases.items()]
+  # TF takes seconds to import: run the 21 processes a few at a time.
+  with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    procs = list(pool.map(lambda job: _run(job[0], job[2], tmp_path), jobs))
+  failures = []
+  for (module, case, _, word), proc in zip(jobs, procs):
+    lines = [l for l in proc.stderr.splitlines()
+             if l.strip() and not _TF_RUNTIME_LINE.match(l)]
+    if (proc.returncode == 0 or len(lines) != 1 or
+        not lines[0].startswith("error: ") or word not in lines[0]):
+      failures.append(f"{module} [{case}] rc={proc.returncode}: "
+                      + " | ".join(lines[-6:]))
+  assert not failures, "\n".join(failures)
+  assert not (tmp_path / "out").exists()  # nothing written on bad input

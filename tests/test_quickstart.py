@@ -1,0 +1,135 @@
+"""The README's Quick start, run as written, on an English corpus and a TSV of text labels.
+
+The test reads the bash block under "## Quick start" in README.md and runs
+every command in it, in order, in a fresh directory (with `configs/` linked
+in, as a user runs from the repository). It appends only small-budget
+overrides (steps, batch, sequence length, no XLA, float32, the default
+strategy) so that albert_base_v2 trains a few steps on 2 CPU cores. The
+exports must load and run. If the README changes, this test runs the new
+commands; a command that does not run fails it.
+"""
+
+import os
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+# Small-budget overrides per module (appended; absl takes the last value).
+OVERRIDES = {
+    "data_prep.create_pretraining_data": ["--max_seq_length=64",
+                                          "--dupe_factor=2"],
+    "albert_tf.run_pretraining": [
+        "--max_seq_length=64", "--train_batch_size=4", "--eval_batch_size=4",
+        "--num_train_steps=2", "--num_warmup_steps=1",
+        "--save_checkpoints_steps=2", "--iterations_per_loop=1",
+        "--log_steps=1", "--max_eval_steps=1", "--nojit_compile",
+        "--mixed_precision=none", "--distribution_strategy=default"],
+    "albert_tf.run_classifier": [
+        "--max_seq_length=32", "--train_batch_size=4", "--eval_batch_size=8",
+        "--train_step=2", "--nojit_compile", "--mixed_precision=none",
+        "--distribution_strategy=default"],
+}
+
+WORDS = ("the a river city morning train station teacher garden letter "
+         "window market old quiet small bright cold long walked opened found "
+         "closed carried watched wrote remembered near under across behind "
+         "before after slowly again today tomorrow music story bridge road "
+         "children doctor kitchen winter summer").split()
+
+
+def quick_start_commands():
+  """The commands of the README's Quick start bash block, joined lines."""
+  text = (REPO / "README.md").read_text(encoding="utf-8")
+  section = text.split("## Quick start", 1)[1]
+  block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+  block = block.replace("\\\n", " ")
+  return [line.strip() for line in block.splitlines()
+          if line.strip() and not line.strip().startswith("#")]
+
+
+def write_corpus(root, num_documents=40, seed=0):
+  """English documents: one sentence per line, a blank line between them."""
+  rng = np.random.default_rng(seed)
+  (root / "my_corpus").mkdir()
+  for part in range(2):
+    documents = []
+    for _ in range(num_documents // 2):
+      sentences = [" ".join(rng.choice(WORDS, size=rng.integers(6, 14)))
+                   .capitalize() + "." for _ in range(rng.integers(3, 8))]
+      documents.append("\n".join(sentences))
+    (root / "my_corpus" / f"part-{part}.txt").write_text(
+        "\n\n".join(documents) + "\n", encoding="utf-8")
+
+
+def write_tsv(root, seed=1):
+  """Reviews with text labels: positive ones mention 'bright' or 'summer'."""
+  rng = np.random.default_rng(seed)
+  (root / "my_tsv").mkdir()
+  for split, n in (("train", 24), ("dev", 8)):
+    rows = ["text\tlabel"]
+    for i in range(n):
+      words = list(rng.choice(WORDS[:20], size=6))
+      words.append("bright summer" if i % 2 else "cold winter")
+      rows.append(f"{' '.join(words)}\t{'positive' if i % 2 else 'negative'}")
+    (root / "my_tsv" / f"{split}.tsv").write_text("\n".join(rows) + "\n",
+                                                  encoding="utf-8")
+
+
+def test_readme_quick_start_block_is_what_this_test_runs():
+  commands = quick_start_commands()
+  modules = [shlex.split(c)[2] for c in commands]
+  assert modules == ["data_prep.train_vocab",
+                     "data_prep.create_pretraining_data",
+                     "albert_tf.run_pretraining", "albert_tf.run_classifier",
+                     "albert_tf.export_saved_model", "albert_tf.export_tflite"]
+  assert all(shlex.split(c)[:2] == ["python", "-m"] for c in commands)
+
+
+@pytest.mark.slow
+def test_quick_start_runs_as_written(tmp_path):
+  (tmp_path / "configs").symlink_to(REPO / "configs")
+  write_corpus(tmp_path)
+  write_tsv(tmp_path)
+  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2",
+             CUDA_VISIBLE_DEVICES="")
+  for command in quick_start_commands():
+    argv = shlex.split(command)
+    module = argv[2]
+    argv = [sys.executable] + argv[1:] + OVERRIDES.get(module, [])
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, (command, proc.stderr[-3000:])
+
+  # The classes came from train.tsv's text labels, not a regression.
+  import json  # pylint: disable=g-import-not-at-top
+  info = json.loads((tmp_path / "clf" / "classifier_config.json").read_text())
+  assert info["label_list"] == ["negative", "positive"]
+  assert not info["is_regression"]
+
+  # The SavedModel serves text; the .tflite runs in LiteRT.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  loaded = tf.saved_model.load(str(tmp_path / "saved_models" / "my_clf" / "1"))
+  out = loaded.signatures["serve_text"](
+      text=tf.constant(["the bright summer garden", "a cold winter road"]))
+  probs = out["probabilities"].numpy()
+  assert probs.shape == (2, 2)
+  np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-5)
+
+  from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
+  interpreter = Interpreter(model_path=str(tmp_path / "my_clf.tflite"))
+  interpreter.allocate_tensors()
+  for detail in interpreter.get_input_details():
+    interpreter.set_tensor(detail["index"], np.ones(detail["shape"],
+                                                   detail["dtype"]))
+  interpreter.invoke()
+  logits = [interpreter.get_tensor(d["index"])
+            for d in interpreter.get_output_details()]
+  assert any(l.shape[-1] == 2 and np.isfinite(l).all() for l in logits)
