@@ -1,6 +1,9 @@
 """Bazel is not installed here, so check the BUILD file's promises directly:
-every Python module and test file has a target, and every target's srcs exist."""
+every Python module and test file has a target, every target's srcs exist,
+and deps match the imports (parsed with `ast`): each project module a target's
+srcs import is in the target or its deps, transitively, and each dep is used."""
 
+import ast
 import os
 import re
 
@@ -46,3 +49,131 @@ def test_test_files_are_py_test_targets():
   for path in _python_files("tests"):
     if os.path.basename(path).startswith("test_"):
       assert kinds.get(path) == "py_test", f"{path} is not a py_test"
+
+
+# ------------------------------------------------------- deps vs. real imports
+INTERNAL = ("albert_tf", "data_prep", "benchmarks", "demo", "tests")
+
+
+def _parse_build():
+  """{name: (kind, srcs, deps)}; deps as written (":name" labels)."""
+  text = open(os.path.join(ROOT, "BUILD"), encoding="utf-8").read()
+  targets = {}
+  for match in re.finditer(r'(py_\w+)\(\s*name\s*=\s*"([^"]+)"(.*?)\n\)', text, re.S):
+    kind, name, body = match.groups()
+    lists = {}
+    for attr in ("srcs", "deps"):
+      found = re.search(attr + r"\s*=\s*\[([^\]]*)\]", body)
+      lists[attr] = re.findall(r'"([^"]+)"', found.group(1)) if found else []
+    targets[name] = (kind, lists["srcs"], lists["deps"])
+  return targets
+
+
+def _module_name(path):
+  """albert_tf/tasks/base.py -> albert_tf.tasks.base; a package's
+  __init__.py -> the package."""
+  parts = path[:-len(".py")].split("/")
+  if parts[-1] == "__init__":
+    parts.pop()
+  return ".".join(parts)
+
+
+def _project_modules():
+  """{dotted module name: path} of every .py file in the project packages."""
+  return {_module_name(path.replace(os.sep, "/")): path.replace(os.sep, "/")
+          for folder in INTERNAL for path in _python_files(folder)}
+
+
+def _imported_modules(path, modules):
+  """Project-internal modules that `path` imports (anywhere in the file), with
+  their parent packages (importing a.b.c runs a/__init__ and a/b/__init__),
+  and the packages `path` itself belongs to. Names that are no file of the
+  project come back as themselves, so the caller can report them."""
+  tree = ast.parse(open(os.path.join(ROOT, path), encoding="utf-8").read(),
+                   filename=path)
+  package = _module_name(path)
+  if not path.endswith("__init__.py"):
+    package = package.rpartition(".")[0]
+  wanted = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      wanted.update(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom):
+      if node.level:  # Relative: from the file's package, `level` dots up.
+        base = package.split(".")[:len(package.split(".")) - node.level + 1]
+        base = ".".join(base + ([node.module] if node.module else []))
+      else:
+        base = node.module
+      wanted.add(base)
+      for alias in node.names:  # `from pkg import module` imports the module.
+        if f"{base}.{alias.name}" in modules:
+          wanted.add(f"{base}.{alias.name}")
+  # The file's own packages: importing a.b.c runs a/__init__ and a/b/__init__.
+  wanted.add(_module_name(path))
+  found = set()
+  for name in wanted:
+    if name.split(".")[0] not in INTERNAL:
+      continue
+    parts = name.split(".")
+    found.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+  return found
+
+
+def test_deps_name_targets_of_this_build_file():
+  targets = _parse_build()
+  for name, (_, _, deps) in targets.items():
+    for dep in deps:
+      assert dep.startswith(":") and dep[1:] in targets, (
+          f"{name}: dep {dep!r} is no target of this BUILD file")
+      assert dep[1:] != name, f"{name} depends on itself"
+
+
+def test_deps_provide_every_project_import():
+  """Each target's srcs import only project modules that the target or its
+  (transitive) deps list in srcs, as Bazel's sandbox would enforce."""
+  targets = _parse_build()
+  modules = _project_modules()
+
+  def closure(name, seen=None):
+    seen = set() if seen is None else seen
+    if name not in seen:
+      seen.add(name)
+      for dep in targets[name][2]:
+        if dep[1:] in targets:
+          closure(dep[1:], seen)
+    return seen
+
+  problems = []
+  for name, (_, srcs, _) in sorted(targets.items()):
+    provided = {src for target in closure(name) for src in targets[target][1]}
+    for src in srcs:
+      if not os.path.exists(os.path.join(ROOT, src)):
+        continue  # test_every_target_src_exists reports it.
+      for module in sorted(_imported_modules(src, modules)):
+        if module not in modules:
+          problems.append(f"{name}: {src} imports {module}, which is no "
+                          "module of the project")
+        elif modules[module] not in provided:
+          owners = sorted(t for t, (_, s, _) in targets.items()
+                          if modules[module] in s)
+          problems.append(f"{name}: {src} imports {module} "
+                          f"({modules[module]}); add a dep on one of "
+                          f"{[':' + o for o in owners] or 'a new target'}")
+  assert not problems, "\n".join(problems)
+
+
+def test_no_unused_deps():
+  """Every direct dep has in its own srcs a module that the target's srcs
+  import (a dep kept only for what its own deps bring is not needed: the
+  target can depend on those)."""
+  targets = _parse_build()
+  modules = _project_modules()
+  problems = []
+  for name, (_, srcs, deps) in sorted(targets.items()):
+    needed = {modules[m] for src in srcs
+              if os.path.exists(os.path.join(ROOT, src))
+              for m in _imported_modules(src, modules) if m in modules}
+    for dep in deps:
+      if dep[1:] in targets and not needed & set(targets[dep[1:]][1]):
+        problems.append(f"{name}: nothing in {srcs} imports a module of {dep}")
+  assert not problems, "\n".join(problems)

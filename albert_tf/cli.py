@@ -1,0 +1,54 @@
+"""Console scripts (pyproject.toml [project.scripts]) beside `python -m`.
+
+The command-line modules define their absl flags and call `app.run` only
+under `if __name__ == "__main__":` (so that tests and other modules can
+import them without defining flags twice), while a console script calls a
+zero-argument function. Each function here runs its module the way
+`python -m <module>` does: as `__main__`, with sys.argv[0] set to the module's
+file (runpy). So a script runs exactly the module's own `__main__` code
+(flag definitions, flags_parser, error wrapper, logging set-up), with the
+same --help (absl shows the `__main__` docstring and the flags it defined),
+and nothing here has to follow changes to those blocks.
+
+SCRIPTS is the one table; tests/test_packaging.py checks it against
+pyproject.toml. The module is imported only when its script runs, so
+importing this file loads neither TF nor Beam.
+"""
+
+import runpy
+
+# Console script -> the module `python -m` runs.
+SCRIPTS = {
+    "albert-pretrain": "albert_tf.run_pretraining",
+    "albert-classify": "albert_tf.run_classifier",
+    "albert-export": "albert_tf.export_saved_model",
+    "albert-export-tflite": "albert_tf.export_tflite",
+    "albert-convert": "albert_tf.convert_checkpoint",
+    "albert-train-vocab": "data_prep.train_vocab",
+    "albert-create-data": "data_prep.create_pretraining_data",
+    "albert-corpora": "data_prep.corpora",
+    "albert-params": "albert_tf.params",
+}
+
+
+def run(name):
+  """Runs console script `name` as `python -m <its module>` would."""
+  runpy.run_module(SCRIPTS[name], run_name="__main__", alter_sys=True)
+
+
+def _entry_point(name):
+  def entry_point():
+    run(name)
+  entry_point.__doc__ = f"`{name}`: python -m {SCRIPTS[name]}"
+  return entry_point
+
+
+pretrain = _entry_point("albert-pretrain")
+classify = _entry_point("albert-classify")
+export = _entry_point("albert-export")
+export_tflite = _entry_point("albert-export-tflite")
+convert = _entry_point("albert-convert")
+train_vocab = _entry_point("albert-train-vocab")
+create_data = _entry_point("albert-create-data")
+corpora = _entry_point("albert-corpora")
+params = _entry_point("albert-params")
