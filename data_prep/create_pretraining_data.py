@@ -3,16 +3,24 @@
   python -m data_prep.create_pretraining_data --input_file='corpus/train.txt' \
       --output_dir=out/train --spm_model_file=vocab/spm.model \
       --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=2 \
-      --runner=DirectRunner --direct_num_workers=2 \
-      --direct_running_mode=multi_processing
+      --direct_num_workers=2
 
 Input: text files (globs, comma-separated; gzip by ".gz"), one sentence per
 line, documents separated by blank lines. Output in --output_dir:
 `pretrain-SSSSS-of-NNNNN.tfrecord` (the original ALBERT record format, see
 `albert_tf.features`), `summary.json` (counts, masked rate, label balance,
 n-gram histogram, skipped documents by reason), and `_SUCCESS`, written last.
-Flags this module does not define go to Beam's `PipelineOptions`, so the same
-command runs on Dataflow, Flink or Spark.
+Or, as the original script, --output_file=FILE: all records in that one
+TFRecord file (a comma-separated list: one shard per file).
+
+Beam's pipeline options are accepted by their Beam names (--runner,
+--direct_num_workers, Dataflow's --project, ...), so the same command runs on
+Dataflow, Flink or Spark; any other unknown flag is an error. Without
+--runner the pipeline runs locally on the DirectRunner, and with
+--direct_num_workers > 1 and no --direct_running_mode its workers are
+processes (multi_processing); see choose_runner. A mistake in a flag, an input
+or the tokenizer file is one line on stderr, `error: <what>, <where>
+(<hint>)`, before anything is written; --verbose shows the traceback instead.
 
 Pipeline: match files -> plan byte ranges that start at document boundaries
 (`plan_reads`; a compressed file is one range) -> Create (spreads the ranges
@@ -35,16 +43,27 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import logging
 import os
 import re
 import sys
 import unicodedata
 import uuid
 
-import apache_beam as beam
+if __name__ == "__main__":
+  # Run as a command: `import apache_beam` logs "apitools not found ..."
+  # (the optional GCP client) through the root logger, which would put a
+  # line of noise before every one-line error. The NullHandler also keeps
+  # logging from installing its default stderr handler for that message.
+  logging.getLogger().addHandler(logging.NullHandler())
+  logging.getLogger().addFilter(
+      lambda record: "apitools not found" not in record.getMessage())
+
+import apache_beam as beam  # pylint: disable=g-import-not-at-top,wrong-import-position
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
@@ -60,6 +79,10 @@ SUCCESS_FILE = "_SUCCESS"
 TEMP_PREFIX = ".tmp-"
 SKIP_REASONS = ("line_too_long", "binary", "invalid_utf8", "empty",
                 "single_sentence")
+_LOGGER = logging.getLogger(__name__)
+# --runner values that mean Beam's local DirectRunner (create_runner's
+# spellings); choose_runner runs them without the PrismRunner attempt.
+_DIRECT_RUNNER_NAMES = ("directrunner", "direct")
 _METRICS_NAMESPACE = "data_prep"
 _STATS_TAG = "stats"
 _READ_CHUNK_BYTES = 1 << 20
@@ -489,11 +512,21 @@ def match_inputs(input_file):
     matched = [m.path for r in FileSystems.match([pattern])
                for m in r.metadata_list]
     if not matched:
-      raise ValueError(f"--input_file: {pattern!r} matches no file")
+      raise ValueError(_error_line(
+          f"no file matches {pattern!r}", "--input_file",
+          "check the path; comma-separated globs and .gz files are accepted"))
     paths.extend(sorted(matched))
   if not paths:
-    raise ValueError(f"--input_file={input_file!r} names no file")
+    raise ValueError(_error_line(f"no file named in {input_file!r}",
+                                 "--input_file", "give comma-separated globs"))
   return paths
+
+
+def _error_line(what, where=None, hint=None):
+  # The `<what>, <where> (<hint>)` of data_prep's one-line errors; the same
+  # as train_vocab.error_line, without importing it into the workers.
+  return (what + (f", {where}" if where else "")
+          + (f" ({hint})" if hint else ""))
 
 
 def _existing_outputs(output_dir):
@@ -507,10 +540,10 @@ def prepare_output_dir(output_dir, overwrite):
   """Creates output_dir; refuses (or with overwrite, deletes) a previous run."""
   existing = _existing_outputs(output_dir)
   if existing and not overwrite:
-    raise ValueError(
-        f"--output_dir={output_dir!r} already holds output of a previous run "
-        f"({len(existing)} files, e.g. {os.path.basename(existing[0])}); "
-        "pass --overwrite to replace it")
+    raise ValueError(_error_line(
+        f"{output_dir!r} already holds the output of a previous run "
+        f"({len(existing)} files, e.g. {os.path.basename(existing[0])})",
+        "--output_dir", "pass --overwrite to replace it"))
   if existing:
     FileSystems.delete(existing)
   if not FileSystems.exists(output_dir):
@@ -526,6 +559,126 @@ def _make_workers_find_this_package():
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root] + paths))
   if root not in sys.path:
     sys.path.insert(0, root)
+
+
+# ---------------------------------------------------------- Beam options
+def _beam_option_parser():
+  """The parser PipelineOptions builds: every PipelineOptions subclass's flags.
+
+  Built the way `PipelineOptions.get_all_options` builds it (the direct
+  subclasses, one per name, via their `_add_argparse_args`), so an option of
+  any installed runner or IO (Dataflow, Flink, Spark, S3, ...) is known by
+  its Beam name. A bad value raises ValueError instead of exiting.
+  """
+  from apache_beam.options import pipeline_options
+
+  class Parser(pipeline_options._BeamArgumentParser):  # pylint: disable=protected-access
+
+    def error(self, message):
+      if message.startswith("ambiguous option: "):
+        return  # Beam ignores these too (abbreviations are off anyway).
+      match = re.match(r"argument ([^:]+): (.*)$", message)
+      if match:
+        raise ValueError(_error_line(match.group(2), match.group(1),
+                                     "a Beam pipeline option"))
+      raise ValueError(_error_line(message, hint="Beam pipeline options"))
+
+  parser = Parser(allow_abbrev=False, add_help=False)
+  classes = {}
+  for cls in PipelineOptions.__subclasses__():
+    classes.setdefault(str(cls), cls)
+  for cls in classes.values():
+    cls._add_argparse_args(parser)  # pylint: disable=protected-access
+  # None = not given, so that choose_runner can tell a default from a choice.
+  parser.set_defaults(runner=None, direct_running_mode=None,
+                      direct_num_workers=None)
+  return parser
+
+
+def beam_option_names():
+  """Names of Beam's pipeline options, without the leading "--"."""
+  parser = _beam_option_parser()
+  return {option.lstrip("-") for action in parser._actions  # pylint: disable=protected-access
+          for option in action.option_strings}
+
+
+def parse_pipeline_args(pipeline_args):
+  """(argparse namespace, arguments that are no Beam pipeline option)."""
+  return _beam_option_parser().parse_known_args(list(pipeline_args))
+
+
+def _direct_batch_runner(options):
+  # What Beam's DirectRunner runs a batch pipeline on once the PrismRunner
+  # is out of the way: the FnApiRunner, given the options the same way.
+  from apache_beam.portability.api import beam_provision_api_pb2
+  from apache_beam.runners.portability.fn_api_runner import fn_runner
+  from apache_beam.runners.portability.portable_runner import JobServiceHandle
+  encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+  return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+      beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
+
+
+def choose_runner(pipeline_args):
+  """(PipelineOptions, runner object or None, one line saying what was picked).
+
+  No --runner: the DirectRunner. Beam's DirectRunner first tries the
+  PrismRunner, which downloads its binary from GitHub on first use (offline:
+  a failed download, then a fallback), so a DirectRunner run goes straight to
+  the engine the DirectRunner uses for batch pipelines (FnApiRunner);
+  --runner=PrismRunner or SwitchingDirectRunner still get Beam's choice.
+  --direct_num_workers above 1 (or 0: one per core) without
+  --direct_running_mode: multi_processing, because Beam's default in_memory
+  mode runs every worker in this one process. Options given win.
+
+  Raises:
+    ValueError: an argument that is no Beam pipeline option, or a bad value.
+  """
+  known, unknown = parse_pipeline_args(pipeline_args)
+  if unknown:
+    from data_prep import train_vocab  # Its CLI helpers; kept off workers.
+    raise ValueError(train_vocab.describe_unknown_argument(
+        unknown[0], beam_option_names()))
+  args, picked = list(pipeline_args), []
+  if known.runner is None:
+    picked.append("--runner=DirectRunner")
+  runner_name = known.runner or "DirectRunner"
+  direct = (runner_name.lower() in _DIRECT_RUNNER_NAMES
+            and not known.streaming)  # Streaming needs Beam's own choice.
+  workers = known.direct_num_workers
+  if workers == 0:
+    workers = os.cpu_count() or 1
+  if direct and known.direct_running_mode is None and (workers or 1) > 1:
+    picked.append("--direct_running_mode=multi_processing")
+  options = PipelineOptions(args + picked)
+  if direct:
+    runner = _direct_batch_runner(options)
+    direct_options = options.view_as(DirectOptions)
+    what = (f"DirectRunner (batch engine FnApiRunner, PrismRunner not tried), "
+            f"direct_running_mode={direct_options.direct_running_mode}, "
+            f"direct_num_workers={direct_options.direct_num_workers}")
+  else:
+    runner, what = _create_runner(runner_name), runner_name
+  description = f"Beam runner: {what}" + (
+      f" (picked here: {' '.join(picked)}; give them to choose)" if picked
+      else " (as given)")
+  return options, runner, description
+
+
+def _create_runner(name):
+  # Now rather than when the pipeline starts: a misspelt runner or a
+  # runner whose extras are missing fails before the output is created.
+  from apache_beam.runners import runner as runner_lib
+  try:
+    return runner_lib.create_runner(name)
+  except ImportError as e:
+    raise ValueError(_error_line(f"runner {name!r} cannot be loaded: {e}",
+                                 "--runner", "install its apache-beam extra")
+                     ) from e
+  except ValueError as e:
+    raise ValueError(_error_line(
+        f"unknown runner {name!r}", "--runner",
+        "e.g. DirectRunner, PrismRunner, DataflowRunner, FlinkRunner, "
+        "SparkRunner, or a PipelineRunner class path")) from e
 
 
 # ---------------------------------------------------------------- pipeline
@@ -586,26 +739,28 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
     dupe_factor: passes over each document, each with its own masks.
     num_shards: number of TFRecord files.
     overwrite: replace the output of a previous run in output_dir.
-    pipeline_args: Beam options, e.g. ["--direct_num_workers=2"].
+    pipeline_args: Beam options, e.g. ["--direct_num_workers=2"]; see
+      choose_runner for the runner picked when --runner is not among them.
     max_line_bytes: a document with a longer line is skipped.
     split_bytes: read uncompressed files in ranges of about this size
       (default: from the input size, 256 KB to 64 MB).
   Raises:
     ValueError: before any work, for a glob that matches nothing, an
-      unreadable tokenizer file, or output_dir holding a previous run.
+      unreadable tokenizer file, output_dir holding a previous run, or a
+      pipeline argument that is no Beam option.
   """
-  from albert_tf import tokenization
   options = options or instances_lib.InstanceOptions()
   if dupe_factor < 1 or num_shards < 1:
     raise ValueError(f"dupe_factor and num_shards must be >= 1, got "
                      f"{dupe_factor} and {num_shards}")
+  pipeline_options, runner, runner_line = choose_runner(pipeline_args)
   paths = match_inputs(input_file)
-  tokenizer = tokenization.load_tokenizer(spm_model_file, vocab_file,
-                                          do_lower_case)
+  tokenizer = _load_tokenizer(spm_model_file, vocab_file, do_lower_case)
   prepare_output_dir(output_dir, overwrite)
   _make_workers_find_this_package()
   read_ranges = plan_reads(paths, split_bytes)
-  with beam.Pipeline(options=PipelineOptions(list(pipeline_args))) as p:
+  _LOGGER.info(runner_line)
+  with beam.Pipeline(runner=runner, options=pipeline_options) as p:
     build_pipeline(p, read_ranges, output_dir, tokenizer, options, dupe_factor,
                    num_shards, max_line_bytes)
   with FileSystems.open(FileSystems.join(output_dir, SUMMARY_FILE)) as f:
@@ -616,7 +771,84 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
   return summary
 
 
+def _load_tokenizer(spm_model_file, vocab_file, do_lower_case):
+  from albert_tf import tokenization
+  try:
+    return tokenization.load_tokenizer(spm_model_file, vocab_file,
+                                       do_lower_case)
+  except ValueError as e:
+    if spm_model_file is None and vocab_file is None:
+      raise ValueError(_error_line(
+          "no tokenizer given", "--spm_model_file / --vocab_file",
+          "pass a SentencePiece model from `python -m data_prep.train_vocab`,"
+          " or a WordPiece vocab.txt")) from e
+    if spm_model_file is not None and vocab_file is not None:
+      raise ValueError(_error_line(
+          "two tokenizers given", "--spm_model_file and --vocab_file",
+          "pass one of them")) from e
+    flag = "--spm_model_file" if spm_model_file else "--vocab_file"
+    hint = ("train one with `python -m data_prep.train_vocab`"
+            if spm_model_file else "one WordPiece token per line")
+    raise ValueError(_error_line(str(e), flag, hint)) from e
+
+
+def output_file_paths(output_file):
+  """The comma-separated paths of --output_file, in order."""
+  return [p.strip() for p in output_file.split(",") if p.strip()]
+
+
+def run_pipeline_to_files(output_files, input_file, overwrite=False, **kwargs):
+  """run_pipeline writing its shards to the given files, one per file.
+
+  The original's --output_file: the shards (len(output_files) of them) are
+  written to a temporary directory next to the first file and then renamed
+  to the given names; summary.json and _SUCCESS are not kept. Same
+  arguments as run_pipeline otherwise; returns its summary, whose "shards"
+  are the given files.
+
+  Raises:
+    ValueError: as run_pipeline; also when a file exists and not overwrite,
+      or a path names a directory.
+  """
+  if not output_files:
+    raise ValueError(_error_line("no file named", "--output_file"))
+  for path in output_files:
+    if os.path.isdir(path):
+      raise ValueError(_error_line(f"{path!r} is a directory",
+                                   "--output_file",
+                                   "use --output_dir for a directory"))
+    if FileSystems.exists(path) and not overwrite:
+      raise ValueError(_error_line(f"{path!r} already exists",
+                                   "--output_file",
+                                   "pass --overwrite to replace it"))
+  first = output_files[0]
+  staging = FileSystems.join(
+      os.path.dirname(first) or ".",
+      f"{TEMP_PREFIX}{os.path.basename(first)}-{uuid.uuid4().hex}")
+  num_shards = len(output_files)
+  try:
+    summary = run_pipeline(input_file, staging, num_shards=num_shards,
+                           overwrite=False, **kwargs)
+    for index, path in enumerate(output_files):
+      FileSystems.rename([shard_name(staging, index, num_shards)], [path])
+  finally:
+    if FileSystems.exists(staging):
+      FileSystems.delete([staging])
+  summary["shards"] = list(output_files)
+  return summary
+
+
 # ---------------------------------------------------------------- entry point
+# Flags of google-research/albert's create_pretraining_data.py that mean
+# nothing here: accepted, so its commands run, and reported as ignored.
+_IGNORED_ORIGINAL_FLAGS = {
+    "input_file_mode": "input files are read as bytes and decoded as UTF-8",
+    "do_permutation": "permutation training is not implemented; records "
+                      "have --max_predictions_per_seq mask slots",
+    "parallel": "Beam runs the work in parallel (--direct_num_workers)",
+}
+
+
 def _define_flags():
   # Defined only when run as a script, so tests and the benchmark can import
   # this module next to others that define flags of the same names.
@@ -626,68 +858,124 @@ def _define_flags():
                       "documents; .gz allowed.")
   flags.DEFINE_string("output_dir", None, "Directory for the TFRecord shards, "
                       "summary.json and _SUCCESS.")
+  flags.DEFINE_string("output_file", None, "Instead of --output_dir, as the "
+                      "original: write all records to this one TFRecord file "
+                      "(comma-separated files: one shard each).")
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model.")
   flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (instead of "
                       "--spm_model_file).")
   flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents.")
-  flags.DEFINE_integer("max_seq_length", 512, "Tokens per sequence.")
-  flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked tokens cap.")
-  flags.DEFINE_float("masked_lm_prob", 0.15, "Share of tokens masked.")
+  flags.DEFINE_integer("max_seq_length", 512, "Tokens per sequence.",
+                       lower_bound=5)
+  flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked tokens cap.",
+                       lower_bound=1)
+  flags.DEFINE_float("masked_lm_prob", 0.15, "Share of tokens masked.",
+                     lower_bound=0, upper_bound=1)
   flags.DEFINE_integer("dupe_factor", 40, "Passes over the data, each with "
-                       "different masks.")
+                       "different masks.", lower_bound=1)
   flags.DEFINE_float("short_seq_prob", 0.1, "Share of documents (per pass) "
-                     "whose sequences are shorter than max_seq_length.")
-  flags.DEFINE_integer("ngram", 3, "Longest masked n-gram, p(n) ∝ 1/n.")
+                     "whose sequences are shorter than max_seq_length.",
+                     lower_bound=0, upper_bound=1)
+  flags.DEFINE_integer("ngram", 3, "Longest masked n-gram, p(n) ∝ 1/n.",
+                       lower_bound=1)
   flags.DEFINE_bool("favor_shorter_ngram", True, "p(n) ∝ 1/n, else uniform.")
   flags.DEFINE_integer("random_seed", 12345, "Seed mixed into each "
                        "document's seed.")
   flags.DEFINE_bool("random_next_sentence", False, "BERT's NSP instead of "
                     "SOP.")
   flags.DEFINE_bool("do_whole_word_mask", True, "Mask whole words.")
-  flags.DEFINE_integer("num_shards", 4, "TFRecord files to write.")
+  flags.DEFINE_integer("num_shards", 4, "TFRecord files to write.",
+                       lower_bound=1)
   flags.DEFINE_bool("overwrite", False, "Replace a previous run's output in "
-                    "--output_dir.")
+                    "--output_dir (or the --output_file).")
   flags.DEFINE_integer("max_line_bytes", 100_000, "Documents with a longer "
-                       "line are skipped as junk.")
-  flags.mark_flags_as_required(["input_file", "output_dir"])
+                       "line are skipped as junk.", lower_bound=1)
+  flags.DEFINE_bool("verbose", False, "Show the traceback of an error instead "
+                    "of one line.")
+  flags.DEFINE_string("input_file_mode", "r", "Accepted for the original's "
+                      "commands; ignored.")
+  flags.DEFINE_bool("do_permutation", False, "Accepted for the original's "
+                    "commands; ignored.")
+  flags.DEFINE_bool("parallel", False, "Accepted for the original's commands; "
+                    "ignored.")
   return flags.FLAGS
 
 
-def _parse_known_flags(argv):
-  # Unknown flags (Beam's --runner, --direct_num_workers, ...) are kept and
-  # handed to PipelineOptions instead of being an error.
-  from absl import flags
-  return flags.FLAGS(argv, known_only=True)
+def _parse_flags(argv):
+  # Beam's pipeline options (--runner, --direct_num_workers, ...) are kept
+  # for PipelineOptions; any other unknown flag is a one-line error, before
+  # anything is read or written.
+  from data_prep import train_vocab
+
+  def beam_options_among(args):
+    _, unknown = parse_pipeline_args(args)
+    return unknown, beam_option_names()
+  return train_vocab.flags_parser(argv, beam_options_among)
+
+
+def _instance_options(FLAGS):  # pylint: disable=invalid-name
+  try:
+    return instances_lib.InstanceOptions(
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        masked_lm_prob=FLAGS.masked_lm_prob,
+        short_seq_prob=FLAGS.short_seq_prob,
+        ngram=FLAGS.ngram,
+        favor_shorter_ngram=FLAGS.favor_shorter_ngram,
+        do_whole_word_mask=FLAGS.do_whole_word_mask,
+        random_next_sentence=FLAGS.random_next_sentence,
+        random_seed=FLAGS.random_seed)
+  except ValueError as e:  # "<field> must be ...": the field is the flag.
+    field = str(e).split(" ", 1)[0]
+    raise ValueError(_error_line(str(e), f"--{field}")) from e
 
 
 def main(argv):
-  from absl import app
   from absl import flags
-  FLAGS = flags.FLAGS
-  options = instances_lib.InstanceOptions(
-      max_seq_length=FLAGS.max_seq_length,
-      max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-      masked_lm_prob=FLAGS.masked_lm_prob,
-      short_seq_prob=FLAGS.short_seq_prob,
-      ngram=FLAGS.ngram,
-      favor_shorter_ngram=FLAGS.favor_shorter_ngram,
-      do_whole_word_mask=FLAGS.do_whole_word_mask,
-      random_next_sentence=FLAGS.random_next_sentence,
-      random_seed=FLAGS.random_seed)
-  try:
-    summary = run_pipeline(
-        FLAGS.input_file, FLAGS.output_dir, FLAGS.spm_model_file,
-        FLAGS.vocab_file, FLAGS.do_lower_case, options, FLAGS.dupe_factor,
-        FLAGS.num_shards, FLAGS.overwrite, pipeline_args=argv[1:],
-        max_line_bytes=FLAGS.max_line_bytes)
-  except ValueError as e:  # Bad flags or inputs: a message, not a traceback.
-    raise app.UsageError(str(e)) from e
+  from data_prep import train_vocab
+  FLAGS = flags.FLAGS  # pylint: disable=invalid-name
+  for name, reason in _IGNORED_ORIGINAL_FLAGS.items():
+    if FLAGS[name].present:
+      _LOGGER.info("--%s is ignored here: %s", name, reason)
+  if not FLAGS.input_file:
+    raise train_vocab.CommandLineError(_error_line(
+        "a required flag is missing", "--input_file",
+        "e.g. --input_file=demo_output/corpus/peoples_daily/train.txt"))
+  if FLAGS.output_dir and FLAGS.output_file:
+    raise train_vocab.CommandLineError(_error_line(
+        "two outputs given", "--output_dir and --output_file",
+        "pass one: --output_dir for shards, summary.json and _SUCCESS, "
+        "--output_file for one TFRecord file as the original"))
+  if not FLAGS.output_dir and not FLAGS.output_file:
+    raise train_vocab.CommandLineError(_error_line(
+        "no output given", "--output_dir or --output_file",
+        "e.g. --output_dir=demo_output/tfrecords/train"))
+  common = dict(spm_model_file=FLAGS.spm_model_file,
+                vocab_file=FLAGS.vocab_file,
+                do_lower_case=FLAGS.do_lower_case,
+                options=_instance_options(FLAGS),
+                dupe_factor=FLAGS.dupe_factor, overwrite=FLAGS.overwrite,
+                pipeline_args=argv[1:], max_line_bytes=FLAGS.max_line_bytes)
+  if FLAGS.output_file:
+    output_files = output_file_paths(FLAGS.output_file)
+    if FLAGS["num_shards"].present and FLAGS.num_shards != len(output_files):
+      raise train_vocab.CommandLineError(_error_line(
+          f"--num_shards={FLAGS.num_shards} but {len(output_files)} output "
+          "files", "--output_file", "with --output_file there is one shard "
+          "per file; drop --num_shards"))
+    summary = run_pipeline_to_files(output_files, FLAGS.input_file, **common)
+  else:
+    summary = run_pipeline(FLAGS.input_file, FLAGS.output_dir,
+                           num_shards=FLAGS.num_shards, **common)
+  # With --output_file there is no summary.json: say where the records went.
   print(json.dumps({k: summary[k] for k in (
       "instances", "tokens", "masked_lm_rate", "next_sentence_label_1_fraction",
-      "ngram_ratio", "documents")}, indent=1))
+      "ngram_ratio", "documents") + (("shards",) if FLAGS.output_file else ())},
+                   indent=1))
 
 
 if __name__ == "__main__":
   from absl import app
+  from data_prep import train_vocab as _cli
   _define_flags()
-  app.run(main, flags_parser=_parse_known_flags)
+  app.run(_cli.one_line_errors(main), flags_parser=_parse_flags)

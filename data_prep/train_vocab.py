@@ -10,11 +10,20 @@ passed through `albert_tf.tokenization.normalize` first, the same function the
 tokenizer applies before encoding, so the vocabulary is learned on exactly
 what it will see. `character_coverage` 0.9995 keeps the rare-character tail
 of Chinese text as <unk> instead of spending the vocabulary on it.
+
+A bad flag, a missing file or a corpus too small for --vocab_size is one
+line on stderr, `error: <what>, <where> (<hint>)`, and exit code 1 (2 for
+command-line mistakes); --verbose shows the traceback instead. The
+command-line helpers at the end are shared with create_pretraining_data.
 """
 
+import difflib
+import functools
 import glob
 import gzip
 import os
+import re
+import sys
 
 from absl import app
 from absl import flags
@@ -22,6 +31,17 @@ from absl import flags
 from albert_tf import tokenization
 
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
+# SentencePiece's refusal when the corpus has fewer distinct pieces than
+# asked for, e.g. "Vocabulary size too high (60). Please set it to a value
+# <= 51." (older releases say "is too high").
+_VOCAB_TOO_HIGH = re.compile(
+    r"Vocabulary size (?:is )?too high \((\d+)\)\. Please set it to a value "
+    r"<= (\d+)")
+# "Vocabulary size is smaller than required_chars. 10 vs 25. ..."
+_VOCAB_TOO_SMALL = re.compile(r"smaller than required_chars\. (\d+) vs (\d+)")
+# The C++ location SentencePiece puts before its message:
+# "INTERNAL: src/trainer_interface.cc(744) [condition] ".
+_SPM_LOCATION = re.compile(r"^\w+: \S+\.cc\(\d+\) (?:\[.*?\] )?")
 
 
 def iter_sentences(paths, do_lower_case=True):
@@ -43,35 +63,76 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
   """Trains the model; returns the path of PREFIX.model.
 
   Raises:
-    ValueError: a glob matches no file.
+    ValueError: a glob matches no file, or SentencePiece refuses the corpus
+      (e.g. it supports fewer pieces than vocab_size with hard_vocab_limit;
+      the message then names the largest size it supports).
   """
   import sentencepiece as spm
   paths = []
   for pattern in filter(None, (p.strip() for p in input_pattern.split(","))):
-    matched = sorted(glob.glob(pattern))
+    matched = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
     if not matched:
-      raise ValueError(f"--input: {pattern!r} matches no file")
+      raise ValueError(error_line(
+          f"no file matches {pattern!r}", "--input",
+          "check the path; comma-separated globs and .gz files are accepted"))
     paths.extend(matched)
   if not paths:
-    raise ValueError(f"--input={input_pattern!r} names no file")
+    raise ValueError(error_line(f"no file named in {input_pattern!r}",
+                                "--input", "give comma-separated globs"))
   directory = os.path.dirname(model_prefix)
   if directory:
-    os.makedirs(directory, exist_ok=True)
+    try:
+      os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+      raise ValueError(error_line(
+          f"cannot create directory {directory!r}: {e.strerror}",
+          "--model_prefix", "choose a writable place")) from e
   spm.set_random_generator_seed(seed)
-  spm.SentencePieceTrainer.train(
-      sentence_iterator=iter_sentences(paths, do_lower_case),
-      model_prefix=model_prefix,
-      vocab_size=vocab_size,
-      model_type="unigram",
-      character_coverage=character_coverage,
-      pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-      control_symbols=list(SPECIAL_PIECES[2:]),
-      input_sentence_size=input_sentence_size,
-      shuffle_input_sentence=True,
-      num_threads=num_threads,
-      hard_vocab_limit=hard_vocab_limit,
-      minloglevel=2)
+  try:
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter_sentences(paths, do_lower_case),
+        model_prefix=model_prefix,
+        vocab_size=vocab_size,
+        model_type="unigram",
+        character_coverage=character_coverage,
+        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+        control_symbols=list(SPECIAL_PIECES[2:]),
+        input_sentence_size=input_sentence_size,
+        shuffle_input_sentence=True,
+        num_threads=num_threads,
+        hard_vocab_limit=hard_vocab_limit,
+        minloglevel=2)
+  except RuntimeError as e:
+    raise ValueError(explain_sentencepiece_error(str(e))) from e
   return model_prefix + ".model"
+
+
+def explain_sentencepiece_error(message):
+  """One line for a SentencePiece training failure, with what to change."""
+  message = _SPM_LOCATION.sub("", " ".join(message.split()))
+  too_high = _VOCAB_TOO_HIGH.search(message)
+  if too_high:
+    asked, supported = too_high.groups()
+    return error_line(
+        f"vocabulary size {asked} is too high for this corpus, which supports "
+        f"at most {supported} pieces", "--vocab_size",
+        f"pass --vocab_size={supported}, or --nohard_vocab_limit to let "
+        f"SentencePiece stop below {asked}")
+  too_small = _VOCAB_TOO_SMALL.search(message)
+  if too_small:
+    asked, required = too_small.groups()
+    return error_line(
+        f"vocabulary size {asked} is smaller than the {required} characters "
+        "this corpus needs", "--vocab_size",
+        f"pass a --vocab_size above {required}, or a lower "
+        "--character_coverage to map rare characters to <unk>")
+  if "sentences_.empty()" in message:
+    return error_line("the input holds no text", "--input",
+                      "one sentence per line is expected")
+  return error_line(f"SentencePiece could not train on this corpus: {message}",
+                    "--input / --vocab_size",
+                    "more text, a smaller --vocab_size or a lower "
+                    "--character_coverage usually help")
 
 
 def _define_flags():
@@ -82,30 +143,154 @@ def _define_flags():
                       "sentence per line; blank lines are ignored.")
   flags.DEFINE_string("model_prefix", None, "Writes PREFIX.model, PREFIX.vocab.")
   flags.DEFINE_integer("vocab_size", 8000, "Vocabulary size including the 5 "
-                       "special pieces.")
+                       "special pieces.", lower_bound=len(SPECIAL_PIECES) + 1)
+  flags.DEFINE_bool("hard_vocab_limit", True, "SentencePiece's "
+                    "hard_vocab_limit: fail when the corpus cannot fill "
+                    "--vocab_size pieces; --nohard_vocab_limit makes it a "
+                    "soft limit (the vocabulary may come out smaller).")
   flags.DEFINE_float("character_coverage", 0.9995, "Fraction of characters "
                      "covered by the vocabulary (0.9995 for Chinese, 1.0 for "
-                     "small alphabets).")
+                     "small alphabets).", lower_bound=0, upper_bound=1)
   flags.DEFINE_integer("input_sentence_size", 10_000_000, "Train on a uniform "
-                       "random sample of at most this many sentences (0: all).")
-  flags.DEFINE_integer("num_threads", os.cpu_count() or 1, "Trainer threads.")
+                       "random sample of at most this many sentences (0: all).",
+                       lower_bound=0)
+  flags.DEFINE_integer("num_threads", os.cpu_count() or 1, "Trainer threads.",
+                       lower_bound=1)
   flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents, as the "
                     "tokenizer will (must match the tokenizer's setting).")
   flags.DEFINE_integer("seed", 12345, "Sentence sampling seed.")
+  flags.DEFINE_bool("verbose", False, "Show the traceback of an error instead "
+                    "of one line.")
 
 
 def main(argv):
   del argv
   FLAGS = flags.FLAGS
-  if not FLAGS.input or not FLAGS.model_prefix:
-    raise app.UsageError("--input and --model_prefix are required")
+  for name, example in (("input", "demo_output/corpus/peoples_daily/train.txt"),
+                        ("model_prefix", "demo_output/vocab/spm")):
+    if not FLAGS[name].value:
+      raise CommandLineError(error_line(
+          "a required flag is missing", f"--{name}",
+          f"e.g. --{name}={example}"))
   path = train_sentencepiece(FLAGS.input, FLAGS.model_prefix, FLAGS.vocab_size,
                             FLAGS.character_coverage,
                             FLAGS.input_sentence_size, FLAGS.num_threads,
-                            FLAGS.do_lower_case, FLAGS.seed)
+                            FLAGS.do_lower_case, FLAGS.seed,
+                            FLAGS.hard_vocab_limit)
   print(f"wrote {path}")
+
+
+# ------------------------------------------------------------ command line
+# Shared with create_pretraining_data: absl's own reports print the whole
+# --help (app.UsageError) or two lines and a traceback; a newcomer needs the
+# one line that says what to change.
+class CommandLineError(ValueError):
+  """A mistake on the command line: exit code 2 instead of 1."""
+
+
+def error_line(what, where=None, hint=None):
+  """`<what>, <where> (<hint>)`, the text after "error: "."""
+  return (what + (f", {where}" if where else "")
+          + (f" ({hint})" if hint else ""))
+
+
+def _print_error_and_exit(message, code):
+  print("error: " + " ".join(str(message).split()), file=sys.stderr,
+        flush=True)
+  sys.exit(code)
+
+
+def _expected_value(flag):
+  """What a flag takes, for the hint of a bad value."""
+  if flag.boolean:
+    return f"true or false, or --{flag.name} / --no{flag.name}"
+  enum_values = getattr(flag.parser, "enum_values", None)
+  if enum_values:
+    return "one of " + ", ".join(enum_values)
+  kind = flag.parser.syntactic_help or {
+      "int": "an integer", "float": "a number"}.get(flag.flag_type(),
+                                                     "a string")
+  if not kind.startswith(("a ", "an ")):
+    kind = ("an " if kind[0] in "aeiou" else "a ") + kind
+  if flag.default is not None:
+    kind += f", e.g. --{flag.name}={flag.default}"
+  return kind
+
+
+def describe_flag_error(error, flag_values=flags.FLAGS):
+  """One line for an absl flags.Error (bad or missing value)."""
+  text = " ".join(str(error).split())
+  bad_value = re.match(r"flag --([^=\s]+)=(.*?): (.*)$", text)
+  if bad_value and bad_value.group(1) in flag_values:
+    name, value, _ = bad_value.groups()
+    return error_line(f"invalid value {value!r}", f"--{name}",
+                      "expected " + _expected_value(flag_values[name]))
+  missing = re.match(r"Missing value for flag --(\S+)$", text)
+  if missing and missing.group(1) in flag_values:
+    name = missing.group(1)
+    return error_line("missing value", f"--{name}",
+                      "expected " + _expected_value(flag_values[name]))
+  return error_line(text, hint="--helpshort lists the flags")
+
+
+def describe_unknown_argument(arg, known_names):
+  """One line for an argument no parser accepted, with the closest flag."""
+  if not arg.startswith("-"):
+    return error_line(f"unexpected argument {arg!r}",
+                      hint="flags take the form --name=value")
+  name = arg.lstrip("-").split("=", 1)[0]
+  close = difflib.get_close_matches(name, list(known_names), n=1, cutoff=0.75)
+  return f"unknown flag --{name} " + (
+      f"(did you mean --{close[0]}?)" if close
+      else "(--helpshort lists the flags)")
+
+
+def flag_names(flag_values=flags.FLAGS):
+  """Names a user may write after "--", including --noNAME of booleans."""
+  names = set(flag_values)
+  names.update("no" + n for n in flag_values if flag_values[n].boolean)
+  return names
+
+
+def flags_parser(argv, other_options=None):
+  """A flags parser for app.run that reports a mistake in one line.
+
+  other_options(args) -> (unknown args, option names) lets a module accept
+  further options (Beam's) among the arguments absl does not know; it may
+  raise ValueError for a bad value of one of them.
+  """
+  try:
+    rest = flags.FLAGS(argv, known_only=True)
+  except flags.Error as e:
+    _print_error_and_exit(describe_flag_error(e), 2)
+  extra, other_names = rest[1:], ()
+  if other_options is not None and extra:
+    try:
+      unknown, other_names = other_options(extra)
+    except ValueError as e:
+      _print_error_and_exit(e, 2)
+  else:
+    unknown = extra
+  if unknown:
+    _print_error_and_exit(describe_unknown_argument(
+        unknown[0], flag_names() | set(other_names)), 2)
+  return rest[:1] + extra
+
+
+def one_line_errors(main_fn):
+  """Wraps an absl main: ValueError/OSError print one line, or, with
+  --verbose, the traceback."""
+  @functools.wraps(main_fn)
+  def wrapped(argv):
+    try:
+      return main_fn(argv)
+    except (ValueError, OSError) as e:
+      if "verbose" in flags.FLAGS and flags.FLAGS.verbose:
+        raise
+      _print_error_and_exit(e, 2 if isinstance(e, CommandLineError) else 1)
+  return wrapped
 
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  app.run(one_line_errors(main), flags_parser=flags_parser)
