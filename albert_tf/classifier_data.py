@@ -138,6 +138,9 @@ def make_tsv_task(text_a_column, label_column=None, text_b_column=None,
   if not has_header and any(isinstance(c, str) for c in (a, b, label)):
     raise ValueError("named columns need a header line (has_header=True)")
   labels = tuple(label_list) if label_list else None
+  if labels is not None and len(set(labels)) < 2:
+    raise ValueError(f"--label_list={','.join(labels)}: a classifier needs "
+                     "at least two classes")
   test_label = _parse_column(test_label_column)
   return TaskSpec(
       name="tsv", files=_splits(("train.tsv",), ("dev.tsv",), ("test.tsv",)),
@@ -214,14 +217,30 @@ def read_tsv_examples(path, spec, split, max_examples=None,
   # Column indices; with a header they are resolved from its first line.
   cols = None if has_header else [_resolve(c, None, path) for c in (
       text_a_col, text_b_col, label_col)]
-  with open(path, encoding="utf-8") as f:
+  width = None  # tab-separated fields per line: the header's or line 1's
+  with open(path, "rb") as f:
     for line_number, raw in enumerate(f, start=1):
       stats["lines"] += 1
-      line = raw.rstrip("\r\n")
+      try:
+        # utf-8-sig on line 1: files saved by spreadsheet tools start with a BOM.
+        line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
+      except UnicodeDecodeError as e:
+        raise DataError(f"{path}:{line_number}: not UTF-8 text (byte "
+                        f"{raw[e.start:e.start + 1]!r} at column {e.start + 1})"
+                        ) from None
+      line = line.rstrip("\r\n")
       if not line.strip():
         stats["empty_lines_skipped"] += 1
         continue
       fields = line.split("\t")
+      if width is None:
+        width = len(fields)
+      elif len(fields) > width:
+        # The text after an extra tab would be dropped without a word.
+        raise DataError(
+            f"{path}:{line_number}: line has {len(fields)} tab-separated "
+            f"fields where the file's first line has {width} (a tab inside "
+            "the text? replace it with a space)")
       if cols is None:
         stats["header_lines"] += 1
         if split == "test" and isinstance(label_col, str) and (
@@ -294,6 +313,10 @@ def infer_tsv_labels(spec, data_dir, regression=None):
     return dataclasses.replace(spec, label_list=None), (
         f"{path}: labels are scores ({len(labels)} distinct values): "
         "regression (pass --label_list for classes)")
+  if len(labels) < 2:
+    raise DataError(f"{path}: every example has the label {labels[0]!r}; a "
+                    "classifier needs at least two classes (--regression "
+                    "for scores)")
   if numeric and all(v == int(v) for v in values):
     labels = sorted(labels, key=float)
   return dataclasses.replace(spec, label_list=tuple(labels)), (

@@ -252,6 +252,7 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
                          num_labels)
 
   os.makedirs(export_dir, exist_ok=True)
+  remove_stale_temporaries(export_dir)
   # A dot-name is not an integer, so TF Serving never loads the temp dir.
   tmp_dir = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=export_dir)
   try:
@@ -277,6 +278,7 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
       info.num_labels = num_labels
       info.label_list = info.label_list or [str(i) for i in range(num_labels)]
     info.write(os.path.join(extra, METADATA_FILE))
+    make_world_readable(tmp_dir)
     if os.path.exists(final_dir):  # overwrite: swap, then delete the old one
       old = tempfile.mkdtemp(prefix=f".old-{version}-", dir=export_dir)
       os.rename(final_dir, os.path.join(old, "v"))
@@ -288,6 +290,31 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
     if os.path.exists(tmp_dir):
       shutil.rmtree(tmp_dir)
   return final_dir
+
+
+def remove_stale_temporaries(export_dir):
+  """`.tmp-*` / `.old-*` folders of exports killed midway: removed, logged.
+
+  (Two exports into one export_dir at the same moment are not supported:
+  this would delete the other's temporary folder.)
+  """
+  for name in os.listdir(export_dir):
+    if name.startswith((".tmp-", ".old-")):
+      path = os.path.join(export_dir, name)
+      print(f"Removing {path}, left by an export that was killed",
+            flush=True)
+      shutil.rmtree(path, ignore_errors=True)
+
+
+def make_world_readable(directory):
+  """0755 folders, 0644 files: TF Serving often runs as another user, and
+  mkdtemp creates 0700."""
+  os.chmod(directory, 0o755)
+  for parent, dirs, files in os.walk(directory):
+    for name in dirs:
+      os.chmod(os.path.join(parent, name), 0o755)
+    for name in files:
+      os.chmod(os.path.join(parent, name), 0o644)
 
 
 def normalization_rules(tokenizer):

@@ -149,10 +149,7 @@ def _run(o: ClassifierOptions):
     _write_run_files(o, task, config, fingerprint)
   keras.utils.set_random_seed(o.seed)
   trainer = Trainer(task, config, settings, strategy)
-  trainer.restore(o.init_checkpoint)
-  if not o.do_train and not o.init_checkpoint and not trainer.step:
-    logging.warning("No training and no --init_checkpoint: evaluating an "
-                    "untrained model")
+  trainer.restore(o.init_checkpoint, training=o.do_train)
   start = time.time()
   if o.do_train:
     trainer.train()

@@ -242,6 +242,19 @@ def _drop_log_lines_after(path: str, step: int, key: str = "step"):
       f.writelines(kept)
 
 
+def _remove_stale_temporaries(directory: str):
+  """A save killed midway leaves `<prefix>_temp*` files or folders (TF
+  writes there, then renames); they are garbage at the next start."""
+  for pattern in ("*_temp*", os.path.join(BEST_DIR, "*_temp*"),
+                  os.path.join(BEST_DIR, BEST_FILE + ".tmp")):
+    for path in tf.io.gfile.glob(os.path.join(directory, pattern)):
+      logging.warning("Removing %s, left by a run killed while saving", path)
+      if tf.io.gfile.isdir(path):
+        tf.io.gfile.rmtree(path)
+      else:
+        tf.io.gfile.remove(path)
+
+
 # ------------------------------------------------------------ the trainer
 class Trainer:
   """Runs one task's training, checkpoints and evaluation (see module doc)."""
@@ -254,7 +267,13 @@ class Trainer:
     self.output_dir = settings.output_dir
     self.ckpt_dir = self.output_dir if self.chief else os.path.join(
         self.output_dir, f".worker_{strategy.cluster_resolver.task_id}")
+    if settings.seq_length and settings.seq_length > (
+        config.max_position_embeddings):
+      raise ValueError(
+          f"--max_seq_length={settings.seq_length} exceeds the config's "
+          f"max_position_embeddings={config.max_position_embeddings}")
     tf.io.gfile.makedirs(self.ckpt_dir)
+    _remove_stale_temporaries(self.ckpt_dir)
 
     existing = tf.train.latest_checkpoint(self.ckpt_dir)
     start = int(existing.rsplit("-", 1)[1]) if existing else 0
@@ -303,14 +322,15 @@ class Trainer:
     return int(self.model.optimizer.iterations.numpy())
 
   # --------------------------------------------------------- restore
-  def restore(self, init_checkpoint: Optional[str] = None) -> int:
-    """Resumes from output_dir's latest checkpoint, else loads init weights."""
+  def restore(self, init_checkpoint: Optional[str] = None,
+              training: bool = True) -> int:
+    """Resumes from output_dir's latest readable checkpoint, else loads init
+    weights. Without training there must be weights to evaluate."""
     # Read before this process evaluates anything (the same on every worker).
     self._evaluated = self._evaluated_steps()
-    if self.manager.latest_checkpoint:
-      self.checkpoint.restore(
-          self.manager.latest_checkpoint).assert_existing_objects_matched()
-      logging.info("Resumed from %s", self.manager.latest_checkpoint)
+    resumed = self._restore_latest_readable()
+    if resumed:
+      logging.info("Resumed from %s", resumed)
       if self.chief:
         for name in (TRAIN_LOG, EVAL_LOG):
           _drop_log_lines_after(os.path.join(self.output_dir, name), self.step,
@@ -324,7 +344,30 @@ class Trainer:
             f"--init_checkpoint={init_checkpoint} does not fit the model "
             f"config: {e}") from None
       logging.info("Initialised weights from %s: %s", init_checkpoint, report)
+    elif not training:
+      raise ValueError(
+          f"--output_dir={self.output_dir} holds no checkpoint and no "
+          "--init_checkpoint is given: there are no weights to evaluate or "
+          "predict with (a mistyped --output_dir?)")
     return self.step
+
+  def _restore_latest_readable(self) -> Optional[str]:
+    """The newest checkpoint that restores; an unreadable one (a truncated
+    file, a disk that filled up) is skipped with a warning naming it."""
+    for prefix in reversed(self.manager.checkpoints):
+      try:
+        self.checkpoint.restore(prefix).assert_existing_objects_matched()
+        return prefix
+      except (tf.errors.OpError, ValueError, IndexError, AssertionError) as e:
+        logging.warning("Checkpoint %s is unreadable (%s): falling back to "
+                        "the one before it", prefix,
+                        " ".join(str(e).split())[:200])
+    if self.manager.checkpoints:
+      raise ValueError(
+          f"No checkpoint in --output_dir={self.output_dir} is readable "
+          f"({', '.join(self.manager.checkpoints)}): remove them or pass "
+          "--overwrite to start over")
+    return None
 
   def restore_best(self) -> Optional[int]:
     """Loads the best checkpoint's weights (if one was kept); its step."""
@@ -349,6 +392,9 @@ class Trainer:
   def train(self):
     s = self.settings
     if self.step >= s.num_train_steps:
+      logging.warning("Nothing to train: --output_dir=%s is at step %d, "
+                      "--num_train_steps=%d (raise it to train further)",
+                      self.output_dir, self.step, s.num_train_steps)
       return
     # At step 0, and after a kill between a checkpoint and its eval.
     if s.eval_at_checkpoints and self.step not in self._evaluated:

@@ -128,14 +128,23 @@ def doc_commands():
 
 def _original_checkpoint(directory):
   """A small checkpoint in the original TF1 names at albert_base_v2/."""
-  from tests import test_convert_checkpoint as tc  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  cfg = tc.tiny_config()
-  w, blocks = tc.random_weights(cfg, np.random.default_rng(0))
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  from albert_tf.converters.original import original_variable_map  # pylint: disable=g-import-not-at-top
+  from albert_tf.models import AlbertPretrainer  # pylint: disable=g-import-not-at-top
+  config = AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=16,
+                        num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32)
+  names = {}
+  for name, (variable, transform) in original_variable_map(
+      AlbertPretrainer(config)).items():
+    # The only transform is a transpose, its own inverse.
+    names[name] = tf.constant(transform(variable.numpy()))
   os.makedirs(directory)
-  tc.write_tf1_checkpoint(tc.google_names(w, blocks),
-                          os.path.join(directory, "model.ckpt-best"))
-  cfg.to_json_file(os.path.join(directory, "albert_config.json"))
+  tf.raw_ops.SaveV2(prefix=os.path.join(directory, "model.ckpt-best"),
+                    tensor_names=sorted(names), shape_and_slices=[""] *
+                    len(names), tensors=[names[n] for n in sorted(names)])
+  config.to_json_file(os.path.join(directory, "albert_config.json"))
 
 
 def test_doc_commands_run_on_the_demo_outputs(chain, tmp_path):

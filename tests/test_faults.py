@@ -1,0 +1,192 @@
+"""Fault injection for training, fine-tuning data and export: one row per fault.
+
+Each row makes one fault happen and asserts what the user must see: an
+error naming the file or flag, a fallback with a warning, a clean-up with a
+log line, or files that a server running as another user can read. The
+data-prep and pretraining-input faults are rows of tests/test_faults_data.py.
+"""
+
+import json
+import logging
+import os
+import stat
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import classifier_data as cd
+from albert_tf import export_saved_model
+from albert_tf import run_classifier
+from albert_tf.config import AlbertConfig
+
+CHARS = "好差很不是的电影书手机质量服务一般"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  root = tmp_path_factory.mktemp("faults")
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(CHARS)
+  (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+  AlbertConfig(vocab_size=len(vocab), embedding_size=8, hidden_size=16,
+               num_hidden_layers=1, num_attention_heads=2,
+               intermediate_size=32, max_position_embeddings=32,
+               initializer_range=0.2).to_json_file(root / "config.json")
+  rng = np.random.default_rng(0)
+  for split, n in (("train", 32), ("dev", 16), ("test", 8)):
+    rows = [f"{i % 2}\t{''.join(rng.choice(list(CHARS), 6))}"
+            for i in range(n)]
+    (root / f"{split}.tsv").write_text("\n".join(rows) + "\n",
+                                       encoding="utf-8")
+  return root
+
+
+def _options(data, output_dir, **kw):
+  options = dict(task_name="sentiment", data_dir=str(data),
+                 output_dir=str(output_dir),
+                 vocab_file=str(data / "vocab.txt"),
+                 albert_config_file=str(data / "config.json"),
+                 max_seq_length=16, train_batch_size=8, eval_batch_size=16,
+                 learning_rate=0.01, classifier_dropout=0.0, train_step=4,
+                 eval_every_steps=2, log_every_steps=1, iterations_per_loop=1,
+                 do_train=True, do_eval=True)
+  options.update(kw)
+  return options
+
+
+def _jsonl(path):
+  return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+
+
+# ------------------------------------------------------------ the rows
+def truncated_latest_checkpoint(data, tmp, caplog):
+  out = tmp / "out"
+  run_classifier.run(**_options(data, out))
+  data_file = next(out.glob("ckpt-4.data-*"))
+  data_file.write_bytes(data_file.read_bytes()[:100])  # cut short
+  with caplog.at_level(logging.WARNING):
+    result = run_classifier.run(**_options(data, out, train_step=6))
+  assert result["num_train_steps"] == 6
+  warned = [r.getMessage() for r in caplog.records if "unreadable" in
+            r.getMessage()]
+  assert warned and "ckpt-4" in warned[0] and "falling back" in warned[0]
+  # Resumed from step 2: steps 3..6 trained again, each logged once.
+  assert [r["step"] for r in _jsonl(out / "train_log.jsonl")] == [1, 2, 3, 4,
+                                                                  5, 6]
+
+
+def eval_only_without_a_checkpoint(data, tmp, caplog):
+  with pytest.raises(ValueError, match=r"holds no checkpoint.*mistyped"):
+    run_classifier.run(**_options(data, tmp / "typo", do_train=False,
+                                  albert_config_file=str(
+                                      data / "config.json")))
+  assert not (tmp / "typo" / "eval_results.json").exists()
+
+
+def train_steps_below_the_checkpoint(data, tmp, caplog):
+  out = tmp / "out"
+  run_classifier.run(**_options(data, out))
+  with caplog.at_level(logging.WARNING):
+    run_classifier.run(**_options(data, out, train_step=2))
+  assert any("Nothing to train" in r.getMessage() and "at step 4" in
+             r.getMessage() for r in caplog.records)
+
+
+def stale_temporary_checkpoint(data, tmp, caplog):
+  out = tmp / "out"
+  run_classifier.run(**_options(data, out, train_step=2))
+  stale = out / "ckpt-3_temp"
+  stale.mkdir()
+  (stale / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x")
+  with caplog.at_level(logging.WARNING):
+    run_classifier.run(**_options(data, out, train_step=4))
+  assert not stale.exists()
+  assert any("ckpt-3_temp" in r.getMessage() for r in caplog.records)
+
+
+def log_lines_after_the_checkpoint(data, tmp, caplog):
+  out = tmp / "out"
+  run_classifier.run(**_options(data, out))
+  # As if killed after logging steps 3 and 4 but before saving ckpt-4.
+  for path in out.glob("ckpt-4.*"):
+    path.unlink()
+  state = (out / "checkpoint").read_text().replace("ckpt-4", "ckpt-2")
+  (out / "checkpoint").write_text(state)
+  run_classifier.run(**_options(data, out))
+  assert [r["step"] for r in _jsonl(out / "train_log.jsonl")] == [1, 2, 3, 4]
+  assert [r["global_step"] for r in _jsonl(out / "eval_log.jsonl")] == [0, 2,
+                                                                       4]
+
+
+def extra_tab_in_a_line(data, tmp, caplog):
+  (tmp / "train.tsv").write_text("1\t好\n0\t差\tmore text\n", encoding="utf-8")
+  with pytest.raises(cd.DataError, match=r"train.tsv:2: line has 3 "
+                     r"tab-separated fields where the file's first line "
+                     r"has 2"):
+    cd.read_examples(cd.get_task("sentiment"), str(tmp), "train")
+
+
+def non_utf8_line(data, tmp, caplog):
+  (tmp / "train.tsv").write_bytes("1\t好\n".encode() + b"0\t\xb2\xee\n")
+  with pytest.raises(cd.DataError, match=r"train.tsv:2: not UTF-8 text"):
+    cd.read_examples(cd.get_task("sentiment"), str(tmp), "train")
+
+
+def utf8_bom_and_crlf_are_fine(data, tmp, caplog):
+  (tmp / "train.tsv").write_bytes(b"\xef\xbb\xbflabel\ttext\r\n1\t\xe5\xa5\xbd"
+                                  b"\r\n")
+  spec = cd.get_task("tsv", text_a_column="text", label_column="label",
+                     label_list=["0", "1"])
+  examples, _ = cd.read_examples(spec, str(tmp), "train")
+  assert [(e.text_a, e.label) for e in examples] == [("好", "1")]
+
+
+def one_class_label_list(data, tmp, caplog):
+  with pytest.raises(ValueError, match="at least two classes"):
+    cd.get_task("tsv", text_a_column="0", label_column="1",
+                label_list=["pos"])
+  (tmp / "train.tsv").write_text("text\tlabel\n好\tpos\n很好\tpos\n",
+                                 encoding="utf-8")
+  with pytest.raises(cd.DataError, match="every example has the label 'pos'"):
+    run_classifier.run(**_options(
+        data, tmp / "out", task_name="tsv", data_dir=str(tmp),
+        text_a_column="text", label_column="label", do_eval=False))
+
+
+def seq_length_over_position_embeddings(data, tmp, caplog):
+  with pytest.raises(ValueError, match=r"--max_seq_length=64 exceeds "
+                     r"max_position_embeddings=32"):
+    run_classifier.run(**_options(data, tmp / "out", max_seq_length=64))
+  assert not (tmp / "out").exists()
+
+
+def export_is_world_readable_and_cleans_up(data, tmp, caplog):
+  out = tmp / "out"
+  run_classifier.run(**_options(data, out, max_seq_length=12))
+  export_dir = tmp / "sm"
+  stale = export_dir / ".tmp-1-killed"
+  stale.mkdir(parents=True)
+  path = export_saved_model.export(str(out), str(export_dir),
+                                   model="classifier")
+  assert not stale.exists()
+  # The length stored with the classifier, not a default of 128.
+  info = json.loads((tmp / "sm" / "1" / "assets.extra" /
+                     "albert_export.json").read_text())
+  assert info["max_seq_length"] == 12
+  modes = {p: stat.S_IMODE(os.stat(os.path.join(d, p)).st_mode)
+           for d, dirs, files in os.walk(path) for p in dirs + files}
+  assert stat.S_IMODE(os.stat(path).st_mode) == 0o755
+  assert set(modes.values()) <= {0o755, 0o644} and modes
+
+
+FAULTS = [truncated_latest_checkpoint, eval_only_without_a_checkpoint,
+          train_steps_below_the_checkpoint, stale_temporary_checkpoint,
+          log_lines_after_the_checkpoint, extra_tab_in_a_line, non_utf8_line,
+          utf8_bom_and_crlf_are_fine, one_class_label_list,
+          seq_length_over_position_embeddings,
+          export_is_world_readable_and_cleans_up]
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.__name__ for f in FAULTS])
+def test_fault(fault, data, tmp_path, caplog):
+  fault(data, tmp_path, caplog)
