@@ -20,8 +20,9 @@ $(STAMP): requirements.txt
 demo: $(STAMP)
 	$(PYTHON) -m demo.run_demo $(if $(FAST),--fast,)
 
+# Two workers, one test file each at a time (module fixtures stay shared).
 test: $(STAMP)
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q -n 2 --dist loadfile tests
 
 bench: $(STAMP)
 	$(PYTHON) -m benchmarks.run_all

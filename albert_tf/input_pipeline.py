@@ -19,44 +19,97 @@ last partial batch except on TPU). Under
 `make_distributed_dataset` and shards by FILE: worker i reads files
 i, i + n, i + 2n, ... (by record when there are fewer files than workers).
 
-Corrupt data. `check_shards` reads the first record of every file before
-training (cheap) and names the file whose record is unreadable or whose
-lengths disagree with the flags. A record that goes bad later in a file
-surfaces while training as a `tf.errors.DataLossError` without a file name;
-`scan_tfrecords` then finds the file and offset (`run_pretraining` calls it
-for you). With `skip_corrupt_records=True` the pipeline skips unreadable
-records instead: a TFRecord reader cannot re-synchronise after a damaged
-record, so the rest of that file is skipped; unparsable records are skipped
-one by one. `scan_tfrecords` is what counts them, in one pass over the files
-before training.
+Checks before the first step (`run_pretraining` runs them in this order):
+  * `expand_input_files` never matches hidden files (".tmp-*" shards that a
+    data prep run is still writing, or left when killed), as a shell glob.
+  * `check_records_dirs`: each directory of input files must hold data
+    prep's `_SUCCESS` and `manifest.json` (else the run was killed, failed or
+    is still running), every file must be listed in the manifest with its
+    size, and the manifest's max_seq_length, max_predictions_per_seq and
+    tokenizer sha256 must match the run. `allow_incomplete` (the
+    --allow_incomplete_input flag) lets directories without them through,
+    such as records written by other tools (google-research/albert's
+    create_pretraining_data.py), with a warning.
+  * `check_shards` reads the first record of every file (cheap) and names
+    the file whose record is unreadable or whose lengths disagree with the
+    flags; `require_records` turns "no file holds a record" into an error
+    (training on it would wait forever for a first batch).
+
+Corrupt data. A record that goes bad later in a file surfaces while training
+as a `tf.errors.DataLossError` without a file name; `scan_tfrecords` then
+finds the file and offset (`run_pretraining` calls it for you). With
+`skip_corrupt_records=True` the pipeline skips bad records instead: a
+TFRecord reader cannot re-synchronise after a damaged record, so the rest of
+that file is skipped; records that do not parse as pretraining examples are
+skipped one by one. `count_corrupt_records` counts exactly those, per file,
+before training (two passes over the files, and a walk over the record
+headers after a damaged record), and `check_corrupt_fraction` stops a run
+that would skip more than a given share of them.
 """
 
 import dataclasses
 import glob
+import hashlib
+import json
+import os
 import re
+import struct
 from typing import Dict, List, Optional, Sequence
 
+from absl import logging
 import tensorflow as tf
 
 from albert_tf import features as F
+
+# What data prep (data_prep.create_pretraining_data) writes next to its
+# shards, last: the same names as there.
+SUCCESS_FILE = "_SUCCESS"
+MANIFEST_FILE = "manifest.json"
+MANIFEST_FORMAT = "albert_tf.pretraining_records"
+SKIPPED_RECORDS_FILE = "skipped_records.json"
+_INCOMPLETE_HINT = (
+    "pass --allow_incomplete_input to read the files as they are (needed "
+    "for records written by other tools, e.g. google-research/albert's "
+    "create_pretraining_data.py or --output_file, which write no _SUCCESS "
+    "or manifest)")
 
 
 class InputFileError(ValueError):
   """A TFRecord file is missing, unreadable or disagrees with the flags."""
 
 
+def _hidden_match(pattern: str, path: str) -> bool:
+  """A path component that starts with "." where the pattern's is a glob.
+
+  Shell rule: `*` does not match a leading dot. TF's glob does, so
+  `dir/*.tfrecord` would also match data prep's `.tmp-...` shards.
+  """
+  pattern_parts = pattern.replace("\\", "/").split("/")
+  path_parts = path.replace("\\", "/").split("/")
+  if len(pattern_parts) != len(path_parts):
+    return os.path.basename(path).startswith(".")
+  return any(part.startswith(".") and glob.has_magic(p)
+             and not p.startswith(".")
+             for p, part in zip(pattern_parts, path_parts))
+
+
 def expand_input_files(input_file: str) -> List[str]:
   """Comma-separated globs -> sorted, de-duplicated list of existing files.
 
-  Raises InputFileError naming every pattern that matched nothing.
+  A glob does not match hidden files or directories (as in a shell: only a
+  pattern component that starts with "." does), so temporary shards such as
+  data prep's `.tmp-*` are never read. Raises InputFileError naming every
+  pattern that matched nothing.
   """
   patterns = [p.strip() for p in input_file.split(",") if p.strip()]
   if not patterns:
     raise InputFileError("No input files given (empty --input_file)")
   files, empty = [], []
   for pattern in patterns:
-    matched = sorted(tf.io.gfile.glob(pattern)) if glob.has_magic(
-        pattern) else ([pattern] if tf.io.gfile.exists(pattern) else [])
+    matched = sorted(m for m in tf.io.gfile.glob(pattern)
+                     if not _hidden_match(pattern, m)) if glob.has_magic(
+                         pattern) else (
+                             [pattern] if tf.io.gfile.exists(pattern) else [])
     if not matched:
       empty.append(pattern)
     files.extend(matched)
@@ -65,11 +118,128 @@ def expand_input_files(input_file: str) -> List[str]:
   return sorted(set(files))
 
 
+# ------------------------------------------------------ data prep's markers
+def file_sha256(path: str) -> str:
+  digest = hashlib.sha256()
+  with tf.io.gfile.GFile(path, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+      digest.update(chunk)
+  return digest.hexdigest()
+
+
+def _read_manifest(path: str) -> dict:
+  try:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      manifest = json.loads(f.read().decode("utf-8"))
+  except (ValueError, tf.errors.OpError) as e:
+    raise InputFileError(
+        f"{path}: unreadable manifest ({e}); regenerate the records, or "
+        f"{_INCOMPLETE_HINT}") from None
+  if not isinstance(manifest, dict) or manifest.get(
+      "format") != MANIFEST_FORMAT:
+    raise InputFileError(
+        f"{path}: not a data prep manifest (no \"format\": "
+        f"\"{MANIFEST_FORMAT}\"); regenerate the records, or "
+        f"{_INCOMPLETE_HINT}")
+  return manifest
+
+
+def check_records_dirs(files: Sequence[str], max_seq_length: int,
+                       max_predictions_per_seq: int,
+                       spm_model_file: Optional[str] = None,
+                       allow_incomplete: bool = False,
+                       flag: str = "--input_file") -> Dict[str, dict]:
+  """Checks each directory of `files` against data prep's markers.
+
+  Each directory must hold `_SUCCESS` and `manifest.json` (data prep writes
+  them last: without them the run was killed, failed or is still writing),
+  list every file with its size, and have been written with this
+  max_seq_length and max_predictions_per_seq, and, when spm_model_file is
+  given, with the SentencePiece model of that sha256.
+
+  Args:
+    files: the input files (expand_input_files).
+    allow_incomplete: missing markers, unlisted files and size differences
+      are warnings instead of errors (--allow_incomplete_input). Length and
+      tokenizer mismatches stay errors.
+    flag: the flag that named the files, for the messages.
+  Returns:
+    {directory: manifest dict} of the directories that have one.
+  Raises:
+    InputFileError: one line naming the directory or file, what is wrong
+      and the flag that changes it.
+  """
+  by_dir: Dict[str, List[str]] = {}
+  for path in files:
+    by_dir.setdefault(os.path.dirname(path) or ".", []).append(path)
+  manifests = {}
+  spm_sha256 = None
+  for directory, paths in sorted(by_dir.items()):
+    missing = [name for name in (SUCCESS_FILE, MANIFEST_FILE)
+               if not tf.io.gfile.exists(os.path.join(directory, name))]
+    if missing:
+      message = (
+          f"{directory}: no {' and no '.join(missing)} (the files data prep "
+          f"writes last), so its run there was killed, failed or is still "
+          f"writing, and the shards may be partial or missing ({flag} "
+          f"matched {len(paths)} file(s) there). Rerun data prep with "
+          f"--overwrite, or {_INCOMPLETE_HINT}")
+      if not allow_incomplete:
+        raise InputFileError(message)
+      logging.warning("--allow_incomplete_input: %s", message)
+      if MANIFEST_FILE in missing:
+        continue
+    manifest_path = os.path.join(directory, MANIFEST_FILE)
+    manifest = _read_manifest(manifest_path)
+    manifests[directory] = manifest
+    written = manifest.get("flags", {})
+    for name, value in (("max_seq_length", max_seq_length),
+                        ("max_predictions_per_seq", max_predictions_per_seq)):
+      if written.get(name) != value:
+        raise InputFileError(
+            f"{manifest_path}: the records were written with "
+            f"--{name}={written.get(name)} but this run has --{name}={value}; "
+            f"pass --{name}={written.get(name)}, or regenerate the records "
+            f"with --{name}={value}")
+    tokenizer = manifest.get("tokenizer", {})
+    if spm_model_file:
+      spm_sha256 = spm_sha256 or file_sha256(spm_model_file)
+      if tokenizer.get("sha256") != spm_sha256:
+        raise InputFileError(
+            f"{manifest_path}: the records were tokenized with "
+            f"{tokenizer.get('file')} (sha256 "
+            f"{str(tokenizer.get('sha256'))[:12]}...), not with "
+            f"--spm_model_file={spm_model_file} (sha256 {spm_sha256[:12]}...):"
+            " their token ids mean other pieces; pass the model data prep "
+            "used, or regenerate the records with this one")
+    shards = manifest.get("shards", {})
+    for path in paths:
+      name = os.path.basename(path)
+      problem = None
+      if name not in shards:
+        problem = (f"{path} is not listed in {manifest_path} (a leftover of "
+                   "another run, or a file data prep did not write)")
+      else:
+        size = tf.io.gfile.stat(path).length
+        if size != shards[name].get("bytes"):
+          problem = (f"{path} has {size} bytes but {manifest_path} says "
+                     f"{shards[name].get('bytes')}: it changed after data "
+                     "prep (truncated or overwritten?)")
+      if problem and not allow_incomplete:
+        raise InputFileError(f"{problem}; regenerate the records, fix {flag},"
+                             " or pass --allow_incomplete_input to read it "
+                             "as it is")
+      if problem:
+        logging.warning("--allow_incomplete_input: %s", problem)
+  return manifests
+
+
 # ------------------------------------------------------------------ checks
 def _reader_message(error: tf.errors.OpError) -> str:
   """'corrupted record at 123' out of TF's decorated error text."""
   message = error.message.strip().splitlines()[-1]
   message = re.sub(r"\{\{.*?\}\}\s*", "", message)
+  message = re.sub(r"' failed with ", ": ", message)  # "truncated record"
   return re.sub(r"\s*\[Op:.*$", "", message).strip()
 
 
@@ -79,12 +249,18 @@ def _feature_length(feature: tf.train.Feature) -> int:
 
 
 def check_shards(files: Sequence[str], max_seq_length: int,
-                 max_predictions_per_seq: int) -> None:
+                 max_predictions_per_seq: int,
+                 skip_corrupt_records: bool = False) -> List[str]:
   """Reads the first record of each file and checks it against the flags.
 
   Raises InputFileError naming the file when the record is unreadable, is
   not a `tf.train.Example`, lacks a pretraining feature, or has lengths
   other than max_seq_length / max_predictions_per_seq. Empty files pass.
+  With skip_corrupt_records, an unreadable or unparsable first record
+  passes too (count_corrupt_records counts it); wrong lengths do not.
+
+  Returns:
+    The files that hold at least one record (see require_records).
   """
   expected = {name: max_seq_length for name in F.SEQUENCE_FEATURES}
   expected.update({name: max_predictions_per_seq
@@ -92,22 +268,31 @@ def check_shards(files: Sequence[str], max_seq_length: int,
   expected[F.NEXT_SENTENCE_LABELS] = 1
   flag_of = {max_seq_length: "--max_seq_length",
              max_predictions_per_seq: "--max_predictions_per_seq"}
+  non_empty = []
   for path in files:
     try:
       records = list(tf.data.TFRecordDataset(path).take(1).as_numpy_iterator())
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      if skip_corrupt_records:
+        non_empty.append(path)
+        continue
       raise InputFileError(
           f"{path}: first record is unreadable (corrupt or not a TFRecord "
           f"file): {_reader_message(e)}") from None
     if not records:
       continue
+    non_empty.append(path)
     try:
       example = tf.train.Example.FromString(records[0])
     except Exception as e:  # protobuf DecodeError
+      if skip_corrupt_records:
+        continue
       raise InputFileError(
           f"{path}: first record is not a tf.train.Example ({e})") from None
     feature_map = example.features.feature
     missing = [name for name in expected if name not in feature_map]
+    if missing and skip_corrupt_records:
+      continue
     if missing:
       raise InputFileError(
           f"{path}: not a pretraining record: missing feature(s) {missing}")
@@ -120,6 +305,25 @@ def check_shards(files: Sequence[str], max_seq_length: int,
             f"{path}: feature '{name}' has length {found} but "
             f"{flag_of.get(length, what)}={length}: the shard was written "
             f"with {what}={found}; pass --{what}={found} or regenerate it")
+  return non_empty
+
+
+def require_records(files: Sequence[str], non_empty: Sequence[str],
+                    flag: str = "--input_file") -> None:
+  """InputFileError when none of `files` is among the `non_empty` ones.
+
+  Training on files without a single record would wait for its first batch
+  forever (the input repeats: an endless loop over empty files).
+  """
+  if not files or set(files) & set(non_empty):
+    return
+  shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+  raise InputFileError(
+      f"no records at all in the {len(files)} file(s) of {flag} ({shown}): "
+      "every shard is empty, and training would wait forever for a first "
+      "batch. Data prep writes empty shards when it makes no instance (an "
+      "empty, unreadable or one-sentence-per-document corpus): see its "
+      f"summary.json, or fix {flag}")
 
 
 @dataclasses.dataclass
@@ -149,6 +353,162 @@ def describe_corrupt_files(results: Sequence[ScanResult]) -> str:
   bad = [r for r in results if r.error]
   return "; ".join(f"{r.path}: {r.error} (after {r.good_records} good records)"
                    for r in bad)
+
+
+# ----------------------------------------------- --skip_corrupt_records
+def _crc32c_table():
+  table = []
+  for byte in range(256):
+    crc = byte
+    for _ in range(8):
+      crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    table.append(crc)
+  return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def _masked_crc32c(data: bytes) -> int:
+  """TFRecord's checksum: CRC-32C, rotated and offset."""
+  crc = 0xFFFFFFFF
+  for byte in data:
+    crc = _CRC32C_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+  crc ^= 0xFFFFFFFF
+  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _count_frames(path: str):
+  """(records, unaccounted bytes) of a TFRecord file, from its headers.
+
+  Walks the frames by their length headers (each has its own checksum), so
+  the records after a damaged one are counted although a reader stops
+  there; a record cut short by the end of the file counts as one. A damaged
+  header ends the walk: the bytes from it on are returned as unaccounted.
+  """
+  records, offset = 0, 0
+  with tf.io.gfile.GFile(path, "rb") as f:
+    size = f.size()
+    while offset < size:
+      f.seek(offset)
+      header = f.read(12)
+      if len(header) < 12:
+        return records + 1, 0
+      length, length_crc = struct.unpack("<QI", header)
+      if _masked_crc32c(header[:8]) != length_crc:
+        return records, size - offset
+      records += 1
+      offset += 12 + length + 4
+  return records, 0
+
+
+@dataclasses.dataclass
+class CorruptCount:
+  """The records `make_dataset(skip_corrupt_records=True)` skips in a file."""
+  path: str
+  records: int  # all records in the file (a lower bound if unaccounted_bytes)
+  unparsable: int  # readable, but not a pretraining example of these lengths
+  unreadable: int  # from the first damaged record to the end of the file
+  error: Optional[str] = None  # the reader's message at the damaged record
+  unaccounted_bytes: int = 0  # after a damaged record header: not countable
+
+  @property
+  def skipped(self) -> int:
+    return self.unparsable + self.unreadable
+
+  def describe(self) -> str:
+    text = f"{self.path}: {self.skipped} of {self.records} records skipped"
+    parts = []
+    if self.unparsable:
+      parts.append(f"{self.unparsable} unparsable")
+    if self.unreadable:
+      parts.append(f"{self.unreadable} unreadable from the first damaged one "
+                   f"on ({self.error})")
+    if self.unaccounted_bytes:
+      parts.append(f"and {self.unaccounted_bytes} bytes after a damaged "
+                   "record header, not countable")
+    return text + (f" ({', '.join(parts)})" if parts else "")
+
+
+def count_corrupt_records(files: Sequence[str], max_seq_length: int,
+                          max_predictions_per_seq: int) -> List[CorruptCount]:
+  """Per file, exactly the records that skip_corrupt_records would skip.
+
+  Those are the records that do not parse with this run's feature spec
+  (decode_record: not a tf.train.Example, a feature missing, other lengths)
+  and every record from the first damaged one to the end of the file (a
+  TFRecord reader cannot re-synchronise; they are counted by their
+  headers). One pass reads the records (scan_tfrecords), one parses them.
+  """
+  counts = []
+  count = lambda ds: int(ds.reduce(tf.constant(0, tf.int64),
+                                   lambda n, _: n + 1))
+  for scan in scan_tfrecords(files):
+    parsed = tf.data.TFRecordDataset(scan.path).take(scan.good_records).map(
+        lambda s: decode_record(s, max_seq_length, max_predictions_per_seq)
+    ).ignore_errors()
+    parsable = count(parsed)
+    unreadable = unaccounted = 0
+    if scan.error:
+      frames, unaccounted = _count_frames(scan.path)
+      unreadable = max(frames - scan.good_records, 1)
+    counts.append(CorruptCount(
+        scan.path, scan.good_records + unreadable,
+        scan.good_records - parsable, unreadable, scan.error, unaccounted))
+  return counts
+
+
+def check_corrupt_fraction(counts: Sequence[CorruptCount],
+                           max_corrupt_fraction: float,
+                           train_files: Sequence[str] = ()) -> dict:
+  """Logs the skipped records per file; InputFileError past the fraction.
+
+  Returns the skipped_records.json dict (write_skipped_records). Also an
+  error: no record of train_files left to train on.
+  """
+  total = sum(c.records for c in counts)
+  skipped = sum(c.skipped for c in counts)
+  fraction = skipped / total if total else 0.0
+  bad = sorted((c for c in counts if c.skipped or c.unaccounted_bytes),
+               key=lambda c: -c.skipped)
+  for c in bad:
+    logging.warning("--skip_corrupt_records: %s", c.describe())
+  logging.info("--skip_corrupt_records: %d of %d records (%.4f%%) in %d "
+               "file(s) will be skipped", skipped, total, 100 * fraction,
+               len(counts))
+  if fraction > max_corrupt_fraction:
+    shown = "; ".join(c.describe() for c in bad[:3]) + (
+        f"; and {len(bad) - 3} more file(s)" if len(bad) > 3 else "")
+    raise InputFileError(
+        f"--skip_corrupt_records: {skipped} of {total} records "
+        f"({100 * fraction:.4f}%) would be skipped, more than "
+        f"--max_corrupt_fraction={max_corrupt_fraction}: {shown}. Fix or "
+        "remove the file(s), or raise --max_corrupt_fraction")
+  usable = {c.path: c.records - c.skipped for c in counts}
+  if train_files and not sum(usable.get(f, 0) for f in set(train_files)):
+    raise InputFileError(
+        f"--skip_corrupt_records: no usable record in the "
+        f"{len(set(train_files))} training file(s): every one would be "
+        "skipped, and training would wait forever for a first batch")
+  return {
+      "records": total, "skipped": skipped, "fraction": fraction,
+      "max_corrupt_fraction": max_corrupt_fraction,
+      "files": {c.path: {"records": c.records, "skipped": c.skipped,
+                         "unparsable": c.unparsable,
+                         "unreadable": c.unreadable, "error": c.error,
+                         "unaccounted_bytes": c.unaccounted_bytes}
+                for c in counts},
+  }
+
+
+def write_skipped_records(output_dir: str, report: dict) -> str:
+  """Writes the report to output_dir/skipped_records.json; returns the path."""
+  path = os.path.join(output_dir, SKIPPED_RECORDS_FILE)
+  temp = path + ".tmp"
+  with tf.io.gfile.GFile(temp, "w") as f:
+    f.write(json.dumps(report, indent=2, sort_keys=True))
+  tf.io.gfile.rename(temp, path, overwrite=True)
+  return path
 
 
 # ------------------------------------------------------------------ parsing

@@ -158,7 +158,17 @@ def _run(o: ClassifierOptions):
   # Eval and predict with the best checkpoint by the dev metric, if kept.
   best_step = trainer.restore_best()
   result["best_step"] = trainer.step if best_step is None else best_step
-  eval_results = {}
+  result.update(_evaluate_and_predict(o, task, trainer, chief,
+                                      result["best_step"]))
+  logging.info("Results: %s", {k: v for k, v in result.items() if k != "data"})
+  trainer.finish()
+  return result
+
+
+def _evaluate_and_predict(o: ClassifierOptions, task, trainer, chief,
+                          best_step):
+  """Dev metrics, test predictions (+ metrics) and eval_results.json."""
+  result, eval_results = {}, {}
   if o.do_eval:
     # Training evaluated the best checkpoint already; an eval-only run
     # evaluates (the dev file or --max_eval_examples may have changed).
@@ -166,7 +176,7 @@ def _run(o: ClassifierOptions):
     result["eval"] = best["metrics"] if best else trainer.evaluate()
     eval_results = {f"eval_{k}": v for k, v in result["eval"].items()
                     if k not in ("eval_metric", "global_step")}
-    eval_results["best_step"] = result["best_step"]
+    eval_results["best_step"] = best_step
   if o.do_predict:
     task.eval_batch_size = o.predict_batch_size or o.eval_batch_size
     test = task.predict(trainer.model, o.output_dir if chief else
@@ -179,8 +189,6 @@ def _run(o: ClassifierOptions):
     with open(os.path.join(o.output_dir, "eval_results.json"), "w",
               encoding="utf-8") as f:
       json.dump(eval_results, f, indent=2)
-  logging.info("Results: %s", {k: v for k, v in result.items() if k != "data"})
-  trainer.finish()
   return result
 
 

@@ -111,9 +111,22 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS):
                        "(rounded up to a multiple of the steps per call).", **d)
   flags.DEFINE_integer("shuffle_buffer_size", 1000, "Record shuffle buffer; "
                        "0 reads files in order, round robin.", **d)
-  flags.DEFINE_bool("skip_corrupt_records", False, "Skip unreadable records "
-                    "(counted by a scan of the files before training) instead "
-                    "of stopping with an error that names the file.", **d)
+  flags.DEFINE_bool("skip_corrupt_records", False, "Skip unreadable and "
+                    "unparsable records instead of stopping with an error "
+                    "that names the file. A pass over the files before "
+                    "training counts them per file: in the log and in "
+                    "output_dir/skipped_records.json.", **d)
+  flags.DEFINE_float("max_corrupt_fraction", 0.001, "With "
+                     "--skip_corrupt_records: stop before training when more "
+                     "than this share of the records would be skipped.",
+                     lower_bound=0.0, upper_bound=1.0, **d)
+  flags.DEFINE_bool("allow_incomplete_input", False, "Read TFRecord "
+                    "directories without data prep's _SUCCESS and "
+                    "manifest.json (records of other tools, e.g. "
+                    "google-research/albert's create_pretraining_data.py, or "
+                    "of a killed data prep run), and files the manifest does "
+                    "not list or lists with another size; each is a "
+                    "warning instead of an error.", **d)
   flags.DEFINE_bool("eval_every_checkpoint", False, "With --do_eval, also "
                     "evaluate at step 0 and at every checkpoint while "
                     "training (eval_log.jsonl, TensorBoard eval/); the best checkpoint "
@@ -169,6 +182,8 @@ class Params:
   skip_corrupt_records: bool
   eval_every_checkpoint: bool
   overwrite: bool = False
+  max_corrupt_fraction: float = 0.001
+  allow_incomplete_input: bool = False
   use_tpu: bool = False
   tpu_name: Optional[str] = None
   tpu_zone: Optional[str] = None
@@ -249,24 +264,16 @@ def _run(p: Params) -> Dict[str, float]:
       settings.optimizer_fingerprint() if p.do_train else None)
   run_config.check_output_dir(p.output_dir, fingerprint, p.overwrite)
 
-  train_files = input_pipeline.expand_input_files(p.input_file) if (
-      p.do_train) else []
-  eval_files = input_pipeline.expand_input_files(
-      p.eval_input_file or p.input_file) if p.do_eval else []
-  input_pipeline.check_shards(train_files + eval_files, p.max_seq_length,
-                              p.max_predictions_per_seq)
-  if p.skip_corrupt_records:
-    scan = input_pipeline.scan_tfrecords(train_files + eval_files)
-    bad = input_pipeline.describe_corrupt_files(scan)
-    if bad:
-      logging.warning("--skip_corrupt_records: skipping the rest of %d "
-                      "file(s) from their first corrupt record: %s",
-                      sum(bool(r.error) for r in scan), bad)
+  train_files, eval_files, skipped_report = _check_inputs(p)
 
   # Inputs are valid: only now is output_dir written.
   if chief:
     run_config.prepare_output_dir(p.output_dir, fingerprint, p.overwrite)
     config.to_json_file(os.path.join(p.output_dir, "albert_config.json"))
+    if skipped_report is not None:
+      logging.info("--skip_corrupt_records: the skipped records per file are "
+                   "in %s", input_pipeline.write_skipped_records(
+                       p.output_dir, skipped_report))
   keras.utils.set_random_seed(p.seed)
   task = PretrainingTask(
       train_files, eval_files, p.max_seq_length, p.max_predictions_per_seq,
@@ -274,7 +281,7 @@ def _run(p: Params) -> Dict[str, float]:
       seed=p.seed, shuffle_buffer_size=p.shuffle_buffer_size,
       skip_corrupt_records=p.skip_corrupt_records)
   trainer = Trainer(task, config, settings, strategy)
-  trainer.restore(p.init_checkpoint)
+  trainer.restore(p.init_checkpoint, training=p.do_train)
   if p.do_train:
     trainer.train()
   results = {"global_step": trainer.step}
@@ -287,6 +294,39 @@ def _run(p: Params) -> Dict[str, float]:
       write_eval_results(p.output_dir, results)
   trainer.finish()
   return results
+
+
+def _check_inputs(p: Params):
+  """The records, checked before anything is written or a step runs.
+
+  Data prep's _SUCCESS and manifest (lengths, tokenizer, file sizes), the
+  first record of every file, at least one record to train on, and with
+  --skip_corrupt_records the exact count of what will be skipped. Returns
+  (train_files, eval_files, skipped-records report or None).
+  """
+  eval_flag = "--eval_input_file" if p.eval_input_file else "--input_file"
+  train_files = input_pipeline.expand_input_files(p.input_file) if (
+      p.do_train) else []
+  eval_files = input_pipeline.expand_input_files(
+      p.eval_input_file or p.input_file) if p.do_eval else []
+  for files, flag in ((train_files, "--input_file"), (eval_files, eval_flag)):
+    input_pipeline.check_records_dirs(
+        files, p.max_seq_length, p.max_predictions_per_seq,
+        spm_model_file=p.spm_model_file,
+        allow_incomplete=p.allow_incomplete_input, flag=flag)
+  all_files = list(dict.fromkeys(train_files + eval_files))
+  non_empty = input_pipeline.check_shards(
+      all_files, p.max_seq_length, p.max_predictions_per_seq,
+      skip_corrupt_records=p.skip_corrupt_records)
+  input_pipeline.require_records(train_files, non_empty, "--input_file")
+  input_pipeline.require_records(eval_files, non_empty, eval_flag)
+  skipped_report = None
+  if p.skip_corrupt_records:
+    skipped_report = input_pipeline.check_corrupt_fraction(
+        input_pipeline.count_corrupt_records(
+            all_files, p.max_seq_length, p.max_predictions_per_seq),
+        p.max_corrupt_fraction, train_files)
+  return train_files, eval_files, skipped_report
 
 
 def _last_eval(output_dir):

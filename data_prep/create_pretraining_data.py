@@ -9,9 +9,15 @@ Input: text files (globs, comma-separated; gzip by ".gz"), one sentence per
 line, documents separated by blank lines. Output in --output_dir:
 `pretrain-SSSSS-of-NNNNN.tfrecord` (the original ALBERT record format, see
 `albert_tf.features`), `summary.json` (counts, masked rate, label balance,
-n-gram histogram, skipped documents by reason), and `_SUCCESS`, written last.
-Or, as the original script, --output_file=FILE: all records in that one
-TFRecord file (a comma-separated list: one shard per file).
+n-gram histogram, skipped documents by reason, records per shard, what was
+read from each input), then `_SUCCESS`, then `manifest.json`, written last
+and atomically (temporary file + rename): the hand-off to pretraining, which
+checks it (`albert_tf.input_pipeline.check_records_dirs`). It holds the input
+files with their byte sizes, documents read / skipped by reason, inputs
+skipped, instances, records and bytes per shard, the flags used and the
+tokenizer's sha256; see make_manifest. Or, as the original script,
+--output_file=FILE: all records in that one TFRecord file (a comma-separated
+list: one shard per file; no summary.json, _SUCCESS or manifest).
 
 Beam's pipeline options are accepted by their Beam names (--runner,
 --direct_num_workers, Dataflow's --project, ...), so the same command runs on
@@ -33,22 +39,35 @@ index and --random_seed, and a record's shard and position come from its
 bytes, so any runner and any number of workers write the same shard files,
 with the instances of a document (and of its dupes) scattered over them.
 
-Bad input is counted and skipped, never fatal: a document with a line over
---max_line_bytes ("line_too_long"), NUL bytes or mostly control characters
-("binary"), invalid UTF-8 ("invalid_utf8"), no tokens ("empty"), or fewer
-than two non-empty sentences ("single_sentence": no sentence pair to order).
+Bad documents are counted and skipped, never fatal: a document with a line
+over --max_line_bytes ("line_too_long"), NUL bytes or mostly control
+characters ("binary"), invalid UTF-8 ("invalid_utf8"), no tokens ("empty"),
+or fewer than two non-empty sentences ("single_sentence": no sentence pair to
+order). A document of more than --max_sentences_per_document sentences is
+counted and logged as a warning (a corpus without blank lines between
+documents is one huge document). Bad input FILES and empty results are
+errors, one line naming the file or the counts: a truncated or corrupt
+compressed input (with --skip_bad_inputs: its complete documents before the
+damage are kept, the rest of the file is skipped, and the skip is logged and
+listed in summary.json and the manifest), and a run that makes no instance
+at all (no _SUCCESS, no manifest).
 """
 
+import bz2
+import contextlib
 import dataclasses
+import gzip
 import hashlib
 import itertools
 import json
 import logging
+import lzma
 import os
 import re
 import sys
 import unicodedata
 import uuid
+import zlib
 
 if __name__ == "__main__":
   # Run as a command: `import apache_beam` logs "apitools not found ..."
@@ -76,6 +95,11 @@ SHARD_PREFIX = "pretrain"
 SHARD_SUFFIX = ".tfrecord"
 SUMMARY_FILE = "summary.json"
 SUCCESS_FILE = "_SUCCESS"
+# The same names as albert_tf.input_pipeline's, which checks them (not
+# imported: the workers never import TensorFlow).
+MANIFEST_FILE = "manifest.json"
+MANIFEST_FORMAT = "albert_tf.pretraining_records"
+MANIFEST_VERSION = 1
 TEMP_PREFIX = ".tmp-"
 SKIP_REASONS = ("line_too_long", "binary", "invalid_utf8", "empty",
                 "single_sentence")
@@ -85,6 +109,7 @@ _LOGGER = logging.getLogger(__name__)
 _DIRECT_RUNNER_NAMES = ("directrunner", "direct")
 _METRICS_NAMESPACE = "data_prep"
 _STATS_TAG = "stats"
+_INPUTS_TAG = "inputs"
 _READ_CHUNK_BYTES = 1 << 20
 # Input files are read in ranges of about this size, so reading, tokenizing
 # and instance creation of one file spread over the workers (see plan_reads);
@@ -179,7 +204,19 @@ def _next_document_start(f, offset, scan_bytes):
   return None
 
 
-def plan_reads(paths, split_bytes=None):
+def input_sizes(paths):
+  """Sizes in bytes of the files, in order; ValueError for a vanished one."""
+  # One match call for all paths (one request per batch on remote storage);
+  # one result per path, in order.
+  sizes = []
+  for path, result in zip(paths, FileSystems.match(list(paths))):
+    if not result.metadata_list:
+      raise ValueError(f"--input_file: {path!r} disappeared before reading")
+    sizes.append(result.metadata_list[0].size_in_bytes)
+  return sizes
+
+
+def plan_reads(paths, split_bytes=None, sizes=None):
   """(path, start, end) byte ranges that together hold every document once.
 
   Uncompressed files are cut about every split_bytes, each cut moved forward
@@ -188,14 +225,9 @@ def plan_reads(paths, split_bytes=None):
   pass over the file. Compressed files are one range (end None = to EOF).
   The launcher reads only a small window at each cut. split_bytes None:
   about _SPLITS_PER_INPUT ranges over all inputs, within the size bounds.
+  sizes: the files' sizes in bytes (input_sizes), if known.
   """
-  # One match call for all paths (one request per batch on remote storage);
-  # one result per path, in order.
-  sizes = []
-  for path, result in zip(paths, FileSystems.match(list(paths))):
-    if not result.metadata_list:
-      raise ValueError(f"--input_file: {path!r} disappeared before reading")
-    sizes.append(result.metadata_list[0].size_in_bytes)
+  sizes = input_sizes(paths) if sizes is None else sizes
   if split_bytes is None:
     split_bytes = min(_MAX_SPLIT_BYTES,
                       max(_MIN_SPLIT_BYTES, sum(sizes) // _SPLITS_PER_INPUT))
@@ -218,25 +250,115 @@ def plan_reads(paths, split_bytes=None):
   return ranges
 
 
+class BadInputError(ValueError):
+  """A compressed input file is truncated or corrupt.
+
+  Raised in a worker; its text carries a marker (see bad_input_in) so that
+  the launcher can find the file and the reason in whatever exception the
+  runner raises for the failed pipeline.
+  """
+
+  _MARK = re.compile(r"<<bad-input>>(.*?)<</bad-input>>", re.S)
+
+  def __init__(self, path, detail):
+    self.path, self.detail = path, detail
+    super().__init__("<<bad-input>>" + json.dumps(
+        {"path": path, "detail": detail}) + "<</bad-input>>")
+
+  @classmethod
+  def find_in(cls, text):
+    """(path, detail) of the first BadInputError in an error text, or None."""
+    match = cls._MARK.search(text)
+    if match is None:
+      return None
+    try:
+      found = json.loads(match.group(1))
+    except ValueError:
+      return None
+    return found["path"], found["detail"]
+
+
+# Errors of the decompressors on a damaged stream: gzip's EOFError
+# ("Compressed file ended before the end-of-stream marker was reached") and
+# BadGzipFile (an OSError: bad magic, CRC or length), zlib.error, bz2's
+# OSError ("Invalid data stream"), lzma.LZMAError.
+_DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
+
+
+class _ReadOne:
+  """read(n) as read1(n): returns what one decompression step gave.
+
+  A buffered read(1 MB) of a truncated stream raises without returning the
+  bytes it had decompressed; read1 hands them out first, so the complete
+  documents before the damage are seen before the error.
+  """
+
+  def __init__(self, f):
+    self._f = f
+
+  def read(self, size=-1):
+    return self._f.read1(size)
+
+
+@contextlib.contextmanager
+def _open_input(path):
+  """A binary reader of the (decompressed) file.
+
+  gzip, bzip2 and lzma go through Python's own readers, which raise on a
+  truncated or corrupt stream (Beam's CompressedFile returns what it could
+  decompress, so a file cut in half read as half the documents); DEFLATE and
+  zstd through Beam's, with a check for a stream that ended early.
+  """
+  compression = CompressionTypes.detect_compression_type(path)
+  if compression == CompressionTypes.UNCOMPRESSED:
+    with FileSystems.open(path, compression_type=
+                          CompressionTypes.UNCOMPRESSED) as f:
+      yield f
+    return
+  openers = {CompressionTypes.GZIP: lambda raw: gzip.GzipFile(fileobj=raw),
+             CompressionTypes.BZIP2: bz2.BZ2File,
+             CompressionTypes.LZMA: lzma.LZMAFile}
+  if compression in openers:
+    with FileSystems.open(path, compression_type=
+                          CompressionTypes.UNCOMPRESSED) as raw:
+      with openers[compression](raw) as f:
+        yield _ReadOne(f)
+    return
+  with FileSystems.open(path, compression_type=compression) as f:
+    yield f
+    # Beam's CompressedFile stops quietly where the data stops.
+    decompressor = getattr(f, "_decompressor", None)
+    if decompressor is not None and not getattr(decompressor, "eof", True):
+      raise EOFError("compressed stream ended before its end marker")
+
+
 def read_raw_documents(path, max_line_bytes, start=0, end=None):
   """Yields (lines: tuple of bytes, has_long_line: bool) per document.
 
   Reads bytes [start, end) of the file (end None: to its end); `start` must
-  be 0 or a document start from `plan_reads`.
+  be 0 or a document start from `plan_reads`. A compressed file that turns
+  out truncated or corrupt raises BadInputError after its last complete
+  document (the partial one being read is dropped).
   """
   lines, long_line = [], False
-  with FileSystems.open(path, compression_type=CompressionTypes.AUTO) as f:
-    if start:
-      f.seek(start)
-    limit = None if end is None else end - start
-    for line, too_long in iter_lines(f, max_line_bytes, limit):
-      if too_long:
-        long_line = True
-      elif line.strip():
-        lines.append(line)
-      elif lines or long_line:
-        yield tuple(lines), long_line
-        lines, long_line = [], False
+  compressed = _is_compressed(path)
+  try:
+    with _open_input(path) as f:
+      if start:
+        f.seek(start)
+      limit = None if end is None else end - start
+      for line, too_long in iter_lines(f, max_line_bytes, limit):
+        if too_long:
+          long_line = True
+        elif line.strip():
+          lines.append(line)
+        elif lines or long_line:
+          yield tuple(lines), long_line
+          lines, long_line = [], False
+  except _DECOMPRESSION_ERRORS as e:
+    if not compressed:
+      raise
+    raise BadInputError(path, f"{type(e).__name__}: {e}") from e
   if lines or long_line:
     yield tuple(lines), long_line
 
@@ -303,6 +425,53 @@ class _CountsPerBundle:
     if self._bundle_counts:
       yield beam.pvalue.TaggedOutput(_STATS_TAG, WindowedValue(
           self._bundle_counts, MIN_TIMESTAMP, [GlobalWindow()]))
+
+
+class ReadDocumentsFn(beam.DoFn):
+  """(path, start, end) -> raw documents, plus one report per range.
+
+  The report, (path, {"documents", "over_max_sentences", "max_sentences",
+  "error"}) on the "inputs" output, is what summary.json and the manifest
+  say about each input file. A truncated or corrupt compressed file raises
+  BadInputError (the pipeline fails, the launcher names the file); with
+  skip_bad_inputs its complete documents before the damage are kept and the
+  report carries the error.
+  """
+
+  def __init__(self, max_line_bytes, max_sentences_per_document,
+               skip_bad_inputs):
+    self._max_line_bytes = max_line_bytes
+    self._max_sentences = max_sentences_per_document
+    self._skip_bad_inputs = skip_bad_inputs
+    self._counters = {}
+
+  def setup(self):
+    self._counters = {
+        name: Metrics.counter(_METRICS_NAMESPACE, name)
+        for name in ("inputs_skipped", "documents_over_max_sentences")}
+
+  def process(self, read_range):
+    path, start, end = read_range
+    report = {"documents": 0, "over_max_sentences": 0, "max_sentences": 0,
+              "error": None}
+    try:
+      for raw_document in read_raw_documents(path, self._max_line_bytes,
+                                             start, end):
+        sentences = len(raw_document[0])
+        report["documents"] += 1
+        report["max_sentences"] = max(report["max_sentences"], sentences)
+        if sentences > self._max_sentences:
+          report["over_max_sentences"] += 1
+          self._counters["documents_over_max_sentences"].inc()
+        yield raw_document
+    except BadInputError as e:
+      if not self._skip_bad_inputs:
+        raise
+      # Logged by the launcher, from summary.json (a worker's log may be
+      # out of sight: another process or machine).
+      self._counters["inputs_skipped"].inc()
+      report["error"] = e.detail
+    yield beam.pvalue.TaggedOutput(_INPUTS_TAG, (path, report))
 
 
 class TokenizeDocumentFn(_CountsPerBundle, beam.DoFn):
@@ -430,7 +599,9 @@ class WriteShardFn(beam.DoFn):
       for _, record in keyed_records:
         _TFRecordUtil.write_record(f, record)
     FileSystems.rename([temp], [final])
-    yield final
+    Metrics.counter(_METRICS_NAMESPACE, "records_written").inc(
+        len(keyed_records))
+    yield final, len(keyed_records)
 
 
 def serialize_instance(instance, options):
@@ -461,8 +632,28 @@ class SumCountsFn(beam.CombineFn):
 
 
 # ---------------------------------------------------------------- summary
-def make_summary(counts, options, dupe_factor, shards):
-  """The summary.json dict from the combined counts."""
+def merge_input_reports(reports):
+  """{path: report} from the per-range reports of ReadDocumentsFn."""
+  merged = {}
+  for path, report in reports:
+    into = merged.setdefault(path, {"documents": 0, "over_max_sentences": 0,
+                                    "max_sentences": 0, "error": None})
+    into["documents"] += report["documents"]
+    into["over_max_sentences"] += report["over_max_sentences"]
+    into["max_sentences"] = max(into["max_sentences"], report["max_sentences"])
+    into["error"] = into["error"] or report["error"]
+  return {path: merged[path] for path in sorted(merged)}
+
+
+def make_summary(counts, options, dupe_factor, shards, records_per_shard=None,
+                 inputs=None):
+  """The summary.json dict from the combined counts.
+
+  records_per_shard: {shard path: records}; inputs: {path: report} of
+  merge_input_reports.
+  """
+  records_per_shard = records_per_shard or {}
+  inputs = inputs or {}
   tokens = counts.get("tokens", 0)
   num_instances = counts.get("instances", 0)
   label_1 = counts.get("next_sentence_label_1", 0)
@@ -489,17 +680,34 @@ def make_summary(counts, options, dupe_factor, shards):
       "dupe_factor": dupe_factor,
       "options": dataclasses.asdict(options),
       "shards": sorted(os.path.basename(s) for s in shards),
+      "records_per_shard": {os.path.basename(s): records_per_shard.get(s, 0)
+                            for s in sorted(shards)},
+      # What was read from each input file; "error": why the rest of a
+      # damaged compressed file was skipped (--skip_bad_inputs).
+      "inputs": inputs,
+      "inputs_skipped": sum(1 for r in inputs.values() if r["error"]),
+      "documents_over_max_sentences": sum(
+          r["over_max_sentences"] for r in inputs.values()),
+      "most_sentences_in_a_document": max(
+          [r["max_sentences"] for r in inputs.values()] or [0]),
   }
 
 
 def _finish_output(counts, output_dir, options, dupe_factor, num_shards,
-                   written_shards):
-  """Creates the shards no record fell into (empty), then summary.json."""
+                   written_shards, input_reports):
+  """Creates the shards no record fell into (empty), then summary.json.
+
+  written_shards: (path, records) of WriteShardFn; input_reports: the
+  "inputs" output of ReadDocumentsFn.
+  """
   shards = [shard_name(output_dir, i, num_shards) for i in range(num_shards)]
-  for path in sorted(set(shards) - set(written_shards)):
+  records_per_shard = dict(written_shards)
+  for path in sorted(set(shards) - set(records_per_shard)):
     with FileSystems.create(path):
       pass
-  summary = make_summary(counts, options, dupe_factor, shards)
+  summary = make_summary(counts, options, dupe_factor, shards,
+                         records_per_shard,
+                         merge_input_reports(input_reports))
   with FileSystems.create(FileSystems.join(output_dir, SUMMARY_FILE)) as f:
     f.write(json.dumps(summary, indent=2, sort_keys=True).encode("utf-8"))
 
@@ -532,7 +740,7 @@ def _error_line(what, where=None, hint=None):
 def _existing_outputs(output_dir):
   patterns = [FileSystems.join(output_dir, n) for n in (
       f"{SHARD_PREFIX}-*{SHARD_SUFFIX}", f"{TEMP_PREFIX}*", SUMMARY_FILE,
-      SUCCESS_FILE)]
+      SUCCESS_FILE, MANIFEST_FILE)]
   return [m.path for r in FileSystems.match(patterns) for m in r.metadata_list]
 
 
@@ -683,18 +891,22 @@ def _create_runner(name):
 
 # ---------------------------------------------------------------- pipeline
 def build_pipeline(pipeline, read_ranges, output_dir, tokenizer, options,
-                   dupe_factor, num_shards, max_line_bytes):
+                   dupe_factor, num_shards, max_line_bytes,
+                   max_sentences_per_document=10_000, skip_bad_inputs=False):
   """Adds the transforms to `pipeline`; see the module docstring."""
   vocab = instances_lib.Vocab.from_tokenizer(tokenizer)
-  tokenized = (
+  raw_documents = (
       pipeline
       # Create spreads its elements over the workers, so each worker reads,
       # tokenizes and builds instances for its ranges without moving raw
       # text or documents through a shuffle.
       | "PlanReads" >> beam.Create(read_ranges)
-      | "ReadDocuments" >> beam.FlatMapTuple(
-          lambda path, start, end: read_raw_documents(
-              path, max_line_bytes, start, end))
+      | "ReadDocuments" >> beam.ParDo(ReadDocumentsFn(
+          max_line_bytes, max_sentences_per_document, skip_bad_inputs)
+                                      ).with_outputs(_INPUTS_TAG,
+                                                     main="documents"))
+  tokenized = (
+      raw_documents.documents
       | "Tokenize" >> beam.ParDo(TokenizeDocumentFn(
           tokenizer.model_file if tokenizer.kind == "sentencepiece" else None,
           tokenizer.model_file if tokenizer.kind == "wordpiece" else None,
@@ -721,18 +933,22 @@ def build_pipeline(pipeline, read_ranges, output_dir, tokenizer, options,
       | "SumStats" >> beam.CombineGlobally(SumCountsFn())
       | "FinishOutput" >> beam.Map(_finish_output, output_dir, options,
                                    dupe_factor, num_shards,
-                                   beam.pvalue.AsList(shards)))
+                                   beam.pvalue.AsList(shards),
+                                   beam.pvalue.AsList(
+                                       raw_documents[_INPUTS_TAG])))
 
 
 def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
                  do_lower_case=True, options=None, dupe_factor=40,
                  num_shards=4, overwrite=False, pipeline_args=(),
-                 max_line_bytes=100_000, split_bytes=None):
+                 max_line_bytes=100_000, split_bytes=None,
+                 skip_bad_inputs=False, max_sentences_per_document=10_000):
   """Checks inputs, runs the pipeline to completion, returns the summary dict.
 
   Args:
     input_file: comma-separated globs of text files.
-    output_dir: directory of the shards, summary.json and _SUCCESS.
+    output_dir: directory of the shards, summary.json, _SUCCESS and
+      manifest.json.
     spm_model_file / vocab_file: the tokenizer (exactly one).
     do_lower_case: tokenizer normalisation.
     options: `data_prep.instances.InstanceOptions`.
@@ -744,31 +960,186 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
     max_line_bytes: a document with a longer line is skipped.
     split_bytes: read uncompressed files in ranges of about this size
       (default: from the input size, 256 KB to 64 MB).
+    skip_bad_inputs: a truncated or corrupt compressed input is logged and
+      listed in summary.json / the manifest (its complete documents before
+      the damage are kept) instead of failing the run.
+    max_sentences_per_document: longer documents are counted and logged as
+      a warning (missing blank lines between documents?).
   Raises:
     ValueError: before any work, for a glob that matches nothing, an
       unreadable tokenizer file, output_dir holding a previous run, or a
-      pipeline argument that is no Beam option.
+      pipeline argument that is no Beam option; after the pipeline, for a
+      truncated or corrupt compressed input (without skip_bad_inputs) and
+      for a run that made no instance. _SUCCESS and the manifest are then
+      not written.
   """
   options = options or instances_lib.InstanceOptions()
   if dupe_factor < 1 or num_shards < 1:
     raise ValueError(f"dupe_factor and num_shards must be >= 1, got "
                      f"{dupe_factor} and {num_shards}")
+  if max_sentences_per_document < 1:
+    raise ValueError(_error_line(
+        f"must be >= 1, got {max_sentences_per_document}",
+        "--max_sentences_per_document"))
   pipeline_options, runner, runner_line = choose_runner(pipeline_args)
   paths = match_inputs(input_file)
+  sizes = input_sizes(paths)
   tokenizer = _load_tokenizer(spm_model_file, vocab_file, do_lower_case)
+  tokenizer_info = describe_tokenizer(tokenizer)
+  run_flags = dict(
+      input_file=input_file, spm_model_file=spm_model_file,
+      vocab_file=vocab_file, do_lower_case=do_lower_case,
+      **dataclasses.asdict(options), dupe_factor=dupe_factor,
+      num_shards=num_shards, max_line_bytes=max_line_bytes,
+      split_bytes=split_bytes, skip_bad_inputs=skip_bad_inputs,
+      max_sentences_per_document=max_sentences_per_document,
+      pipeline_args=list(pipeline_args))
   prepare_output_dir(output_dir, overwrite)
   _make_workers_find_this_package()
-  read_ranges = plan_reads(paths, split_bytes)
+  read_ranges = plan_reads(paths, split_bytes, sizes)
   _LOGGER.info(runner_line)
-  with beam.Pipeline(runner=runner, options=pipeline_options) as p:
-    build_pipeline(p, read_ranges, output_dir, tokenizer, options, dupe_factor,
-                   num_shards, max_line_bytes)
+  try:
+    with beam.Pipeline(runner=runner, options=pipeline_options) as p:
+      build_pipeline(p, read_ranges, output_dir, tokenizer, options,
+                     dupe_factor, num_shards, max_line_bytes,
+                     max_sentences_per_document, skip_bad_inputs)
+  except Exception as e:  # pylint: disable=broad-except
+    # Runners wrap a worker's exception in their own (often as text only).
+    bad = BadInputError.find_in(_error_text(e))
+    if bad is None:
+      raise
+    raise ValueError(_error_line(
+        f"input file {bad[0]!r} is truncated or corrupt ({bad[1]}); nothing "
+        "was marked done", "--input_file",
+        "fix or remove the file, or pass --skip_bad_inputs to keep its "
+        "complete documents before the damage and skip the rest; the skip "
+        "is logged and listed in the manifest")) from None
   with FileSystems.open(FileSystems.join(output_dir, SUMMARY_FILE)) as f:
     summary = json.loads(f.read().decode("utf-8"))
-  # Written last: its presence means the shards and the summary are complete.
+  _log_input_warnings(summary, max_sentences_per_document)
+  if not summary["instances"]:
+    raise ValueError(_no_instances_message(summary, paths, output_dir))
+  records = sum(summary["records_per_shard"].values())
+  if records != summary["instances"]:  # A runner that lost or added records.
+    raise ValueError(_error_line(
+        f"the shards in {output_dir!r} hold {records} records but "
+        f"{summary['instances']} instances were made; nothing was marked "
+        "done", "--output_dir", "rerun with --overwrite"))
+  # _SUCCESS, then the manifest, written last: their presence means the
+  # shards and the summary are complete (run_pretraining checks both).
   with FileSystems.create(FileSystems.join(output_dir, SUCCESS_FILE)) as f:
     f.write(b"")
+  shard_paths = [FileSystems.join(output_dir, name)
+                 for name in summary["records_per_shard"]]
+  manifest = make_manifest(summary, dict(zip(paths, sizes)), run_flags,
+                           tokenizer_info,
+                           dict(zip(shard_paths, input_sizes(shard_paths))))
+  write_json_atomically(FileSystems.join(output_dir, MANIFEST_FILE), manifest)
   return summary
+
+
+def _error_text(error):
+  """The text of an exception and of the exceptions it was raised from."""
+  texts, seen = [], set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    texts.append(str(error))
+    error = error.__cause__ or error.__context__
+  return "\n".join(texts)
+
+
+def describe_tokenizer(tokenizer):
+  """The manifest's "tokenizer": kind, file, sha256 of the file, lowercase."""
+  digest = hashlib.sha256()
+  with open(tokenizer.model_file, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+      digest.update(chunk)
+  return {"kind": tokenizer.kind, "file": tokenizer.model_file,
+          "sha256": digest.hexdigest(),
+          "do_lower_case": tokenizer.do_lower_case}
+
+
+def make_manifest(summary, input_bytes, run_flags, tokenizer_info,
+                  shard_bytes):
+  """The manifest.json dict: what a consumer checks before reading shards.
+
+  Args:
+    summary: the summary.json dict of the run (the pipeline's counts).
+    input_bytes: {input path: size in bytes}.
+    run_flags: the flags of the run, by flag name.
+    tokenizer_info: describe_tokenizer's dict.
+    shard_bytes: {shard path: size in bytes}.
+  """
+  inputs = summary.get("inputs", {})
+  return {
+      "format": MANIFEST_FORMAT,
+      "version": MANIFEST_VERSION,
+      "written_by": "data_prep.create_pretraining_data",
+      "inputs": [dict(path=path, bytes=size,
+                      documents=inputs.get(path, {}).get("documents", 0),
+                      error=inputs.get(path, {}).get("error"))
+                 for path, size in input_bytes.items()],
+      "inputs_skipped": summary.get("inputs_skipped", 0),
+      "documents": summary["documents"],
+      "documents_over_max_sentences": summary.get(
+          "documents_over_max_sentences", 0),
+      "instances": summary["instances"],
+      "records": sum(summary["records_per_shard"].values()),
+      "shards": {os.path.basename(path): {
+          "records": summary["records_per_shard"][os.path.basename(path)],
+          "bytes": size} for path, size in sorted(shard_bytes.items())},
+      "flags": run_flags,
+      "tokenizer": tokenizer_info,
+  }
+
+
+def write_json_atomically(path, value):
+  """Writes JSON under a temporary name in the same directory, then renames."""
+  directory, name = os.path.split(path)
+  temp = FileSystems.join(directory, f"{TEMP_PREFIX}{uuid.uuid4().hex}-{name}")
+  with FileSystems.create(temp, compression_type=
+                          CompressionTypes.UNCOMPRESSED) as f:
+    f.write(json.dumps(value, indent=2, sort_keys=True).encode("utf-8"))
+  FileSystems.rename([temp], [path])
+
+
+def _log_input_warnings(summary, max_sentences_per_document):
+  inputs = summary.get("inputs", {})
+  for path, report in inputs.items():
+    if report["error"]:
+      _LOGGER.warning(
+          "--skip_bad_inputs: %s is truncated or corrupt (%s): kept its %d "
+          "complete documents before the damage, skipped the rest (listed "
+          "in the manifest)", path, report["error"], report["documents"])
+  over = summary.get("documents_over_max_sentences", 0)
+  if over:
+    longest = max(inputs, key=lambda p: inputs[p]["max_sentences"])
+    _LOGGER.warning(
+        "%d document(s) have more than --max_sentences_per_document=%d "
+        "sentences (the longest: %d, in %s): is the corpus missing the blank "
+        "lines between documents? Without them a file reads as one document "
+        "(one sentence per line, a blank line after each document)", over,
+        max_sentences_per_document, inputs[longest]["max_sentences"], longest)
+
+
+def _no_instances_message(summary, paths, output_dir):
+  documents = summary["documents"]
+  skipped = {r: n for r, n in documents["skipped"].items() if n}
+  if not documents["read"]:
+    what = (f"no instances: no documents in {len(paths)} input file(s) "
+            f"(e.g. {paths[0]!r})")
+    hint = "the input is empty"
+  else:
+    what = (f"no instances from the {documents['read']} document(s) read "
+            f"(skipped: " + (", ".join(f"{n} {r}" for r, n in skipped.items())
+                             or "none") + ")")
+    hint = "check the input"
+  if skipped.get("single_sentence"):
+    hint = ("each document needs two or more sentences: one sentence per "
+            "line, a blank line between documents")
+  return _error_line(what, "--input_file",
+                     f"{hint}; nothing was marked done, see "
+                     f"{FileSystems.join(output_dir, SUMMARY_FILE)}")
 
 
 def _load_tokenizer(spm_model_file, vocab_file, do_lower_case):
@@ -857,7 +1228,7 @@ def _define_flags():
                       "files: one sentence per line, blank line between "
                       "documents; .gz allowed.")
   flags.DEFINE_string("output_dir", None, "Directory for the TFRecord shards, "
-                      "summary.json and _SUCCESS.")
+                      "summary.json, _SUCCESS and manifest.json.")
   flags.DEFINE_string("output_file", None, "Instead of --output_dir, as the "
                       "original: write all records to this one TFRecord file "
                       "(comma-separated files: one shard each).")
@@ -890,6 +1261,15 @@ def _define_flags():
                     "--output_dir (or the --output_file).")
   flags.DEFINE_integer("max_line_bytes", 100_000, "Documents with a longer "
                        "line are skipped as junk.", lower_bound=1)
+  flags.DEFINE_bool("skip_bad_inputs", False, "A truncated or corrupt "
+                    "compressed input file is an error; with this flag its "
+                    "complete documents before the damage are kept, the "
+                    "rest is skipped, and the skip is logged and listed in "
+                    "summary.json and manifest.json.")
+  flags.DEFINE_integer("max_sentences_per_document", 10_000, "Documents with "
+                       "more sentences (lines) are counted and logged as a "
+                       "warning: blank lines between documents missing?",
+                       lower_bound=1)
   flags.DEFINE_bool("verbose", False, "Show the traceback of an error instead "
                     "of one line.")
   flags.DEFINE_string("input_file_mode", "r", "Accepted for the original's "
@@ -944,8 +1324,9 @@ def main(argv):
   if FLAGS.output_dir and FLAGS.output_file:
     raise train_vocab.CommandLineError(_error_line(
         "two outputs given", "--output_dir and --output_file",
-        "pass one: --output_dir for shards, summary.json and _SUCCESS, "
-        "--output_file for one TFRecord file as the original"))
+        "pass one: --output_dir for shards, summary.json, _SUCCESS and "
+        "manifest.json, --output_file for one TFRecord file as the "
+        "original"))
   if not FLAGS.output_dir and not FLAGS.output_file:
     raise train_vocab.CommandLineError(_error_line(
         "no output given", "--output_dir or --output_file",
@@ -955,7 +1336,9 @@ def main(argv):
                 do_lower_case=FLAGS.do_lower_case,
                 options=_instance_options(FLAGS),
                 dupe_factor=FLAGS.dupe_factor, overwrite=FLAGS.overwrite,
-                pipeline_args=argv[1:], max_line_bytes=FLAGS.max_line_bytes)
+                pipeline_args=argv[1:], max_line_bytes=FLAGS.max_line_bytes,
+                skip_bad_inputs=FLAGS.skip_bad_inputs,
+                max_sentences_per_document=FLAGS.max_sentences_per_document)
   if FLAGS.output_file:
     output_files = output_file_paths(FLAGS.output_file)
     if FLAGS["num_shards"].present and FLAGS.num_shards != len(output_files):
@@ -977,5 +1360,14 @@ def main(argv):
 if __name__ == "__main__":
   from absl import app
   from data_prep import train_vocab as _cli
+  # A bad input file fails the pipeline in a worker, and Beam logs that
+  # worker error with its traceback; the one `error:` line names the file
+  # (--verbose shows the traceback).
+  if "--verbose" not in sys.argv:
+    for _name in ("apache_beam.runners.common",
+                  "apache_beam.runners.portability.local_job_service",
+                  "apache_beam.runners.worker.sdk_worker"):
+      logging.getLogger(_name).addFilter(
+          lambda record: "<<bad-input>>" not in record.getMessage())
   _define_flags()
   app.run(_cli.one_line_errors(main), flags_parser=_parse_flags)

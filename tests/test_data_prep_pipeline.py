@@ -7,10 +7,13 @@ ranges. They must write byte-identical shards, whose records must equal the
 records of the plain per-document functions on the good documents only.
 """
 
+import bz2
 import glob
 import gzip
 import json
+import lzma
 import os
+import zlib
 
 import pytest
 import tensorflow as tf
@@ -190,6 +193,62 @@ def test_records_parse_with_original_spec_and_match_summary(runs):
   assert os.path.exists(os.path.join(output_dir, "_SUCCESS"))
   with open(os.path.join(output_dir, "summary.json"), encoding="utf-8") as f:
     assert json.load(f) == summary
+
+
+def test_manifest_is_written_last_and_matches_the_shards(runs, corpus):
+  manifests = []
+  for output_dir, summary in runs.values():
+    with open(os.path.join(output_dir, cpd.MANIFEST_FILE),
+              encoding="utf-8") as f:
+      manifest = json.load(f)
+    shards = _records(output_dir)[0]
+    assert {n: e["records"] for n, e in manifest["shards"].items()} == {
+        os.path.basename(s): sum(1 for _ in tf.data.TFRecordDataset(s))
+        for s in shards} == summary["records_per_shard"]
+    assert {n: e["bytes"] for n, e in manifest["shards"].items()} == {
+        os.path.basename(s): os.path.getsize(s) for s in shards}
+    assert manifest["records"] == manifest["instances"] == summary["instances"]
+    assert manifest["documents"] == summary["documents"]
+    assert [i["path"] for i in manifest["inputs"]] == sorted(
+        glob.glob(corpus[0]))
+    assert all(i["error"] is None and i["bytes"] > 0
+               for i in manifest["inputs"])
+    assert manifest["flags"]["max_seq_length"] == SEQ
+    assert len(manifest["tokenizer"]["sha256"]) == 64
+    # The _SUCCESS marker is older than (or as old as) the manifest.
+    assert os.path.getmtime(os.path.join(output_dir, cpd.SUCCESS_FILE)) <= (
+        os.path.getmtime(os.path.join(output_dir, cpd.MANIFEST_FILE)))
+    manifest["flags"].pop("pipeline_args")
+    manifest["flags"].pop("split_bytes")
+    manifests.append(manifest)
+  assert manifests[0] == manifests[1]  # same whatever the workers
+
+
+@pytest.mark.parametrize("compress, suffix", [
+    (gzip.compress, ".gz"), (bz2.compress, ".bz2"), (lzma.compress, ".xz"),
+    (zlib.compress, ".deflate")])
+def test_damaged_compressed_input_raises_after_its_complete_documents(
+    tmp_path, compress, suffix):
+  text = "\n\n".join(f"doc {i} first\ndoc {i} second"
+                      for i in range(3000)) + "\n"
+  data = compress(text.encode("utf-8"))
+  whole = tmp_path / f"whole.txt{suffix}"
+  whole.write_bytes(data)
+  assert len(list(cpd.read_raw_documents(str(whole), 1000))) == 3000
+  half = tmp_path / f"half.txt{suffix}"
+  half.write_bytes(data[:len(data) // 2])
+  documents = []
+  with pytest.raises(cpd.BadInputError) as raised:
+    for document in cpd.read_raw_documents(str(half), 1000):
+      documents.append(document)
+  assert raised.value.path == str(half) and "EOFError" in raised.value.detail
+  # Only whole documents, in order, none cut at the damage.
+  assert documents == [((f"doc {i} first".encode(), f"doc {i} second".encode()),
+                        False) for i in range(len(documents))]
+  # The launcher finds file and reason in a runner's wrapped error text.
+  assert cpd.BadInputError.find_in(
+      f"RuntimeError: BadInputError: {raised.value} [while running 'x']") == (
+          str(half), raised.value.detail)
 
 
 def test_clear_errors_before_any_work(runs, corpus, spm_model, tmp_path):

@@ -156,3 +156,87 @@ def test_corrupt_record_mid_file_fails_or_is_skipped(tmp_path):
   skipped = list(ip.make_dataset([good, bad], 1, SEQ, PRED, is_training=False,
                                  skip_corrupt_records=True))
   assert len(skipped) == 8 + 5
+
+
+def _record_offsets(data):
+  offsets, offset = [], 0
+  while offset < len(data):
+    offsets.append(offset)
+    offset += 16 + int.from_bytes(data[offset:offset + 8], "little")
+  return offsets
+
+
+def test_globs_never_match_hidden_files(tmp_path):
+  """Data prep's `.tmp-*` partial shards are not `*.tfrecord` (shell rule)."""
+  a = write_records(tmp_path / "a.tfrecord", 1)
+  temp = write_records(tmp_path / ".tmp-0123-a.tfrecord", 1)
+  (tmp_path / ".staging").mkdir()
+  write_records(tmp_path / ".staging" / "b.tfrecord", 1)
+  assert ip.expand_input_files(f"{tmp_path}/*.tfrecord") == [a]
+  assert ip.expand_input_files(f"{tmp_path}/*") == [a]
+  with pytest.raises(ip.InputFileError, match="matched no file"):
+    ip.expand_input_files(f"{tmp_path}/*/b.tfrecord")
+  # Asked for by name, or by a pattern that starts with the dot: read.
+  assert ip.expand_input_files(temp) == [temp]
+  assert ip.expand_input_files(f"{tmp_path}/.tmp-*") == [temp]
+
+
+def test_records_dirs_need_markers_unless_allowed(tmp_path, caplog):
+  path = write_records(tmp_path / "part-0.tfrecord", 2)
+  with pytest.raises(ip.InputFileError,
+                     match=r"no _SUCCESS and no manifest\.json.*"
+                     r"--allow_incomplete_input.*google-research/albert"):
+    ip.check_records_dirs([path], SEQ, PRED)
+  (tmp_path / ip.SUCCESS_FILE).write_bytes(b"")
+  with pytest.raises(ip.InputFileError, match=r"no manifest\.json \("):
+    ip.check_records_dirs([path], SEQ, PRED)
+  assert ip.check_records_dirs([path], SEQ, PRED, allow_incomplete=True) == {}
+  assert "--allow_incomplete_input" in caplog.text
+  (tmp_path / ip.MANIFEST_FILE).write_text("{not json")
+  with pytest.raises(ip.InputFileError, match=r"manifest\.json: unreadable"):
+    ip.check_records_dirs([path], SEQ, PRED)
+
+
+def test_all_empty_files_are_an_error(tmp_path):
+  empty = [str(tmp_path / f"e{i}.tfrecord") for i in range(2)]
+  for path in empty:
+    open(path, "wb").close()
+  full = write_records(tmp_path / "full.tfrecord", 1)
+  assert ip.check_shards(empty + [full], SEQ, PRED) == [full]
+  ip.require_records(empty + [full], [full])
+  with pytest.raises(ip.InputFileError,
+                     match=r"no records at all in the 2 file\(s\) of "
+                     r"--eval_input_file"):
+    ip.require_records(empty, ip.check_shards(empty, SEQ, PRED),
+                       "--eval_input_file")
+
+
+@pytest.mark.parametrize("damage, records, skipped, unaccounted", [
+    ("data", 10, 4, False),  # record 6's data: 6, 7, 8, 9 are skipped
+    ("header", 7, 1, True),  # record 6's length: the rest cannot be counted
+    ("truncated", 7, 1, False),  # the file ends inside record 6
+])
+def test_count_corrupt_records_is_what_skipping_drops(tmp_path, damage,
+                                                       records, skipped,
+                                                       unaccounted):
+  path = write_records(tmp_path / "x.tfrecord", 10)
+  data = bytearray(open(path, "rb").read())
+  start = _record_offsets(bytes(data))[6]
+  if damage == "data":
+    data[start + 14] ^= 0xFF
+  elif damage == "header":
+    data[start + 2] ^= 0xFF
+  else:
+    data = data[:start + 20]
+  open(path, "wb").write(bytes(data))
+  [count] = ip.count_corrupt_records([path], SEQ, PRED)
+  assert (count.records, count.skipped, count.unparsable) == (records,
+                                                              skipped, 0)
+  assert bool(count.unaccounted_bytes) == unaccounted
+  kept = ip.make_dataset([path], 1, SEQ, PRED, is_training=False,
+                         skip_corrupt_records=True)
+  assert sum(1 for _ in kept) == count.records - count.skipped == 6
+  report = ip.check_corrupt_fraction([count], 1.0, [path])
+  assert report["files"][path]["skipped"] == skipped
+  with pytest.raises(ip.InputFileError, match="--max_corrupt_fraction=0.1"):
+    ip.check_corrupt_fraction([count], 0.1)
