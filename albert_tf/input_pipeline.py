@@ -48,6 +48,7 @@ that would skip more than a given share of them.
 """
 
 import dataclasses
+import functools
 import glob
 import hashlib
 import json
@@ -356,25 +357,16 @@ def describe_corrupt_files(results: Sequence[ScanResult]) -> str:
 
 
 # ----------------------------------------------- --skip_corrupt_records
-def _crc32c_table():
-  table = []
-  for byte in range(256):
-    crc = byte
-    for _ in range(8):
-      crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    table.append(crc)
-  return table
-
-
-_CRC32C_TABLE = _crc32c_table()
+@functools.lru_cache(maxsize=1)
+def _crc32c():
+  import crcmod.predefined  # pylint: disable=g-import-not-at-top
+  return crcmod.predefined.mkCrcFun("crc-32c")
 
 
 def _masked_crc32c(data: bytes) -> int:
-  """TFRecord's checksum: CRC-32C, rotated and offset."""
-  crc = 0xFFFFFFFF
-  for byte in data:
-    crc = _CRC32C_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-  crc ^= 0xFFFFFFFF
+  """TFRecord's checksum: CRC-32C (crcmod, which Beam's tfrecord extra
+  installs), rotated and offset."""
+  crc = _crc32c()(data)
   return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
@@ -512,6 +504,27 @@ def write_skipped_records(output_dir: str, report: dict) -> str:
 
 
 # ------------------------------------------------------------------ parsing
+def files_with_ids_over(files: Sequence[str], vocab_size: int,
+                        max_seq_length: int, max_predictions_per_seq: int):
+  """[(path, largest token id)] of the files holding an id >= vocab_size.
+
+  One pass over the records (parsing input_ids and masked_lm_ids only), for
+  naming the file after the model met an id outside its vocabulary.
+  """
+  spec = {F.INPUT_IDS: tf.io.FixedLenFeature([max_seq_length], tf.int64),
+          F.MASKED_LM_IDS: tf.io.FixedLenFeature([max_predictions_per_seq],
+                                                 tf.int64)}
+  found = []
+  for path in files:
+    largest = tf.data.TFRecordDataset(path).batch(1024).map(
+        lambda s: tf.reduce_max([tf.reduce_max(v) for v in
+                                 tf.io.parse_example(s, spec).values()]))
+    top = max((int(v) for v in largest.as_numpy_iterator()), default=-1)
+    if top >= vocab_size:
+      found.append((path, top))
+  return found
+
+
 def decode_record(serialized: tf.Tensor, max_seq_length: int,
                   max_predictions_per_seq: int) -> Dict[str, tf.Tensor]:
   """Parses one serialized Example (scalar) or a batch (vector); int64 -> int32."""

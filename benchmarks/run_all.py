@@ -34,6 +34,9 @@ def _benchmarks(results, quick):
                           f"--json_out={results}/albert_vs_bert.json"]),
       ("pretrain_throughput", ["benchmarks.pretrain_throughput",
                                f"--output={results}/pretrain_throughput.json"] + q),
+      ("finetune_throughput", ["benchmarks.finetune_throughput",
+                               f"--output={results}/finetune_throughput.json"]
+       + (["--rounds=1"] if quick else [])),
       ("data_prep_throughput", ["benchmarks.data_prep_throughput",
                                 f"--results_dir={results}"]
        + (["--repetitions=1", "--dupe_factor=1"] if quick else [])),
@@ -51,6 +54,14 @@ def _load(path):
 def table_rows(results):
   """(benchmark, figure, value, spread, compared with, ratio) from the JSONs."""
   rows = []
+  fine = _load(os.path.join(results, "finetune_throughput.json"))
+  if fine:
+    rows.append(("finetune_throughput",
+                 f"{fine['preset']} trainer examples/s",
+                 fine["trainer"]["examples_per_second"],
+                 fine["trainer"]["spread"],
+                 f"former loop {fine['loop']['examples_per_second']:.1f}",
+                 fine["ratio_trainer_vs_loop"]))
   enc = _load(os.path.join(results, "encoder_throughput.json"))
   if enc:
     for r in enc["rows"]:

@@ -16,9 +16,12 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import classifier_data as cd
+from albert_tf import input_pipeline
+from albert_tf import run_pretraining as rp
 from albert_tf import export_saved_model
 from albert_tf import run_classifier
 from albert_tf.config import AlbertConfig
+from tests.pretraining_fixtures import tiny_argv
 
 CHARS = "好差很不是的电影书手机质量服务一般"
 
@@ -179,12 +182,24 @@ def export_is_world_readable_and_cleans_up(data, tmp, caplog):
   assert set(modes.values()) <= {0o755, 0o644} and modes
 
 
+def token_ids_outside_the_vocabulary(data, tmp, caplog):
+  # Records of a larger vocabulary than the model's (another tokenizer).
+  (tmp / "pre").mkdir()
+  argv = tiny_argv(tmp / "pre", "--vocab_size=10")
+  with pytest.raises(input_pipeline.InputFileError,
+                     match=r"token ids outside the model's vocabulary "
+                     r"\(vocab_size=10\) in .*part-0\.tfrecord \(largest id "
+                     r"\d+\).*another tokenizer"):
+    rp.run(rp.params_from_argv(argv))
+
+
 FAULTS = [truncated_latest_checkpoint, eval_only_without_a_checkpoint,
           train_steps_below_the_checkpoint, stale_temporary_checkpoint,
           log_lines_after_the_checkpoint, extra_tab_in_a_line, non_utf8_line,
           utf8_bom_and_crlf_are_fine, one_class_label_list,
           seq_length_over_position_embeddings,
-          export_is_world_readable_and_cleans_up]
+          export_is_world_readable_and_cleans_up,
+          token_ids_outside_the_vocabulary]
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.__name__ for f in FAULTS])

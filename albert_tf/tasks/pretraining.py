@@ -9,6 +9,7 @@ checkpointed, as in the original), so it reads new batches rather than
 replaying old ones.
 """
 
+import re
 from typing import Dict, List, Optional
 
 import tensorflow as tf
@@ -86,6 +87,12 @@ class PretrainingTask(Task):
     try:
       return fn()
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      out_of_range = re.search(
+          r"= (\d+) is not in \[0, (\d+)\)|label value of (\d+) which is "
+          r"outside the valid range of \[0, (\d+)\)", e.message or "")
+      if out_of_range:
+        raise self._ids_error(files, int(out_of_range.group(2) or
+                                         out_of_range.group(4))) from e
       bad = input_pipeline.describe_corrupt_files(
           input_pipeline.scan_tfrecords(files))
       if not bad:
@@ -94,6 +101,18 @@ class PretrainingTask(Task):
           f"Corrupt TFRecord data: {bad}. Fix or remove the file(s), or pass "
           "--skip_corrupt_records to skip unreadable records.") from e
 
+
+  def _ids_error(self, files, vocab_size):
+    """A token id the model has no embedding for: name the files."""
+    found = input_pipeline.files_with_ids_over(
+        files, vocab_size, self.data_kwargs["max_seq_length"],
+        self.data_kwargs["max_predictions_per_seq"])
+    where = ", ".join(f"{path} (largest id {top})" for path, top in found[:3])
+    return input_pipeline.InputFileError(
+        f"token ids outside the model's vocabulary (vocab_size={vocab_size}) "
+        f"in {where or 'the records'}: were they written with another "
+        "tokenizer? Pass that tokenizer's --spm_model_file (it sets "
+        "vocab_size), or --vocab_size")
 
 def export_outputs(outputs):
   """Serving outputs: encoder outputs, `mlm_logits` and `sop_logits` (float32)."""
