@@ -50,7 +50,6 @@ that would skip more than a given share of them.
 import dataclasses
 import functools
 import glob
-import hashlib
 import json
 import os
 import re
@@ -61,6 +60,7 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf import features as F
+from albert_tf.run_config import file_sha256
 
 # What data prep (data_prep.create_pretraining_data) writes next to its
 # shards, last: the same names as there.
@@ -120,14 +120,6 @@ def expand_input_files(input_file: str) -> List[str]:
 
 
 # ------------------------------------------------------ data prep's markers
-def file_sha256(path: str) -> str:
-  digest = hashlib.sha256()
-  with tf.io.gfile.GFile(path, "rb") as f:
-    for chunk in iter(lambda: f.read(1 << 20), b""):
-      digest.update(chunk)
-  return digest.hexdigest()
-
-
 def _read_manifest(path: str) -> dict:
   try:
     with tf.io.gfile.GFile(path, "rb") as f:
