@@ -145,8 +145,8 @@ def _run(o: ClassifierOptions):
   result = {"output_dir": o.output_dir, "data": _validate_splits(o, task)}
 
   # Every input is valid: only now is output_dir written.
-  if chief:
-    _write_run_files(o, task, config, fingerprint)
+  # Held until this function returns: no second run writes here meanwhile.
+  lock = _write_run_files(o, task, config, fingerprint) if chief else None
   keras.utils.set_random_seed(o.seed)
   trainer = Trainer(task, config, settings, strategy)
   trainer.restore(o.init_checkpoint, training=o.do_train)
@@ -162,6 +162,7 @@ def _run(o: ClassifierOptions):
                                       result["best_step"]))
   logging.info("Results: %s", {k: v for k, v in result.items() if k != "data"})
   trainer.finish()
+  del lock  # the run is over: another may write here
   return result
 
 
@@ -235,7 +236,7 @@ def _validate_splits(o: ClassifierOptions, task):
 
 def _write_run_files(o: ClassifierOptions, task, config, fingerprint):
   """albert_config.json, the tokenizer, classifier_config.json, fingerprint."""
-  run_config.prepare_output_dir(o.output_dir, fingerprint, o.overwrite)
+  lock = run_config.prepare_output_dir(o.output_dir, fingerprint, o.overwrite)
   config.to_json_file(os.path.join(o.output_dir, run_config.checkpoints.CONFIG_NAME))
   tokenizer = task.tokenizer
   copy = os.path.join(o.output_dir, os.path.basename(tokenizer.model_file))
@@ -249,6 +250,7 @@ def _write_run_files(o: ClassifierOptions, task, config, fingerprint):
             tokenizer_kind=tokenizer.kind, do_lower_case=o.do_lower_case,
             text_pair=task.spec.columns["train"][1] is not None).write(
                 os.path.join(o.output_dir, run_config.CLASSIFIER_CONFIG))
+  return lock
 
 
 # ----------------------------------------------------------------- flags

@@ -364,21 +364,57 @@ def check_output_dir(output_dir: str, fingerprint: dict,
         "another --output_dir")
 
 
+LOCK_FILE = ".run.lock"
+
+
+def lock_output_dir(output_dir: str):
+  """An exclusive lock on a local output_dir for the life of the run.
+
+  Returns the open lock file (keep it referenced; the OS releases the lock
+  when it is closed or the process dies, SIGKILL included), or None for a
+  remote file system, where no lock is taken. A second run into the same
+  output_dir stops with one line instead of interleaving checkpoints.
+  """
+  if "://" in output_dir:
+    return None
+  import fcntl  # pylint: disable=g-import-not-at-top
+  handle = open(os.path.join(output_dir, LOCK_FILE), "a+", encoding="utf-8")
+  try:
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except BlockingIOError:
+    handle.seek(0)
+    owner = handle.read().strip() or "unknown"
+    handle.close()
+    raise RunConfigError(
+        f"--output_dir={output_dir} is in use by another run (pid {owner}): "
+        "wait for it, or choose another --output_dir") from None
+  handle.seek(0)
+  handle.truncate()
+  handle.write(str(os.getpid()))
+  handle.flush()
+  return handle
+
+
 def prepare_output_dir(output_dir: str, fingerprint: dict,
-                       overwrite: bool = False) -> None:
-  """Empties output_dir on --overwrite, creates it, writes the fingerprint."""
-  if overwrite and tf.io.gfile.exists(output_dir):
+                       overwrite: bool = False):
+  """Creates and locks output_dir, empties it on --overwrite, writes the
+  fingerprint. Returns the lock (see `lock_output_dir`): keep it."""
+  tf.io.gfile.makedirs(output_dir)
+  lock = lock_output_dir(output_dir)
+  if overwrite:
     for name in tf.io.gfile.listdir(output_dir):
+      if name == LOCK_FILE:
+        continue
       path = os.path.join(output_dir, name.rstrip("/"))
       if tf.io.gfile.isdir(path):
         shutil.rmtree(path) if os.path.isdir(path) else tf.io.gfile.rmtree(path)
       else:
         tf.io.gfile.remove(path)
-  tf.io.gfile.makedirs(output_dir)
   path = os.path.join(output_dir, FINGERPRINT_FILE)
   if not tf.io.gfile.exists(path):
     with tf.io.gfile.GFile(path, "w") as f:
       f.write(json.dumps(fingerprint, indent=2, sort_keys=True))
+  return lock
 
 
 # ------------------------------------------------------------ CLI errors

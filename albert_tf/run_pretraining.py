@@ -36,13 +36,14 @@ from absl import logging
 
 import albert_tf  # noqa: F401  (sets KERAS_BACKEND before keras is imported)
 import keras
+import tensorflow as tf
 
 from albert_tf import input_pipeline
 from albert_tf import optimization
 from albert_tf import run_config
 from albert_tf.run_config import PRECISIONS, STRATEGIES
 from albert_tf.tasks import PretrainingTask
-from albert_tf.trainer import Trainer, TrainerSettings
+from albert_tf.trainer import Trainer, TrainerSettings, write_scalars
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS):
   """Defines the flags on `fv`: the original run_pretraining.py names/defaults + TF2 ones."""
@@ -267,13 +268,19 @@ def _run(p: Params) -> Dict[str, float]:
   train_files, eval_files, skipped_report = _check_inputs(p)
 
   # Inputs are valid: only now is output_dir written.
+  lock = None  # held until this function returns
   if chief:
-    run_config.prepare_output_dir(p.output_dir, fingerprint, p.overwrite)
+    lock = run_config.prepare_output_dir(p.output_dir, fingerprint,
+                                         p.overwrite)
     config.to_json_file(os.path.join(p.output_dir, "albert_config.json"))
     if skipped_report is not None:
       logging.info("--skip_corrupt_records: the skipped records per file are "
                    "in %s", input_pipeline.write_skipped_records(
                        p.output_dir, skipped_report))
+      # Also beside the curves, where a run is looked at.
+      write_scalars(tf.summary.create_file_writer(
+          os.path.join(p.output_dir, "train")), 0,
+                    {"skipped_records": skipped_report["skipped"]})
   keras.utils.set_random_seed(p.seed)
   task = PretrainingTask(
       train_files, eval_files, p.max_seq_length, p.max_predictions_per_seq,
@@ -293,6 +300,7 @@ def _run(p: Params) -> Dict[str, float]:
     if chief:
       write_eval_results(p.output_dir, results)
   trainer.finish()
+  del lock  # the run is over: another may write here
   return results
 
 

@@ -193,13 +193,70 @@ def token_ids_outside_the_vocabulary(data, tmp, caplog):
     rp.run(rp.params_from_argv(argv))
 
 
+def disk_full_while_saving(data, tmp, caplog):
+  out = tmp / "out"
+  save = tf.train.CheckpointManager.save
+  calls = []
+
+  def save_until_the_disk_is_full(self, *args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:
+      raise OSError(28, "No space left on device")
+    return save(self, *args, **kwargs)
+  tf.train.CheckpointManager.save = save_until_the_disk_is_full
+  try:
+    with pytest.raises(OSError, match="No space left on device"):
+      run_classifier.run(**_options(data, out))
+  finally:
+    tf.train.CheckpointManager.save = save
+  # Room again: the same command resumes from the checkpoint that was saved.
+  result = run_classifier.run(**_options(data, out))
+  assert result["num_train_steps"] == 4
+  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-4")
+  assert [r["global_step"] for r in _jsonl(out / "eval_log.jsonl")] == [0, 2,
+                                                                       4]
+
+
+def concurrent_runs_into_one_output_dir(data, tmp, caplog):
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  out = tmp / "out"
+  options = _options(data, out, train_step=100000, eval_every_steps=1000,
+                     warmup_step=1)
+  argv = [f"--{k}={v}" if not isinstance(v, bool) else
+          (f"--{k}" if v else f"--no{k}") for k, v in options.items()]
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  first = subprocess.Popen(
+      [sys.executable, "-m", "albert_tf.run_classifier", *argv], cwd=repo,
+      env=dict(os.environ, PYTHONPATH=repo, TF_CPP_MIN_LOG_LEVEL="3"),
+      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  try:
+    deadline = time.time() + 120
+    while not (out / "run_fingerprint.json").exists():
+      assert first.poll() is None, first.stderr.read().decode()[-2000:]
+      assert time.time() < deadline
+      time.sleep(0.05)
+    with pytest.raises(ValueError, match=rf"is in use by another run \(pid "
+                       rf"{first.pid}\)"):
+      run_classifier.run(**dict(options, train_step=4))
+  finally:
+    first.kill()
+    first.wait()
+  # Killed, its lock is gone: the next run proceeds (and resumes).
+  result = run_classifier.run(**_options(data, out, train_step=2,
+                                         eval_every_steps=2, warmup_step=1))
+  assert result["num_train_steps"] == 2
+
+
 FAULTS = [truncated_latest_checkpoint, eval_only_without_a_checkpoint,
           train_steps_below_the_checkpoint, stale_temporary_checkpoint,
           log_lines_after_the_checkpoint, extra_tab_in_a_line, non_utf8_line,
           utf8_bom_and_crlf_are_fine, one_class_label_list,
           seq_length_over_position_embeddings,
           export_is_world_readable_and_cleans_up,
-          token_ids_outside_the_vocabulary]
+          token_ids_outside_the_vocabulary, disk_full_while_saving,
+          concurrent_runs_into_one_output_dir]
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.__name__ for f in FAULTS])

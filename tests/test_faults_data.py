@@ -377,6 +377,13 @@ def _check_skip_corrupt_counted(b, tmp_path, outcome):  # pylint: disable=unused
                            skip_corrupt_records=True)
     assert sum(1 for _ in kept) == records - skipped
     assert f"{path}: {skipped} of {records} records skipped" in outcome.logs
+  # And in TensorBoard, read back with tensorboard's own reader.
+  from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=g-import-not-at-top
+  acc = event_accumulator.EventAccumulator(str(ctx["out"] / "train"))
+  acc.Reload()
+  events = acc.Tensors("skipped_records")
+  assert [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events
+          ] == [(0, 9.0)]
 
 
 FAULTS = [
