@@ -175,11 +175,12 @@ def check_records_dirs(files: Sequence[str], max_seq_length: int,
           f"{directory}: no {' and no '.join(missing)} (the files data prep "
           f"writes last), so its run there was killed, failed or is still "
           f"writing, and the shards may be partial or missing ({flag} "
-          f"matched {len(paths)} file(s) there). Rerun data prep with "
-          f"--overwrite, or {_INCOMPLETE_HINT}")
+          f"matched {len(paths)} file(s) there)")
       if not allow_incomplete:
-        raise InputFileError(message)
-      logging.warning("--allow_incomplete_input: %s", message)
+        raise InputFileError(f"{message}. Rerun data prep with --overwrite, "
+                             f"or {_INCOMPLETE_HINT}")
+      logging.warning("--allow_incomplete_input: reading them as they are: "
+                      "%s", message)
       if MANIFEST_FILE in missing:
         continue
     manifest_path = os.path.join(directory, MANIFEST_FILE)

@@ -249,6 +249,19 @@ def concurrent_runs_into_one_output_dir(data, tmp, caplog):
   assert result["num_train_steps"] == 2
 
 
+def unparsable_record_later_in_a_shard(data, tmp, caplog):
+  (tmp / "pre").mkdir()
+  argv = tiny_argv(tmp / "pre", "--shuffle_buffer_size=0")
+  shard = tmp / "pre" / "data" / "part-1.tfrecord"
+  records = [r.numpy() for r in tf.data.TFRecordDataset(str(shard))]
+  with tf.io.TFRecordWriter(str(shard)) as writer:  # sound frames
+    for i, record in enumerate(records):
+      writer.write(b"not an Example" if i == 5 else record)
+  with pytest.raises(input_pipeline.InputFileError,
+                     match=r"part-1\.tfrecord: 1 of 32 records skipped"):
+    rp.run(rp.params_from_argv(argv))
+
+
 FAULTS = [truncated_latest_checkpoint, eval_only_without_a_checkpoint,
           train_steps_below_the_checkpoint, stale_temporary_checkpoint,
           log_lines_after_the_checkpoint, extra_tab_in_a_line, non_utf8_line,
@@ -256,7 +269,8 @@ FAULTS = [truncated_latest_checkpoint, eval_only_without_a_checkpoint,
           seq_length_over_position_embeddings,
           export_is_world_readable_and_cleans_up,
           token_ids_outside_the_vocabulary, disk_full_while_saving,
-          concurrent_runs_into_one_output_dir]
+          concurrent_runs_into_one_output_dir,
+          unparsable_record_later_in_a_shard]
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.__name__ for f in FAULTS])

@@ -96,6 +96,13 @@ class PretrainingTask(Task):
       bad = input_pipeline.describe_corrupt_files(
           input_pipeline.scan_tfrecords(files))
       if not bad:
+        # Sound frames, but records that do not parse (later in a shard
+        # than the first-record check looks): name the files.
+        counts = input_pipeline.count_corrupt_records(
+            files, self.data_kwargs["max_seq_length"],
+            self.data_kwargs["max_predictions_per_seq"])
+        bad = "; ".join(c.describe() for c in counts if c.skipped)
+      if not bad:
         raise
       raise input_pipeline.InputFileError(
           f"Corrupt TFRecord data: {bad}. Fix or remove the file(s), or pass "
