@@ -8,6 +8,7 @@ it. Restoring matches variables by these object paths, so an encoder saved
 by the pretrainer loads into a classifier and vice versa.
 """
 
+import json
 import os
 
 import tensorflow as tf
@@ -19,6 +20,7 @@ PARTS = ("encoder", "masked_lm_head", "sentence_order_head", "classifier_head")
 
 
 BEST_DIR = "best"  # where the trainer keeps the best checkpoint by dev metric
+BEST_FILE = "best.json"  # its record: step, metric, checkpoint name
 
 
 def latest_checkpoint(path_or_dir):
@@ -28,9 +30,8 @@ def latest_checkpoint(path_or_dir):
   when the run kept one (its best/ subdirectory), else to its latest.
   """
   if tf.io.gfile.isdir(path_or_dir):
-    best = os.path.join(path_or_dir, BEST_DIR)
-    latest = (tf.io.gfile.isdir(best) and tf.train.latest_checkpoint(best)
-              or tf.train.latest_checkpoint(path_or_dir))
+    latest = (best_checkpoint(path_or_dir) or
+              tf.train.latest_checkpoint(path_or_dir))
     if latest is None:
       raise FileNotFoundError(f"No checkpoint found in directory {path_or_dir}")
     return latest
@@ -39,6 +40,17 @@ def latest_checkpoint(path_or_dir):
         f"No checkpoint at {path_or_dir} (expected {path_or_dir}.index, or a "
         "directory holding a 'checkpoint' file)")
   return path_or_dir
+
+
+def best_checkpoint(directory):
+  """The prefix best/best.json names (the trainer's record), or None."""
+  record = os.path.join(directory, BEST_DIR, BEST_FILE)
+  if not tf.io.gfile.exists(record):
+    return None
+  with tf.io.gfile.GFile(record) as f:
+    prefix = os.path.join(directory, BEST_DIR, json.loads(f.read())[
+        "checkpoint"])
+  return prefix if tf.io.gfile.exists(prefix + ".index") else None
 
 
 def config_beside(path_or_dir):

@@ -60,8 +60,8 @@ class ClassifierOptions:
   albert_config_file: Optional[str] = None
   spm_model_file: Optional[str] = None
   vocab_file: Optional[str] = None
-  do_lower_case: bool = True
-  max_seq_length: int = 128
+  do_lower_case: Optional[bool] = None  # None: as recorded, else True
+  max_seq_length: Optional[int] = None  # None: as recorded, else 128
   train_batch_size: int = 32
   eval_batch_size: int = 64
   learning_rate: float = 5e-5
@@ -113,6 +113,11 @@ def run(**kwargs):
   options = ClassifierOptions(**kwargs)
   if not (options.do_train or options.do_eval or options.do_predict):
     raise ValueError("Nothing to do: set --do_train, --do_eval or --do_predict")
+  for name in ("train_batch_size", "eval_batch_size", "log_every_steps",
+               "iterations_per_loop", "keep_checkpoint_max"):
+    if getattr(options, name) <= 0:
+      raise ValueError(f"--{name} must be positive, got "
+                       f"{getattr(options, name)}")
   with run_config.dtype_policy(options.mixed_precision):
     return _run(options)
 
@@ -122,8 +127,17 @@ def _run(o: ClassifierOptions):
       o.distribution_strategy, o.tpu, o.num_gpus, o.use_tpu, o.tpu_name,
       o.tpu_zone, o.gcp_project, o.num_tpu_cores)
   chief = run_config.is_chief(strategy)
+  # What the model was fine-tuned with (beside --init_checkpoint, or in
+  # output_dir when resuming or evaluating there): the defaults of
+  # --max_seq_length and --do_lower_case, and a tsv task's labels.
   info = (run_config.ModelInfo.read_beside(o.init_checkpoint)
-          if o.init_checkpoint else None)
+          if o.init_checkpoint else None) or (
+              run_config.ModelInfo.read_beside(o.output_dir)
+              if os.path.isdir(o.output_dir) else None)
+  o = dataclasses.replace(
+      o, max_seq_length=o.max_seq_length or (info and info.max_seq_length)
+      or 128, do_lower_case=(o.do_lower_case if o.do_lower_case is not None
+                             else info.do_lower_case if info else None))
   spec = read_spec(o.task_name, o.text_a_column, o.text_b_column,
                    o.label_column, o.label_list, o.has_header, o.regression,
                    o.data_dir, info.label_list if info and
@@ -140,13 +154,21 @@ def _run(o: ClassifierOptions):
   settings = _settings(o, task)
   fingerprint = run_config.make_fingerprint(
       f"{task.name}:{spec.name}", config, tokenizer,
-      settings.optimizer_fingerprint() if o.do_train else None)
+      settings.optimizer_fingerprint() if o.do_train else None,
+      o.mixed_precision)
   run_config.check_output_dir(o.output_dir, fingerprint, o.overwrite)
   result = {"output_dir": o.output_dir, "data": _validate_splits(o, task)}
 
   # Every input is valid: only now is output_dir written.
   # Held until this function returns: no second run writes here meanwhile.
-  lock = _write_run_files(o, task, config, fingerprint) if chief else None
+  lock = None
+  if chief:
+    lock = run_config.prepare_output_dir(o.output_dir, fingerprint,
+                                         o.overwrite)
+    # An eval- or predict-only run leaves what training recorded alone.
+    if o.do_train or not os.path.exists(
+        os.path.join(o.output_dir, run_config.CLASSIFIER_CONFIG)):
+      _write_run_files(o, task, config)
   keras.utils.set_random_seed(o.seed)
   trainer = Trainer(task, config, settings, strategy)
   trainer.restore(o.init_checkpoint, training=o.do_train)
@@ -234,9 +256,8 @@ def _validate_splits(o: ClassifierOptions, task):
   return stats
 
 
-def _write_run_files(o: ClassifierOptions, task, config, fingerprint):
-  """albert_config.json, the tokenizer, classifier_config.json, fingerprint."""
-  lock = run_config.prepare_output_dir(o.output_dir, fingerprint, o.overwrite)
+def _write_run_files(o: ClassifierOptions, task, config):
+  """albert_config.json, the tokenizer copy, classifier_config.json."""
   config.to_json_file(os.path.join(o.output_dir, run_config.checkpoints.CONFIG_NAME))
   tokenizer = task.tokenizer
   copy = os.path.join(o.output_dir, os.path.basename(tokenizer.model_file))
@@ -247,10 +268,10 @@ def _write_run_files(o: ClassifierOptions, task, config, fingerprint):
             is_regression=task.spec.is_regression,
             max_seq_length=o.max_seq_length,
             tokenizer_file=os.path.basename(tokenizer.model_file),
-            tokenizer_kind=tokenizer.kind, do_lower_case=o.do_lower_case,
+            tokenizer_kind=tokenizer.kind,
+            do_lower_case=tokenizer.do_lower_case,
             text_pair=task.spec.columns["train"][1] is not None).write(
                 os.path.join(o.output_dir, run_config.CLASSIFIER_CONFIG))
-  return lock
 
 
 # ----------------------------------------------------------------- flags
@@ -269,9 +290,11 @@ def define_flags():
   f.DEFINE_string("albert_config_file", None, "albert_config.json.")
   f.DEFINE_string("spm_model_file", None, "SentencePiece model.")
   f.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
-  f.DEFINE_bool("do_lower_case", True, "Lowercase input text.")
-  f.DEFINE_integer("max_seq_length", 128, "Tokens per example incl. "
-                   "[CLS]/[SEP]; longer inputs are truncated and counted.")
+  f.DEFINE_bool("do_lower_case", None, "Lowercase input text (default: as "
+                "the model was fine-tuned, else true).")
+  f.DEFINE_integer("max_seq_length", None, "Tokens per example incl. "
+                   "[CLS]/[SEP]; longer inputs are truncated and counted "
+                   "(default: as the model was fine-tuned, else 128).")
   f.DEFINE_integer("train_batch_size", 32, "Training batch size.")
   f.DEFINE_integer("eval_batch_size", 64, "Eval/predict batch size.")
   f.DEFINE_float("learning_rate", 5e-5, "Peak AdamW learning rate.")

@@ -314,14 +314,22 @@ FINGERPRINT_FILE = "run_fingerprint.json"
 
 
 def make_fingerprint(task: str, config: AlbertConfig, tokenizer,
-                     optimizer: dict) -> dict:
-  """What an output_dir's checkpoints mean: compared on every rerun."""
+                     optimizer: Optional[dict],
+                     precision: Optional[str] = None) -> dict:
+  """What an output_dir's checkpoints mean: compared on every rerun.
+
+  optimizer and precision are None for runs that do not train (float16
+  adds loss-scale variables to the optimizer state: a checkpoint of one
+  precision does not resume under the other).
+  """
   return {
       "task": task,
       "albert_config": {k: getattr(config, k) for k in ARCHITECTURE_FIELDS},
       "tokenizer_sha256": (file_sha256(tokenizer.model_file)
                            if tokenizer is not None else None),
       "optimizer": optimizer,
+      "mixed_precision": (canonical_precision(precision)
+                          if optimizer is not None else None),
   }
 
 

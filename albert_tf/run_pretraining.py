@@ -262,7 +262,8 @@ def _run(p: Params) -> Dict[str, float]:
   settings = trainer_settings(p)
   fingerprint = run_config.make_fingerprint(
       "pretraining", config, tokenizer,
-      settings.optimizer_fingerprint() if p.do_train else None)
+      settings.optimizer_fingerprint() if p.do_train else None,
+      p.mixed_precision)
   run_config.check_output_dir(p.output_dir, fingerprint, p.overwrite)
 
   train_files, eval_files, skipped_report = _check_inputs(p)
@@ -293,10 +294,9 @@ def _run(p: Params) -> Dict[str, float]:
     trainer.train()
   results = {"global_step": trainer.step}
   if p.do_eval:
-    last = _last_eval(p.output_dir)
-    # An eval at this very checkpoint was logged while training: reuse it.
-    results = (last if settings.eval_at_checkpoints and last and
-               last.get("global_step") == trainer.step else trainer.evaluate())
+    # An eval of this very checkpoint was made while training: reuse it.
+    results = (settings.eval_at_checkpoints and
+               trainer.evaluated.get(trainer.step)) or trainer.evaluate()
     if chief:
       write_eval_results(p.output_dir, results)
   trainer.finish()
@@ -335,15 +335,6 @@ def _check_inputs(p: Params):
             all_files, p.max_seq_length, p.max_predictions_per_seq),
         p.max_corrupt_fraction, train_files)
   return train_files, eval_files, skipped_report
-
-
-def _last_eval(output_dir):
-  path = os.path.join(output_dir, "eval_log.jsonl")
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    lines = [l for l in f if l.strip()]
-  return json.loads(lines[-1]) if lines else None
 
 
 def main(argv):

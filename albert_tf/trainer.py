@@ -44,7 +44,7 @@ from albert_tf import optimization
 from albert_tf.run_config import is_chief
 
 BEST_DIR = checkpoints.BEST_DIR
-BEST_FILE = "best.json"
+BEST_FILE = checkpoints.BEST_FILE
 TRAIN_LOG = "train_log.jsonl"
 EVAL_LOG = "eval_log.jsonl"
 
@@ -315,7 +315,11 @@ class Trainer:
         self.checkpoint, self.ckpt_dir,
         max_to_keep=settings.keep_checkpoint_max, checkpoint_name="ckpt")
     self._eval_writer = None
-    self._evaluated = set()
+    # step -> eval results: read from eval_log.jsonl at restore (the same on
+    # every worker), then added to by evaluate(). Decisions to evaluate are
+    # taken from it, never from the file the chief is writing.
+    self.evaluated = {}
+    self._best_value = None
 
   @property
   def step(self) -> int:
@@ -327,7 +331,9 @@ class Trainer:
     """Resumes from output_dir's latest readable checkpoint, else loads init
     weights. Without training there must be weights to evaluate."""
     # Read before this process evaluates anything (the same on every worker).
-    self._evaluated = self._evaluated_steps()
+    self.evaluated = self._logged_evals()
+    best = self.best()
+    self._best_value = best.get(self.task.best_metric) if best else None
     resumed = self._restore_latest_readable()
     if resumed:
       logging.info("Resumed from %s", resumed)
@@ -397,7 +403,7 @@ class Trainer:
                       self.output_dir, self.step, s.num_train_steps)
       return
     # At step 0, and after a kill between a checkpoint and its eval.
-    if s.eval_at_checkpoints and self.step not in self._evaluated:
+    if s.eval_at_checkpoints and self.step not in self.evaluated:
       self.evaluate()
     log_steps = math.ceil(s.log_steps / self.steps_per_execution) * (
         self.steps_per_execution)
@@ -419,12 +425,13 @@ class Trainer:
           verbose=1 if self.chief else 0, shuffle=False))
 
   # --------------------------------------------------------- eval
-  def _evaluated_steps(self):
+  def _logged_evals(self) -> Dict[int, dict]:
     path = os.path.join(self.output_dir, EVAL_LOG)
     if not os.path.exists(path):
-      return set()
+      return {}
     with open(path, encoding="utf-8") as f:
-      return {json.loads(l).get("global_step") for l in f if l.strip()}
+      records = [json.loads(l) for l in f if l.strip()]
+    return {r.get("global_step"): r for r in records}
 
   def evaluate(self) -> Dict[str, float]:
     """The task's dev metrics at this step; logged, and the best one kept."""
@@ -432,6 +439,10 @@ class Trainer:
     results = dict(self.task.evaluate(self.model, self.strategy))
     results["global_step"] = step
     logging.info("Eval at step %d: %s", step, results)
+    # The best checkpoint first: a kill between the two then re-evaluates
+    # this step on resume instead of skipping a best it never kept.
+    self._keep_if_best(results, step)
+    self.evaluated[step] = results
     if self.chief:
       if self._eval_writer is None:
         self._eval_writer = tf.summary.create_file_writer(
@@ -442,29 +453,31 @@ class Trainer:
       with open(os.path.join(self.output_dir, EVAL_LOG), "a",
                 encoding="utf-8") as f:
         f.write(json.dumps(results) + "\n")
-    self._keep_if_best(results, step)
     return results
 
   def _keep_if_best(self, results, step):
     name = self.task.best_metric
     if not name or name not in results or not self.settings.eval_at_checkpoints:
       return
-    best = self.best()
-    if best is not None and not results[name] > best[name]:
+    # In memory, the same on every worker (all must join the write).
+    if self._best_value is not None and not results[name] > self._best_value:
       return
+    self._best_value = results[name]
     best_dir = os.path.join(self.ckpt_dir, BEST_DIR)
     tf.io.gfile.makedirs(best_dir)
     weights = checkpoints.make_checkpoint(self.model)
     prefix = weights.write(os.path.join(best_dir, f"ckpt-{step}"))
     if not self.chief:
       return
-    tf.compat.v1.train.update_checkpoint_state(best_dir, prefix)
     record = {"step": step, name: results[name],
               "checkpoint": os.path.basename(prefix), "metrics": results}
     tmp = os.path.join(best_dir, BEST_FILE + ".tmp")
     with tf.io.gfile.GFile(tmp, "w") as f:
       f.write(json.dumps(record, indent=2))
+    # best.json is the record (checkpoints.latest_checkpoint reads it); the
+    # state file follows for tools that read only that.
     tf.io.gfile.rename(tmp, os.path.join(best_dir, BEST_FILE), overwrite=True)
+    tf.compat.v1.train.update_checkpoint_state(best_dir, prefix)
     # The previous best goes only after best.json names the new one.
     for old in tf.io.gfile.glob(os.path.join(best_dir, "ckpt-*")):
       if not os.path.basename(old).startswith(os.path.basename(prefix) + "."):

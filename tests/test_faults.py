@@ -262,6 +262,17 @@ def unparsable_record_later_in_a_shard(data, tmp, caplog):
     rp.run(rp.params_from_argv(argv))
 
 
+def eval_only_keeps_the_recorded_settings(data, tmp, caplog):
+  out = tmp / "out"
+  run_classifier.run(**_options(data, out, max_seq_length=12))
+  recorded = (out / "classifier_config.json").read_bytes()
+  options = _options(data, out, do_train=False, do_predict=True)
+  del options["max_seq_length"]  # as a user who does not repeat it
+  run_classifier.run(**options)
+  assert (out / "classifier_config.json").read_bytes() == recorded
+  assert json.loads(recorded)["max_seq_length"] == 12
+
+
 FAULTS = [truncated_latest_checkpoint, eval_only_without_a_checkpoint,
           train_steps_below_the_checkpoint, stale_temporary_checkpoint,
           log_lines_after_the_checkpoint, extra_tab_in_a_line, non_utf8_line,
@@ -270,7 +281,8 @@ FAULTS = [truncated_latest_checkpoint, eval_only_without_a_checkpoint,
           export_is_world_readable_and_cleans_up,
           token_ids_outside_the_vocabulary, disk_full_while_saving,
           concurrent_runs_into_one_output_dir,
-          unparsable_record_later_in_a_shard]
+          unparsable_record_later_in_a_shard,
+          eval_only_keeps_the_recorded_settings]
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.__name__ for f in FAULTS])
