@@ -53,11 +53,15 @@ def best_checkpoint(directory):
   return prefix if tf.io.gfile.exists(prefix + ".index") else None
 
 
+def checkpoint_dir(path_or_dir):
+  """The directory of a checkpoint prefix, or the directory itself."""
+  return (path_or_dir if tf.io.gfile.isdir(path_or_dir)
+          else os.path.dirname(path_or_dir))
+
+
 def config_beside(path_or_dir):
   """The albert_config.json next to a checkpoint, or None."""
-  directory = (path_or_dir if tf.io.gfile.isdir(path_or_dir)
-               else os.path.dirname(path_or_dir))
-  path = os.path.join(directory, CONFIG_NAME)
+  path = os.path.join(checkpoint_dir(path_or_dir), CONFIG_NAME)
   return AlbertConfig.from_json_file(path) if tf.io.gfile.exists(path) else None
 
 

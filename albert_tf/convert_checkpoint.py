@@ -18,7 +18,6 @@ found is reported; a shape mismatch is an error naming the variable.
 import json
 import os
 
-from absl import app
 from absl import flags
 import tensorflow as tf
 
@@ -112,6 +111,6 @@ def define_flags():
 
 
 if __name__ == "__main__":
-  from albert_tf import run_config  # pylint: disable=g-import-not-at-top
+  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
   define_flags()
-  run_config.run_main(main)
+  cli_errors.run_main(main)

@@ -228,9 +228,10 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
       checkpoint, preset, albert_config_file, spm_model_file, vocab_file,
       do_lower_case)
   max_seq_length = max_seq_length or info.max_seq_length or 128
-  if not 3 <= max_seq_length <= config.max_position_embeddings:
-    raise ExportError(f"--max_seq_length={max_seq_length} must be in [3, "
-                      f"max_position_embeddings={config.max_position_embeddings}]")
+  try:
+    run_config.check_seq_length(max_seq_length, config)
+  except ValueError as e:
+    raise ExportError(str(e)) from None
   if model == "classifier":
     num_labels = num_labels or info.num_labels
   if text_pair is None:
@@ -386,6 +387,6 @@ def define_flags():
 
 
 if __name__ == "__main__":
-  from albert_tf import run_config  # pylint: disable=g-import-not-at-top
+  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
   define_flags()
-  run_config.run_main(main)
+  cli_errors.run_main(main)

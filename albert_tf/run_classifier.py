@@ -1,7 +1,7 @@
 """Fine-tune ALBERT on sentence(-pair) classification or regression.
 
     python -m albert_tf.run_classifier --task_name=sentiment \
-        --data_dir=demo_output/sentiment --output_dir=demo_output/cls \
+        --data_dir=demo_output/corpus/sentiment --output_dir=demo_output/cls \
         --init_checkpoint=demo_output/pretrain \
         --spm_model_file=demo_output/vocab/spm.model \
         --max_seq_length=128 --train_batch_size=32 --learning_rate=1e-4 \
@@ -36,12 +36,10 @@ import shutil
 import time
 from typing import Optional
 
-from absl import app
 from absl import flags
 from absl import logging
 import keras
 
-from albert_tf import features as F
 from albert_tf import run_config
 from albert_tf.classifier_data import DataError
 from albert_tf.run_config import ModelInfo
@@ -145,9 +143,7 @@ def _run(o: ClassifierOptions):
   config, tokenizer = run_config.resolve_model(
       o.preset, o.albert_config_file, o.init_checkpoint, o.spm_model_file,
       o.vocab_file, o.do_lower_case)
-  if o.max_seq_length > config.max_position_embeddings:
-    raise ValueError(f"--max_seq_length={o.max_seq_length} exceeds "
-                     f"max_position_embeddings={config.max_position_embeddings}")
+  run_config.check_seq_length(o.max_seq_length, config)
   task = ClassificationTask(
       spec, tokenizer, o.data_dir, o.max_seq_length, o.eval_batch_size,
       o.classifier_dropout, o.seed, o.max_train_examples, o.max_eval_examples)
@@ -355,5 +351,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
   define_flags()
-  run_config.run_main(main)
+  cli_errors.run_main(main)

@@ -221,7 +221,8 @@ def resolve_model(preset: Optional[str] = None,
 
   info = ModelInfo.read_beside(init_checkpoint) if init_checkpoint else None
   if not spm_model_file and not vocab_file and info and info.tokenizer_file:
-    path = os.path.join(checkpoint_dir(init_checkpoint), info.tokenizer_file)
+    path = os.path.join(checkpoints.checkpoint_dir(init_checkpoint),
+                        info.tokenizer_file)
     if info.tokenizer_kind == "wordpiece":
       vocab_file = path
     else:
@@ -247,8 +248,12 @@ def resolve_model(preset: Optional[str] = None,
   return config, tokenizer
 
 
-def checkpoint_dir(path: str) -> str:
-  return path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+def check_seq_length(max_seq_length: int, config: AlbertConfig) -> None:
+  """--max_seq_length fits [CLS] x [SEP] and the position embeddings."""
+  if not 3 <= max_seq_length <= config.max_position_embeddings:
+    raise RunConfigError(
+        f"--max_seq_length={max_seq_length} must be in [3, the config's "
+        f"max_position_embeddings={config.max_position_embeddings}]")
 
 
 def file_sha256(path: str) -> str:
@@ -305,7 +310,8 @@ class ModelInfo:
   @classmethod
   def read_beside(cls, checkpoint: str) -> Optional["ModelInfo"]:
     """classifier_config.json beside a checkpoint, or None."""
-    path = os.path.join(checkpoint_dir(checkpoint), CLASSIFIER_CONFIG)
+    path = os.path.join(checkpoints.checkpoint_dir(checkpoint),
+                        CLASSIFIER_CONFIG)
     return cls.read(path) if tf.io.gfile.exists(path) else None
 
 
@@ -423,48 +429,3 @@ def prepare_output_dir(output_dir: str, fingerprint: dict,
     with tf.io.gfile.GFile(path, "w") as f:
       f.write(json.dumps(fingerprint, indent=2, sort_keys=True))
   return lock
-
-
-# ------------------------------------------------------------ CLI errors
-def one_line_errors(main):
-  """Wraps an absl `main`: a bad flag, file or record is one stderr line.
-
-  ValueError (our validation errors derive from it), OSError and TF's
-  OpError print as `error: <message>` and exit 1; --verbose (when the CLI
-  defines it) shows the traceback instead.
-  """
-  import functools  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  from absl import flags  # pylint: disable=g-import-not-at-top
-
-  @functools.wraps(main)
-  def wrapped(argv):
-    try:
-      return main(argv)
-    except (ValueError, OSError, tf.errors.OpError) as e:
-      if "verbose" in flags.FLAGS and flags.FLAGS.verbose:
-        raise
-      message = " ".join(str(getattr(e, "message", None) or e).split())
-      print(f"error: {message} (--verbose shows the traceback)",
-            file=sys.stderr, flush=True)
-      sys.exit(1)
-  return wrapped
-
-
-def one_line_flag_errors(argv):
-  """absl flags_parser: an unknown flag or bad value is one stderr line."""
-  import sys  # pylint: disable=g-import-not-at-top
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  try:
-    return flags.FLAGS(argv)
-  except flags.Error as e:
-    message = " ".join(str(e).split())
-    print(f"error: {message} (--helpshort lists the flags)", file=sys.stderr,
-          flush=True)
-    sys.exit(2)
-
-
-def run_main(main):
-  """`app.run` for every albert_tf CLI: one-line flag and run errors."""
-  from absl import app  # pylint: disable=g-import-not-at-top
-  app.run(one_line_errors(main), flags_parser=one_line_flag_errors)

@@ -259,6 +259,7 @@ def _run(p: Params) -> Dict[str, float]:
       p.preset, p.albert_config_file, init_checkpoint=p.init_checkpoint,
       spm_model_file=p.spm_model_file, vocab_size=p.vocab_size,
       require_tokenizer=False)
+  run_config.check_seq_length(p.max_seq_length, config)
   settings = trainer_settings(p)
   fingerprint = run_config.make_fingerprint(
       "pretraining", config, tokenizer,
@@ -344,5 +345,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
   define_flags()
-  run_config.run_main(main)
+  cli_errors.run_main(main)

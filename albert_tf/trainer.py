@@ -104,7 +104,7 @@ def _fit_under_any_strategy(model, strategy):
   Tested by tests/test_trainer.py and tests/test_run_pretraining.py (losses
   equal to the default strategy's under mirrored and multi-worker).
   """
-  if strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy():
+  if not tf.distribute.has_strategy():  # the default strategy (in scope)
     return
   model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None  # pylint: disable=protected-access
   if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
@@ -267,11 +267,6 @@ class Trainer:
     self.output_dir = settings.output_dir
     self.ckpt_dir = self.output_dir if self.chief else os.path.join(
         self.output_dir, f".worker_{strategy.cluster_resolver.task_id}")
-    if settings.seq_length and settings.seq_length > (
-        config.max_position_embeddings):
-      raise ValueError(
-          f"--max_seq_length={settings.seq_length} exceeds the config's "
-          f"max_position_embeddings={config.max_position_embeddings}")
     tf.io.gfile.makedirs(self.ckpt_dir)
     _remove_stale_temporaries(self.ckpt_dir)
 

@@ -88,6 +88,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
+from albert_tf import cli_errors
 from data_prep import example_encoder
 from data_prep import instances as instances_lib
 
@@ -720,21 +721,14 @@ def match_inputs(input_file):
     matched = [m.path for r in FileSystems.match([pattern])
                for m in r.metadata_list]
     if not matched:
-      raise ValueError(_error_line(
+      raise ValueError(cli_errors.error_line(
           f"no file matches {pattern!r}", "--input_file",
           "check the path; comma-separated globs and .gz files are accepted"))
     paths.extend(sorted(matched))
   if not paths:
-    raise ValueError(_error_line(f"no file named in {input_file!r}",
+    raise ValueError(cli_errors.error_line(f"no file named in {input_file!r}",
                                  "--input_file", "give comma-separated globs"))
   return paths
-
-
-def _error_line(what, where=None, hint=None):
-  # The `<what>, <where> (<hint>)` of data_prep's one-line errors; the same
-  # as train_vocab.error_line, without importing it into the workers.
-  return (what + (f", {where}" if where else "")
-          + (f" ({hint})" if hint else ""))
 
 
 def _existing_outputs(output_dir):
@@ -748,7 +742,7 @@ def prepare_output_dir(output_dir, overwrite):
   """Creates output_dir; refuses (or with overwrite, deletes) a previous run."""
   existing = _existing_outputs(output_dir)
   if existing and not overwrite:
-    raise ValueError(_error_line(
+    raise ValueError(cli_errors.error_line(
         f"{output_dir!r} already holds the output of a previous run "
         f"({len(existing)} files, e.g. {os.path.basename(existing[0])})",
         "--output_dir", "pass --overwrite to replace it"))
@@ -787,9 +781,9 @@ def _beam_option_parser():
         return  # Beam ignores these too (abbreviations are off anyway).
       match = re.match(r"argument ([^:]+): (.*)$", message)
       if match:
-        raise ValueError(_error_line(match.group(2), match.group(1),
+        raise ValueError(cli_errors.error_line(match.group(2), match.group(1),
                                      "a Beam pipeline option"))
-      raise ValueError(_error_line(message, hint="Beam pipeline options"))
+      raise ValueError(cli_errors.error_line(message, hint="Beam pipeline options"))
 
   parser = Parser(allow_abbrev=False, add_help=False)
   classes = {}
@@ -843,8 +837,7 @@ def choose_runner(pipeline_args):
   """
   known, unknown = parse_pipeline_args(pipeline_args)
   if unknown:
-    from data_prep import train_vocab  # Its CLI helpers; kept off workers.
-    raise ValueError(train_vocab.describe_unknown_argument(
+    raise ValueError(cli_errors.describe_unknown_argument(
         unknown[0], beam_option_names()))
   args, picked = list(pipeline_args), []
   if known.runner is None:
@@ -879,11 +872,11 @@ def _create_runner(name):
   try:
     return runner_lib.create_runner(name)
   except ImportError as e:
-    raise ValueError(_error_line(f"runner {name!r} cannot be loaded: {e}",
+    raise ValueError(cli_errors.error_line(f"runner {name!r} cannot be loaded: {e}",
                                  "--runner", "install its apache-beam extra")
                      ) from e
   except ValueError as e:
-    raise ValueError(_error_line(
+    raise ValueError(cli_errors.error_line(
         f"unknown runner {name!r}", "--runner",
         "e.g. DirectRunner, PrismRunner, DataflowRunner, FlinkRunner, "
         "SparkRunner, or a PipelineRunner class path")) from e
@@ -978,7 +971,7 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
     raise ValueError(f"dupe_factor and num_shards must be >= 1, got "
                      f"{dupe_factor} and {num_shards}")
   if max_sentences_per_document < 1:
-    raise ValueError(_error_line(
+    raise ValueError(cli_errors.error_line(
         f"must be >= 1, got {max_sentences_per_document}",
         "--max_sentences_per_document"))
   pipeline_options, runner, runner_line = choose_runner(pipeline_args)
@@ -1008,7 +1001,7 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
     bad = BadInputError.find_in(_error_text(e))
     if bad is None:
       raise
-    raise ValueError(_error_line(
+    raise ValueError(cli_errors.error_line(
         f"input file {bad[0]!r} is truncated or corrupt ({bad[1]}); nothing "
         "was marked done", "--input_file",
         "fix or remove the file, or pass --skip_bad_inputs to keep its "
@@ -1021,7 +1014,7 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
     raise ValueError(_no_instances_message(summary, paths, output_dir))
   records = sum(summary["records_per_shard"].values())
   if records != summary["instances"]:  # A runner that lost or added records.
-    raise ValueError(_error_line(
+    raise ValueError(cli_errors.error_line(
         f"the shards in {output_dir!r} hold {records} records but "
         f"{summary['instances']} instances were made; nothing was marked "
         "done", "--output_dir", "rerun with --overwrite"))
@@ -1137,7 +1130,7 @@ def _no_instances_message(summary, paths, output_dir):
   if skipped.get("single_sentence"):
     hint = ("each document needs two or more sentences: one sentence per "
             "line, a blank line between documents")
-  return _error_line(what, "--input_file",
+  return cli_errors.error_line(what, "--input_file",
                      f"{hint}; nothing was marked done, see "
                      f"{FileSystems.join(output_dir, SUMMARY_FILE)}")
 
@@ -1149,18 +1142,18 @@ def _load_tokenizer(spm_model_file, vocab_file, do_lower_case):
                                        do_lower_case)
   except ValueError as e:
     if spm_model_file is None and vocab_file is None:
-      raise ValueError(_error_line(
+      raise ValueError(cli_errors.error_line(
           "no tokenizer given", "--spm_model_file / --vocab_file",
           "pass a SentencePiece model from `python -m data_prep.train_vocab`,"
           " or a WordPiece vocab.txt")) from e
     if spm_model_file is not None and vocab_file is not None:
-      raise ValueError(_error_line(
+      raise ValueError(cli_errors.error_line(
           "two tokenizers given", "--spm_model_file and --vocab_file",
           "pass one of them")) from e
     flag = "--spm_model_file" if spm_model_file else "--vocab_file"
     hint = ("train one with `python -m data_prep.train_vocab`"
             if spm_model_file else "one WordPiece token per line")
-    raise ValueError(_error_line(str(e), flag, hint)) from e
+    raise ValueError(cli_errors.error_line(str(e), flag, hint)) from e
 
 
 def output_file_paths(output_file):
@@ -1182,14 +1175,14 @@ def run_pipeline_to_files(output_files, input_file, overwrite=False, **kwargs):
       or a path names a directory.
   """
   if not output_files:
-    raise ValueError(_error_line("no file named", "--output_file"))
+    raise ValueError(cli_errors.error_line("no file named", "--output_file"))
   for path in output_files:
     if os.path.isdir(path):
-      raise ValueError(_error_line(f"{path!r} is a directory",
+      raise ValueError(cli_errors.error_line(f"{path!r} is a directory",
                                    "--output_file",
                                    "use --output_dir for a directory"))
     if FileSystems.exists(path) and not overwrite:
-      raise ValueError(_error_line(f"{path!r} already exists",
+      raise ValueError(cli_errors.error_line(f"{path!r} already exists",
                                    "--output_file",
                                    "pass --overwrite to replace it"))
   first = output_files[0]
@@ -1285,12 +1278,10 @@ def _parse_flags(argv):
   # Beam's pipeline options (--runner, --direct_num_workers, ...) are kept
   # for PipelineOptions; any other unknown flag is a one-line error, before
   # anything is read or written.
-  from data_prep import train_vocab
-
   def beam_options_among(args):
     _, unknown = parse_pipeline_args(args)
     return unknown, beam_option_names()
-  return train_vocab.flags_parser(argv, beam_options_among)
+  return cli_errors.flags_parser(argv, beam_options_among)
 
 
 def _instance_options(FLAGS):  # pylint: disable=invalid-name
@@ -1307,28 +1298,27 @@ def _instance_options(FLAGS):  # pylint: disable=invalid-name
         random_seed=FLAGS.random_seed)
   except ValueError as e:  # "<field> must be ...": the field is the flag.
     field = str(e).split(" ", 1)[0]
-    raise ValueError(_error_line(str(e), f"--{field}")) from e
+    raise ValueError(cli_errors.error_line(str(e), f"--{field}")) from e
 
 
 def main(argv):
   from absl import flags
-  from data_prep import train_vocab
   FLAGS = flags.FLAGS  # pylint: disable=invalid-name
   for name, reason in _IGNORED_ORIGINAL_FLAGS.items():
     if FLAGS[name].present:
       _LOGGER.info("--%s is ignored here: %s", name, reason)
   if not FLAGS.input_file:
-    raise train_vocab.CommandLineError(_error_line(
+    raise cli_errors.CommandLineError(cli_errors.error_line(
         "a required flag is missing", "--input_file",
         "e.g. --input_file=demo_output/corpus/peoples_daily/train.txt"))
   if FLAGS.output_dir and FLAGS.output_file:
-    raise train_vocab.CommandLineError(_error_line(
+    raise cli_errors.CommandLineError(cli_errors.error_line(
         "two outputs given", "--output_dir and --output_file",
         "pass one: --output_dir for shards, summary.json, _SUCCESS and "
         "manifest.json, --output_file for one TFRecord file as the "
         "original"))
   if not FLAGS.output_dir and not FLAGS.output_file:
-    raise train_vocab.CommandLineError(_error_line(
+    raise cli_errors.CommandLineError(cli_errors.error_line(
         "no output given", "--output_dir or --output_file",
         "e.g. --output_dir=demo_output/tfrecords/train"))
   common = dict(spm_model_file=FLAGS.spm_model_file,
@@ -1342,7 +1332,7 @@ def main(argv):
   if FLAGS.output_file:
     output_files = output_file_paths(FLAGS.output_file)
     if FLAGS["num_shards"].present and FLAGS.num_shards != len(output_files):
-      raise train_vocab.CommandLineError(_error_line(
+      raise cli_errors.CommandLineError(cli_errors.error_line(
           f"--num_shards={FLAGS.num_shards} but {len(output_files)} output "
           "files", "--output_file", "with --output_file there is one shard "
           "per file; drop --num_shards"))
@@ -1359,7 +1349,6 @@ def main(argv):
 
 if __name__ == "__main__":
   from absl import app
-  from data_prep import train_vocab as _cli
   # A bad input file fails the pipeline in a worker, and Beam logs that
   # worker error with its traceback; the one `error:` line names the file
   # (--verbose shows the traceback).
@@ -1370,4 +1359,4 @@ if __name__ == "__main__":
       logging.getLogger(_name).addFilter(
           lambda record: "<<bad-input>>" not in record.getMessage())
   _define_flags()
-  app.run(_cli.one_line_errors(main), flags_parser=_parse_flags)
+  app.run(cli_errors.one_line_errors(main), flags_parser=_parse_flags)

@@ -17,18 +17,16 @@ command-line mistakes); --verbose shows the traceback instead. The
 command-line helpers at the end are shared with create_pretraining_data.
 """
 
-import difflib
-import functools
 import glob
 import gzip
 import os
 import re
-import sys
 
-from absl import app
 from absl import flags
 
+from albert_tf import cli_errors
 from albert_tf import tokenization
+from albert_tf.cli_errors import CommandLineError, error_line
 
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 # SentencePiece's refusal when the corpus has fewer distinct pieces than
@@ -180,117 +178,6 @@ def main(argv):
   print(f"wrote {path}")
 
 
-# ------------------------------------------------------------ command line
-# Shared with create_pretraining_data: absl's own reports print the whole
-# --help (app.UsageError) or two lines and a traceback; a newcomer needs the
-# one line that says what to change.
-class CommandLineError(ValueError):
-  """A mistake on the command line: exit code 2 instead of 1."""
-
-
-def error_line(what, where=None, hint=None):
-  """`<what>, <where> (<hint>)`, the text after "error: "."""
-  return (what + (f", {where}" if where else "")
-          + (f" ({hint})" if hint else ""))
-
-
-def _print_error_and_exit(message, code):
-  print("error: " + " ".join(str(message).split()), file=sys.stderr,
-        flush=True)
-  sys.exit(code)
-
-
-def _expected_value(flag):
-  """What a flag takes, for the hint of a bad value."""
-  if flag.boolean:
-    return f"true or false, or --{flag.name} / --no{flag.name}"
-  enum_values = getattr(flag.parser, "enum_values", None)
-  if enum_values:
-    return "one of " + ", ".join(enum_values)
-  kind = flag.parser.syntactic_help or {
-      "int": "an integer", "float": "a number"}.get(flag.flag_type(),
-                                                     "a string")
-  if not kind.startswith(("a ", "an ")):
-    kind = ("an " if kind[0] in "aeiou" else "a ") + kind
-  if flag.default is not None:
-    kind += f", e.g. --{flag.name}={flag.default}"
-  return kind
-
-
-def describe_flag_error(error, flag_values=flags.FLAGS):
-  """One line for an absl flags.Error (bad or missing value)."""
-  text = " ".join(str(error).split())
-  bad_value = re.match(r"flag --([^=\s]+)=(.*?): (.*)$", text)
-  if bad_value and bad_value.group(1) in flag_values:
-    name, value, _ = bad_value.groups()
-    return error_line(f"invalid value {value!r}", f"--{name}",
-                      "expected " + _expected_value(flag_values[name]))
-  missing = re.match(r"Missing value for flag --(\S+)$", text)
-  if missing and missing.group(1) in flag_values:
-    name = missing.group(1)
-    return error_line("missing value", f"--{name}",
-                      "expected " + _expected_value(flag_values[name]))
-  return error_line(text, hint="--helpshort lists the flags")
-
-
-def describe_unknown_argument(arg, known_names):
-  """One line for an argument no parser accepted, with the closest flag."""
-  if not arg.startswith("-"):
-    return error_line(f"unexpected argument {arg!r}",
-                      hint="flags take the form --name=value")
-  name = arg.lstrip("-").split("=", 1)[0]
-  close = difflib.get_close_matches(name, list(known_names), n=1, cutoff=0.75)
-  return f"unknown flag --{name} " + (
-      f"(did you mean --{close[0]}?)" if close
-      else "(--helpshort lists the flags)")
-
-
-def flag_names(flag_values=flags.FLAGS):
-  """Names a user may write after "--", including --noNAME of booleans."""
-  names = set(flag_values)
-  names.update("no" + n for n in flag_values if flag_values[n].boolean)
-  return names
-
-
-def flags_parser(argv, other_options=None):
-  """A flags parser for app.run that reports a mistake in one line.
-
-  other_options(args) -> (unknown args, option names) lets a module accept
-  further options (Beam's) among the arguments absl does not know; it may
-  raise ValueError for a bad value of one of them.
-  """
-  try:
-    rest = flags.FLAGS(argv, known_only=True)
-  except flags.Error as e:
-    _print_error_and_exit(describe_flag_error(e), 2)
-  extra, other_names = rest[1:], ()
-  if other_options is not None and extra:
-    try:
-      unknown, other_names = other_options(extra)
-    except ValueError as e:
-      _print_error_and_exit(e, 2)
-  else:
-    unknown = extra
-  if unknown:
-    _print_error_and_exit(describe_unknown_argument(
-        unknown[0], flag_names() | set(other_names)), 2)
-  return rest[:1] + extra
-
-
-def one_line_errors(main_fn):
-  """Wraps an absl main: ValueError/OSError print one line, or, with
-  --verbose, the traceback."""
-  @functools.wraps(main_fn)
-  def wrapped(argv):
-    try:
-      return main_fn(argv)
-    except (ValueError, OSError) as e:
-      if "verbose" in flags.FLAGS and flags.FLAGS.verbose:
-        raise
-      _print_error_and_exit(e, 2 if isinstance(e, CommandLineError) else 1)
-  return wrapped
-
-
 if __name__ == "__main__":
   _define_flags()
-  app.run(one_line_errors(main), flags_parser=flags_parser)
+  cli_errors.run_main(main)

@@ -157,8 +157,8 @@ def one_class_label_list(data, tmp, caplog):
 
 
 def seq_length_over_position_embeddings(data, tmp, caplog):
-  with pytest.raises(ValueError, match=r"--max_seq_length=64 exceeds "
-                     r"max_position_embeddings=32"):
+  with pytest.raises(ValueError, match=r"--max_seq_length=64 must be in "
+                     r"\[3, the config's max_position_embeddings=32\]"):
     run_classifier.run(**_options(data, tmp / "out", max_seq_length=64))
   assert not (tmp / "out").exists()
 

@@ -85,6 +85,8 @@ class ClassificationTask(Task):
     self.max_examples = {"train": max_train_examples,
                          "dev": max_eval_examples, "test": 0}
     self._splits = {}
+    self._train_tensors = None
+    self._predict_fn = self._predict_model = None
 
   # --------------------------------------------------------- data
   def load_split(self, split: str):
@@ -122,15 +124,21 @@ class ClassificationTask(Task):
                        f"got {split!r}")
     features = self.load_split("train")[1]
     n = len(features[F.LABEL_IDS])
-    epochs = math.ceil(num_steps * global_batch_size / n)
+    # Only the epochs this segment reaches are drawn.
+    first_epoch = start_step * global_batch_size // n
+    last_epoch = math.ceil(num_steps * global_batch_size / n)
     order = np.concatenate([
         np.random.default_rng([self.seed, e]).permutation(n)
-        for e in range(epochs)])
-    order = order[start_step * global_batch_size:
-                  num_steps * global_batch_size].reshape(
+        for e in range(first_epoch, last_epoch)])
+    offset = first_epoch * n
+    order = order[start_step * global_batch_size - offset:
+                  num_steps * global_batch_size - offset].reshape(
                       [-1, global_batch_size]).astype(np.int32)
-    columns = {k: tf.constant(features[k]) for k in F.ENCODER_INPUTS}
-    labels = tf.constant(self._labels(features[F.LABEL_IDS]))
+    if self._train_tensors is None:  # once, not per checkpoint interval
+      self._train_tensors = (
+          {k: tf.constant(features[k]) for k in F.ENCODER_INPUTS},
+          tf.constant(self._labels(features[F.LABEL_IDS])))
+    columns, labels = self._train_tensors
 
     def dataset_fn(context: tf.distribute.InputContext):
       per_replica = context.get_per_replica_batch_size(global_batch_size)
@@ -170,7 +178,7 @@ class ClassificationTask(Task):
     Runs outside the strategy: each worker holds every weight, and a partial
     last batch needs no padding that way.
     """
-    if not hasattr(self, "_predict_fn") or self._predict_model is not model:
+    if self._predict_model is not model:
       spec = {k: tf.TensorSpec([None, None], tf.int32)
               for k in F.ENCODER_INPUTS}
       self._predict_fn = tf.function(

@@ -1,0 +1,161 @@
+"""One-line errors for every command line of the project (no TensorFlow).
+
+A bad flag value, an unknown flag, a missing file or bad data prints one
+line on stderr, `error: <what>, <where> (<hint>)`, and exits non-zero (2 for
+command-line mistakes, 1 for file and data errors); --verbose, where a CLI
+defines it, shows the traceback instead. TensorFlow is not imported here, so
+data_prep's Beam workers and CLIs load this in no time; TF's own errors are
+recognised when TF is already loaded.
+
+    app.run(one_line_errors(main), flags_parser=flags_parser)
+"""
+
+import difflib
+import functools
+import re
+import sys
+
+from absl import app
+from absl import flags
+
+
+class CommandLineError(ValueError):
+  """A mistake on the command line: exit code 2 instead of 1."""
+
+
+def error_line(what, where=None, hint=None):
+  """`<what>, <where> (<hint>)`, the text after "error: "."""
+  return (what + (f", {where}" if where else "")
+          + (f" ({hint})" if hint else ""))
+
+
+def _print_error_and_exit(message, code):
+  print("error: " + " ".join(str(message).split()), file=sys.stderr,
+        flush=True)
+  sys.exit(code)
+
+
+def _expected_value(flag):
+  """What a flag takes, for the hint of a bad value."""
+  if flag.boolean:
+    return f"true or false, or --{flag.name} / --no{flag.name}"
+  enum_values = getattr(flag.parser, "enum_values", None)
+  if enum_values:
+    return "one of " + ", ".join(enum_values)
+  kind = flag.parser.syntactic_help or {
+      "int": "an integer", "float": "a number"}.get(flag.flag_type(),
+                                                     "a string")
+  if not kind.startswith(("a ", "an ")):
+    kind = ("an " if kind[0] in "aeiou" else "a ") + kind
+  if flag.default is not None:
+    kind += f", e.g. --{flag.name}={flag.default}"
+  return kind
+
+
+def describe_flag_error(error, flag_values=flags.FLAGS):
+  """One line for an absl flags.Error (bad or missing value)."""
+  text = " ".join(str(error).split())
+  bad_value = re.match(r"flag --([^=\s]+)=(.*?): (.*)$", text)
+  if bad_value and "must have a value other than None" in text:
+    return error_line("missing", f"--{bad_value.group(1)}",
+                      "this flag is required")
+  if bad_value and bad_value.group(1) in flag_values:
+    name, value, _ = bad_value.groups()
+    return error_line(f"invalid value {value!r}", f"--{name}",
+                      "expected " + _expected_value(flag_values[name]))
+  missing = re.match(r"Missing value for flag --(\S+)$", text)
+  if missing and missing.group(1) in flag_values:
+    name = missing.group(1)
+    return error_line("missing value", f"--{name}",
+                      "expected " + _expected_value(flag_values[name]))
+  return error_line(text, hint="--helpshort lists the flags")
+
+
+def describe_unknown_argument(arg, known_names):
+  """One line for an argument no parser accepted, with the closest flag."""
+  if not arg.startswith("-"):
+    return error_line(f"unexpected argument {arg!r}",
+                      hint="flags take the form --name=value")
+  name = arg.lstrip("-").split("=", 1)[0]
+  close = difflib.get_close_matches(name, list(known_names), n=1, cutoff=0.75)
+  return f"unknown flag --{name} " + (
+      f"(did you mean --{close[0]}?)" if close
+      else "(--helpshort lists the flags)")
+
+
+def flag_names(flag_values=flags.FLAGS):
+  """Names a user may write after "--", including --noNAME of booleans."""
+  names = set(flag_values)
+  names.update("no" + n for n in flag_values if flag_values[n].boolean)
+  return names
+
+
+def flags_parser(argv, other_options=None):
+  """A flags parser for app.run that reports a mistake in one line.
+
+  other_options(args) -> (unknown args, option names) lets a module accept
+  further options (Beam's) among the arguments absl does not know; it may
+  raise ValueError for a bad value of one of them.
+  """
+  # An unknown flag first: it may be the misspelt name of a required one.
+  named = [a for a in argv[1:] if a.startswith("--") and a != "--"]
+  unknown = [a for a in named
+             if a[2:].split("=", 1)[0] not in flags.FLAGS and
+             a[2:].split("=", 1)[0] not in flag_names()]
+  if unknown and other_options is not None:
+    try:
+      unknown, _ = other_options(unknown)
+    except ValueError:
+      pass  # a bad value of an accepted option: reported below
+  if unknown and other_options is None:
+    _print_error_and_exit(describe_unknown_argument(unknown[0], flag_names()),
+                          2)
+  try:
+    rest = flags.FLAGS(argv, known_only=True)
+  except flags.Error as e:
+    if unknown:  # other_options did not take it either
+      _print_error_and_exit(describe_unknown_argument(unknown[0],
+                                                      flag_names()), 2)
+    _print_error_and_exit(describe_flag_error(e), 2)
+  extra, other_names = rest[1:], ()
+  if other_options is not None and extra:
+    try:
+      unknown, other_names = other_options(extra)
+    except ValueError as e:
+      _print_error_and_exit(e, 2)
+  else:
+    unknown = extra
+  if unknown:
+    _print_error_and_exit(describe_unknown_argument(
+        unknown[0], flag_names() | set(other_names)), 2)
+  return rest[:1] + extra
+
+
+def one_line_errors(main_fn):
+  """Wraps an absl main: ValueError/OSError print one line, or, with
+  --verbose, the traceback."""
+  @functools.wraps(main_fn)
+  def wrapped(argv):
+    try:
+      return main_fn(argv)
+    except Exception as e:  # pylint: disable=broad-except
+      if not isinstance(e, (ValueError, OSError)) and not _is_tf_error(e):
+        raise
+      if "verbose" in flags.FLAGS and flags.FLAGS.verbose:
+        raise
+      message = getattr(e, "message", None) or e  # TF's OpError: no op text
+      _print_error_and_exit(message, 2 if isinstance(e, CommandLineError)
+                            else 1)
+  return wrapped
+
+
+def _is_tf_error(error):
+  tf = sys.modules.get("tensorflow")
+  return tf is not None and isinstance(error, tf.errors.OpError)
+
+
+def run_main(main_fn, other_options=None):
+  """`app.run` with one-line flag and run errors (see the module doc)."""
+  app.run(one_line_errors(main_fn),
+          flags_parser=functools.partial(flags_parser,
+                                         other_options=other_options))
