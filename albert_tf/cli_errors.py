@@ -99,9 +99,10 @@ def flags_parser(argv, other_options=None):
   """
   # An unknown flag first: it may be the misspelt name of a required one.
   named = [a for a in argv[1:] if a.startswith("--") and a != "--"]
+  # absl reads --flagfile and --undefok itself; they are no defined flags.
   unknown = [a for a in named
-             if a[2:].split("=", 1)[0] not in flags.FLAGS and
-             a[2:].split("=", 1)[0] not in flag_names()]
+             if a[2:].split("=", 1)[0] not in flag_names() | {"flagfile",
+                                                              "undefok"}]
   if unknown and other_options is not None:
     try:
       unknown, _ = other_options(unknown)
