@@ -3,12 +3,9 @@
 The TSV readers and the [CLS] a [SEP] b [SEP] encoding are
 `albert_tf.classifier_data`; this file is what the trainer needs on top:
 
-  * inputs: the encoded split in memory; training batches are a pure
-    function of (seed, step): epoch e is permutation(seed, e) of the
-    examples, and step s takes examples [s*B, (s+1)*B) of that stream. A
-    resumed run therefore trains on exactly the batches an uninterrupted run
-    would have. Under tf.distribute each input pipeline takes its slice of
-    every global batch, and its replicas consecutive per-replica batches.
+  * inputs: the encoded split in memory, batched as a pure function of
+    (seed, step) by `tasks.base.step_indexed_inputs` (a resumed run trains
+    on exactly the batches an uninterrupted run would have).
   * loss: softmax cross-entropy (classes) or squared error (regression).
   * metrics: accuracy, plus F1 (mrpc, qqp) and Matthews correlation (CoLA,
     its official metric) from scikit-learn; Pearson and Spearman from SciPy
@@ -27,7 +24,7 @@ import tensorflow as tf
 from albert_tf import classifier_data as cd
 from albert_tf import features as F
 from albert_tf.models import AlbertClassifier
-from albert_tf.tasks.base import Task
+from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
 
 PREDICTIONS_FILE = "test_results.tsv"
 
@@ -123,36 +120,13 @@ class ClassificationTask(Task):
       raise ValueError(f"build_inputs: only the train split is distributed, "
                        f"got {split!r}")
     features = self.load_split("train")[1]
-    n = len(features[F.LABEL_IDS])
-    # Only the epochs this segment reaches are drawn.
-    first_epoch = start_step * global_batch_size // n
-    last_epoch = math.ceil(num_steps * global_batch_size / n)
-    order = np.concatenate([
-        np.random.default_rng([self.seed, e]).permutation(n)
-        for e in range(first_epoch, last_epoch)])
-    offset = first_epoch * n
-    order = order[start_step * global_batch_size - offset:
-                  num_steps * global_batch_size - offset].reshape(
-                      [-1, global_batch_size]).astype(np.int32)
     if self._train_tensors is None:  # once, not per checkpoint interval
       self._train_tensors = (
           {k: tf.constant(features[k]) for k in F.ENCODER_INPUTS},
-          tf.constant(self._labels(features[F.LABEL_IDS])))
-    columns, labels = self._train_tensors
-
-    def dataset_fn(context: tf.distribute.InputContext):
-      per_replica = context.get_per_replica_batch_size(global_batch_size)
-      per_pipeline = global_batch_size // context.num_input_pipelines
-      first = context.input_pipeline_id * per_pipeline
-      mine = order[:, first:first + per_pipeline].reshape([-1])
-      ds = tf.data.Dataset.from_tensor_slices(mine).batch(
-          per_replica, drop_remainder=True)
-      ds = ds.map(lambda idx: ({k: tf.gather(v, idx)
-                                for k, v in columns.items()},
-                               {"logits": tf.gather(labels, idx)}))
-      return ds.prefetch(tf.data.AUTOTUNE)
-
-    return strategy.distribute_datasets_from_function(dataset_fn)
+          {"logits": tf.constant(self._labels(features[F.LABEL_IDS]))})
+    return step_indexed_inputs(*self._train_tensors, strategy,
+                               global_batch_size, start_step, num_steps,
+                               self.seed)
 
   # --------------------------------------------------------- model
   def build_model(self, config):
@@ -173,24 +147,12 @@ class ClassificationTask(Task):
 
   # --------------------------------------------------------- eval / predict
   def logits(self, model, features) -> np.ndarray:
-    """Model logits for encoded features, in order (every example once).
-
-    Runs outside the strategy: each worker holds every weight, and a partial
-    last batch needs no padding that way.
-    """
+    """Model logits [n, num_labels] for encoded features, in order."""
     if self._predict_model is not model:
-      spec = {k: tf.TensorSpec([None, None], tf.int32)
-              for k in F.ENCODER_INPUTS}
-      self._predict_fn = tf.function(
-          lambda batch: model(batch, training=False)["logits"],
-          input_signature=[spec], autograph=False)
+      self._predict_fn = batched_logits(model)
       self._predict_model = model
-    n = len(features[F.INPUT_IDS])
-    outputs = [self._predict_fn({k: features[k][i:i + self.eval_batch_size]
-                                 for k in F.ENCODER_INPUTS}).numpy()
-               for i in range(0, n, self.eval_batch_size)]
-    return (np.concatenate(outputs).astype(np.float32) if outputs else
-            np.zeros([0, self.spec.num_labels], np.float32))
+    logits = self._predict_fn(features, self.eval_batch_size)
+    return logits.reshape([-1, self.spec.num_labels])
 
   def evaluate(self, model, strategy):
     _, features, stats, has_labels = self.load_split("dev")

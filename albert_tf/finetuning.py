@@ -1,0 +1,161 @@
+"""What the fine-tuning CLIs share: options, flags, the trainer settings.
+
+run_classifier (sentences and pairs) and run_ner (token tagging) take the
+same training, checkpoint, strategy and precision flags, with the same
+meaning; this module defines them once. Each CLI adds its task's flags and
+builds its task (`albert_tf.tasks`); the trainer does the rest.
+"""
+
+import dataclasses
+from typing import Optional
+
+from absl import flags
+
+from albert_tf import run_config
+from albert_tf.trainer import TrainerSettings
+
+
+@dataclasses.dataclass
+class FinetuneOptions:
+  """The flags every fine-tuning CLI has; field names are the flags."""
+  task_name: str
+  data_dir: str
+  output_dir: str
+  init_checkpoint: Optional[str] = None
+  preset: Optional[str] = None
+  albert_config_file: Optional[str] = None
+  spm_model_file: Optional[str] = None
+  vocab_file: Optional[str] = None
+  do_lower_case: Optional[bool] = None  # None: as recorded, else True
+  max_seq_length: Optional[int] = None  # None: as recorded, else 128
+  train_batch_size: int = 32
+  eval_batch_size: int = 64
+  learning_rate: float = 5e-5
+  num_train_epochs: float = 3.0
+  train_step: int = 0            # > 0 overrides num_train_epochs
+  warmup_step: int = -1          # -1: 10% of the training steps
+  optimizer: str = "adamw"
+  weight_decay: float = 0.01
+  classifier_dropout: float = 0.1
+  do_train: bool = True
+  do_eval: bool = True
+  do_predict: bool = False
+  eval_every_steps: int = 0      # 0: after every epoch; also the checkpoint interval
+  keep_checkpoint_max: int = 2
+  log_every_steps: int = 20
+  iterations_per_loop: int = 10  # steps per tf.function call
+  max_train_examples: int = 0    # 0: all (a subset for quick runs)
+  max_eval_examples: int = 0
+  seed: int = 12345
+  mixed_precision: str = "none"  # none|bfloat16|float16 (Keras names too)
+  distribution_strategy: str = "default"
+  tpu: Optional[str] = None
+  num_gpus: int = 0
+  jit_compile: bool = False
+  overwrite: bool = False
+  predict_batch_size: int = 0    # 0: --eval_batch_size
+  save_checkpoints_steps: int = 0  # original name of --eval_every_steps
+  use_tpu: bool = False
+  tpu_name: Optional[str] = None
+  tpu_zone: Optional[str] = None
+  gcp_project: Optional[str] = None
+  num_tpu_cores: Optional[int] = None
+
+
+def check_options(o: FinetuneOptions) -> None:
+  """Checks that need no file: something to do, positive sizes."""
+  if not (o.do_train or o.do_eval or o.do_predict):
+    raise ValueError("Nothing to do: set --do_train, --do_eval or --do_predict")
+  for name in ("train_batch_size", "eval_batch_size", "log_every_steps",
+               "iterations_per_loop", "keep_checkpoint_max"):
+    if getattr(o, name) <= 0:
+      raise ValueError(f"--{name} must be positive, got {getattr(o, name)}")
+
+
+def strategy(o: FinetuneOptions):
+  """The tf.distribute strategy of the flags (original TPU names too)."""
+  return run_config.strategy_from_flags(
+      o.distribution_strategy, o.tpu, o.num_gpus, o.use_tpu, o.tpu_name,
+      o.tpu_zone, o.gcp_project, o.num_tpu_cores)
+
+
+def trainer_settings(o: FinetuneOptions, task) -> TrainerSettings:
+  """Steps, checkpoint interval and optimizer from the flags."""
+  steps = 0
+  if o.do_train:
+    per_epoch = task.steps_per_epoch(o.train_batch_size)
+    steps = o.train_step or max(1, int(round(per_epoch * o.num_train_epochs)))
+  if o.eval_every_steps and o.save_checkpoints_steps and (
+      o.eval_every_steps != o.save_checkpoints_steps):
+    raise ValueError(f"--save_checkpoints_steps={o.save_checkpoints_steps} "
+                     f"and --eval_every_steps={o.eval_every_steps}: one "
+                     "interval serves both here; give one of them")
+  interval = (o.eval_every_steps or o.save_checkpoints_steps or
+              (per_epoch if o.do_train else 1))
+  return TrainerSettings(
+      output_dir=o.output_dir, num_train_steps=max(steps, 1),
+      train_batch_size=o.train_batch_size, checkpoint_steps=interval,
+      keep_checkpoint_max=o.keep_checkpoint_max,
+      iterations_per_loop=o.iterations_per_loop, log_steps=o.log_every_steps,
+      eval_at_checkpoints=o.do_eval, jit_compile=o.jit_compile,
+      seq_length=o.max_seq_length, optimizer=o.optimizer,
+      learning_rate=o.learning_rate,
+      num_warmup_steps=(o.warmup_step if o.warmup_step >= 0 else
+                        int(0.1 * steps)),
+      weight_decay=o.weight_decay)
+
+
+def define_flags():
+  """Defines the shared flags (not task_name and data_dir: each CLI says
+  what they mean for it)."""
+  f = flags
+  f.DEFINE_string("output_dir", None, "Where checkpoints and results go.")
+  f.DEFINE_string("init_checkpoint", None, "Checkpoint (file prefix or "
+                  "directory) in the project layout; see convert_checkpoint.")
+  f.DEFINE_string("preset", None, "Model preset, e.g. albert_tiny_zh.")
+  f.DEFINE_string("albert_config_file", None, "albert_config.json.")
+  f.DEFINE_string("spm_model_file", None, "SentencePiece model.")
+  f.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
+  f.DEFINE_bool("do_lower_case", None, "Lowercase input text (default: as "
+                "the model was fine-tuned, else true).")
+  f.DEFINE_integer("max_seq_length", None, "Tokens per example incl. "
+                   "[CLS]/[SEP]; longer inputs are truncated and counted "
+                   "(default: as the model was fine-tuned, else 128).")
+  f.DEFINE_integer("train_batch_size", 32, "Training batch size.")
+  f.DEFINE_integer("eval_batch_size", 64, "Eval/predict batch size.")
+  f.DEFINE_float("learning_rate", 5e-5, "Peak AdamW learning rate.")
+  f.DEFINE_float("num_train_epochs", 3.0, "Epochs (if --train_step=0).")
+  f.DEFINE_integer("train_step", 0, "Training steps; overrides epochs.")
+  f.DEFINE_integer("warmup_step", -1, "Warmup steps; -1: 10% of training.")
+  f.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "Optimizer.")
+  f.DEFINE_float("weight_decay", 0.01, "Decoupled weight decay.")
+  f.DEFINE_float("classifier_dropout", 0.1, "Dropout before the classifier.")
+  f.DEFINE_bool("do_train", False, "Fine-tune on the train split.")
+  f.DEFINE_bool("do_eval", False, "Evaluate on the dev split.")
+  f.DEFINE_bool("do_predict", False, "Predict the test split.")
+  f.DEFINE_integer("eval_every_steps", 0, "Eval and checkpoint interval; "
+                   "0: every epoch.")
+  f.DEFINE_integer("keep_checkpoint_max", 2, "Latest checkpoints kept (the "
+                   "best one is kept apart, in output_dir/best/).")
+  f.DEFINE_integer("log_every_steps", 20, "Log the loss every N steps.")
+  f.DEFINE_integer("iterations_per_loop", 10, "Training steps per "
+                   "tf.function call (Keras steps_per_execution).")
+  f.DEFINE_enum("distribution_strategy", "default",
+                list(run_config.STRATEGIES), "tf.distribute strategy; "
+                "multi_worker_mirrored reads TF_CONFIG.")
+  f.DEFINE_string("tpu", None, "TPU address for --distribution_strategy=tpu.")
+  f.DEFINE_integer("num_gpus", 0, "GPUs for mirrored (0 = all visible).")
+  f.DEFINE_bool("jit_compile", False, "XLA-compile the train step.")
+  f.DEFINE_bool("verbose", False, "Show the traceback of an error.")
+  f.DEFINE_integer("predict_batch_size", 0, "Batch for --do_predict "
+                   "(original name; 0: --eval_batch_size).")
+  f.DEFINE_integer("save_checkpoints_steps", 0, "Original name of "
+                   "--eval_every_steps (a checkpoint and an eval every N).")
+  run_config.define_original_tpu_flags()
+  f.DEFINE_bool("overwrite", False, "Start over in an --output_dir that "
+                "holds a run with other settings (deletes its files).")
+  f.DEFINE_integer("max_train_examples", 0, "Use the first N train examples.")
+  f.DEFINE_integer("max_eval_examples", 0, "Use the first N dev examples.")
+  f.DEFINE_integer("seed", 12345, "Random seed.")
+  f.DEFINE_string("mixed_precision", "none", "none|bfloat16|float16 (Keras "
+                  "policy names accepted).")
