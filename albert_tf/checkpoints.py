@@ -3,7 +3,7 @@
 Every weights checkpoint that albert_tf writes (run_pretraining,
 run_classifier, convert_checkpoint) is a `tf.train.Checkpoint` with any
 subset of the attributes `encoder`, `masked_lm_head`, `sentence_order_head`,
-`classifier_head`, `optimizer` and `step`, with `albert_config.json` beside
+`classifier_head`, `tagger_head`, `optimizer` and `step`, with `albert_config.json` beside
 it. Restoring matches variables by these object paths, so an encoder saved
 by the pretrainer loads into a classifier and vice versa.
 """
@@ -16,7 +16,8 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 
 CONFIG_NAME = "albert_config.json"
-PARTS = ("encoder", "masked_lm_head", "sentence_order_head", "classifier_head")
+PARTS = ("encoder", "masked_lm_head", "sentence_order_head", "classifier_head",
+         "tagger_head")
 
 
 BEST_DIR = "best"  # where the trainer keeps the best checkpoint by dev metric

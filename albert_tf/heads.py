@@ -133,7 +133,11 @@ class SentenceOrderHead(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class ClassificationHead(keras.layers.Layer):
-  """Dropout + dense on pooled_output; float32 logits [batch, num_labels]."""
+  """Dropout + dense; float32 logits [..., num_labels].
+
+  On pooled_output [batch, hidden] it classifies sequences; on
+  sequence_output [batch, seq, hidden] it tags every token.
+  """
 
   def __init__(self, num_labels, dropout_rate=0.1, initializer_range=0.02,
                **kwargs):
@@ -154,8 +158,8 @@ class ClassificationHead(keras.layers.Layer):
     x = self.dropout(pooled_output, training=training)
     return tf.cast(self.dense(x), tf.float32)
 
-  def compute_output_shape(self, pooled_shape):
-    return (pooled_shape[0], self.num_labels)
+  def compute_output_shape(self, input_shape):
+    return tuple(input_shape[:-1]) + (self.num_labels,)
 
   def get_config(self):
     config = super().get_config()

@@ -1,4 +1,5 @@
-"""Trainable assemblies: `AlbertPretrainer` (MLM + SOP) and `AlbertClassifier`.
+"""Trainable assemblies: `AlbertPretrainer` (MLM + SOP), `AlbertClassifier`
+and `AlbertTagger` (one label per token).
 
 Both wrap an `AlbertEncoder` (attribute `.encoder`) and return dicts named as
 in the original ALBERT. `AlbertPretrainer` carries its own train/test steps,
@@ -187,6 +188,52 @@ class AlbertClassifier(keras.Model):
 
   def get_config(self):
     return {"config": self.config.to_dict(), "num_labels": self.num_labels,
+            "classifier_dropout": self.classifier_dropout, "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    if isinstance(config.get("dtype"), dict):
+      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+    return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertTagger(keras.Model):
+  """Encoder + dropout + dense on every token of sequence_output.
+
+  Output dict: `logits` [batch, seq, num_tags] float32 (token tagging: NER).
+  """
+
+  def __init__(self, config: AlbertConfig, num_tags, classifier_dropout=0.1,
+               dtype=None, **kwargs):
+    if isinstance(config, dict):
+      config = AlbertConfig.from_dict(config)
+    if num_tags < 2:
+      raise ValueError(f"num_tags must be >= 2 (O and one entity tag), got "
+                       f"{num_tags}")
+    # === Layers ===
+    encoder = AlbertEncoder(config, dtype=dtype, name="encoder")
+    tagger_head = ClassificationHead(
+        num_tags, dropout_rate=classifier_dropout,
+        initializer_range=config.initializer_range, dtype=dtype,
+        name="tagger")
+    # === Functional model ===
+    inputs = encoder_inputs()
+    enc = encoder(inputs)
+    outputs = {"logits": tagger_head(enc["sequence_output"])}
+    super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+    # === Config ===
+    self.config = config
+    self.num_tags = num_tags
+    self.classifier_dropout = classifier_dropout
+    self.encoder = encoder
+    self.tagger_head = tagger_head
+
+  def get_config(self):
+    return {"config": self.config.to_dict(), "num_tags": self.num_tags,
             "classifier_dropout": self.classifier_dropout, "name": self.name,
             "trainable": self.trainable,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy)}

@@ -266,14 +266,15 @@ def file_sha256(path: str) -> str:
 
 # ------------------------------------------------------------ model info
 CLASSIFIER_CONFIG = "classifier_config.json"
+TAGGER_CONFIG = "tagger_config.json"
 
 
 @dataclasses.dataclass
 class ModelInfo:
   """What serving a trained model needs beside its weights and config.
 
-  One dataclass for run_classifier's classifier_config.json and the export's
-  albert_export.json; the export adds the fields after `text_pair`.
+  One dataclass for run_classifier's classifier_config.json, run_ner's
+  tagger_config.json and the export's albert_export.json.
   """
   task_name: Optional[str] = None
   num_labels: Optional[int] = None
@@ -284,6 +285,10 @@ class ModelInfo:
   tokenizer_kind: Optional[str] = None
   do_lower_case: bool = True
   text_pair: bool = False
+  # Written by run_ner (tagger_config.json): label_list holds the BIO tags.
+  tag_scheme: Optional[str] = None   # the data files' scheme
+  doc_stride: Optional[int] = None
+  token_level: Optional[str] = None  # "char" or "word": what a token was
   # Written by export_saved_model only.
   model: Optional[str] = None
   version: Optional[int] = None
@@ -309,10 +314,17 @@ class ModelInfo:
 
   @classmethod
   def read_beside(cls, checkpoint: str) -> Optional["ModelInfo"]:
-    """classifier_config.json beside a checkpoint, or None."""
-    path = os.path.join(checkpoints.checkpoint_dir(checkpoint),
-                        CLASSIFIER_CONFIG)
-    return cls.read(path) if tf.io.gfile.exists(path) else None
+    """classifier_config.json or tagger_config.json beside a checkpoint, or
+    None."""
+    for name in (CLASSIFIER_CONFIG, TAGGER_CONFIG):
+      path = os.path.join(checkpoints.checkpoint_dir(checkpoint), name)
+      if tf.io.gfile.exists(path):
+        return cls.read(path)
+    return None
+
+  @property
+  def is_tagger(self) -> bool:
+    return self.token_level is not None
 
 
 # ------------------------------------------------------------ fingerprint

@@ -11,12 +11,16 @@ for what it declares) and add its line below; docs/finetuning.md says more.
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.classification import ClassificationTask
 from albert_tf.tasks.pretraining import PretrainingTask
+from albert_tf.tasks.tagging import TaggingTask
 
 TASKS = {
     "pretraining": PretrainingTask,
     "classification": ClassificationTask,
     # Same family with one output and squared error (sts-b, tsv scores).
     "regression": ClassificationTask,
+    # Token tagging (NER) on CoNLL files.
+    "tagging": TaggingTask,
 }
 
-__all__ = ["TASKS", "Task", "ClassificationTask", "PretrainingTask"]
+__all__ = ["TASKS", "Task", "ClassificationTask", "PretrainingTask",
+           "TaggingTask"]

@@ -1,0 +1,231 @@
+"""Fine-tune ALBERT on token tagging (NER): People's Daily 1998 or any CoNLL file.
+
+    python -m data_prep.corpora --corpus=peoples_daily_ner \
+        --output_dir=demo_output/corpus/ner
+    python -m albert_tf.run_ner --task_name=peoples_daily_ner \
+        --data_dir=demo_output/corpus/ner --output_dir=demo_output/ner \
+        --init_checkpoint=demo_output/pretrain \
+        --spm_model_file=demo_output/vocab/spm.model \
+        --max_seq_length=128 --doc_stride=64 --train_batch_size=32 \
+        --learning_rate=1e-4 --num_train_epochs=3 \
+        --do_train --do_eval --do_predict
+
+data_dir holds train.txt, dev.txt and test.txt in CoNLL layout (token and
+tag per line, blank line between sentences; test.txt may have no tags).
+`--task_name=conll` reads any such files: BIO, IOB1, BIOES/IOBES or BMES
+(detected, or --tag_scheme), character or word tokens. The recipe is
+run_classifier's: read and window the splits (tasks/tagging.py), then the
+one trainer under any --distribution_strategy, a checkpoint and a dev eval
+every epoch (or --eval_every_steps), the best checkpoint by dev entity F1
+kept apart; then eval/predict with the best. Killed, the same command
+resumes at the last checkpoint. Writes to output_dir:
+  ckpt-N.* + checkpoint, best/, albert_config.json, run_fingerprint.json,
+  train/ eval/, train_log.jsonl, eval_log.jsonl   as run_classifier
+  tagger_config.json     tags, scheme, max_seq_length, tokenizer (for export)
+  eval_results.json      entity_precision/recall/f1 (+ per type) of the dev
+                         split with the best checkpoint (of the test split
+                         when only --do_predict runs); test_* too when
+                         test.txt has tags
+  test_predictions.txt   token \\t gold \\t predicted (no gold column when
+                         test.txt has no tags), in test.txt's order and
+                         scheme, a blank line between sentences
+  test_results.json      the test split's metrics (when it has tags)
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from typing import Optional
+
+from absl import flags
+from absl import logging
+import keras
+
+from albert_tf import finetuning
+from albert_tf import ner_data
+from albert_tf import run_config
+from albert_tf.finetuning import FinetuneOptions
+from albert_tf.run_config import ModelInfo
+from albert_tf.tasks.tagging import TASK_NAMES, TaggingTask
+from albert_tf.trainer import Trainer
+
+
+@dataclasses.dataclass
+class NerOptions(FinetuneOptions):
+  """Everything `run` needs; field names are the command-line flags."""
+  doc_stride: Optional[int] = None  # None: half a window
+  tag_scheme: Optional[str] = None  # None: detected from the files
+
+
+def run(**kwargs):
+  """Runs NER fine-tuning/eval/predict; kwargs are `NerOptions` fields.
+
+  Returns a dict: "eval" (best dev metrics), "test" (test metrics when
+  labelled), "best_step", "num_train_steps", "train_wall_s", "data" (split
+  stats), "output_dir".
+  """
+  options = NerOptions(**kwargs)
+  finetuning.check_options(options)
+  if options.task_name not in TASK_NAMES:
+    raise ValueError(f"--task_name must be one of {', '.join(TASK_NAMES)}, "
+                     f"got {options.task_name!r}")
+  ner_data.canonical_scheme(options.tag_scheme)  # a bad name fails here
+  with run_config.dtype_policy(options.mixed_precision):
+    return _run(options)
+
+
+def _run(o: NerOptions):
+  strategy = finetuning.strategy(o)
+  chief = run_config.is_chief(strategy)
+  # What the model was fine-tuned with: beside --init_checkpoint, or in
+  # output_dir when resuming or evaluating there.
+  info = (ModelInfo.read_beside(o.init_checkpoint) if o.init_checkpoint
+          else None) or (ModelInfo.read_beside(o.output_dir)
+                         if os.path.isdir(o.output_dir) else None)
+  tagger_info = info if info and info.is_tagger else None
+  max_seq_length = o.max_seq_length or (info and info.max_seq_length) or 128
+  o = dataclasses.replace(
+      o, max_seq_length=max_seq_length,
+      doc_stride=o.doc_stride or (tagger_info and tagger_info.doc_stride) or
+      max(1, (max_seq_length - 2) // 2),
+      do_lower_case=(o.do_lower_case if o.do_lower_case is not None
+                     else info.do_lower_case if info else None))
+  config, tokenizer = run_config.resolve_model(
+      o.preset, o.albert_config_file, o.init_checkpoint, o.spm_model_file,
+      o.vocab_file, o.do_lower_case)
+  run_config.check_seq_length(o.max_seq_length, config)
+  task = TaggingTask(
+      o.task_name, tokenizer, o.data_dir, o.max_seq_length, o.doc_stride,
+      label_list=tagger_info.label_list if tagger_info else None,
+      tag_scheme=o.tag_scheme, eval_batch_size=o.eval_batch_size,
+      classifier_dropout=o.classifier_dropout, seed=o.seed,
+      max_train_examples=o.max_train_examples,
+      max_eval_examples=o.max_eval_examples)
+  result = {"output_dir": o.output_dir, "data": _validate_splits(o, task)}
+  settings = finetuning.trainer_settings(o, task)
+  fingerprint = run_config.make_fingerprint(
+      f"tagging:{o.task_name}:{','.join(task.label_list)}", config, tokenizer,
+      settings.optimizer_fingerprint() if o.do_train else None,
+      o.mixed_precision)
+  run_config.check_output_dir(o.output_dir, fingerprint, o.overwrite)
+
+  # Every input is valid: only now is output_dir written.
+  lock = None
+  if chief:
+    lock = run_config.prepare_output_dir(o.output_dir, fingerprint,
+                                         o.overwrite)
+    if o.do_train or not os.path.exists(
+        os.path.join(o.output_dir, run_config.TAGGER_CONFIG)):
+      _write_run_files(o, task, config)
+  keras.utils.set_random_seed(o.seed)
+  trainer = Trainer(task, config, settings, strategy)
+  trainer.restore(o.init_checkpoint, training=o.do_train)
+  start = time.time()
+  if o.do_train:
+    trainer.train()
+    result["train_wall_s"] = round(time.time() - start, 2)
+    result["num_train_steps"] = settings.num_train_steps
+  best_step = trainer.restore_best()
+  result["best_step"] = trainer.step if best_step is None else best_step
+  result.update(_evaluate_and_predict(o, task, trainer, chief,
+                                      result["best_step"]))
+  logging.info("Results: %s", {k: v for k, v in result.items()
+                               if k not in ("data", "eval", "test")})
+  trainer.finish()
+  del lock
+  return result
+
+
+def _validate_splits(o: NerOptions, task):
+  """Reads every split the run needs (DataError names file:line)."""
+  stats = {}
+  for split, wanted, needs_tags in (("train", o.do_train, True),
+                                    ("dev", o.do_eval, True),
+                                    ("test", o.do_predict, False)):
+    if not wanted:
+      continue
+    data, _, stats[split] = task.load_split(split)
+    if needs_tags and not data.has_tags:
+      raise ner_data.DataError(f"{data.file}: the {split} split needs tags")
+  return stats
+
+
+def _evaluate_and_predict(o: NerOptions, task, trainer, chief, best_step):
+  result, eval_results = {}, {}
+  out_dir = o.output_dir if chief else trainer.ckpt_dir
+  if o.do_eval:
+    best = trainer.best() if o.do_train else None
+    result["eval"] = best["metrics"] if best else trainer.evaluate()
+    eval_results = {k: v for k, v in result["eval"].items()
+                    if k != "global_step"}
+    eval_results["split"] = "dev"
+  if o.do_predict:
+    task.eval_batch_size = o.predict_batch_size or o.eval_batch_size
+    test = task.predict(trainer.model, out_dir)
+    if test:
+      result["test"] = test
+      if not o.do_eval:
+        eval_results = dict(test, split="test")
+      eval_results.update({f"test_{k}": v for k, v in test.items()})
+      if chief:
+        with open(os.path.join(o.output_dir, "test_results.json"), "w",
+                  encoding="utf-8") as f:
+          json.dump(test, f, indent=2)
+  if eval_results and chief:
+    eval_results["best_step"] = best_step
+    with open(os.path.join(o.output_dir, "eval_results.json"), "w",
+              encoding="utf-8") as f:
+      json.dump(eval_results, f, indent=2)
+  return result
+
+
+def _write_run_files(o: NerOptions, task, config):
+  """albert_config.json, the tokenizer copy, tagger_config.json."""
+  config.to_json_file(os.path.join(o.output_dir,
+                                   run_config.checkpoints.CONFIG_NAME))
+  tokenizer = task.tokenizer
+  copy = os.path.join(o.output_dir, os.path.basename(tokenizer.model_file))
+  if os.path.abspath(copy) != os.path.abspath(tokenizer.model_file):
+    shutil.copyfile(tokenizer.model_file, copy)
+  ModelInfo(task_name=o.task_name, num_labels=len(task.label_list),
+            label_list=list(task.label_list), max_seq_length=o.max_seq_length,
+            tokenizer_file=os.path.basename(tokenizer.model_file),
+            tokenizer_kind=tokenizer.kind,
+            do_lower_case=tokenizer.do_lower_case, tag_scheme=task.scheme,
+            doc_stride=o.doc_stride, token_level=task.token_level()).write(
+                os.path.join(o.output_dir, run_config.TAGGER_CONFIG))
+
+
+# ----------------------------------------------------------------- flags
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  f = flags
+  f.DEFINE_enum("task_name", None, list(TASK_NAMES), "peoples_daily_ner "
+                "(data_prep.corpora's BIO files) or conll (any CoNLL files).")
+  f.DEFINE_string("data_dir", None, "Directory with train.txt, dev.txt and "
+                  "test.txt in CoNLL layout.")
+  finetuning.define_flags()
+  f.DEFINE_integer("doc_stride", None, "Pieces between the starts of the "
+                   "windows of a sentence longer than max_seq_length - 2 "
+                   "(default: half a window).")
+  f.DEFINE_string("tag_scheme", None, "BIO (IOB2), IOB1, BIOES (IOBES) or "
+                  "BMES (default: detected from the files).")
+  f.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
+
+
+def main(argv):
+  del argv
+  names = [f.name for f in dataclasses.fields(NerOptions)]
+  result = run(**{name: FLAGS[name].value for name in names})
+  print(json.dumps({k: v for k, v in result.items() if k != "data"},
+                   default=str), flush=True)
+
+
+if __name__ == "__main__":
+  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  define_flags()
+  cli_errors.run_main(main)

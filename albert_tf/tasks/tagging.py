@@ -1,0 +1,216 @@
+"""Token tagging (NER): People's Daily 1998 NER and any CoNLL file.
+
+Reading, tag schemes, windows and the entity metric are `albert_tf.ner_data`;
+this file is what the trainer needs on top:
+
+  * inputs: every window of the train split in memory, batched as a pure
+    function of (seed, step) (`tasks.base.step_indexed_inputs`);
+  * model: `AlbertTagger` (a dense layer over sequence_output), trained on
+    BIO tags whatever the file's scheme;
+  * loss: softmax cross-entropy over the first piece of each token (the
+    other positions carry `ner_data.IGNORE` and count for nothing);
+  * metrics: entity precision/recall/F1 by seqeval (exact span and type,
+    conlleval semantics), overall and per type; `entity_f1` picks the best
+    checkpoint;
+  * predictions: `test_predictions.txt`, one line per input token (token,
+    gold tag when the file has one, predicted tag) in the file's scheme.
+"""
+
+import os
+from typing import Dict, List, Optional, Sequence
+
+from absl import logging
+import keras
+import tensorflow as tf
+
+from albert_tf import features as F
+from albert_tf import ner_data
+from albert_tf.models import AlbertTagger
+from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
+
+PREDICTIONS_FILE = "test_predictions.txt"
+SPLIT_FILES = {"train": "train.txt", "dev": "dev.txt", "test": "test.txt"}
+# Task names run_ner accepts: the corpus data_prep.corpora writes, and any
+# CoNLL files.
+TASK_NAMES = ("peoples_daily_ner", "conll")
+
+
+class TaggingTask(Task):
+  """CoNLL {train,dev,test}.txt in data_dir, encoded with one tokenizer.
+
+  label_list: the model's BIO tags (from a fine-tuned checkpoint); default:
+  O plus B-/I- of every entity type of the train split.
+  """
+
+  name = "tagging"
+  best_metric = "entity_f1"
+
+  def __init__(self, task_name: str, tokenizer, data_dir: str,
+               max_seq_length: int, doc_stride: int,
+               label_list: Optional[Sequence[str]] = None,
+               tag_scheme: Optional[str] = None, eval_batch_size: int = 64,
+               classifier_dropout: float = 0.1, seed: int = 12345,
+               max_train_examples: int = 0, max_eval_examples: int = 0):
+    if task_name not in TASK_NAMES:
+      raise ValueError(f"--task_name must be one of {', '.join(TASK_NAMES)}, "
+                       f"got {task_name!r}")
+    self.task_name = task_name
+    self.tokenizer = tokenizer
+    self.data_dir = data_dir
+    self.max_seq_length = max_seq_length
+    self.doc_stride = doc_stride
+    # People's Daily NER is written in BIO by data_prep.corpora.
+    self.tag_scheme = ner_data.canonical_scheme(
+        tag_scheme or ("BIO" if task_name == "peoples_daily_ner" else None))
+    self.eval_batch_size = eval_batch_size
+    self.classifier_dropout = classifier_dropout
+    self.seed = seed
+    self.max_examples = {"train": max_train_examples,
+                         "dev": max_eval_examples, "test": 0}
+    self._label_list = list(label_list) if label_list else None
+    self._splits = {}
+    self._pieces = {}  # token -> piece ids, shared by the splits
+    self._train_tensors = None
+    self._predict_fn = self._predict_model = None
+
+  # --------------------------------------------------------- data
+  def split_file(self, split: str) -> str:
+    return os.path.join(self.data_dir, SPLIT_FILES[split])
+
+  def read_split(self, split: str) -> ner_data.ConllData:
+    path = self.split_file(split)
+    if not os.path.exists(path):
+      raise ner_data.DataError(f"{path}: no such file (--data_dir needs "
+                               f"{SPLIT_FILES[split]} for the {split} split)")
+    data = ner_data.read_conll(path, self.tag_scheme)
+    if self.max_examples[split]:
+      data.sentences = data.sentences[:self.max_examples[split]]
+    return data
+
+  @property
+  def label_list(self) -> List[str]:
+    if self._label_list is None:
+      train = self.load_split("train")[0]
+      if not train.has_tags:
+        raise ner_data.DataError(f"{train.file}: the train split needs tags")
+      self._label_list = ner_data.bio_label_list(train.entity_types)
+    return self._label_list
+
+  @property
+  def scheme(self) -> str:
+    """The scheme predictions are written in: the files' own."""
+    if self.tag_scheme:
+      return self.tag_scheme
+    for split in ("train", "dev", "test"):
+      if split in self._splits and self._splits[split][0].has_tags:
+        return self._splits[split][0].scheme
+    return "BIO"
+
+  def load_split(self, split: str):
+    """(data, windows, stats) of a split, read and encoded once."""
+    if split not in self._splits:
+      data = self.read_split(split)
+      # Read before encoding: the train split's tags define label_list.
+      self._splits[split] = (data, None, None)
+      label_map = None
+      if data.has_tags:
+        label_map = {t: i for i, t in enumerate(self.label_list)}
+        known = {t[2:] for t in self.label_list if t != "O"}
+        for s in data.sentences:
+          for i, tag in enumerate(s.tags):
+            if tag != "O" and tag[2:] not in known:
+              raise ner_data.DataError(
+                  f"{data.file}:{s.line + i}: entity type {tag[2:]!r} is "
+                  f"not among the model's ({', '.join(sorted(known))})")
+      windows = ner_data.encode_sentences(
+          data.sentences, self.tokenizer, label_map, self.max_seq_length,
+          self.doc_stride, data.scheme, cache=self._pieces)
+      stats = {"file": data.file, "sentences": len(data.sentences),
+               "tokens": sum(len(s.tokens) for s in data.sentences),
+               "windows": windows.num_windows,
+               "long_sentences": windows.long_sentences,
+               "unknown_tokens": windows.unknown_tokens,
+               "docstarts_skipped": data.docstarts,
+               "scheme": data.scheme if data.has_tags else None}
+      logging.info(
+          "[%s] %s: %d sentences, %d tokens (%s), %d windows of "
+          "max_seq_length=%d (%d sentences longer than one window, "
+          "doc_stride=%d); %d tokens with no piece read as unknown", split,
+          data.file, stats["sentences"], stats["tokens"],
+          stats["scheme"] or "no tags", stats["windows"], self.max_seq_length,
+          stats["long_sentences"], self.doc_stride, stats["unknown_tokens"])
+      self._splits[split] = (data, windows, stats)
+    return self._splits[split]
+
+  def token_level(self) -> str:
+    """"char" when every token read so far is one character, else "word"
+    (serve_text splits raw text the same way)."""
+    return ("char" if all(len(t) == 1 for data, _, _ in self._splits.values()
+                          for s in data.sentences for t in s.tokens)
+            else "word")
+
+  def steps_per_epoch(self, global_batch_size: int) -> int:
+    n = self.load_split("train")[1].num_windows
+    return max(1, -(-n // global_batch_size))
+
+  def build_inputs(self, split, strategy, global_batch_size, start_step=0,
+                   num_steps=0):
+    if split != "train":
+      raise ValueError(f"build_inputs: only the train split is distributed, "
+                       f"got {split!r}")
+    if self._train_tensors is None:
+      features = self.load_split("train")[1].features
+      self._train_tensors = (
+          {k: tf.constant(features[k]) for k in F.ENCODER_INPUTS},
+          {"logits": tf.constant(features[F.LABEL_IDS])})
+    return step_indexed_inputs(*self._train_tensors, strategy,
+                               global_batch_size, start_step, num_steps,
+                               self.seed)
+
+  # --------------------------------------------------------- model
+  def build_model(self, config):
+    return AlbertTagger(config, len(self.label_list),
+                        classifier_dropout=self.classifier_dropout)
+
+  def build_losses(self):
+    return {"logits": keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, ignore_class=ner_data.IGNORE)}
+
+  # --------------------------------------------------------- eval / predict
+  def predicted_tags(self, model, split: str) -> List[List[str]]:
+    """BIO tags of every token of a split, each from its owner window."""
+    _, windows, _ = self.load_split(split)
+    if self._predict_model is not model:
+      self._predict_fn = batched_logits(model)
+      self._predict_model = model
+    logits = self._predict_fn(windows.features, self.eval_batch_size)
+    return ner_data.tags_from_logits(windows, logits, self.label_list)
+
+  def _metrics(self, data: ner_data.ConllData, predicted) -> Dict[str, float]:
+    gold = [ner_data.to_bio(s, data.scheme) for s in data.sentences]
+    return ner_data.entity_metrics(gold, predicted)
+
+  def evaluate(self, model, strategy):
+    data = self.load_split("dev")[0]
+    if not data.has_tags:
+      raise ner_data.DataError(f"{data.file}: the dev split needs tags for "
+                               "--do_eval")
+    return self._metrics(data, self.predicted_tags(model, "dev"))
+
+  def predict(self, model, output_dir):
+    data = self.load_split("test")[0]
+    predicted = self.predicted_tags(model, "test")
+    ner_data.write_predictions(os.path.join(output_dir, PREDICTIONS_FILE),
+                               data.sentences, predicted, self.scheme,
+                               data.has_tags)
+    return self._metrics(data, predicted) if data.has_tags else {}
+
+  def export_outputs(self, outputs):
+    return export_outputs(outputs)
+
+
+def export_outputs(outputs):
+  """Serving outputs: per-token `logits` [b, s, T] and `tag_ids` [b, s]."""
+  logits = tf.cast(outputs["logits"], tf.float32)
+  return {"logits": logits,
+          "tag_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
