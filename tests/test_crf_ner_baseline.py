@@ -1,0 +1,50 @@
+"""benchmarks.crf_ner_baseline on a few hundred People's Daily sentences."""
+
+import json
+
+from albert_tf import ner_data
+from benchmarks import crf_ner_baseline as crf
+from data_prep import corpora
+
+
+def test_token_class_and_window_features():
+  assert [crf.token_class(t) for t in ("１", "7", "Ａ", "x", "。", "，", "江",
+                                       "a1")] == list("DDLLPPHM")
+  features = crf.sentence_features(["江", "泽", "民"])
+  assert len(features) == 3
+  assert {"c0=泽", "c-1=江", "c+1=民", "c-2=<s1>", "c+2=</s1>", "c-1c0=江|泽",
+          "t-1t0t+1=HHH"} <= set(features[1])
+  assert "t-1t0t+1=BHH" in features[0] and "c-2c-1=<s2>|<s1>" in features[0]
+
+
+def test_fits_the_training_sentences_and_writes_the_test_tokens(tmp_path):
+  data_dir, output_dir = tmp_path / "ner", tmp_path / "crf"
+  corpora.write_corpus("peoples_daily_ner", str(data_dir), max_documents=40)
+  result = crf.run(str(data_dir), str(output_dir), max_iterations=50,
+                   max_train_sentences=300)
+  assert result["train_sentences"] == 300
+  assert result["train"]["num_sentences"] == 300
+  # A CRF with this many features all but memorises 300 sentences (0.9999
+  # on the full train split); far below means the tags did not reach the
+  # sentences they belong to.
+  assert result["train"]["num_gold_entities"] > 100
+  assert result["train"]["entity_f1"] > 0.8
+  with open(output_dir / "crf_results.json", encoding="utf-8") as f:
+    assert json.load(f)["test"] == result["test"]
+  # The predictions file: the test tokens and gold tags in order, one
+  # predicted BIO tag each, a blank line after each sentence.
+  test = ner_data.read_conll(str(data_dir / "test.txt"))
+  with open(output_dir / "crf_test_predictions.txt", encoding="utf-8") as f:
+    blocks = f.read().split("\n\n")
+  assert blocks[-1] == ""
+  rows = [[line.split("\t") for line in block.split("\n")]
+          for block in blocks[:-1]]
+  assert [[r[0] for r in sentence] for sentence in rows] == [
+      s.tokens for s in test.sentences]
+  assert [[r[1] for r in sentence] for sentence in rows] == [
+      s.tags for s in test.sentences]
+  predicted = [[r[2] for r in sentence] for sentence in rows]
+  assert {t for p in predicted for t in p} <= set(
+      ner_data.bio_label_list(["LOC", "ORG", "PER"]))
+  assert ner_data.entity_metrics([s.tags for s in test.sentences],
+                                 predicted) == result["test"]
