@@ -21,6 +21,7 @@ import runpy
 SCRIPTS = {
     "albert-pretrain": "albert_tf.run_pretraining",
     "albert-classify": "albert_tf.run_classifier",
+    "albert-ner": "albert_tf.run_ner",
     "albert-export": "albert_tf.export_saved_model",
     "albert-export-tflite": "albert_tf.export_tflite",
     "albert-convert": "albert_tf.convert_checkpoint",
@@ -45,6 +46,7 @@ def _entry_point(name):
 
 pretrain = _entry_point("albert-pretrain")
 classify = _entry_point("albert-classify")
+ner = _entry_point("albert-ner")
 export = _entry_point("albert-export")
 export_tflite = _entry_point("albert-export-tflite")
 convert = _entry_point("albert-convert")

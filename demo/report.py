@@ -72,6 +72,36 @@ def _plot_finetuning(demo, out):
   return path
 
 
+def _plot_ner(demo, out):
+  """Dev entity F1 by step for both inits; the CRF's test F1 as a line."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(6, 4))
+  drawn = False
+  for run in ("pretrained", "random_init"):
+    rows = [r for r in _jsonl(demo.path("ner", run, "eval_log.jsonl"))
+            if "entity_f1" in r]
+    if rows:
+      ax.plot([r["global_step"] for r in rows],
+              [r["entity_f1"] for r in rows], marker="o",
+              label=f"dev entity F1, {run.replace('_', ' ')}")
+      drawn = True
+  crf = demo.figures.get("ner", {}).get("crf", {})
+  if "test_entity_f1" in crf:
+    ax.axhline(crf["test_entity_f1"], color="gray", linestyle="--",
+               label="CRF, char n-grams (test)")
+  if not drawn:
+    plt.close(fig)
+    return None
+  ax.set_xlabel("step")
+  ax.set_title("People's Daily NER (PER/LOC/ORG)")
+  ax.legend()
+  fig.tight_layout()
+  path = os.path.join(out, "ner.png")
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
 def _plot_albert_vs_bert(results, out):
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   names = list(results)
@@ -104,6 +134,9 @@ KEY_FIGURES = {
     "finetune": ("pretrained.test_accuracy", "random_init.test_accuracy",
                  "tfidf.test_accuracy", "pretrained.eval_accuracy",
                  "random_init.eval_accuracy"),
+    "ner": ("pretrained.test_entity_f1", "random_init.test_entity_f1",
+            "crf.test_entity_f1", "pretrained.entity_f1",
+            "random_init.entity_f1"),
 }
 
 
@@ -128,7 +161,8 @@ def write_report(demo, out):
   """Writes report.md + plots into `out`; returns the headline figures."""
   from benchmarks.albert_vs_bert import compare  # pylint: disable=g-import-not-at-top
   from benchmarks.common import machine  # pylint: disable=g-import-not-at-top
-  plots = [_plot_pretraining(demo, out), _plot_finetuning(demo, out)]
+  plots = [_plot_pretraining(demo, out), _plot_finetuning(demo, out),
+           _plot_ner(demo, out)]
   bench = compare(["albert_tiny_zh", "albert_base_v2", "bert_base"],
                   batch_size=demo.budget["bench_batch"],
                   repetitions=demo.budget["bench_repetitions"])

@@ -51,6 +51,8 @@ BUDGETS = {
              "save_steps": 180, "finetune_steps": 200, "finetune_seq": 64,
              "finetune_train_examples": 0, "finetune_eval_examples": 800,
              "finetune_evals": 4,
+             "ner_steps": 300, "ner_seq": 64, "ner_train_examples": 0,
+             "ner_eval_examples": 1000, "ner_evals": 3,
              "bench_batch": 16, "bench_repetitions": 2},
     "fast": {"max_documents": 0, "max_reviews": 0, "vocab_size": 5000,
              "dupe_factor": 1, "pretrain_steps": 20,
@@ -58,25 +60,29 @@ BUDGETS = {
              "finetune_train_examples": 1000, "finetune_eval_examples": 200,
              "vocab_sentences": 15000,
              "finetune_evals": 1,
+             "ner_steps": 20, "ner_seq": 48, "ner_train_examples": 2000,
+             "ner_eval_examples": 300, "ner_evals": 1,
              "bench_batch": 4, "bench_repetitions": 1},
     "smoke": {"max_documents": 120, "max_reviews": 1000, "vocab_size": 3500,
               "dupe_factor": 1, "pretrain_steps": 4, "save_steps": 2,
               "finetune_steps": 4, "finetune_seq": 32,
               "finetune_train_examples": 0, "finetune_eval_examples": 0,
               "vocab_sentences": 0, "finetune_evals": 1,
+              "ner_steps": 4, "ner_seq": 32, "ner_train_examples": 0,
+              "ner_eval_examples": 0, "ner_evals": 1,
               "bench_batch": 2, "bench_repetitions": 1},
 }
 
 # Measured wall-clock seconds per stage on the 2-core machine (README).
 ESTIMATES = {
     "full": {"corpus": 15, "vocab": 55, "tfrecords": 30, "pretrain": 950,
-             "eval": 20, "finetune": 500, "export": 25, "tflite": 20,
+             "eval": 20, "finetune": 500, "ner": 420, "export": 25, "tflite": 20,
              "check": 15, "report": 40},
     "fast": {"corpus": 15, "vocab": 5, "tfrecords": 23, "pretrain": 45,
-             "eval": 20, "finetune": 95, "export": 25, "tflite": 16,
+             "eval": 20, "finetune": 95, "ner": 60, "export": 25, "tflite": 16,
              "check": 10, "report": 15},
     "smoke": {"corpus": 15, "vocab": 2, "tfrecords": 12, "pretrain": 25,
-              "eval": 12, "finetune": 60, "export": 20, "tflite": 15,
+              "eval": 12, "finetune": 60, "ner": 40, "export": 20, "tflite": 15,
               "check": 8, "report": 10},
 }
 
@@ -133,6 +139,7 @@ class Demo:
       ("pretrain", "pretrain albert_tiny_zh from scratch (MLM + SOP)"),
       ("eval", "MLM / SOP accuracy on held-out documents"),
       ("finetune", "fine-tune on sentiment; random-init and TF-IDF baselines"),
+      ("ner", "People's Daily NER; random-init and CRF baselines"),
       ("export", "SavedModel for TF Serving (serving_default + serve_text)"),
       ("tflite", "TFLite dynamic-range model"),
       ("check", "serve_text and TFLite classify real reviews the same way"),
@@ -195,8 +202,13 @@ class Demo:
   # ------------------------------------------------------------ stages
   def stage_corpus(self, out):
     log = os.path.join(out, "log.txt")
+    # The last 20% of documents are held out: exactly the NER dev and test
+    # documents, so pretraining never reads the text NER is scored on.
     run_module("data_prep.corpora", "--corpus=peoples_daily_1998",
-               f"--output_dir={out}/peoples_daily",
+               f"--output_dir={out}/peoples_daily", "--heldout_fraction=0.2",
+               f"--max_documents={self.budget['max_documents']}", log=log)
+    run_module("data_prep.corpora", "--corpus=peoples_daily_ner",
+               f"--output_dir={out}/ner",
                f"--max_documents={self.budget['max_documents']}", log=log)
     run_module("data_prep.corpora", "--corpus=sentiment_reviews",
                f"--output_dir={out}/sentiment",
@@ -205,6 +217,7 @@ class Demo:
     sizes = os.path.join(out, "peoples_daily", "sizes.json")
     if os.path.exists(sizes):
       figures["peoples_daily"] = read_json(sizes)
+    figures["ner"] = read_json(os.path.join(out, "ner", "sizes.json"))
     for split in ("train", "dev", "test"):
       with open(os.path.join(out, "sentiment", f"{split}.tsv"), encoding="utf-8") as f:
         figures[f"sentiment_{split}"] = sum(1 for line in f if line.strip())
@@ -309,6 +322,57 @@ class Demo:
                f"--output_file={out}/tfidf.json", log=os.path.join(out, "log.txt"))
     return {"pretrained": pretrained, "random_init": random_init,
             "tfidf": read_json(os.path.join(out, "tfidf.json"))}
+
+  def _ner(self, out, init):
+    b = self.budget
+    args = ["--task_name=peoples_daily_ner",
+            f"--data_dir={self.path('corpus', 'ner')}",
+            f"--output_dir={out}", f"--spm_model_file={self._spm()}",
+            f"--max_seq_length={b['ner_seq']}",
+            f"--doc_stride={b['ner_seq'] // 2}", "--train_batch_size=32",
+            "--learning_rate=5e-4", f"--train_step={b['ner_steps']}",
+            f"--eval_every_steps={b['ner_steps'] // b['ner_evals']}",
+            "--do_train", "--do_eval", "--do_predict", "--seed=12345"]
+    if b["ner_train_examples"]:
+      args.append(f"--max_train_examples={b['ner_train_examples']}")
+    if b["ner_eval_examples"]:
+      args.append(f"--max_eval_examples={b['ner_eval_examples']}")
+    if init:
+      args.append(f"--init_checkpoint={init}")
+    else:
+      args.append(f"--albert_config_file={self.path('pretrain', 'albert_config.json')}")
+    run_module("albert_tf.run_ner", *args, log=os.path.join(out, "log.txt"))
+    return read_json(os.path.join(out, "eval_results.json"))
+
+  def stage_ner(self, out):
+    """Fine-tune a tagger from the pretrained checkpoint and from random
+    init on the same budget; a CRF on character n-grams on the same train
+    sentences. All three are scored on the whole test split."""
+    pretrained = self._ner(os.path.join(out, "pretrained"),
+                           self.path("pretrain"))
+    random_init = self._ner(os.path.join(out, "random_init"), None)
+    crf_args = [f"--data_dir={self.path('corpus', 'ner')}",
+                f"--output_dir={out}/crf"]
+    if self.budget["ner_train_examples"]:
+      crf_args.append(
+          f"--max_train_sentences={self.budget['ner_train_examples']}")
+    run_module("benchmarks.crf_ner_baseline", *crf_args,
+               log=os.path.join(out, "log.txt"))
+    keep = ("entity_f1", "entity_precision", "entity_recall", "PER_f1",
+            "LOC_f1", "ORG_f1")
+    figures = {}
+    for name, results in (("pretrained", pretrained),
+                          ("random_init", random_init)):
+      figures[name] = {k: results[k] for k in keep if k in results}
+      figures[name].update({k: results[k] for k in results
+                            if k.startswith("test_") and k[5:] in keep})
+    crf = read_json(os.path.join(out, "crf", "crf_results.json"))
+    figures["crf"] = {k: crf["dev"][k] for k in keep if k in crf["dev"]}
+    figures["crf"].update({f"test_{k}": crf["test"][k] for k in keep
+                           if k in crf["test"]})
+    figures["crf"].update(train_sentences=crf["train_sentences"],
+                          fit_seconds=crf["fit_seconds"])
+    return figures
 
   def stage_export(self, out):
     run_module("albert_tf.export_saved_model",

@@ -43,6 +43,15 @@ CASES = {
                       "mixed_precision"),
         "unknown flag": (["--num_train_epoch=3"], "num_train_epoch"),
     },
+    "albert_tf.run_ner": {
+        "missing file": (["--task_name=conll", f"--data_dir={MISSING}",
+                          "--output_dir={tmp}/out", "--preset=albert_tiny_zh",
+                          f"--spm_model_file={MISSING}.model", "--do_train"],
+                         MISSING),
+        "bad value": (["--task_name=msra", "--data_dir={tmp}",
+                       "--output_dir={tmp}/out", "--do_train"], "task_name"),
+        "unknown flag": (["--doc_strides=64"], "doc_strides"),
+    },
     "albert_tf.export_saved_model": {
         "missing file": ([f"--checkpoint={MISSING}", "--export_dir={tmp}/sm",
                           "--preset=albert_tiny_zh"], MISSING),

