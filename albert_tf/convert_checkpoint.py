@@ -36,7 +36,6 @@ from albert_tf.converters.huggingface import huggingface_to_original
 from albert_tf.converters.huggingface import read_huggingface
 from albert_tf.converters.huggingface import read_pytorch_bin
 from albert_tf.converters.huggingface import read_safetensors
-from albert_tf.converters.huggingface import write_safetensors
 from albert_tf.converters.original import assign_original_weights
 from albert_tf.converters.original import original_variable_map
 from albert_tf.converters.tf1 import read_tf1_checkpoint
@@ -50,7 +49,7 @@ __all__ = [
     "define_flags", "huggingface_config", "huggingface_to_original",
     "is_brightmart_layout", "main", "original_variable_map",
     "read_huggingface", "read_pytorch_bin", "read_safetensors",
-    "read_tf1_checkpoint", "write_safetensors",
+    "read_tf1_checkpoint",
 ]
 
 
@@ -67,7 +66,10 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   reader = READERS.get(source)
   if reader is None:
     raise ValueError(f"--source must be one of {SOURCES}, got {source!r}")
-  if not (os.path.exists(checkpoint) or tf.io.gfile.glob(checkpoint + ".*")):
+  # A keras-hub preset may be a handle (albert_base_en_uncased, kaggle://...),
+  # not a path: that reader checks what it is given.
+  if source != "keras_hub" and not (os.path.exists(checkpoint) or
+                                    tf.io.gfile.glob(checkpoint + ".*")):
     raise FileNotFoundError(f"--checkpoint={checkpoint} does not exist (no "
                             "such file, directory or checkpoint prefix)")
   config, pretrainer, report, heads = reader(checkpoint, albert_config_file)
@@ -101,7 +103,8 @@ def main(argv):
 def define_flags():
   flags.DEFINE_enum("source", None, list(SOURCES), "Checkpoint format.")
   flags.DEFINE_string("checkpoint", None, "TF1 checkpoint prefix/dir, HF model "
-                      "dir/.safetensors/.bin, or keras-hub preset dir.")
+                      "dir/.safetensors/.bin, or keras-hub preset dir or "
+                      "handle (e.g. albert_base_en_uncased).")
   flags.DEFINE_string("albert_config_file", None, "albert_config.json of the "
                       "checkpoint (HF: default config.json beside it).")
   flags.DEFINE_string("output_dir", None, "Where the converted checkpoint and "

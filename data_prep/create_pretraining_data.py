@@ -38,6 +38,9 @@ summary. Every random choice is seeded from the document's content, the dupe
 index and --random_seed, and a record's shard and position come from its
 bytes, so any runner and any number of workers write the same shard files,
 with the instances of a document (and of its dupes) scattered over them.
+While it runs, a log line every --progress_interval_secs (10) gives the
+workers' counts so far, records/s and an ETA from the planned byte ranges
+read (data_prep.progress); a last line gives the committed counts.
 
 Bad documents are counted and skipped, never fatal: a document with a line
 over --max_line_bytes ("line_too_long"), NUL bytes or mostly control
@@ -91,6 +94,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from albert_tf import cli_errors
 from data_prep import example_encoder
 from data_prep import instances as instances_lib
+from data_prep import progress as progress_lib
 
 SHARD_PREFIX = "pretrain"
 SHARD_SUFFIX = ".tfrecord"
@@ -440,16 +444,18 @@ class ReadDocumentsFn(beam.DoFn):
   """
 
   def __init__(self, max_line_bytes, max_sentences_per_document,
-               skip_bad_inputs):
+               skip_bad_inputs, file_sizes=None):
     self._max_line_bytes = max_line_bytes
     self._max_sentences = max_sentences_per_document
     self._skip_bad_inputs = skip_bad_inputs
+    self._file_sizes = file_sizes or {}
     self._counters = {}
 
   def setup(self):
     self._counters = {
         name: Metrics.counter(_METRICS_NAMESPACE, name)
-        for name in ("inputs_skipped", "documents_over_max_sentences")}
+        for name in ("inputs_skipped", "documents_over_max_sentences",
+                     progress_lib.INPUT_BYTES)}
 
   def process(self, read_range):
     path, start, end = read_range
@@ -472,6 +478,11 @@ class ReadDocumentsFn(beam.DoFn):
       # out of sight: another process or machine).
       self._counters["inputs_skipped"].inc()
       report["error"] = e.detail
+    # The planned bytes of the range, once it is read: the launcher's ETA
+    # is the share of the input's bytes done (see data_prep.progress).
+    size = self._file_sizes.get(path, 0)
+    self._counters[progress_lib.INPUT_BYTES].inc(
+        max(0, (size if end is None else end) - start))
     yield beam.pvalue.TaggedOutput(_INPUTS_TAG, (path, report))
 
 
@@ -491,10 +502,11 @@ class TokenizeDocumentFn(_CountsPerBundle, beam.DoFn):
     self._tokenizer = tokenization.load_tokenizer(**self._tokenizer_args)
     self._counters = {
         name: Metrics.counter(_METRICS_NAMESPACE, name)
-        for name in ["documents_read"] + [f"skipped_{r}" for r in SKIP_REASONS]}
+        for name in [progress_lib.DOCUMENTS_READ] + [
+            f"skipped_{r}" for r in SKIP_REASONS]}
 
   def process(self, raw_document):
-    self._counters["documents_read"].inc()
+    self._counters[progress_lib.DOCUMENTS_READ].inc()
     reason, document = tokenize_raw_document(self._tokenizer, raw_document)
     if reason is not None:
       self._counters[f"skipped_{reason}"].inc()
@@ -534,7 +546,8 @@ class DocumentToRecordsFn(_CountsPerBundle, beam.DoFn):
     self._instances_counter = None
 
   def setup(self):
-    self._instances_counter = Metrics.counter(_METRICS_NAMESPACE, "instances")
+    self._instances_counter = Metrics.counter(_METRICS_NAMESPACE,
+                                              progress_lib.INSTANCES)
 
   def start_bundle(self):
     super().start_bundle()
@@ -600,7 +613,7 @@ class WriteShardFn(beam.DoFn):
       for _, record in keyed_records:
         _TFRecordUtil.write_record(f, record)
     FileSystems.rename([temp], [final])
-    Metrics.counter(_METRICS_NAMESPACE, "records_written").inc(
+    Metrics.counter(_METRICS_NAMESPACE, progress_lib.RECORDS_WRITTEN).inc(
         len(keyed_records))
     yield final, len(keyed_records)
 
@@ -809,18 +822,22 @@ def parse_pipeline_args(pipeline_args):
   return _beam_option_parser().parse_known_args(list(pipeline_args))
 
 
-def _direct_batch_runner(options):
+def _direct_batch_runner(options, progress_request_secs=None):
   # What Beam's DirectRunner runs a batch pipeline on once the PrismRunner
-  # is out of the way: the FnApiRunner, given the options the same way.
+  # is out of the way: the FnApiRunner, given the options the same way;
+  # progress_request_secs: how often it asks workers for their counters so
+  # far (data_prep.progress).
   from apache_beam.portability.api import beam_provision_api_pb2
   from apache_beam.runners.portability.fn_api_runner import fn_runner
   from apache_beam.runners.portability.portable_runner import JobServiceHandle
   encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
-  return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
-      beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
+  return fn_runner.FnApiRunner(
+      provision_info=fn_runner.ExtendedProvisionInfo(
+          beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)),
+      progress_request_frequency=progress_request_secs)
 
 
-def choose_runner(pipeline_args):
+def choose_runner(pipeline_args, progress_request_secs=None):
   """(PipelineOptions, runner object or None, one line saying what was picked).
 
   No --runner: the DirectRunner. Beam's DirectRunner first tries the
@@ -831,6 +848,8 @@ def choose_runner(pipeline_args):
   --direct_num_workers above 1 (or 0: one per core) without
   --direct_running_mode: multi_processing, because Beam's default in_memory
   mode runs every worker in this one process. Options given win.
+  progress_request_secs: how often the DirectRunner asks its workers for
+  their counters so far (None: never).
 
   Raises:
     ValueError: an argument that is no Beam pipeline option, or a bad value.
@@ -852,7 +871,7 @@ def choose_runner(pipeline_args):
     picked.append("--direct_running_mode=multi_processing")
   options = PipelineOptions(args + picked)
   if direct:
-    runner = _direct_batch_runner(options)
+    runner = _direct_batch_runner(options, progress_request_secs)
     direct_options = options.view_as(DirectOptions)
     what = (f"DirectRunner (batch engine FnApiRunner, PrismRunner not tried), "
             f"direct_running_mode={direct_options.direct_running_mode}, "
@@ -885,8 +904,13 @@ def _create_runner(name):
 # ---------------------------------------------------------------- pipeline
 def build_pipeline(pipeline, read_ranges, output_dir, tokenizer, options,
                    dupe_factor, num_shards, max_line_bytes,
-                   max_sentences_per_document=10_000, skip_bad_inputs=False):
-  """Adds the transforms to `pipeline`; see the module docstring."""
+                   max_sentences_per_document=10_000, skip_bad_inputs=False,
+                   file_sizes=None):
+  """Adds the transforms to `pipeline`; see the module docstring.
+
+  file_sizes: {input path: bytes}, for the input_bytes counter of a range
+  read to the end of its file.
+  """
   vocab = instances_lib.Vocab.from_tokenizer(tokenizer)
   raw_documents = (
       pipeline
@@ -895,9 +919,8 @@ def build_pipeline(pipeline, read_ranges, output_dir, tokenizer, options,
       # text or documents through a shuffle.
       | "PlanReads" >> beam.Create(read_ranges)
       | "ReadDocuments" >> beam.ParDo(ReadDocumentsFn(
-          max_line_bytes, max_sentences_per_document, skip_bad_inputs)
-                                      ).with_outputs(_INPUTS_TAG,
-                                                     main="documents"))
+          max_line_bytes, max_sentences_per_document, skip_bad_inputs,
+          file_sizes)).with_outputs(_INPUTS_TAG, main="documents"))
   tokenized = (
       raw_documents.documents
       | "Tokenize" >> beam.ParDo(TokenizeDocumentFn(
@@ -935,7 +958,8 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
                  do_lower_case=True, options=None, dupe_factor=40,
                  num_shards=4, overwrite=False, pipeline_args=(),
                  max_line_bytes=100_000, split_bytes=None,
-                 skip_bad_inputs=False, max_sentences_per_document=10_000):
+                 skip_bad_inputs=False, max_sentences_per_document=10_000,
+                 progress_interval_secs=10.0):
   """Checks inputs, runs the pipeline to completion, returns the summary dict.
 
   Args:
@@ -958,6 +982,8 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
       the damage are kept) instead of failing the run.
     max_sentences_per_document: longer documents are counted and logged as
       a warning (missing blank lines between documents?).
+    progress_interval_secs: seconds between two progress lines in the log
+      (see data_prep.progress).
   Raises:
     ValueError: before any work, for a glob that matches nothing, an
       unreadable tokenizer file, output_dir holding a previous run, or a
@@ -974,7 +1000,12 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
     raise ValueError(cli_errors.error_line(
         f"must be >= 1, got {max_sentences_per_document}",
         "--max_sentences_per_document"))
-  pipeline_options, runner, runner_line = choose_runner(pipeline_args)
+  if not progress_interval_secs > 0:
+    raise ValueError(cli_errors.error_line(
+        f"must be > 0, got {progress_interval_secs}",
+        "--progress_interval_secs"))
+  pipeline_options, runner, runner_line = choose_runner(
+      pipeline_args, progress_lib.progress_request_secs(progress_interval_secs))
   paths = match_inputs(input_file)
   sizes = input_sizes(paths)
   tokenizer = _load_tokenizer(spm_model_file, vocab_file, do_lower_case)
@@ -991,11 +1022,16 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
   _make_workers_find_this_package()
   read_ranges = plan_reads(paths, split_bytes, sizes)
   _LOGGER.info(runner_line)
+  progress = _pipeline_progress(runner, pipeline_options, sum(sizes),
+                                progress_interval_secs)
   try:
-    with beam.Pipeline(runner=runner, options=pipeline_options) as p:
-      build_pipeline(p, read_ranges, output_dir, tokenizer, options,
-                     dupe_factor, num_shards, max_line_bytes,
-                     max_sentences_per_document, skip_bad_inputs)
+    with progress:
+      with beam.Pipeline(runner=runner, options=pipeline_options) as p:
+        build_pipeline(p, read_ranges, output_dir, tokenizer, options,
+                       dupe_factor, num_shards, max_line_bytes,
+                       max_sentences_per_document, skip_bad_inputs,
+                       dict(zip(paths, sizes)))
+    progress.log_final(p.result)
   except Exception as e:  # pylint: disable=broad-except
     # Runners wrap a worker's exception in their own (often as text only).
     bad = BadInputError.find_in(_error_text(e))
@@ -1029,6 +1065,26 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
                            dict(zip(shard_paths, input_sizes(shard_paths))))
   write_json_atomically(FileSystems.join(output_dir, MANIFEST_FILE), manifest)
   return summary
+
+
+def _pipeline_progress(runner, pipeline_options, total_input_bytes,
+                       interval_secs):
+  """The PipelineProgress of a run: live counts from the DirectRunner's
+  worker processes or threads; elsewhere, a line saying where they are."""
+  from apache_beam.runners.portability.fn_api_runner import fn_runner
+  mode = pipeline_options.view_as(DirectOptions).direct_running_mode
+  direct = isinstance(runner, fn_runner.FnApiRunner)
+  live = direct and mode != "in_memory"
+  if live:
+    note = ""
+  elif direct:
+    note = ("direct_running_mode=in_memory gives its counts at the end; "
+            "--direct_num_workers=2 runs worker processes, which report them "
+            "as they go")
+  else:
+    note = "the runner's own UI shows the counters as they go"
+  return progress_lib.PipelineProgress(
+      _METRICS_NAMESPACE, total_input_bytes, interval_secs, live, note)
 
 
 def _error_text(error):
@@ -1265,6 +1321,8 @@ def _define_flags():
                        lower_bound=1)
   flags.DEFINE_bool("verbose", False, "Show the traceback of an error instead "
                     "of one line.")
+  flags.DEFINE_float("progress_interval_secs", 10.0, "Seconds between two "
+                     "progress lines in the log.")
   flags.DEFINE_string("input_file_mode", "r", "Accepted for the original's "
                       "commands; ignored.")
   flags.DEFINE_bool("do_permutation", False, "Accepted for the original's "
@@ -1328,7 +1386,8 @@ def main(argv):
                 dupe_factor=FLAGS.dupe_factor, overwrite=FLAGS.overwrite,
                 pipeline_args=argv[1:], max_line_bytes=FLAGS.max_line_bytes,
                 skip_bad_inputs=FLAGS.skip_bad_inputs,
-                max_sentences_per_document=FLAGS.max_sentences_per_document)
+                max_sentences_per_document=FLAGS.max_sentences_per_document,
+                progress_interval_secs=FLAGS.progress_interval_secs)
   if FLAGS.output_file:
     output_files = output_file_paths(FLAGS.output_file)
     if FLAGS["num_shards"].present and FLAGS.num_shards != len(output_files):

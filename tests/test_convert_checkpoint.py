@@ -18,8 +18,10 @@ import sys
 import types
 import zipfile
 
+import ml_dtypes
 import numpy as np
 import pytest
+import safetensors.numpy
 
 import tensorflow as tf
 
@@ -338,7 +340,7 @@ def test_huggingface_safetensors(tmp_path):
   state = hf_state_dict(w, blocks)
   hf_dir = tmp_path / "albert-tiny-hf"
   hf_dir.mkdir()
-  cc.write_safetensors(state, str(hf_dir / "model.safetensors"))
+  safetensors.numpy.save_file(state, str(hf_dir / "model.safetensors"))
   (hf_dir / "config.json").write_text(json.dumps(hf_config_json(cfg)))
   out_dir = str(tmp_path / "out")
   report = cc.convert("huggingface", str(hf_dir), out_dir, log=lambda m: 0)
@@ -440,14 +442,47 @@ def test_pytorch_bin_reader(tmp_path):
     cc.read_pytorch_bin(str(legacy))
 
 
-def test_safetensors_bf16_roundtrip(tmp_path):
-  values = np.array([1.0, -2.5, 0.15625], np.float32)
-  raw = (values.view(np.uint32) >> 16).astype(np.uint16)
-  header = json.dumps({"x": {"dtype": "BF16", "shape": [3],
-                             "data_offsets": [0, 6]}}).encode()
-  path = tmp_path / "bf16.safetensors"
-  path.write_bytes(len(header).to_bytes(8, "little") + header + raw.tobytes())
-  np.testing.assert_array_equal(cc.read_safetensors(str(path))["x"], values)
+def test_safetensors_bf16_becomes_float32(tmp_path):
+  values = np.array([1.0, -2.5, 0.15625], np.float32)  # exact in bfloat16
+  path = str(tmp_path / "bf16.safetensors")
+  safetensors.numpy.save_file({"x": values.astype(ml_dtypes.bfloat16),
+                               "ids": np.arange(3, dtype=np.int64)}, path)
+  loaded = cc.read_safetensors(path)
+  assert loaded["x"].dtype == np.float32 and loaded["ids"].dtype == np.int64
+  np.testing.assert_array_equal(loaded["x"], values)
+  np.testing.assert_array_equal(loaded["ids"], [0, 1, 2])
+
+
+def test_damaged_weight_files_are_one_line_errors_naming_them(tmp_path):
+  state = {"a": np.ones([4, 4], np.float32), "b": np.zeros([3], np.int64)}
+  good = tmp_path / "model.safetensors"
+  safetensors.numpy.save_file(state, str(good))
+  blob = good.read_bytes()
+  cases = {"truncated.safetensors": blob[:-5],
+           "header_only.safetensors": blob[:6],
+           "junk.safetensors": b"this is not a safetensors file at all"}
+  write_torch_zip(state, str(tmp_path / "full.bin"))
+  torch_blob = (tmp_path / "full.bin").read_bytes()
+  cases["truncated.bin"] = torch_blob[:len(torch_blob) // 2]
+  for name, data in cases.items():
+    (tmp_path / name).write_bytes(data)
+    with pytest.raises(ValueError) as error:
+      cc.read_huggingface(str(tmp_path / name))
+    message = str(error.value)
+    assert "\n" not in message and str(tmp_path / name) in message, message
+    assert "truncated or corrupt" in message, message
+
+
+def test_pytorch_bin_refuses_code(tmp_path):
+  """A pickle that would call os.system is refused, naming the file."""
+  class RunsCode:
+    def __reduce__(self):
+      return os.system, ("echo should-not-run",)
+  path = tmp_path / "evil.bin"
+  with zipfile.ZipFile(path, "w") as z:
+    z.writestr("archive/data.pkl", pickle.dumps({"w": RunsCode()}, protocol=2))
+  with pytest.raises(ValueError, match=r"evil\.bin: .*(posix|os)\.system"):
+    cc.read_pytorch_bin(str(path))
 
 
 def test_errors_name_the_variable(tmp_path):

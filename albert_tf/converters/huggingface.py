@@ -1,14 +1,15 @@
 """Hugging Face transformers ALBERT weights, read without torch.
 
-Reads model.safetensors / pytorch_model.bin (also sharded, via the
-*.index.json) with numpy only: the .bin unpickler resolves just the classes a
-plain state dict needs and refuses anything else, so loading a file cannot
-run code. `huggingface_config` maps an HF config.json to AlbertConfig and
-`huggingface_to_original` renames (and transposes) the state dict to the
-original google-research names. `read_source` is the dispatch-table reader
-for --source=huggingface: (config, tensors in original names, notes,
-unconsumed). `write_safetensors` is the inverse of `read_safetensors`, for
-tests and tools.
+Reads model.safetensors (with the `safetensors` library's numpy API) or
+pytorch_model.bin (also sharded, via the *.index.json). The .bin reader is
+kept because checkpoints saved before transformers wrote safetensors by
+default ship only a .bin, and converting one needs torch; its unpickler
+resolves just the classes a plain state dict needs and refuses anything
+else, so loading a file cannot run code. `huggingface_config` maps an HF
+config.json to AlbertConfig and `huggingface_to_original` renames (and
+transposes) the state dict to the original google-research names.
+`read_source` is the dispatch-table reader for --source=huggingface:
+(config, tensors in original names, notes, unconsumed).
 """
 
 import collections
@@ -16,72 +17,37 @@ import json
 import os
 import pickle
 import re
-import struct
 import zipfile
+import zlib
 
 import numpy as np
+import safetensors
+import safetensors.numpy
 
 from albert_tf.config import AlbertConfig
 from albert_tf.converters.errors import ConversionError
 
-_SAFETENSORS_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16,
-                       "I64": np.int64, "I32": np.int32, "I16": np.int16,
-                       "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+
+def read_safetensors(path):
+  """{name: array} of a .safetensors file, read by the `safetensors` library.
+
+  bfloat16 tensors arrive as ml_dtypes arrays, which the model's float32
+  variables do not take directly: they become float32, the rest keep their
+  dtype. A truncated or corrupt file is a ValueError naming
+  it.
+  """
+  try:
+    tensors = safetensors.numpy.load_file(path)
+  except safetensors.SafetensorError as e:
+    raise ValueError(f"{path}: not a valid safetensors file, truncated or "
+                     f"corrupt ({e})") from None
+  return {name: (array if array.dtype.kind in "biuf"
+                 else array.astype(np.float32))
+          for name, array in tensors.items()}
 
 
 def _bfloat16_to_float32(raw):
   return (raw.astype(np.uint32) << 16).view(np.float32)
-
-
-def read_safetensors(path):
-  """Reads a .safetensors file with numpy: u64 header length, JSON header, data."""
-  with open(path, "rb") as f:
-    blob = f.read()
-  if len(blob) < 8:
-    raise ValueError(f"{path}: too short to be a safetensors file")
-  (header_len,) = struct.unpack("<Q", blob[:8])
-  if header_len > len(blob) - 8:
-    raise ValueError(f"{path}: header length {header_len} exceeds file size")
-  try:
-    header = json.loads(blob[8:8 + header_len])
-  except (json.JSONDecodeError, UnicodeDecodeError) as e:
-    raise ValueError(f"{path}: safetensors header is not JSON ({e})") from None
-  data = memoryview(blob)[8 + header_len:]
-  tensors = {}
-  for name, info in header.items():
-    if name == "__metadata__":
-      continue
-    begin, end = info["data_offsets"]
-    dtype = info["dtype"]
-    if dtype == "BF16":
-      raw = np.frombuffer(data[begin:end], np.uint16)
-      array = _bfloat16_to_float32(raw)
-    elif dtype in _SAFETENSORS_DTYPES:
-      array = np.frombuffer(data[begin:end], _SAFETENSORS_DTYPES[dtype])
-    else:
-      raise ValueError(f"{path}: tensor {name} has unsupported dtype {dtype}")
-    tensors[name] = array.reshape(info["shape"]).copy()
-  return tensors
-
-
-def write_safetensors(tensors, path):
-  """Writes {name: array} as .safetensors (float32/int; used by tests and tools)."""
-  names = {np.dtype(v): k for k, v in _SAFETENSORS_DTYPES.items()}
-  header, offset, chunks = {}, 0, []
-  for name in sorted(tensors):
-    array = np.ascontiguousarray(tensors[name])
-    raw = array.tobytes()
-    header[name] = {"dtype": names[array.dtype], "shape": list(array.shape),
-                    "data_offsets": [offset, offset + len(raw)]}
-    chunks.append(raw)
-    offset += len(raw)
-  encoded = json.dumps(header).encode("utf-8")
-  encoded += b" " * (-len(encoded) % 8)
-  with open(path, "wb") as f:
-    f.write(struct.pack("<Q", len(encoded)))
-    f.write(encoded)
-    for chunk in chunks:
-      f.write(chunk)
 
 
 _TORCH_STORAGE_DTYPES = {
@@ -133,8 +99,8 @@ class _TorchUnpickler(pickle.Unpickler):
     if module == "torch" and name in _TORCH_STORAGE_DTYPES:
       return _StorageType(name)
     raise pickle.UnpicklingError(
-        f"pytorch_model.bin refers to {module}.{name}, which a plain state "
-        "dict does not need; convert it to safetensors instead")
+        f"the pickle refers to {module}.{name}, which a plain state dict "
+        "does not need; convert the file to safetensors instead")
 
   def persistent_load(self, pid):
     kind, storage_type, key, _, numel = pid[:5]
@@ -148,21 +114,35 @@ class _TorchUnpickler(pickle.Unpickler):
 
 
 def read_pytorch_bin(path):
-  """Reads a torch.save zip-format state dict (pytorch_model.bin) with numpy."""
+  """Reads a torch.save zip-format state dict (pytorch_model.bin) with numpy.
+
+  A legacy (non-zip), truncated or corrupt file, or one whose pickle needs
+  more than a state dict does, is a ValueError naming it.
+  """
   if not zipfile.is_zipfile(path):
+    with open(path, "rb") as f:
+      starts_as_zip = f.read(4) == b"PK\x03\x04"
+    if starts_as_zip:  # The central directory at the end is missing.
+      raise ValueError(f"{path}: truncated or corrupt zip archive (a torch "
+                       "file cut short?)")
     raise ValueError(
         f"{path} is a legacy (pre-1.6, non-zip) torch file that cannot be read "
         "without torch; convert it to safetensors (e.g. with "
         "transformers' save_pretrained(safe_serialization=True)) and pass the "
         ".safetensors file")
-  with zipfile.ZipFile(path) as archive:
-    pickles = [n for n in archive.namelist() if n.endswith("data.pkl")]
-    if len(pickles) != 1:
-      raise ValueError(f"{path}: expected one data.pkl in the archive, found "
-                       f"{pickles}")
-    prefix = pickles[0][:-len("data.pkl")]
-    with archive.open(pickles[0]) as f:
-      state = _TorchUnpickler(f, archive, prefix).load()
+  try:
+    with zipfile.ZipFile(path) as archive:
+      pickles = [n for n in archive.namelist() if n.endswith("data.pkl")]
+      if len(pickles) != 1:
+        raise ValueError(f"{path}: expected one data.pkl in the archive, "
+                         f"found {pickles}")
+      prefix = pickles[0][:-len("data.pkl")]
+      with archive.open(pickles[0]) as f:
+        state = _TorchUnpickler(f, archive, prefix).load()
+  except (pickle.UnpicklingError, zipfile.BadZipFile, EOFError, KeyError,
+          zlib.error) as e:
+    raise ValueError(f"{path}: cannot be read as a state dict "
+                     f"({type(e).__name__}: {e})") from None
   if not isinstance(state, dict):
     raise ValueError(f"{path}: not a state dict (got {type(state).__name__})")
   return {k: np.asarray(v) for k, v in state.items()}
