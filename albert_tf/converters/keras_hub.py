@@ -1,4 +1,10 @@
-"""keras-hub AlbertBackbone presets saved in a local folder.
+"""keras-hub AlbertBackbone presets: a local preset folder or a preset handle.
+
+--checkpoint is anything `keras_hub.models.AlbertBackbone.from_preset`
+accepts: a local folder (config.json + model.weights.h5, as written by
+`save_to_preset` or `albert_tf.export_keras_hub`), a built-in name such as
+`albert_base_en_uncased`, or a `kaggle://` / `hf://` / `gs://` handle (these
+download on first use; offline they fail with one line saying so).
 
 A keras-hub backbone is copied layer by layer (keras_hub_interop), not through
 the original names, and carries no MLM/SOP heads: `load_source` returns the
@@ -8,22 +14,54 @@ converters work without it installed.
 """
 
 import os
+import re
 
 from albert_tf import keras_hub_interop
 from albert_tf.config import AlbertConfig
 from albert_tf.converters.errors import ConversionError
 from albert_tf.models import AlbertPretrainer
 
+_HANDLE_SCHEMES = ("kaggle://", "hf://", "gs://", "modelscope://")
+
+
+def _short(error, limit=160):
+  """One short line of an exception (download errors nest long reprs)."""
+  text = " ".join(str(error).split())
+  host = re.search(r"host='([^']+)'", text)
+  if host:  # requests/urllib3: the host says more than the retry chain
+    text = f"cannot connect to {host.group(1)}"
+  return f"{type(error).__name__}: " + (
+      text if len(text) <= limit else text[:limit] + "...")
+
 
 def read_keras_hub(checkpoint):
-  """A keras-hub AlbertBackbone from a local preset dir (config.json + weights)."""
+  """A keras-hub AlbertBackbone from a local preset dir or a preset handle.
+
+  Raises FileNotFoundError (neither a folder nor a handle) or
+  ConversionError (a handle that could not be fetched, a folder that is no
+  AlbertBackbone preset), each one line naming --checkpoint.
+  """
   import keras_hub  # pylint: disable=g-import-not-at-top
-  if not os.path.isdir(checkpoint):
+  local = os.path.isdir(checkpoint)
+  builtin = checkpoint in keras_hub.models.AlbertBackbone.presets
+  if not (local or builtin or checkpoint.startswith(_HANDLE_SCHEMES)):
     raise FileNotFoundError(
-        f"--source=keras_hub needs a local preset directory (config.json + "
-        f"model.weights.h5, as written by backbone.save_to_preset), got "
-        f"{checkpoint}")
-  return keras_hub.models.AlbertBackbone.from_preset(checkpoint)
+        f"--checkpoint={checkpoint} is neither a local keras-hub preset "
+        "directory nor a preset handle (a built-in name such as "
+        "albert_base_en_uncased, or kaggle://..., hf://..., gs://...)")
+  try:
+    return keras_hub.models.AlbertBackbone.from_preset(checkpoint)
+  except Exception as e:  # pylint: disable=broad-except
+    # keras-hub, kagglehub, huggingface_hub and requests each raise their
+    # own types (and multi-line messages); the user needs one line.
+    if local:
+      raise ConversionError(
+          f"--checkpoint={checkpoint} is not a keras-hub AlbertBackbone "
+          f"preset directory ({_short(e)})") from e
+    raise ConversionError(
+        f"--checkpoint={checkpoint}: could not fetch the keras-hub preset "
+        f"({_short(e)}); with no network, download it where there is one "
+        "and pass its local directory") from e
 
 
 def load_source(checkpoint, albert_config_file):
