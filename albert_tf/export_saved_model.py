@@ -5,7 +5,7 @@
         --export_dir=saved_models/sentiment --max_seq_length=128
 
 writes `saved_models/sentiment/<version>/` (the next free integer unless
---version is given) with two signatures:
+--version is given) with these signatures:
 
   serving_default  int32 `input_ids`, `input_mask`, `segment_ids` [batch, seq]
                    (+ `masked_lm_positions` [batch, P] for the pretrainer).
@@ -16,10 +16,40 @@ writes `saved_models/sentiment/<version>/` (the next free integer unless
                    tokenizer does, truncated to --max_seq_length. Needs the
                    TF Text ops (a TF Serving build that links tensorflow-text;
                    in Python, `import tensorflow_text` before loading).
+  serve_fill_mask  pretrainer only: string `text` [batch] with [MASK]s and
+                   int32 `top_k` -> the top-k pieces, ids and probabilities
+                   per [MASK] (`albert_tf.fill_mask.add_serve_fill_mask`).
 
 Outputs: encoder `sequence_output`, `pooled_output`; classifier `logits`,
 `probabilities` (regression: `logits` only); pretrainer `sequence_output`,
-`pooled_output`, `mlm_logits` [batch, P, vocab], `sop_logits` [batch, 2].
+`pooled_output`, `mlm_logits` [batch, P, vocab], `sop_logits` [batch, 2];
+tagger `logits` [batch, seq, tags] float32, `tag_ids` [batch, seq] int32.
+
+The tagger (`--model=tagger --checkpoint=<run_ner output_dir>`; the tags,
+max_seq_length, do_lower_case and token_level come from the
+tagger_config.json beside the checkpoint) has its own serve_text: string
+`text` [batch] -> entities with character offsets, read the way run_ner read
+its data (`albert_tf.tagging_graph.TextTagger`; the Python twin is
+`ner_data.encode_text` + `ner_data.tag_text`). The text is split into tokens
+("char": every non-whitespace character; "word": each run of letters, digits
+and combining marks, each CJK character and each other symbol alone), each
+token normalised and split into pieces on its own (so offsets stay exact
+when lowercasing or NFKD change lengths), and a token's tag is the model's
+tag at its first piece; entities are read as conlleval reads tags (an I-X
+that does not continue an X starts one). Padded over the batch:
+  entity_types, entity_texts  string [batch, E] ("" padding)
+  entity_starts, entity_ends  int32 [batch, E]: offsets into the input
+                              string in code points, end exclusive (-1 pad)
+  num_entities                int32 [batch]
+  char_tags                   string [batch, C]: a BIO tag per character
+                              (B-X first character of an entity, I-X the
+                              rest, whitespace inside it too, O elsewhere;
+                              "" padding)
+  num_untagged_chars          int32 [batch]: non-whitespace characters past
+                              the first max_seq_length - 2 pieces; they are
+                              not tagged ("" in char_tags). Split longer
+                              texts before sending (run_ner's overlapping
+                              windows are for files).
 
 Also written: `assets/<tokenizer file>`, `assets.extra/albert_export.json`
 (what an app or export_tflite needs: kind, max_seq_length, tokenizer,
@@ -37,16 +67,19 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import fill_mask
 from albert_tf import run_config
 from albert_tf.checkpoints import restore_weights
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.features import ENCODER_INPUTS, MASKED_LM_POSITIONS
-from albert_tf.models import AlbertClassifier, AlbertPretrainer
-from albert_tf.run_config import CLASSIFIER_CONFIG, ModelInfo
-from albert_tf.tasks import classification, pretraining
+from albert_tf import ner_data
+from albert_tf.models import AlbertClassifier, AlbertPretrainer, AlbertTagger
+from albert_tf.run_config import CLASSIFIER_CONFIG, TAGGER_CONFIG, ModelInfo
+from albert_tf.tasks import classification, pretraining, tagging
+from albert_tf.tagging_graph import TextTagger
 from albert_tf.text_graph import TextEncoder
 
-MODEL_KINDS = ("encoder", "classifier", "pretrainer")
+MODEL_KINDS = ("encoder", "classifier", "pretrainer", "tagger")
 METADATA_FILE = "albert_export.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
 
@@ -79,6 +112,11 @@ def build_model(kind, config, num_labels=None):
     return AlbertClassifier(config, num_labels)
   if kind == "pretrainer":
     return AlbertPretrainer(config)
+  if kind == "tagger":
+    if not num_labels:
+      raise ExportError(f"--model=tagger needs the {TAGGER_CONFIG} run_ner "
+                        "writes beside the checkpoint")
+    return AlbertTagger(config, num_labels)
   raise ExportError(f"--model must be one of {MODEL_KINDS}, got {kind!r}")
 
 
@@ -88,7 +126,7 @@ def _restore(checkpoint, model, kind):
   except (ValueError, FileNotFoundError) as e:
     raise ExportError(f"--checkpoint={checkpoint}: {e}") from None
   # Exporting a randomly initialised head would serve garbage silently.
-  needed = {"classifier": ["classifier_head"],
+  needed = {"classifier": ["classifier_head"], "tagger": ["tagger_head"],
             "pretrainer": ["masked_lm_head", "sentence_order_head"]}.get(kind,
                                                                          [])
   missing = [p for p in needed if p in report["missing"]]
@@ -119,6 +157,8 @@ def _outputs(kind, model_outputs, num_labels):
     return classification.export_outputs(model_outputs, num_labels)
   if kind == "pretrainer":
     return pretraining.export_outputs(model_outputs)
+  if kind == "tagger":
+    return tagging.export_outputs(model_outputs)
   return {n: tf.cast(model_outputs[n], tf.float32)
           for n in ("sequence_output", "pooled_output")}
 
@@ -145,6 +185,15 @@ def make_archive(model, kind, text_encoder, text_pair, num_labels=None):
     id_signature = [_int_spec(n) for n in ENCODER_INPUTS]
   archive.add_endpoint("serving_default", serve_ids,
                        input_signature=id_signature)
+
+  if kind == "tagger":
+    # text_encoder is a TextTagger: raw text -> tokens -> the model's tags ->
+    # entities with offsets.
+    def serve_tagged_text(text):
+      return text_encoder(text, lambda features: run(features)["tag_ids"])
+    archive.add_endpoint("serve_text", serve_tagged_text, input_signature=[
+        tf.TensorSpec([None], tf.string, name="text")])
+    return archive
 
   text_spec = [tf.TensorSpec([None], tf.string, name="text")]
   if text_pair:
@@ -204,15 +253,18 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
   Args:
     checkpoint: a checkpoint prefix, or a directory (its latest checkpoint).
     export_dir: the model base path TF Serving polls.
-    model: "encoder", "classifier" or "pretrainer".
+    model: "encoder", "classifier", "pretrainer" or "tagger".
     preset / albert_config_file: the encoder config (default: the
       albert_config.json beside the checkpoint).
     spm_model_file / vocab_file: the tokenizer (default: the one named in a
-      run_classifier classifier_config.json beside the checkpoint).
-    num_labels: classifier classes (default: from classifier_config.json).
+      run_classifier classifier_config.json or run_ner tagger_config.json
+      beside the checkpoint).
+    num_labels: classifier classes (default: from classifier_config.json;
+      a tagger's tags always come from tagger_config.json).
     version: integer version (default: the next free one).
     max_seq_length: serve_text output length (truncation); default: the
-      fine-tuning length in classifier_config.json, else 128.
+      fine-tuning length in classifier_config.json or tagger_config.json,
+      else 128.
     text_pair: whether serve_text takes `text_b` (default: yes for the
       pretrainer and pair tasks, no otherwise).
     overwrite: replace an existing version directory.
@@ -222,11 +274,13 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
   """
   if model not in MODEL_KINDS:
     raise ExportError(f"--model must be one of {MODEL_KINDS}, got {model!r}")
-  info = (ModelInfo.read_beside(checkpoint) if model == "classifier" else
+  info = (ModelInfo.read_beside(checkpoint) if model in ("classifier",
+                                                         "tagger") else
           None) or ModelInfo()
   config, tokenizer = resolve_model(
       checkpoint, preset, albert_config_file, spm_model_file, vocab_file,
       do_lower_case)
+  num_labels = check_task_info(checkpoint, model, info, num_labels, text_pair)
   max_seq_length = max_seq_length or info.max_seq_length or 128
   try:
     run_config.check_seq_length(max_seq_length, config)
@@ -248,9 +302,20 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
 
   keras_model = build_model(model, config, num_labels)
   report = _restore(checkpoint, keras_model, model)
-  text_encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
+  if model == "tagger":
+    try:
+      text_encoder = TextTagger.from_tokenizer(
+          tokenizer, max_seq_length, info.token_level, info.label_list)
+    except ValueError as e:
+      raise ExportError(f"{TAGGER_CONFIG} beside --checkpoint={checkpoint}: "
+                        f"{e}") from None
+  else:
+    text_encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
   archive = make_archive(keras_model, model, text_encoder, text_pair,
                          num_labels)
+  if model == "pretrainer":
+    fill_mask.add_serve_fill_mask(archive, keras_model, tokenizer,
+                                  max_seq_length)
 
   os.makedirs(export_dir, exist_ok=True)
   remove_stale_temporaries(export_dir)
@@ -274,7 +339,7 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
         special_ids={"pad": tokenizer.pad_id, "unk": tokenizer.unk_id,
                      "cls": tokenizer.cls_id, "sep": tokenizer.sep_id,
                      "mask": tokenizer.mask_id},
-        normalization=normalization_rules(tokenizer))
+        normalization=normalization_rules(tokenizer, info.token_level))
     if model == "classifier":
       info.num_labels = num_labels
       info.label_list = info.label_list or [str(i) for i in range(num_labels)]
@@ -318,8 +383,14 @@ def make_world_readable(directory):
       os.chmod(os.path.join(parent, name), 0o644)
 
 
-def normalization_rules(tokenizer):
-  """The text rules an app must apply before the tokenizer (for the JSON)."""
+def normalization_rules(tokenizer, token_level=None):
+  """The text rules an app must apply before the tokenizer (for the JSON).
+
+  token_level: a tagger's ("char"/"word"): its text is split into tokens
+  first and each token goes through the rules on its own.
+  """
+  if token_level:
+    return tagger_text_rules(tokenizer, token_level)
   if tokenizer.kind == "sentencepiece":
     steps = ["collapse every run of whitespace (Python str.isspace) to one "
              "space; strip leading/trailing whitespace",
@@ -343,6 +414,53 @@ def normalization_rules(tokenizer):
                "first to max_seq_length; pad with the pad id; input_mask 1 "
                "for real tokens; segment_ids 0 for a, 1 for b")
   return steps
+
+
+def tagger_text_rules(tokenizer, token_level):
+  """What a tagger's app does to raw text (ner_data.encode_text/tag_text)."""
+  split = ("every non-whitespace character (not str.isspace) is a token"
+           if token_level == "char" else
+           "a run of letters, digits and combining marks outside the CJK "
+           "ideographs is one token; every other non-whitespace character "
+           "(each CJK ideograph, each punctuation mark) is a token alone")
+  per_token = normalization_rules(tokenizer)[:-1]
+  return ([f"split the raw text into tokens (token_level={token_level}): "
+           f"{split}; keep each token's code-point offsets",
+           "each token on its own:"] + [f"  {step}" for step in per_token] +
+          ["  SentencePiece: drop a bare leading '\u2581' piece when other "
+           "pieces follow; a token with no piece is the unknown piece",
+           "pack [CLS] the pieces of every token [SEP], cut after "
+           "max_seq_length - 2 pieces; pad; tokens whose first piece is past "
+           "the cut are not tagged",
+           "a token's tag is tag_ids at its first piece; entities as "
+           "conlleval reads BIO tags, from the first character of the first "
+           "token to the last character of the last token"])
+
+
+def check_task_info(checkpoint, kind, info, num_labels, text_pair):
+  """A tagger checkpoint goes with --model=tagger, and only it; returns the
+  number of labels (a tagger's: its tags in tagger_config.json)."""
+  if kind == "classifier" and info.is_tagger:
+    raise ExportError(f"--checkpoint={checkpoint} is a tagger ({TAGGER_CONFIG} "
+                      "beside it, written by run_ner): export it with "
+                      "--model=tagger")
+  if kind != "tagger":
+    return num_labels
+  if not info.is_tagger:
+    raise ExportError(f"--model=tagger needs the {TAGGER_CONFIG} run_ner "
+                      f"writes beside --checkpoint={checkpoint} (tags, "
+                      "max_seq_length, token_level); none found")
+  if info.token_level not in ner_data.TOKEN_LEVELS:
+    raise ExportError(f"{TAGGER_CONFIG} beside --checkpoint={checkpoint}: "
+                      f"token_level must be one of {ner_data.TOKEN_LEVELS}, "
+                      f"got {info.token_level!r}")
+  if num_labels and num_labels != len(info.label_list):
+    raise ExportError(f"--num_labels={num_labels} but the tagger has "
+                      f"{len(info.label_list)} tags ({TAGGER_CONFIG}); omit "
+                      "--num_labels")
+  if text_pair:
+    raise ExportError("--text_pair: a tagger's serve_text takes one text")
+  return len(info.label_list)
 
 
 def main(argv):
@@ -378,7 +496,8 @@ def define_flags():
   flags.DEFINE_integer("version", None, "Version (default: next free).")
   flags.DEFINE_integer("max_seq_length", None, "serve_text sequence length "
                        "(default: the fine-tuning length in "
-                       "classifier_config.json, else 128).")
+                       "classifier_config.json or tagger_config.json, else "
+                       "128).")
   flags.DEFINE_boolean("text_pair", None, "serve_text takes text_b too "
                        "(default: pretrainer and pair tasks).")
   flags.DEFINE_boolean("overwrite", False, "Replace an existing version.")

@@ -22,6 +22,18 @@ is needed (the pip LiteRT interpreter no longer has one).
 Writes PATH.tflite, the tokenizer file beside it and PATH.json: input/output
 names, shapes and dtypes, the special ids, labels and the normalisation rules
 an app must apply before tokenizing.
+
+A tagger (`export_saved_model --model=tagger`) converts the same way: outputs
+`logits` [1, L, tags] and `tag_ids` [1, L]; PATH.json adds its tags
+(`label_list`) and `token_level`. serve_text's splitting and entity reading
+are not in the .tflite (TF Text ops): an app does them around it, in Python
+with `ner_data.encode_text` and `ner_data.tag_text`:
+
+    tokens, features, positions = ner_data.encode_text(
+        text, tokenizer, info["token_level"], info["max_seq_length"])
+    tag_ids = runner(**features)["tag_ids"][0]
+    result = ner_data.tag_text(
+        text, tokens, [info["label_list"][tag_ids[p]] for p in positions])
 """
 
 import json
@@ -32,6 +44,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import ner_data
 from albert_tf.classifier_data import encode_pair
 from albert_tf.export_saved_model import METADATA_FILE
 from albert_tf.run_config import ModelInfo
@@ -60,8 +73,13 @@ def tokenizer_of(saved_model_dir, metadata):
 
 
 def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
-                            text_b_column=None, max_examples=200):
-  """Token-id features of up to max_examples TSV lines (int32 [1, L] each)."""
+                            text_b_column=None, max_examples=200,
+                            token_level=None):
+  """Token-id features of up to max_examples TSV lines (int32 [1, L] each).
+
+  token_level: a tagger's; its text is packed token by token as serve_text
+  packs it (`ner_data.encode_text`), text_b_column unused.
+  """
   examples = []
   with open(path, encoding="utf-8") as f:
     for line_number, line in enumerate(f, start=1):
@@ -74,11 +92,15 @@ def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
       except IndexError:
         raise ValueError(f"{path}:{line_number}: no column {text_column}"
                          f"/{text_b_column}") from None
-      ids, mask, segments, _ = encode_pair(tokenizer, text_a, text_b,
-                                           max_seq_length)
-      examples.append({"input_ids": np.array([ids], np.int32),
-                       "input_mask": np.array([mask], np.int32),
-                       "segment_ids": np.array([segments], np.int32)})
+      if token_level:
+        examples.append(ner_data.encode_text(text_a, tokenizer, token_level,
+                                             max_seq_length)[1])
+      else:
+        ids, mask, segments, _ = encode_pair(tokenizer, text_a, text_b,
+                                             max_seq_length)
+        examples.append({"input_ids": np.array([ids], np.int32),
+                         "input_mask": np.array([mask], np.int32),
+                         "segment_ids": np.array([segments], np.int32)})
       if len(examples) >= max_examples:
         break
   if not examples:
@@ -140,7 +162,7 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
     elif quantize == "int8":
       examples = read_representative_tsv(
           representative_data, tokenizer, length, text_column, text_b_column,
-          num_calibration_examples)
+          num_calibration_examples, metadata.get("token_level"))
       converter.optimizations = [tf.lite.Optimize.DEFAULT]
       converter.representative_dataset = lambda: (dict(e) for e in examples)
       # Token ids stay int32; ops without an int8 kernel fall back to float.
@@ -166,7 +188,7 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
       "special_ids": metadata["special_ids"],
       "normalization": metadata["normalization"],
   }
-  for key in ("label_list", "num_labels"):
+  for key in ("label_list", "num_labels", "token_level", "tag_scheme"):
     if key in metadata:
       info[key] = metadata[key]
   with open(os.path.splitext(output)[0] + ".json", "w", encoding="utf-8") as f:

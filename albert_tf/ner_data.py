@@ -33,11 +33,13 @@ original run_squad scores a token), so every token is predicted exactly once.
 
 import dataclasses
 import re
+import unicodedata
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from albert_tf import features as F
+from albert_tf import tokenization
 
 SCHEMES = ("BIO", "IOB1", "BIOES", "BMES")
 _SCHEME_ALIASES = {"BIO": "BIO", "IOB2": "BIO", "IOB": "BIO", "IOB1": "IOB1",
@@ -441,3 +443,108 @@ def write_predictions(path: str, sentences: Sequence[Sentence],
         else:
           f.write(f"{token}\t{predicted[i]}\n")
       f.write("\n")
+
+
+# ------------------------------------------------------------------ raw text
+# How the tagger's serve_text signature reads raw text, in Python: the twin of
+# `albert_tf.tagging_graph.TextTagger` (tests compare the two), and what an app
+# running the TFLite model (token ids in, tag ids out) does around it:
+#
+#   tokens, features, positions = encode_text(text, tokenizer, "char", 128)
+#   tag_ids = runner(**features)["tag_ids"][0]
+#   result = tag_text(text, tokens, [label_list[tag_ids[p]] for p in positions])
+TOKEN_LEVELS = ("char", "word")
+
+
+def is_word_char(char: str) -> bool:
+  """True for a character that joins its neighbours into one "word" token:
+  a letter, digit or combining mark (so "café" in NFD stays one word) that is
+  not a CJK ideograph."""
+  return ((char.isalnum() or unicodedata.category(char).startswith("M"))
+          and not tokenization.is_cjk_char(char))
+
+
+def split_text(text: str, token_level: str) -> List[Tuple[str, int, int]]:
+  """Raw text -> tokens as (token, start, end), offsets in code points of
+  `text`, end exclusive (text[start:end] == token).
+
+  token_level "char": every non-whitespace character (not str.isspace) is a
+  token, as in character-level corpora (People's Daily NER). "word": a run of
+  `is_word_char` characters is one token ("iPhone", "2024", "１５"); every
+  other non-whitespace character is a token alone (each CJK ideograph, each
+  punctuation mark or symbol). Characters are code points, not grapheme
+  clusters: an emoji with a skin-tone modifier is two tokens.
+  """
+  if token_level not in TOKEN_LEVELS:
+    raise ValueError(f"token_level must be one of {TOKEN_LEVELS}, got "
+                     f"{token_level!r}")
+  tokens, i = [], 0
+  while i < len(text):
+    if text[i].isspace():
+      i += 1
+      continue
+    end = i + 1
+    if token_level == "word" and is_word_char(text[i]):
+      while end < len(text) and is_word_char(text[end]):
+        end += 1
+    tokens.append((text[i:end], i, end))
+    i = end
+  return tokens
+
+
+def encode_text(text: str, tokenizer, token_level: str, max_seq_length: int):
+  """One raw text as the tagger's input: (tokens, features, positions).
+
+  tokens: `split_text(text, token_level)`. features: int32 [1,
+  max_seq_length] `input_ids`, `input_mask`, `segment_ids`: [CLS] the pieces
+  of every token (`token_pieces`, [UNK] for a token without one), cut after
+  max_seq_length - 2 pieces, [SEP], padding. positions: the position of the
+  first piece of each tagged token; the tagged tokens are the first
+  len(positions), those whose first piece is inside the cut (the model's tag
+  there is the token's tag). The rest are not tagged: run_ner's overlapping
+  windows are for files, this is one window.
+  """
+  max_pieces = max_seq_length - 2
+  ids, positions = [], []
+  tokens = split_text(text, token_level)
+  for token, _, _ in tokens:
+    if len(ids) >= max_pieces:
+      break
+    positions.append(len(ids) + 1)
+    ids.extend(token_pieces(tokenizer, token) or [tokenizer.unk_id])
+  ids = [tokenizer.cls_id] + ids[:max_pieces] + [tokenizer.sep_id]
+  pad = max_seq_length - len(ids)
+  features = {
+      F.INPUT_IDS: np.asarray([ids + [tokenizer.pad_id] * pad], np.int32),
+      F.INPUT_MASK: np.asarray([[1] * len(ids) + [0] * pad], np.int32),
+      F.SEGMENT_IDS: np.zeros([1, max_seq_length], np.int32)}
+  return tokens, features, positions
+
+
+def tag_text(text: str, tokens: Sequence[Tuple[str, int, int]],
+             token_tags: Sequence[str]) -> dict:
+  """Entities and per-character tags of `text` from its tokens' BIO tags.
+
+  tokens: `split_text(text, ...)`; token_tags: the tags of the first
+  len(token_tags) of them (the others were not tagged). Returns a dict:
+    entities: [(type, start, end, text)], offsets in code points of `text`
+      (end exclusive), from the first character of an entity's first token
+      to the last character of its last token; read as conlleval reads tags
+      (an I-X that does not continue an X starts one).
+    char_tags: a BIO tag per character of `text`: B-X on an entity's first
+      character, I-X on its other characters (whitespace between its tokens
+      too), O elsewhere, "" on the characters of tokens not tagged; so the
+      char_tags read back (strict BIO) give exactly `entities`.
+    num_untagged_chars: characters (whitespace excluded) not tagged.
+  """
+  tagged = tokens[:len(token_tags)]
+  char_tags = ["O" if c.isspace() else "" for c in text]
+  for (_, start, end), tag in zip(tagged, token_tags):
+    char_tags[start:end] = ["O"] * (end - start)
+  entities = []
+  for kind, first, last in spans(list(token_tags), "BIO", strict=False):
+    start, end = tagged[first][1], tagged[last - 1][2]
+    entities.append((kind, start, end, text[start:end]))
+    char_tags[start:end] = [f"B-{kind}"] + [f"I-{kind}"] * (end - start - 1)
+  return {"entities": entities, "char_tags": char_tags,
+          "num_untagged_chars": sum(t == "" for t in char_tags)}

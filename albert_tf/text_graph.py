@@ -18,6 +18,8 @@ is among them.
     encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length=128)
     features = encoder(tf.constant(["很好用"]))   # dict of int32 [1, 128]
 
+`albert_tf.tagging_graph.TextTagger` does the same for a token tagger (NER).
+
 Building a `TextEncoder` needs `import tensorflow_text`; so does loading a
 SavedModel that contains one.
 """
@@ -104,8 +106,13 @@ class TextEncoder(tf.Module):
     if kind == "sentencepiece":
       if model_proto is None:
         raise ValueError("kind='sentencepiece' needs model_proto")
+      # tf-text 2.21: in a loaded SavedModel, SentencepieceTokenizers whose
+      # resources have the same node name share one model (the first one
+      # created); a named encoder names its tokenizer so that two encoders
+      # of different models in one SavedModel stay apart.
       self._sp = tf_text.SentencepieceTokenizer(
-          model=model_proto, out_type=tf.int32, add_bos=False, add_eos=False)
+          model=model_proto, out_type=tf.int32, add_bos=False, add_eos=False,
+          name=f"{name}_sentencepiece" if name else None)
     else:
       if not vocab:
         raise ValueError("kind='wordpiece' needs a vocab list")

@@ -1,0 +1,304 @@
+"""In-graph token tagging: raw strings -> tagger inputs; tag ids -> entities.
+
+`TextTagger` is what the tagger's `serve_text` signature runs (see
+`albert_tf.export_saved_model --model=tagger`): raw text -> tokens with
+code-point offsets (`ner_data.split_text`) -> pieces per token with the
+`text_graph.TextEncoder` of the tagger's tokenizer -> model inputs, then the
+model's tag ids -> entities with offsets and a tag per character. The Python
+twin is `ner_data.encode_text` / `ner_data.tag_text`; tests compare the two.
+
+Building one needs `import tensorflow_text`; so does loading a SavedModel
+that contains one.
+"""
+
+import functools
+import sys
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf import ner_data
+from albert_tf import text_graph
+
+# The character-class helpers of text_graph, shared so both modules write
+# their classes into the graph the same way.
+# pylint: disable=protected-access
+
+
+@functools.lru_cache(maxsize=None)
+def _word_char_class():
+  """RE2 class of `ner_data.is_word_char` (letters, digits, marks; no CJK)."""
+  return text_graph._re2_class(
+      cp for cp in range(0, sys.maxunicode + 1)
+      if not 0xD800 <= cp <= 0xDFFF and ner_data.is_word_char(chr(cp)))
+
+
+def _shift_right(values, row_start, fill):
+  """values[i - 1] (fill at the first item of each row), flat 1-D."""
+  shifted = tf.concat([tf.fill([1], fill), values[:-1]], axis=0)[
+      :tf.shape(values)[0]]
+  return tf.where(row_start, tf.fill(tf.shape(values), fill), shifted)
+
+
+class TextTagger(tf.Module):
+  """Raw strings -> tokens -> model inputs; tag ids -> entities, in the graph.
+
+  The in-graph twin of `ner_data.split_text`, `ner_data.encode_text` and
+  `ner_data.tag_text` (the tagger's `serve_text` signature; tests compare the
+  two). Offsets are code points of the input string, which must be UTF-8.
+
+  Args:
+    encoder: the `text_graph.TextEncoder` of the tokenizer the tagger was
+      trained with; its `tokenize` splits each token into pieces and its
+      max_seq_length is the length of the model inputs.
+    token_level: "char" or "word" (`ner_data.split_text`).
+    label_list: the model's tags, index = tag id: "O", "B-X", "I-X".
+    unk_id: the unknown piece (a token with no piece becomes one).
+    underline_id: SentencePiece's bare word-start piece "▁", dropped in front
+      of a token's other pieces (`ner_data.token_pieces`); -1 if none.
+  """
+
+  def __init__(self, encoder, token_level, label_list, unk_id,
+               underline_id=-1, name=None):
+    super().__init__(name=name)
+    if token_level not in ner_data.TOKEN_LEVELS:
+      raise ValueError(f"token_level must be one of "
+                       f"{ner_data.TOKEN_LEVELS}, got {token_level!r}")
+    types, prefixes, type_ids = [], [], []
+    for tag in label_list:
+      if tag == "O":
+        prefixes.append(0)
+        type_ids.append(-1)
+        continue
+      if tag[:2] not in ("B-", "I-") or len(tag) < 3:
+        raise ValueError(f"tag {tag!r}: the tagger's labels must be BIO "
+                         "(O, B-<type>, I-<type>)")
+      if tag[2:] not in types:
+        types.append(tag[2:])
+      prefixes.append(1 if tag[0] == "B" else 2)
+      type_ids.append(types.index(tag[2:]))
+    self.encoder = encoder
+    self.token_level = token_level
+    self.label_list = list(label_list)
+    self.unk_id, self.underline_id = int(unk_id), int(underline_id)
+    self._types = types
+    self._prefixes, self._type_ids = prefixes, type_ids
+
+  @classmethod
+  def from_tokenizer(cls, tokenizer, max_seq_length, token_level, label_list,
+                     name=None):
+    underline = tokenizer.convert_tokens_to_ids([text_graph._UNDERLINE])[0]
+    if tokenizer.convert_ids_to_tokens([underline])[0] != text_graph._UNDERLINE:
+      underline = -1  # no "▁" piece in the vocabulary
+    return cls(text_graph.TextEncoder.from_tokenizer(tokenizer, max_seq_length),
+               token_level, label_list, tokenizer.unk_id, underline, name=name)
+
+  # ------------------------------------------------------------ split
+  def split(self, text):
+    """tf.string [batch] -> the tokens of each text (`ner_data.split_text`).
+
+    Returns a dict of RaggedTensors [batch, (tokens)]: `tokens` (strings),
+    `starts`, `ends` (int64 code-point offsets, end exclusive); and `chars`
+    [batch, (characters)], each character a string.
+    """
+    chars = tf.strings.unicode_split(text, "UTF-8")
+    flat = chars.flat_values
+    n = tf.shape(flat, out_type=tf.int64)[0]
+    index = tf.range(n)
+    char_row = chars.value_rowids()
+    row_start = tf.equal(index, tf.gather(chars.row_splits, char_row))
+    space = tf.strings.regex_full_match(flat, text_graph._char_class("space"))
+    starts_token = tf.logical_not(space)
+    if self.token_level == "word":
+      word = tf.strings.regex_full_match(flat, _word_char_class())
+      # A word character right after another one continues its token.
+      starts_token &= tf.logical_not(
+          word & _shift_right(word, row_start, False))
+    # Every non-space character belongs to the token started last.
+    member = tf.logical_not(space)
+    token_of_char = tf.boolean_mask(tf.cumsum(tf.cast(starts_token, tf.int64))
+                                    - 1, member)
+    num_tokens = tf.reduce_sum(tf.cast(starts_token, tf.int64))
+    first_char = tf.boolean_mask(index, starts_token)
+    strings = tf.strings.unsorted_segment_join(
+        tf.boolean_mask(flat, member), token_of_char, num_tokens)
+    last_char = tf.math.unsorted_segment_max(
+        tf.boolean_mask(index, member), token_of_char, num_tokens)
+    token_row = tf.gather(char_row, first_char)
+    row_offset = tf.gather(chars.row_splits, token_row)
+    nrows = tf.shape(text, out_type=tf.int64)[0]
+
+    def per_row(values):
+      return tf.RaggedTensor.from_value_rowids(values, token_row, nrows=nrows,
+                                               validate=False)
+    return {"tokens": per_row(strings),
+            "starts": per_row(first_char - row_offset),
+            "ends": per_row(last_char + 1 - row_offset), "chars": chars}
+
+  # ------------------------------------------------------------ encode
+  def encode(self, text):
+    """tf.string [batch] -> (features, tokens) as `ner_data.encode_text`.
+
+    features: int32 [batch, max_seq_length] `input_ids`, `input_mask`,
+    `segment_ids`. tokens: `split` plus `positions` (int64 RaggedTensor
+    [batch, (tokens)]: the first piece of each token in the inputs) and
+    `tagged` (bool, same shape: the first piece is inside the cut).
+    """
+    tokens = self.split(text)
+    pieces = self.encoder.tokenize(tokens["tokens"].flat_values)
+    pieces = tf.cast(pieces, tf.int64)
+    lengths = pieces.row_lengths()
+    if self.underline_id >= 0:
+      # As ner_data.token_pieces: a bare "▁" before other pieces carries
+      # nothing.
+      drop = (lengths > 1) & tf.equal(
+          pieces[:, :1].to_tensor(default_value=-1, shape=[None, 1])[:, 0],
+          self.underline_id)
+      keep = tf.logical_not(
+          tf.equal(tf.ragged.range(lengths), 0) & tf.expand_dims(drop, 1))
+      pieces = tf.ragged.boolean_mask(pieces, keep)
+      lengths = pieces.row_lengths()
+    # A token that normalises to nothing is one unknown piece.
+    empty = tf.equal(lengths, 0)
+    pieces = tf.concat([pieces, tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(tf.cast(empty, tf.int64))],
+                tf.constant(self.unk_id, tf.int64)),
+        tf.cast(empty, tf.int64), validate=False)], axis=1)
+    lengths = pieces.row_lengths()
+    # Offset of each token's first piece in its text's pieces.
+    counts = tokens["tokens"].with_flat_values(lengths)
+    offsets = tf.cumsum(counts, axis=1, exclusive=True)
+    max_pieces = self.encoder.max_seq_length - 2
+    tokens["positions"] = offsets + 1
+    tokens["tagged"] = offsets < max_pieces
+    per_text = tf.RaggedTensor.from_row_splits(
+        pieces, tokens["tokens"].row_splits, validate=False).merge_dims(1, 2)
+    input_ids, _ = tf_text.combine_segments(
+        [per_text[:, :max_pieces]], start_of_sequence_id=self.encoder.cls_id,
+        end_of_segment_id=self.encoder.sep_id)
+    input_ids, input_mask = tf_text.pad_model_inputs(
+        input_ids, max_seq_length=self.encoder.max_seq_length,
+        pad_value=self.encoder.pad_id)
+    features = {"input_ids": tf.cast(input_ids, tf.int32),
+                "input_mask": tf.cast(input_mask, tf.int32),
+                "segment_ids": tf.zeros_like(input_ids, tf.int32)}
+    return features, tokens
+
+  # ------------------------------------------------------------ decode
+  def decode(self, text, tokens, tag_ids):
+    """The model's tag ids -> entities and character tags (`ner_data.tag_text`).
+
+    text: tf.string [batch]; tokens: from `encode`; tag_ids: int [batch,
+    max_seq_length], the model's tag per position. Returns the dense dict
+    of `__call__`.
+    """
+    nrows = tf.shape(text, out_type=tf.int64)[0]
+    rows = tokens["tokens"].value_rowids()
+    tagged = tokens["tagged"].flat_values
+    index = tf.range(tf.shape(rows, out_type=tf.int64)[0])
+    row_start = tf.equal(index, tf.gather(tokens["tokens"].row_splits, rows))
+    # The tag of a token is the model's tag at its first piece (-1: untagged).
+    positions = tf.where(tagged, tokens["positions"].flat_values, 0)
+    tag = tf.gather_nd(tf.cast(tag_ids, tf.int64),
+                       tf.stack([rows, positions], axis=1))
+    tag = tf.where(tagged, tag, -1)
+    safe = tf.maximum(tag, 0)
+    prefix = tf.where(tagged, tf.gather(tf.constant(self._prefixes, tf.int64),
+                                        safe), 0)
+    kind = tf.where(prefix > 0, tf.gather(tf.constant(self._type_ids,
+                                                      tf.int64), safe), -1)
+    # conlleval: I-X continues the entity before it only when that is an X;
+    # anything else that is not O starts one.
+    continues = tf.equal(prefix, 2) & tf.equal(
+        kind, _shift_right(kind, row_start, tf.constant(-1, tf.int64)))
+    begins = (prefix > 0) & tf.logical_not(continues)
+    inside = prefix > 0
+    entity_of_token = tf.cumsum(tf.cast(begins, tf.int64)) - 1
+    num_entities = tf.reduce_sum(tf.cast(begins, tf.int64))
+    first_token = tf.boolean_mask(index, begins)
+    last_token = tf.math.unsorted_segment_max(
+        tf.boolean_mask(index, inside),
+        tf.boolean_mask(entity_of_token, inside), num_entities)
+    entity_row = tf.gather(rows, first_token)
+    entity_kind = tf.gather(kind, first_token)
+    entity_start = tf.gather(tokens["starts"].flat_values, first_token)
+    entity_end = tf.gather(tokens["ends"].flat_values, last_token)
+    entity_text = tf.strings.substr(
+        tf.gather(text, entity_row), entity_start, entity_end - entity_start,
+        unit="UTF8_CHAR")
+
+    # Character tags, flat over the characters of the batch.
+    chars = tokens["chars"]
+    num_chars = tf.shape(chars.flat_values, out_type=tf.int64)[0]
+    row_offset = tf.gather(chars.row_splits, entity_row)
+    begin_at = row_offset + entity_start
+    end_at = row_offset + entity_end
+    ones = tf.ones_like(begin_at)
+    depth = tf.math.unsorted_segment_sum(
+        tf.concat([ones, -ones], 0), tf.concat([begin_at, end_at], 0),
+        num_chars + 1)
+    in_entity = tf.cumsum(depth)[:-1] > 0
+    is_begin = tf.math.unsorted_segment_sum(ones, begin_at, num_chars + 1)[
+        :-1] > 0
+    # (One padding kind, so that a batch without entities gathers nothing
+    # out of range.)
+    char_kind = tf.gather(tf.concat([entity_kind, [0]], 0), tf.maximum(
+        tf.cumsum(tf.cast(is_begin, tf.int64)) - 1, 0))
+    types = tf.constant(self._types + [""], tf.string)
+    b_tags = tf.strings.join(["B-", types])
+    i_tags = tf.strings.join(["I-", types])
+    # Untagged: the characters from the first untagged token on (tokens past
+    # the cut are a suffix of each text's tokens).
+    untagged = tf.logical_not(tagged)
+    cut = tf.math.unsorted_segment_min(
+        tf.boolean_mask(tokens["starts"].flat_values, untagged),
+        tf.boolean_mask(rows, untagged), nrows)
+    cut = tf.minimum(cut, chars.row_lengths())
+    char_row = chars.value_rowids()
+    char_pos = tf.range(num_chars) - tf.gather(chars.row_splits, char_row)
+    space = tf.strings.regex_full_match(chars.flat_values,
+                                        text_graph._char_class("space"))
+    not_tagged = tf.logical_not(space) & (char_pos >= tf.gather(cut, char_row))
+    safe_kind = tf.maximum(char_kind, 0)
+    char_tags = tf.where(
+        in_entity,
+        tf.where(is_begin, tf.gather(b_tags, safe_kind),
+                 tf.gather(i_tags, safe_kind)),
+        tf.where(not_tagged, "", "O"))
+
+    def dense(values, default):
+      return tf.RaggedTensor.from_value_rowids(
+          values, entity_row, nrows=nrows, validate=False).to_tensor(
+              default_value=default)
+    entity_type = tf.gather(types, tf.maximum(entity_kind, 0))
+    return {
+        "char_tags": chars.with_flat_values(char_tags).to_tensor(
+            default_value=""),
+        "entity_types": dense(entity_type, ""),
+        "entity_texts": dense(entity_text, ""),
+        "entity_starts": dense(tf.cast(entity_start, tf.int32), -1),
+        "entity_ends": dense(tf.cast(entity_end, tf.int32), -1),
+        "num_entities": tf.cast(tf.math.unsorted_segment_sum(
+            tf.ones_like(entity_row), entity_row, nrows), tf.int32),
+        "num_untagged_chars": tf.cast(tf.math.unsorted_segment_sum(
+            tf.cast(not_tagged, tf.int32), char_row, nrows), tf.int32),
+    }
+
+  def __call__(self, text, tag_fn):
+    """Tags a batch of raw texts.
+
+    text: tf.string [batch]; tag_fn: features -> int [batch, max_seq_length]
+    tag ids (the model). Returns, padded to the longest text (characters)
+    and the most entities of the batch:
+      char_tags      string [batch, max_chars]: BIO per character ("" after
+                     the end of the text, and on untagged characters)
+      entity_types   string [batch, max_entities] ("" padding)
+      entity_texts   string [batch, max_entities] ("" padding)
+      entity_starts  int32 [batch, max_entities]: first code point (-1 pad)
+      entity_ends    int32 [batch, max_entities]: end, exclusive (-1 pad)
+      num_entities   int32 [batch]
+      num_untagged_chars  int32 [batch]: non-whitespace characters past the
+                     max_seq_length - 2 pieces the model sees (not tagged)
+    """
+    features, tokens = self.encode(text)
+    return self.decode(text, tokens, tag_fn(features))

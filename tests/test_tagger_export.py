@@ -1,0 +1,450 @@
+"""Tagger export: serve_text == its Python twin == run_ner-style prediction;
+the TFLite file == the SavedModel.
+
+Two tiny taggers are trained for a few steps with `run_ner.run` on synthetic
+mixed Chinese/Latin/digit text: character tokens with a WordPiece vocab, and
+word tokens with a SentencePiece model trained on People's Daily. Each is
+exported once per module and shared by the tests.
+"""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops serve_text needs)
+
+from albert_tf import checkpoints, ner_data, run_ner, tokenization
+from albert_tf import export_saved_model as export_lib
+from albert_tf import export_tflite
+from albert_tf.config import AlbertConfig
+from albert_tf.tagging_graph import TextTagger
+from tests import deploy_fixtures as fx
+from tests.fixtures_data import pd_corpus, spm_model  # noqa: F401  pylint: disable=unused-import
+from tests.numpy_reference import assert_close_to_scale
+
+MAX_SEQ = 32
+ENTITIES = {"PER": ["张三", "李四", "王小明", "Alice", "Bob Smith"],
+            "LOC": ["北京", "上海", "广州", "Paris", "New York"],
+            "ORG": ["新华社", "人民日报", "Google", "ACME"]}
+FILLER = ["在", "了", "去", "用", "年", "说", "的", "和", "2024", "１５",
+          "iPhone", "15", "，", "。", "went to", "the", "👍"]
+# Mixed scripts, full-width forms, runs of spaces, emoji (with a skin-tone
+# modifier: two code points), a decomposed accent, and one text past the
+# window (its tail is not tagged).
+TEST_TEXTS = [
+    "张三在2024年用iPhone 15去了北京。",
+    "  李四和王小明   去了上海，  用 Google 👍🏽  ",
+    "Alice went to Paris 和 New York，在２０２４年。",
+    "",
+    "Ｂｏｂ Smith 说：新华社的 ACME 在广州 cafe\u0301。",
+    "人民日报\t说\u3000王小明\n在北京",
+    "张三在北京。" * 12,
+]
+
+
+def synthetic_text(rng):
+  """A text of entities and filler; returns (text, [(type, start, end)])."""
+  text, spans = "", []
+  for _ in range(rng.integers(3, 9)):
+    if rng.random() < 0.4:
+      kind = str(rng.choice(sorted(ENTITIES)))
+      part = str(rng.choice(ENTITIES[kind]))
+    else:
+      kind, part = None, str(rng.choice(FILLER))
+    # Word characters on both sides need a space, or two words would merge
+    # into one token across an entity border.
+    if text and (ner_data.is_word_char(text[-1]) and
+                 ner_data.is_word_char(part[0]) or rng.random() < 0.3):
+      text += " " * int(rng.integers(1, 3))
+    if kind:
+      spans.append((kind, len(text), len(text) + len(part)))
+    text += part
+  return text, spans
+
+
+def sentences(n, seed, token_level):
+  """CoNLL sentences of synthetic texts split as serve_text splits them."""
+  rng = np.random.default_rng(seed)
+  out = []
+  for _ in range(n):
+    text, spans = synthetic_text(rng)
+    tokens = ner_data.split_text(text, token_level)
+    tags = ["O"] * len(tokens)
+    for kind, start, end in spans:
+      inside = [i for i, (_, s, e) in enumerate(tokens)
+                if s >= start and e <= end]
+      for j, i in enumerate(inside):
+        tags[i] = ("B-" if j == 0 else "I-") + kind
+    out.append(ner_data.Sentence([t for t, _, _ in tokens], tags, 0))
+  return out
+
+
+def write_conll(path, data):
+  with open(path, "w", encoding="utf-8") as f:
+    for s in data:
+      f.writelines(f"{t} {g}\n" for t, g in zip(s.tokens, s.tags))
+      f.write("\n")
+
+
+def wordpiece_vocab(directory):
+  """Every normalised character of the texts (the emoji stay [UNK]), a few
+  words, and ## pieces for the rest of the Latin letters and digits."""
+  chars = set()
+  texts = TEST_TEXTS + FILLER + [e for v in ENTITIES.values() for e in v]
+  for text in texts:
+    chars.update(tokenization.normalize(text, "wordpiece").replace(" ", ""))
+  chars -= {"👍", "\U0001f3fd"}
+  vocab = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(chars) +
+           ["iphone", "google", "paris", "##" + "e", "##le"] +
+           ["##" + c for c in "abcdfghijklmnopqrstuvwxyz0123456789"])
+  path = os.path.join(directory, "vocab.txt")
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(dict.fromkeys(vocab)) + "\n")
+  return path
+
+
+def train_and_export(root, token_level, tokenizer_flag, tokenizer_file):
+  """run_ner for a few steps, then export_saved_model --model=tagger."""
+  data = root / "data"
+  data.mkdir()
+  write_conll(data / "train.txt", sentences(300, 1, token_level))
+  tokenizer = tokenization.load_tokenizer(**{tokenizer_flag: tokenizer_file})
+  config = AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=16,
+                        hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=MAX_SEQ)
+  config.to_json_file(root / "albert_config.json")
+  run_ner.run(task_name="conll", data_dir=str(data),
+              output_dir=str(root / "ner"),
+              albert_config_file=str(root / "albert_config.json"),
+              max_seq_length=MAX_SEQ, doc_stride=10, train_batch_size=16,
+              learning_rate=1e-2, warmup_step=2, classifier_dropout=0.0,
+              seed=1, train_step=60, iterations_per_loop=20,
+              log_every_steps=60, do_train=True, do_eval=False,
+              **{tokenizer_flag: tokenizer_file})
+  info = json.loads((root / "ner" / "tagger_config.json").read_text())
+  assert info["token_level"] == token_level
+  path = export_lib.export(checkpoint=str(root / "ner"),
+                           export_dir=str(root / "saved_models" / "ner"),
+                           model="tagger")
+  # The Keras model with the checkpoint's weights: run_ner's predictions.
+  model = export_lib.build_model("tagger", config, len(info["label_list"]))
+  checkpoints.restore_weights(str(root / "ner"), model)
+  return {"root": root, "path": path, "model": model, "tokenizer": tokenizer,
+          "labels": info["label_list"], "level": token_level,
+          "loaded": tf.saved_model.load(path)}
+
+
+@pytest.fixture(scope="module")
+def char_wordpiece(tmp_path_factory):
+  root = tmp_path_factory.mktemp("tag_char")
+  return train_and_export(root, "char", "vocab_file",
+                          wordpiece_vocab(str(root)))
+
+
+@pytest.fixture(scope="module")
+def word_sentencepiece(tmp_path_factory, spm_model):  # pylint: disable=redefined-outer-name
+  return train_and_export(tmp_path_factory.mktemp("tag_word"), "word",
+                          "spm_model_file", spm_model)
+
+
+EXPORTS = ["char_wordpiece", "word_sentencepiece"]
+
+
+# ------------------------------------------------------------ helpers
+def serve(exported, texts):
+  out = exported["loaded"].signatures["serve_text"](text=tf.constant(texts))
+  return {k: v.numpy() for k, v in out.items()}
+
+
+def served_row(out, i, length):
+  """(entities, char_tags, num_untagged_chars) of row i of serve_text."""
+  n = int(out["num_entities"][i])
+  entities = [(out["entity_types"][i, j].decode(),
+               int(out["entity_starts"][i, j]), int(out["entity_ends"][i, j]),
+               out["entity_texts"][i, j].decode()) for j in range(n)]
+  # Past the entities and past the text: padding only.
+  assert set(out["entity_types"][i, n:]) <= {b""}
+  assert set(out["entity_starts"][i, n:]) <= {-1}
+  assert set(out["char_tags"][i, length:]) <= {b""}
+  return (entities, [t.decode() for t in out["char_tags"][i, :length]],
+          int(out["num_untagged_chars"][i]))
+
+
+def keras_logits(model, features):
+  return np.asarray(model(features, training=False)["logits"])
+
+
+# Logits of one model computed twice (Keras eager, the SavedModel graph,
+# LiteRT's XNNPACK) differ by float32 rounding of differently ordered sums:
+# at most this much times the largest |logit|.
+SAME_MODEL_REL = 1e-5
+LITERT_REL = 1e-4
+
+
+def assert_same_argmax(logits, tag_ids, rel):
+  """tag_ids == argmax(logits), except where two tags tie: their logits
+  closer than twice the rounding difference (`rel` x the largest |logit|)."""
+  logits = np.asarray(logits, np.float64)
+  tag_ids = np.asarray(tag_ids)
+  best = logits.argmax(-1)
+  differ = best != tag_ids
+  if differ.any():
+    picked = np.take_along_axis(logits, tag_ids[..., None], -1)[..., 0]
+    gap = (logits.max(-1) - picked)[differ]
+    scale = np.abs(logits).max()
+    assert gap.max() <= 2 * rel * scale, (differ.sum(), gap.max(), scale)
+
+
+# ------------------------------------------------------------ Python twin
+def test_split_text_levels():
+  text = "张三在2024年用iPhone 15去了北京。"
+  words = ner_data.split_text(text, "word")
+  assert [t for t, _, _ in words] == ["张", "三", "在", "2024", "年", "用",
+                                      "iPhone", "15", "去", "了", "北", "京",
+                                      "。"]
+  chars = ner_data.split_text(" a\u00a0b１２ 👍🏽", "char")
+  assert [t for t, _, _ in chars] == ["a", "b", "１", "２", "👍", "\U0001f3fd"]
+  for level in ner_data.TOKEN_LEVELS:
+    for t in TEST_TEXTS:
+      tokens = ner_data.split_text(t, level)
+      assert all(t[s:e] == token for token, s, e in tokens)
+      # Nothing but whitespace is left out.
+      covered = {i for _, s, e in tokens for i in range(s, e)}
+      assert all(t[i].isspace() for i in range(len(t)) if i not in covered)
+  with pytest.raises(ValueError, match="token_level must be one of"):
+    ner_data.split_text("x", "piece")
+
+
+def test_tag_text_reads_tags_as_conlleval():
+  text = "Bob  Smith went to New York 和北京"
+  tokens = ner_data.split_text(text, "word")
+  tags = ["B-PER", "I-PER", "O", "O", "I-LOC", "I-LOC", "O", "B-LOC",
+          "I-ORG"]
+  result = ner_data.tag_text(text, tokens, tags[:len(tokens) - 1])
+  assert [(k, text[s:e]) for k, s, e, _ in result["entities"]] == [
+      ("PER", "Bob  Smith"), ("LOC", "New York"), ("LOC", "北")]
+  assert all(text[s:e] == t for _, s, e, t in result["entities"])
+  # The spaces inside an entity are I-, so the character tags read back as
+  # strict BIO give the same entities; the untagged last token is "".
+  assert result["char_tags"][3:5] == ["I-PER", "I-PER"]
+  assert result["char_tags"][-1] == "" and result["num_untagged_chars"] == 1
+  assert ner_data.spans(result["char_tags"][:-1], "BIO") == [
+      (k, s, e) for k, s, e, _ in result["entities"]]
+
+
+# ------------------------------------------------------------ in-graph twin
+@pytest.mark.parametrize("kind", ["wordpiece", "sentencepiece"])
+@pytest.mark.parametrize("level", ner_data.TOKEN_LEVELS)
+def test_in_graph_encode_matches_python(kind, level, spm_model, tmp_path):  # pylint: disable=redefined-outer-name
+  tokenizer = (tokenization.load_tokenizer(spm_model_file=spm_model)
+               if kind == "sentencepiece" else tokenization.load_tokenizer(
+                   vocab_file=wordpiece_vocab(str(tmp_path))))
+  labels = ner_data.bio_label_list(sorted(ENTITIES))
+  tagger = TextTagger.from_tokenizer(tokenizer, MAX_SEQ, level, labels)
+  texts = TEST_TEXTS + fx.MIXED_TEXTS + fx.article_texts(20)
+  features, tokens = tagger.encode(tf.constant(texts))
+  window_rows = 0
+  for i, text in enumerate(texts):
+    expected_tokens, expected, positions = ner_data.encode_text(
+        text, tokenizer, level, MAX_SEQ)
+    got_tokens = list(zip([t.decode() for t in tokens["tokens"][i].numpy()],
+                          tokens["starts"][i].numpy().tolist(),
+                          tokens["ends"][i].numpy().tolist()))
+    assert got_tokens == expected_tokens, text
+    tagged = tokens["tagged"][i].numpy()
+    assert tokens["positions"][i].numpy()[tagged].tolist() == positions
+    for name, value in expected.items():
+      np.testing.assert_array_equal(features[name][i].numpy(), value[0],
+                                    err_msg=f"{name}: {text!r}")
+    # encode_text is run_ner's encoding when the text fits one window.
+    windows = ner_data.encode_sentences(
+        [ner_data.Sentence([t for t, _, _ in expected_tokens], None, 0)],
+        tokenizer, None, MAX_SEQ, doc_stride=MAX_SEQ - 2)
+    if expected_tokens and windows.num_windows == 1:
+      window_rows += 1
+      np.testing.assert_array_equal(windows.features["input_ids"][0],
+                                    expected["input_ids"][0])
+      assert [p for _, p in windows.owner[0]] == positions
+  assert window_rows >= 8
+
+
+def test_in_graph_entities_match_tag_text(char_wordpiece):
+  """Random tag ids (I- after O, type changes, untagged tails) read back the
+  same in the graph and in Python."""
+  tokenizer, labels = char_wordpiece["tokenizer"], char_wordpiece["labels"]
+  for level in ner_data.TOKEN_LEVELS:
+    tagger = TextTagger.from_tokenizer(tokenizer, 16, level, labels)
+    features, tokens = tagger.encode(tf.constant(TEST_TEXTS))
+    rng = np.random.default_rng(7)
+    num_entities = 0
+    for _ in range(10):
+      tag_ids = rng.integers(0, len(labels), size=(len(TEST_TEXTS), 16))
+      out = tagger.decode(tf.constant(TEST_TEXTS), tokens,
+                          tf.constant(tag_ids, tf.int32))
+      out = {k: v.numpy() for k, v in out.items()}
+      for i, text in enumerate(TEST_TEXTS):
+        split, _, positions = ner_data.encode_text(text, tokenizer, level, 16)
+        expected = ner_data.tag_text(text, split, [labels[tag_ids[i, p]]
+                                                   for p in positions])
+        got = served_row(out, i, len(text))
+        assert got == (expected["entities"], expected["char_tags"],
+                       expected["num_untagged_chars"]), text
+        num_entities += len(got[0])
+    assert num_entities > 50
+    assert features["input_ids"].shape == (len(TEST_TEXTS), 16)
+
+
+# ------------------------------------------------------------ SavedModel
+@pytest.mark.parametrize("name", EXPORTS)
+def test_serving_default_matches_keras(name, request):
+  exported = request.getfixturevalue(name)
+  loaded = exported["loaded"]
+  assert set(loaded.signatures) == {"serving_default", "serve_text"}
+  rows = [ner_data.encode_text(t, exported["tokenizer"], exported["level"],
+                               MAX_SEQ)[1] for t in TEST_TEXTS]
+  features = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+  out = loaded.signatures["serving_default"](
+      **{k: tf.constant(v) for k, v in features.items()})
+  expected = keras_logits(exported["model"], features)
+  got = out["logits"].numpy()
+  assert got.dtype == np.float32 and got.shape == expected.shape
+  assert got.shape == (len(TEST_TEXTS), MAX_SEQ, len(exported["labels"]))
+  assert_close_to_scale(got, expected, rel=SAME_MODEL_REL)
+  assert out["tag_ids"].dtype == tf.int32
+  np.testing.assert_array_equal(out["tag_ids"].numpy(), got.argmax(-1))
+  with open(os.path.join(exported["path"], "assets.extra",
+                         export_lib.METADATA_FILE), encoding="utf-8") as f:
+    meta = json.load(f)
+  assert meta["model"] == "tagger" and meta["label_list"] == exported["labels"]
+  assert meta["token_level"] == exported["level"]
+  assert meta["max_seq_length"] == MAX_SEQ
+  assert meta["normalization"][0].startswith("split the raw text")
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_serve_text_matches_run_ner_prediction(name, request):
+  exported = request.getfixturevalue(name)
+  tokenizer, labels, level = (exported["tokenizer"], exported["labels"],
+                              exported["level"])
+  texts = TEST_TEXTS + fx.MIXED_TEXTS
+  out = serve(exported, texts)
+  assert out["char_tags"].shape == (len(texts), max(len(t) for t in texts))
+  found, untagged, one_window, ties = [], 0, 0, 0
+  for i, text in enumerate(texts):
+    tokens, features, positions = ner_data.encode_text(text, tokenizer, level,
+                                                       MAX_SEQ)
+    logits = keras_logits(exported["model"], features)[0][positions]
+    tags = [labels[j] for j in logits.argmax(-1)]
+    expected = ner_data.tag_text(text, tokens, tags)
+    served = served_row(out, i, len(text))
+    if served != (expected["entities"], expected["char_tags"],
+                  expected["num_untagged_chars"]):
+      # Only a tie between two tags (differently rounded sums) may differ.
+      top2 = np.sort(logits, -1)[:, -2:]
+      gap = (top2[:, 1] - top2[:, 0]).min()
+      assert gap <= 2 * SAME_MODEL_REL * np.abs(logits).max(), (
+          text, served, expected)
+      ties += 1
+    for _, start, end, entity_text in served[0]:
+      assert text[start:end] == entity_text
+    found.extend(served[0])
+    untagged += served[2]
+    # run_ner's own prediction (windows, owner positions) of the same tokens.
+    windows = ner_data.encode_sentences(
+        [ner_data.Sentence([t for t, _, _ in tokens], None, 0)], tokenizer,
+        None, MAX_SEQ, doc_stride=10)
+    if windows.num_windows == 1 and tokens:
+      one_window += 1
+      inputs = {k: windows.features[k] for k in features}
+      assert ner_data.tags_from_logits(windows, keras_logits(
+          exported["model"], inputs), labels) == [tags]
+  # Most short texts fit one window (where run_ner and serve_text agree).
+  assert one_window >= 4 and ties <= 1
+  # The long text's tail is past the window: reported, not tagged.
+  assert untagged > 0
+  # A few steps of training find some of the training entities.
+  assert {t for _, _, _, t in found} & {e for v in ENTITIES.values()
+                                        for e in v}, found
+
+
+def test_serve_text_batch_edge_cases(char_wordpiece):
+  out = serve(char_wordpiece, ["", "   "])
+  assert out["char_tags"].tolist() == [[b"", b"", b""], [b"O", b"O", b"O"]]
+  assert out["num_entities"].tolist() == [0, 0]
+  assert out["entity_starts"].shape == (2, 0)
+  out = char_wordpiece["loaded"].signatures["serve_text"](
+      text=tf.constant([], tf.string))
+  assert out["num_entities"].shape == (0,)
+
+
+# ------------------------------------------------------------ refusals
+def test_export_refuses_mismatched_checkpoints(char_wordpiece, tmp_path):
+  ner_dir = char_wordpiece["root"] / "ner"
+  export_dir = tmp_path / "sm"
+  with pytest.raises(export_lib.ExportError, match=r"is a tagger \(tagger_"
+                     "config.json beside it, written by run_ner\\): export "
+                     "it with --model=tagger"):
+    export_lib.export(checkpoint=str(ner_dir), export_dir=str(export_dir),
+                      model="classifier")
+  # An encoder-only checkpoint with a tagger's files beside it.
+  encoder_dir = tmp_path / "encoder_only"
+  encoder_dir.mkdir()
+  for name in ("tagger_config.json", "vocab.txt"):
+    shutil.copy(ner_dir / name, encoder_dir / name)
+  checkpoints.save_weights(char_wordpiece["model"].encoder,
+                           str(encoder_dir / "ckpt-1"),
+                           char_wordpiece["model"].config)
+  with pytest.raises(export_lib.ExportError, match=r"has no tagger_head: it "
+                     "cannot be exported as --model=tagger"):
+    export_lib.export(checkpoint=str(encoder_dir), export_dir=str(export_dir),
+                      model="tagger")
+  os.remove(encoder_dir / "tagger_config.json")
+  with pytest.raises(export_lib.ExportError, match="--model=tagger needs the "
+                     "tagger_config.json run_ner writes beside --checkpoint="):
+    export_lib.export(checkpoint=str(encoder_dir), export_dir=str(export_dir),
+                      model="tagger", vocab_file=str(ner_dir / "vocab.txt"))
+  assert not export_dir.exists()
+
+
+# ------------------------------------------------------------ TFLite
+def test_tflite_tagger_agrees_with_saved_model(word_sentencepiece):
+  from ai_edge_litert.interpreter import Interpreter
+  exported = word_sentencepiece
+  tokenizer, level = exported["tokenizer"], exported["level"]
+  texts = TEST_TEXTS + fx.article_texts(20)
+  rows = [ner_data.encode_text(t, tokenizer, level, MAX_SEQ) for t in texts]
+  serving = exported["loaded"].signatures["serving_default"]
+  references = [serving(**{k: tf.constant(v) for k, v in features.items()})
+                for _, features, _ in rows]
+  differ = {}
+  for quantize in ("none", "dynamic"):
+    output = str(exported["root"] / "tflite" / f"ner_{quantize}.tflite")
+    info = export_tflite.convert(exported["path"], output, quantize)
+    assert info["label_list"] == exported["labels"]
+    assert info["token_level"] == level
+    assert {o["name"]: o["shape"] for o in info["outputs"]} == {
+        "logits": [1, MAX_SEQ, len(exported["labels"])],
+        "tag_ids": [1, MAX_SEQ]}
+    runner = Interpreter(model_path=output).get_signature_runner(
+        "serving_default")
+    differ[quantize] = total = 0
+    for (_, features, positions), reference in zip(rows, references):
+      lite = runner(**features)
+      assert np.all(np.isfinite(lite["logits"]))
+      ref_logits = reference["logits"].numpy()[0]
+      lite_tags = lite["tag_ids"][0][positions]
+      np.testing.assert_array_equal(lite_tags,
+                                    lite["logits"][0][positions].argmax(-1))
+      if quantize == "none":
+        assert_same_argmax(ref_logits[positions], lite_tags, LITERT_REL)
+        assert_close_to_scale(lite["logits"][0], ref_logits, rel=LITERT_REL)
+      differ[quantize] += int(np.sum(
+          lite_tags != reference["tag_ids"].numpy()[0][positions]))
+      total += len(positions)
+  print(f"TFLite tags differing from the SavedModel's over {total} tokens: "
+        f"{differ}")
+  assert total > 400
