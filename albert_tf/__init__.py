@@ -3,7 +3,7 @@
 Public API:
   AlbertConfig.from_preset(name), AlbertConfig.from_json_file(path)
   AlbertEncoder(config), AlbertPretrainer(config),
-  AlbertClassifier(config, num_labels)
+  AlbertClassifier(config, num_labels), AlbertTagger(config, num_tags)
 
 The model classes are imported on first use (PEP 562), so light modules such
 as `albert_tf.tokenization` and `albert_tf.features` load without Keras: Beam
@@ -22,6 +22,7 @@ _LAZY = {
     "AlbertEncoder": "albert_tf.encoder",
     "AlbertPretrainer": "albert_tf.models",
     "AlbertClassifier": "albert_tf.models",
+    "AlbertTagger": "albert_tf.models",
 }
 
 __all__ = list(_LAZY)

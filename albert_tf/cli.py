@@ -24,6 +24,8 @@ SCRIPTS = {
     "albert-ner": "albert_tf.run_ner",
     "albert-export": "albert_tf.export_saved_model",
     "albert-export-tflite": "albert_tf.export_tflite",
+    "albert-export-keras-hub": "albert_tf.export_keras_hub",
+    "albert-fill-mask": "albert_tf.fill_mask",
     "albert-convert": "albert_tf.convert_checkpoint",
     "albert-train-vocab": "data_prep.train_vocab",
     "albert-create-data": "data_prep.create_pretraining_data",
@@ -49,6 +51,8 @@ classify = _entry_point("albert-classify")
 ner = _entry_point("albert-ner")
 export = _entry_point("albert-export")
 export_tflite = _entry_point("albert-export-tflite")
+export_keras_hub = _entry_point("albert-export-keras-hub")
+fill_mask = _entry_point("albert-fill-mask")
 convert = _entry_point("albert-convert")
 train_vocab = _entry_point("albert-train-vocab")
 create_data = _entry_point("albert-create-data")

@@ -72,6 +72,23 @@ CASES = {
         "bad value": (["--source=onnx", "--checkpoint=x",
                        "--output_dir={tmp}/conv"], "source"),
         "unknown flag": (["--src=original"], "src"),
+        "no keras-hub preset": (["--source=keras_hub",
+                                 "--checkpoint=no_such_preset",
+                                 "--output_dir={tmp}/out"], "no_such_preset"),
+    },
+    "albert_tf.export_keras_hub": {
+        "missing file": ([f"--checkpoint={MISSING}", "--output_dir={tmp}/out"],
+                         MISSING),
+        "bad value": ([f"--checkpoint={MISSING}", "--output_dir={tmp}/out",
+                       "--overwrite=maybe"], "overwrite"),
+        "unknown flag": (["--output=x"], "output"),
+    },
+    "albert_tf.fill_mask": {
+        "missing file": ([f"--checkpoint={MISSING}", "--text=中国[MASK]民"],
+                         MISSING),
+        "bad value": ([f"--checkpoint={MISSING}", "--text=a [MASK]",
+                       "--top_k=many"], "top_k"),
+        "unknown flag": (["--topk=3"], "topk"),
     },
     "data_prep.train_vocab": {
         "missing file": ([f"--input={MISSING}/*.txt",

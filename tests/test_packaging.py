@@ -28,8 +28,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPECTED_SCRIPTS = {
     "albert-pretrain": "albert_tf.run_pretraining",
     "albert-classify": "albert_tf.run_classifier",
+    "albert-ner": "albert_tf.run_ner",
     "albert-export": "albert_tf.export_saved_model",
     "albert-export-tflite": "albert_tf.export_tflite",
+    "albert-export-keras-hub": "albert_tf.export_keras_hub",
+    "albert-fill-mask": "albert_tf.fill_mask",
     "albert-convert": "albert_tf.convert_checkpoint",
     "albert-train-vocab": "data_prep.train_vocab",
     "albert-create-data": "data_prep.create_pretraining_data",
