@@ -44,59 +44,32 @@ def _plot_pretraining(demo, out):
   return path
 
 
-def _plot_finetuning(demo, out):
+def _plot_fine_tuning_curves(demo, out, stage, metric, label, baseline,
+                             baseline_label, title, filename):
+  """Dev `metric` by step for both inits of a stage; the baseline's test
+  figure (demo.figures[stage][baseline]["test_" + metric]) as a line."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   fig, ax = plt.subplots(figsize=(6, 4))
   drawn = False
   for run in ("pretrained", "random_init"):
-    rows = [r for r in _jsonl(demo.path("finetune", run, "eval_log.jsonl"))
-            if "accuracy" in r]
+    rows = [r for r in _jsonl(demo.path(stage, run, "eval_log.jsonl"))
+            if metric in r]
     if rows:
-      ax.plot([r["global_step"] for r in rows], [r["accuracy"] for r in rows],
-              marker="o", label=f"dev accuracy, {run.replace('_', ' ')}")
+      ax.plot([r["global_step"] for r in rows], [r[metric] for r in rows],
+              marker="o", label=f"dev {label}, {run.replace('_', ' ')}")
       drawn = True
-  tfidf = demo.figures.get("finetune", {}).get("tfidf", {})
-  if "test_accuracy" in tfidf:
-    ax.axhline(tfidf["test_accuracy"], color="gray", linestyle="--",
-               label="TF-IDF + LR (test)")
+  reference = demo.figures.get(stage, {}).get(baseline, {})
+  if f"test_{metric}" in reference:
+    ax.axhline(reference[f"test_{metric}"], color="gray", linestyle="--",
+               label=f"{baseline_label} (test)")
   if not drawn:
     plt.close(fig)
     return None
   ax.set_xlabel("step")
-  ax.set_title("fine-tuning on review sentiment")
+  ax.set_title(title)
   ax.legend()
   fig.tight_layout()
-  path = os.path.join(out, "finetuning.png")
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return path
-
-
-def _plot_ner(demo, out):
-  """Dev entity F1 by step for both inits; the CRF's test F1 as a line."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(6, 4))
-  drawn = False
-  for run in ("pretrained", "random_init"):
-    rows = [r for r in _jsonl(demo.path("ner", run, "eval_log.jsonl"))
-            if "entity_f1" in r]
-    if rows:
-      ax.plot([r["global_step"] for r in rows],
-              [r["entity_f1"] for r in rows], marker="o",
-              label=f"dev entity F1, {run.replace('_', ' ')}")
-      drawn = True
-  crf = demo.figures.get("ner", {}).get("crf", {})
-  if "test_entity_f1" in crf:
-    ax.axhline(crf["test_entity_f1"], color="gray", linestyle="--",
-               label="CRF, char n-grams (test)")
-  if not drawn:
-    plt.close(fig)
-    return None
-  ax.set_xlabel("step")
-  ax.set_title("People's Daily NER (PER/LOC/ORG)")
-  ax.legend()
-  fig.tight_layout()
-  path = os.path.join(out, "ner.png")
+  path = os.path.join(out, filename)
   fig.savefig(path, dpi=110)
   plt.close(fig)
   return path
@@ -161,8 +134,15 @@ def write_report(demo, out):
   """Writes report.md + plots into `out`; returns the headline figures."""
   from benchmarks.albert_vs_bert import compare  # pylint: disable=g-import-not-at-top
   from benchmarks.common import machine  # pylint: disable=g-import-not-at-top
-  plots = [_plot_pretraining(demo, out), _plot_finetuning(demo, out),
-           _plot_ner(demo, out)]
+  plots = [
+      _plot_pretraining(demo, out),
+      _plot_fine_tuning_curves(demo, out, "finetune", "accuracy", "accuracy",
+                               "tfidf", "TF-IDF + LR",
+                               "fine-tuning on review sentiment",
+                               "finetuning.png"),
+      _plot_fine_tuning_curves(demo, out, "ner", "entity_f1", "entity F1",
+                               "crf", "CRF, char n-grams",
+                               "People's Daily NER (PER/LOC/ORG)", "ner.png")]
   bench = compare(["albert_tiny_zh", "albert_base_v2", "bert_base"],
                   batch_size=demo.budget["bench_batch"],
                   repetitions=demo.budget["bench_repetitions"])
