@@ -7,12 +7,16 @@ builds its task (`albert_tf.tasks`); the trainer does the rest.
 """
 
 import dataclasses
-from typing import Optional
+import os
+import time
+from typing import Callable, Optional
 
 from absl import flags
+from absl import logging
+import keras
 
 from albert_tf import run_config
-from albert_tf.trainer import TrainerSettings
+from albert_tf.trainer import Trainer, TrainerSettings
 
 
 @dataclasses.dataclass
@@ -70,6 +74,68 @@ def check_options(o: FinetuneOptions) -> None:
                "iterations_per_loop", "keep_checkpoint_max"):
     if getattr(o, name) <= 0:
       raise ValueError(f"--{name} must be positive, got {getattr(o, name)}")
+
+
+def recorded_info(o: FinetuneOptions) -> Optional[run_config.ModelInfo]:
+  """What the model was fine-tuned with (the defaults of --max_seq_length,
+  --do_lower_case, labels): beside --init_checkpoint, or in output_dir when
+  resuming or evaluating there."""
+  info = (run_config.ModelInfo.read_beside(o.init_checkpoint)
+          if o.init_checkpoint else None)
+  if info is None and os.path.isdir(o.output_dir):
+    info = run_config.ModelInfo.read_beside(o.output_dir)
+  return info
+
+
+def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
+                       task_fingerprint: str, data_stats: dict,
+                       info_file: str, write_run_files: Callable,
+                       evaluate_and_predict: Callable) -> dict:
+  """The recipe once a CLI has built its task and read its splits.
+
+  Checks output_dir against the run's fingerprint, and only then writes it
+  (write_run_files(), unless an eval- or predict-only run finds info_file
+  there); trains with the one trainer (resuming), restores the best
+  checkpoint by the dev metric, and returns evaluate_and_predict(trainer,
+  chief, best_step) merged into {"output_dir", "data", "best_step",
+  "train_wall_s", "num_train_steps"}.
+  """
+  chief = run_config.is_chief(strategy_)
+  settings = trainer_settings(o, task)
+  fingerprint = run_config.make_fingerprint(
+      task_fingerprint, config, task.tokenizer,
+      settings.optimizer_fingerprint() if o.do_train else None,
+      o.mixed_precision)
+  run_config.check_output_dir(o.output_dir, fingerprint, o.overwrite)
+  result = {"output_dir": o.output_dir, "data": data_stats}
+
+  # Every input is valid: only now is output_dir written.
+  # Held until this function returns: no second run writes here meanwhile.
+  lock = None
+  if chief:
+    lock = run_config.prepare_output_dir(o.output_dir, fingerprint,
+                                         o.overwrite)
+    # An eval- or predict-only run leaves what training recorded alone.
+    if o.do_train or not os.path.exists(os.path.join(o.output_dir,
+                                                     info_file)):
+      write_run_files()
+  keras.utils.set_random_seed(o.seed)
+  trainer = Trainer(task, config, settings, strategy_)
+  trainer.restore(o.init_checkpoint, training=o.do_train)
+  start = time.time()
+  if o.do_train:
+    trainer.train()
+    result["train_wall_s"] = round(time.time() - start, 2)
+    result["num_train_steps"] = settings.num_train_steps
+  # Eval and predict with the best checkpoint by the dev metric, if kept.
+  best_step = trainer.restore_best()
+  result["best_step"] = trainer.step if best_step is None else best_step
+  result.update(evaluate_and_predict(trainer, chief, result["best_step"]))
+  logging.info("Results: %s", {k: v for k, v in result.items()
+                               if k not in ("data", "eval", "test")})
+  trainer.finish()
+  del lock  # the run is over: another may write here
+  return result
 
 
 def strategy(o: FinetuneOptions):

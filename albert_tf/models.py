@@ -231,6 +231,10 @@ class AlbertTagger(keras.Model):
     self.classifier_dropout = classifier_dropout
     self.encoder = encoder
     self.tagger_head = tagger_head
+    # The tags come from sequence_output: the pooler gets no gradient, and
+    # frozen it is neither updated nor reported as gradient-less by Keras.
+    # Its weights stay in checkpoints, for a classifier built from them.
+    encoder.pooler.trainable = False
 
   def get_config(self):
     return {"config": self.config.to_dict(), "num_tags": self.num_tags,

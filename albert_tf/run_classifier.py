@@ -33,12 +33,9 @@ import dataclasses
 import json
 import os
 import shutil
-import time
 from typing import Optional
 
 from absl import flags
-from absl import logging
-import keras
 
 from albert_tf import finetuning
 from albert_tf import run_config
@@ -46,7 +43,6 @@ from albert_tf.classifier_data import DataError
 from albert_tf.finetuning import FinetuneOptions
 from albert_tf.run_config import ModelInfo
 from albert_tf.tasks.classification import ClassificationTask, read_spec
-from albert_tf.trainer import Trainer
 
 
 @dataclasses.dataclass
@@ -76,14 +72,7 @@ def run(**kwargs):
 
 def _run(o: ClassifierOptions):
   strategy = finetuning.strategy(o)
-  chief = run_config.is_chief(strategy)
-  # What the model was fine-tuned with (beside --init_checkpoint, or in
-  # output_dir when resuming or evaluating there): the defaults of
-  # --max_seq_length and --do_lower_case, and a tsv task's labels.
-  info = (run_config.ModelInfo.read_beside(o.init_checkpoint)
-          if o.init_checkpoint else None) or (
-              run_config.ModelInfo.read_beside(o.output_dir)
-              if os.path.isdir(o.output_dir) else None)
+  info = finetuning.recorded_info(o)
   o = dataclasses.replace(
       o, max_seq_length=o.max_seq_length or (info and info.max_seq_length)
       or 128, do_lower_case=(o.do_lower_case if o.do_lower_case is not None
@@ -99,41 +88,12 @@ def _run(o: ClassifierOptions):
   task = ClassificationTask(
       spec, tokenizer, o.data_dir, o.max_seq_length, o.eval_batch_size,
       o.classifier_dropout, o.seed, o.max_train_examples, o.max_eval_examples)
-  settings = finetuning.trainer_settings(o, task)
-  fingerprint = run_config.make_fingerprint(
-      f"{task.name}:{spec.name}", config, tokenizer,
-      settings.optimizer_fingerprint() if o.do_train else None,
-      o.mixed_precision)
-  run_config.check_output_dir(o.output_dir, fingerprint, o.overwrite)
-  result = {"output_dir": o.output_dir, "data": _validate_splits(o, task)}
-
-  # Every input is valid: only now is output_dir written.
-  # Held until this function returns: no second run writes here meanwhile.
-  lock = None
-  if chief:
-    lock = run_config.prepare_output_dir(o.output_dir, fingerprint,
-                                         o.overwrite)
-    # An eval- or predict-only run leaves what training recorded alone.
-    if o.do_train or not os.path.exists(
-        os.path.join(o.output_dir, run_config.CLASSIFIER_CONFIG)):
-      _write_run_files(o, task, config)
-  keras.utils.set_random_seed(o.seed)
-  trainer = Trainer(task, config, settings, strategy)
-  trainer.restore(o.init_checkpoint, training=o.do_train)
-  start = time.time()
-  if o.do_train:
-    trainer.train()
-    result["train_wall_s"] = round(time.time() - start, 2)
-    result["num_train_steps"] = settings.num_train_steps
-  # Eval and predict with the best checkpoint by the dev metric, if kept.
-  best_step = trainer.restore_best()
-  result["best_step"] = trainer.step if best_step is None else best_step
-  result.update(_evaluate_and_predict(o, task, trainer, chief,
-                                      result["best_step"]))
-  logging.info("Results: %s", {k: v for k, v in result.items() if k != "data"})
-  trainer.finish()
-  del lock  # the run is over: another may write here
-  return result
+  return finetuning.train_and_evaluate(
+      o, task, config, strategy, f"{task.name}:{spec.name}",
+      _validate_splits(o, task), run_config.CLASSIFIER_CONFIG,
+      lambda: _write_run_files(o, task, config),
+      lambda trainer, chief, best_step: _evaluate_and_predict(
+          o, task, trainer, chief, best_step))
 
 
 def _evaluate_and_predict(o: ClassifierOptions, task, trainer, chief,

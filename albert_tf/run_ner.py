@@ -36,12 +36,9 @@ import dataclasses
 import json
 import os
 import shutil
-import time
 from typing import Optional
 
 from absl import flags
-from absl import logging
-import keras
 
 from albert_tf import finetuning
 from albert_tf import ner_data
@@ -49,7 +46,6 @@ from albert_tf import run_config
 from albert_tf.finetuning import FinetuneOptions
 from albert_tf.run_config import ModelInfo
 from albert_tf.tasks.tagging import TASK_NAMES, TaggingTask
-from albert_tf.trainer import Trainer
 
 
 @dataclasses.dataclass
@@ -78,12 +74,7 @@ def run(**kwargs):
 
 def _run(o: NerOptions):
   strategy = finetuning.strategy(o)
-  chief = run_config.is_chief(strategy)
-  # What the model was fine-tuned with: beside --init_checkpoint, or in
-  # output_dir when resuming or evaluating there.
-  info = (ModelInfo.read_beside(o.init_checkpoint) if o.init_checkpoint
-          else None) or (ModelInfo.read_beside(o.output_dir)
-                         if os.path.isdir(o.output_dir) else None)
+  info = finetuning.recorded_info(o)
   tagger_info = info if info and info.is_tagger else None
   max_seq_length = o.max_seq_length or (info and info.max_seq_length) or 128
   o = dataclasses.replace(
@@ -103,39 +94,14 @@ def _run(o: NerOptions):
       classifier_dropout=o.classifier_dropout, seed=o.seed,
       max_train_examples=o.max_train_examples,
       max_eval_examples=o.max_eval_examples)
-  result = {"output_dir": o.output_dir, "data": _validate_splits(o, task)}
-  settings = finetuning.trainer_settings(o, task)
-  fingerprint = run_config.make_fingerprint(
-      f"tagging:{o.task_name}:{','.join(task.label_list)}", config, tokenizer,
-      settings.optimizer_fingerprint() if o.do_train else None,
-      o.mixed_precision)
-  run_config.check_output_dir(o.output_dir, fingerprint, o.overwrite)
-
-  # Every input is valid: only now is output_dir written.
-  lock = None
-  if chief:
-    lock = run_config.prepare_output_dir(o.output_dir, fingerprint,
-                                         o.overwrite)
-    if o.do_train or not os.path.exists(
-        os.path.join(o.output_dir, run_config.TAGGER_CONFIG)):
-      _write_run_files(o, task, config)
-  keras.utils.set_random_seed(o.seed)
-  trainer = Trainer(task, config, settings, strategy)
-  trainer.restore(o.init_checkpoint, training=o.do_train)
-  start = time.time()
-  if o.do_train:
-    trainer.train()
-    result["train_wall_s"] = round(time.time() - start, 2)
-    result["num_train_steps"] = settings.num_train_steps
-  best_step = trainer.restore_best()
-  result["best_step"] = trainer.step if best_step is None else best_step
-  result.update(_evaluate_and_predict(o, task, trainer, chief,
-                                      result["best_step"]))
-  logging.info("Results: %s", {k: v for k, v in result.items()
-                               if k not in ("data", "eval", "test")})
-  trainer.finish()
-  del lock
-  return result
+  # The splits are read first: the train split's tags are the model's.
+  data_stats = _validate_splits(o, task)
+  return finetuning.train_and_evaluate(
+      o, task, config, strategy,
+      f"tagging:{o.task_name}:{','.join(task.label_list)}", data_stats,
+      run_config.TAGGER_CONFIG, lambda: _write_run_files(o, task, config),
+      lambda trainer, chief, best_step: _evaluate_and_predict(
+          o, task, trainer, chief, best_step))
 
 
 def _validate_splits(o: NerOptions, task):

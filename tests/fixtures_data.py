@@ -54,3 +54,15 @@ def spm_model(pd_corpus, tmp_path_factory):  # pylint: disable=redefined-outer-n
         pd_corpus[0], os.path.join(directory, "spm"), vocab_size=2000,
         character_coverage=0.98, num_threads=1, hard_vocab_limit=False)
   return _cached("spm_model", make, tmp_path_factory)
+
+
+def tiny_spm_model(directory, lines, vocab_size):
+  """A SentencePiece model of `vocab_size` pieces trained on `lines` (a few
+  seconds; for tests that need a real model of a tiny vocabulary)."""
+  from data_prep import train_vocab
+  corpus = os.path.join(str(directory), "corpus.txt")
+  with open(corpus, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")
+  return train_vocab.train_sentencepiece(
+      corpus, os.path.join(str(directory), "spm"), vocab_size=vocab_size,
+      character_coverage=1.0, hard_vocab_limit=False)

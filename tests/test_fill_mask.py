@@ -14,6 +14,7 @@ from albert_tf import fill_mask as fm
 from albert_tf.config import AlbertConfig
 from albert_tf.encoder import AlbertEncoder
 from albert_tf.models import AlbertPretrainer
+from tests.fixtures_data import tiny_spm_model
 from tests.numpy_reference import assert_close_to_scale
 
 SENTENCE = "人民日报发表新年献词，迈向充满希望的新世纪。"
@@ -25,13 +26,7 @@ MAX_SEQ = 32
 
 @pytest.fixture(scope="module")
 def spm_file(tmp_path_factory):
-  from data_prep import train_vocab
-  directory = tmp_path_factory.mktemp("spm")
-  corpus = directory / "corpus.txt"
-  corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
-  return train_vocab.train_sentencepiece(
-      str(corpus), str(directory / "spm"), vocab_size=100,
-      character_coverage=1.0, hard_vocab_limit=False)
+  return tiny_spm_model(tmp_path_factory.mktemp("spm"), CORPUS, 100)
 
 
 @pytest.fixture(scope="module")

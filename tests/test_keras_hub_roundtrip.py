@@ -17,6 +17,7 @@ from albert_tf import convert_checkpoint as cc
 from albert_tf import export_keras_hub
 from albert_tf.config import AlbertConfig
 from albert_tf.encoder import AlbertEncoder
+from tests.fixtures_data import tiny_spm_model
 from tests.numpy_reference import assert_close_to_scale
 
 keras_hub = pytest.importorskip("keras_hub")
@@ -35,13 +36,7 @@ LOWERCASE_TEXTS = ["the lazy dog reads the paper.", "a quick fox in the town",
 
 @pytest.fixture(scope="module")
 def spm_file(tmp_path_factory):
-  from data_prep import train_vocab
-  directory = tmp_path_factory.mktemp("spm")
-  corpus = directory / "corpus.txt"
-  corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
-  return train_vocab.train_sentencepiece(
-      str(corpus), str(directory / "spm"), vocab_size=120,
-      character_coverage=1.0, hard_vocab_limit=False)
+  return tiny_spm_model(tmp_path_factory.mktemp("spm"), CORPUS, 120)
 
 
 @pytest.fixture(scope="module")
