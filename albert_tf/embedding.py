@@ -15,6 +15,21 @@ def truncated_normal(stddev):
   return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
+def layer_norm(norm, x):
+  """`norm` (a built LayerNormalization) applied to x; returns x's dtype.
+
+  The statistics and the normalization run in float32 whatever x's dtype
+  (keras.ops.layer_normalization upcasts bfloat16/float16), and the result
+  is rounded to x's dtype once. Calling a float32 LayerNormalization layer on
+  a bfloat16 x gives the same values but then casts them to float32, its
+  compute dtype, and the caller back to bfloat16: two full-size casts that
+  change nothing. In float32 this is exactly the layer's own call.
+  """
+  with tf.name_scope(norm.name):  # the layer's name in graphs and profiles
+    return keras.ops.layer_normalization(x, norm.gamma, norm.beta,
+                                         axis=norm.axis, epsilon=norm.epsilon)
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
 class FactorizedEmbedding(keras.layers.Layer):
   """Word + position + token-type embeddings of width E, LayerNorm, dropout, E->H.
@@ -27,6 +42,11 @@ class FactorizedEmbedding(keras.layers.Layer):
   Token ids outside [0, vocab_size) raise a ValueError in eager mode. Inside a
   `tf.function` the check is skipped for speed: on CPU the gather then fails
   with InvalidArgumentError, on GPU/TPU out-of-range rows read as zeros.
+
+  Under mixed precision the three embeddings are looked up, summed and
+  normalized in float32 and cast to the compute dtype once, after the
+  LayerNorm (which needs float32 anyway): casting each lookup to bfloat16
+  and the sum back would cost four casts, and as many in the gradient.
   """
 
   def __init__(self, vocab_size, embedding_size, hidden_size,
@@ -48,12 +68,14 @@ class FactorizedEmbedding(keras.layers.Layer):
     side_width = hidden_size if brightmart else embedding_size
     init = truncated_normal(initializer_range)
 
+    # Lookups in the variable dtype (float32 under mixed precision).
+    lookup_dtype = self.dtype_policy.variable_dtype
     self.word_embeddings = keras.layers.Embedding(
         vocab_size, embedding_size, embeddings_initializer=init,
-        dtype=self.dtype_policy, name="word_embeddings")
+        dtype=lookup_dtype, name="word_embeddings")
     self.token_type_embeddings = keras.layers.Embedding(
         type_vocab_size, side_width, embeddings_initializer=init,
-        dtype=self.dtype_policy, name="token_type_embeddings")
+        dtype=lookup_dtype, name="token_type_embeddings")
     self._side_width = side_width
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_eps, dtype="float32", name="LayerNorm")
@@ -68,10 +90,11 @@ class FactorizedEmbedding(keras.layers.Layer):
           dtype=self.dtype_policy, name="embedding_hidden_mapping_in")
 
   def build(self, input_shape=None):
+    # Read in the variable dtype, like the lookups.
     self.position_embeddings = self.add_weight(
         name="position_embeddings",
         shape=(self.max_position_embeddings, self._side_width),
-        initializer=truncated_normal(self.initializer_range))
+        initializer=truncated_normal(self.initializer_range), autocast=False)
     self.word_embeddings.build((None, None))
     self.token_type_embeddings.build((None, None))
     self.layer_norm.build((None, None, self._side_width))
@@ -105,10 +128,10 @@ class FactorizedEmbedding(keras.layers.Layer):
     seq_length = tf.shape(input_ids)[1]
     words = self.word_embeddings(input_ids)
     if self.embedding_layout == "brightmart" and self.projection is not None:
-      words = self.projection(words)
-    positions = tf.cast(self.position_embeddings[:seq_length], words.dtype)
+      words = tf.cast(self.projection(words), words.dtype)
+    positions = self.position_embeddings[:seq_length]
     x = words + positions[tf.newaxis] + self.token_type_embeddings(segment_ids)
-    x = tf.cast(self.layer_norm(x), self.compute_dtype)
+    x = tf.cast(layer_norm(self.layer_norm, x), self.compute_dtype)
     x = self.dropout(x, training=training)
     if self.embedding_layout != "brightmart" and self.projection is not None:
       x = self.projection(x)

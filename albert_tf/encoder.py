@@ -103,7 +103,7 @@ class AlbertEncoder(keras.Model):
     embedding = FactorizedEmbedding.from_albert_config(
         config, dtype=dtype, name="embeddings")
     blocks, schedule = build_layer_stack(config, dtype=dtype)
-    mask_to_bias = AttentionBias(name="attention_bias")
+    mask_to_bias = AttentionBias(dtype=dtype, name="attention_bias")
     pooler = keras.layers.Dense(
         config.hidden_size, activation="tanh",
         kernel_initializer=truncated_normal(config.initializer_range),

@@ -8,7 +8,7 @@ output that tells whether segments A and B are in their original order
 import keras
 import tensorflow as tf
 
-from albert_tf.embedding import truncated_normal
+from albert_tf.embedding import layer_norm, truncated_normal
 from albert_tf.transformer import get_activation
 
 
@@ -63,13 +63,17 @@ class MaskedLMHead(keras.layers.Layer):
       self.output_projection.build((None, None, self.embedding_size))
     self.transform.build((None, None, hidden))
     self.layer_norm.build((None, None, self.transform_size))
+    # Added to the float32 logits as it is: not autocast (to bfloat16 and
+    # back, rounded, under mixed precision).
     self.output_bias = self.add_weight(
-        name="output_bias", shape=(self.vocab_size,), initializer="zeros")
+        name="output_bias", shape=(self.vocab_size,), initializer="zeros",
+        autocast=False)
     self.built = True
 
   def call(self, sequence_output, masked_lm_positions):
     x = tf.gather(sequence_output, masked_lm_positions, batch_dims=1)
-    x = self.layer_norm(self.transform(x))  # float32 [b, P, E] (brightmart: H)
+    # [b, P, E] (brightmart: H) in the compute dtype, statistics in float32.
+    x = layer_norm(self.layer_norm, self.transform(x))
     # The vocabulary projection is the largest matmul of the head; keep it in
     # the compute dtype and only the logits in float32. It runs on the
     # flattened [b*P, E] rows: a 3-D x 2-D tf.matmul broadcasts into a
@@ -77,13 +81,13 @@ class MaskedLMHead(keras.layers.Layer):
     # and summed (measured: a third of a tiny training step on CPU).
     dtype = self.compute_dtype
     batch_shape = tf.shape(x)[:-1]
-    x = tf.reshape(tf.cast(x, dtype), [-1, x.shape[-1]])
+    x = tf.reshape(x, [-1, x.shape[-1]])
     if self.output_projection is not None:  # [., H] x [E, H]^T -> [., E]
       x = tf.matmul(x, tf.cast(self.output_projection.kernel, dtype),
                     transpose_b=True)
     logits = tf.matmul(x, tf.cast(self.token_embedding.embeddings, dtype),
                        transpose_b=True)
-    logits = tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
+    logits = tf.cast(logits, tf.float32) + self.output_bias
     return tf.reshape(logits, tf.concat([batch_shape, [self.vocab_size]], 0))
 
   def compute_output_shape(self, sequence_output_shape,

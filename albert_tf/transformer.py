@@ -5,7 +5,12 @@
 
 The two sub-layers are separate Keras layers so that the encoder can share
 either one across layers (the paper's Table 4 ablation) or both (ALBERT).
-LayerNorm and softmax run in float32 under a mixed precision policy.
+
+Under a mixed precision policy the residual stream between the sub-layers
+stays in the compute dtype (bfloat16). LayerNorm statistics and the softmax
+run in float32, with one cast in and one cast out each; the other casts are
+of the weights, once per call (`layer_norm` and `SelfAttention` say which
+casts they avoid).
 """
 
 import math
@@ -13,7 +18,7 @@ import math
 import keras
 import tensorflow as tf
 
-from albert_tf.embedding import truncated_normal
+from albert_tf.embedding import layer_norm, truncated_normal
 
 # Masked attention logits get this bias, as in the original code.
 MASK_BIAS = -10000.0
@@ -24,24 +29,31 @@ MASK_BIAS = -10000.0
 # is about ten full-size elementwise kernels. Forward and backward each run as
 # one XLA-compiled elementwise loop here (measured on [4096, 1248] float32,
 # 2-core CPU: 49 ms -> 6 ms forward + backward, same values to 1e-5).
+# A bfloat16 input is computed on in float32 inside the loop (the casts are
+# no-ops for float32): XLA's CPU code for bfloat16 arithmetic is half as fast
+# (forward on [1024, 1248], 2-core AMD EPYC with avx512_bf16: 2.2 ms in
+# bfloat16, 1.1 ms in float32; Keras's composite GELU in bfloat16: 5.2 ms).
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 
 @tf.function(jit_compile=True)
 def _gelu_tanh_forward(x):
-  return 0.5 * x * (1.0 + tf.tanh(_GELU_C * (x + 0.044715 * x * x * x)))
+  y = tf.cast(x, tf.float32)
+  return tf.cast(0.5 * y * (1.0 + tf.tanh(_GELU_C * (y + 0.044715 * y * y * y))),
+                 x.dtype)
 
 
 @tf.function(jit_compile=True)
 def _gelu_tanh_backward(x, dy):
-  t = tf.tanh(_GELU_C * (x + 0.044715 * x * x * x))
-  return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C *
-               (1.0 + 3.0 * 0.044715 * x * x))
+  y, g = tf.cast(x, tf.float32), tf.cast(dy, tf.float32)
+  t = tf.tanh(_GELU_C * (y + 0.044715 * y * y * y))
+  return tf.cast(g * (0.5 * (1.0 + t) + 0.5 * y * (1.0 - t * t) * _GELU_C *
+                      (1.0 + 3.0 * 0.044715 * y * y)), dy.dtype)
 
 
 @tf.custom_gradient
 def fused_gelu_tanh(x):
-  """GELU, tanh approximation, for training (see the note above)."""
+  """GELU, tanh approximation, one XLA loop each way (see the note above)."""
   return _gelu_tanh_forward(x), lambda dy: _gelu_tanh_backward(x, dy)
 
 
@@ -56,18 +68,22 @@ def get_activation(name):
   raise ValueError(f"Unknown hidden_act {name!r}")
 
 
-def attention_bias(input_mask):
-  """[batch, seq] 1/0 mask -> float32 additive bias [batch, 1, 1, seq]."""
-  mask = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+def attention_bias(input_mask, dtype=tf.float32):
+  """[batch, seq] 1/0 mask -> additive bias [batch, 1, 1, seq] of `dtype`."""
+  mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]
   return (1.0 - mask) * MASK_BIAS
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AttentionBias(keras.layers.Layer):
-  """Computes the padding bias once per forward pass, shared by every layer."""
+  """Computes the padding bias once per forward pass, shared by every layer.
+
+  The bias comes out in the compute dtype, the dtype the layers take it in:
+  a float32 bias would be cast by each of them.
+  """
 
   def call(self, input_mask):
-    return attention_bias(input_mask)
+    return attention_bias(input_mask, self.compute_dtype)
 
   def compute_output_shape(self, input_shape):
     return (input_shape[0], 1, 1, input_shape[1])
@@ -79,7 +95,10 @@ class SelfAttention(keras.layers.Layer):
 
   Query, key and value keep separate [H, H] kernels (the checkpoint layout)
   but run as one fused [H, 3H] matmul: one large GEMM is faster on CPU than
-  three small ones, which matters most for the narrow albert_tiny.
+  three small ones, which matters most for the narrow albert_tiny. Under
+  mixed precision the kernels are concatenated in float32 and cast once
+  (not autocast one by one: three casts of [H, H] per call, in each of the
+  L layers that share them, and three more in the gradient).
   """
 
   def __init__(self, hidden_size, num_attention_heads, dropout_rate=0.0,
@@ -110,10 +129,10 @@ class SelfAttention(keras.layers.Layer):
     for part in ("query", "key", "value"):
       setattr(self, f"{part}_kernel",
               self.add_weight(name=f"{part}_kernel", shape=(h, h),
-                              initializer=init))
+                              initializer=init, autocast=False))
       setattr(self, f"{part}_bias",
               self.add_weight(name=f"{part}_bias", shape=(h,),
-                              initializer="zeros"))
+                              initializer="zeros", autocast=False))
     self.output_dense.build((None, None, h))
     self.layer_norm.build((None, None, h))
     self.built = True
@@ -122,27 +141,29 @@ class SelfAttention(keras.layers.Layer):
     dtype = self.compute_dtype
     batch, seq = tf.shape(x)[0], tf.shape(x)[1]
     n, d = self.num_attention_heads, self.head_size
-    kernel = tf.concat([self.query_kernel, self.key_kernel, self.value_kernel],
-                       axis=1)
-    qkv_bias = tf.concat([self.query_bias, self.key_bias, self.value_bias], 0)
-    qkv = tf.matmul(tf.reshape(x, [-1, self.hidden_size]),
-                    tf.cast(kernel, dtype)) + tf.cast(qkv_bias, dtype)
+    kernel = tf.cast(tf.concat(
+        [self.query_kernel, self.key_kernel, self.value_kernel], axis=1), dtype)
+    qkv_bias = tf.cast(tf.concat(
+        [self.query_bias, self.key_bias, self.value_bias], 0), dtype)
+    qkv = tf.matmul(tf.reshape(x, [-1, self.hidden_size]), kernel) + qkv_bias
     # [b*s, 3h] -> [3, b, n, s, d]
     qkv = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
     # unstack, not qkv[0], qkv[1], qkv[2]: the gradient of three slices is
     # three zero-padded full-size tensors summed (StridedSliceGrad + AddN),
     # that of unstack a single stack.
     q, k, v = tf.unstack(qkv, num=3, axis=0)
-    q = q * tf.cast(1.0 / math.sqrt(d), dtype)
+    q = q * tf.constant(1.0 / math.sqrt(d), dtype)
     scores = tf.matmul(q, k, transpose_b=True)  # [b, n, s, s]
-    probs = tf.nn.softmax(
-        tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32), axis=-1)
+    # The bias comes in the compute dtype. Adding it before the cast to
+    # float32 loses nothing: it is 0 where a position counts, and a padded
+    # position gets -1e4 either way (its exp underflows to 0).
+    probs = tf.nn.softmax(tf.cast(scores + bias, tf.float32), axis=-1)
     probs = self.attention_dropout(tf.cast(probs, dtype), training=training)
     context = tf.matmul(probs, v)  # [b, n, s, d]
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]),
                          [batch, seq, self.hidden_size])
     out = self.output_dropout(self.output_dense(context), training=training)
-    return tf.cast(self.layer_norm(x + out), dtype)
+    return layer_norm(self.layer_norm, x + out)
 
   def compute_output_shape(self, input_shape):
     return input_shape
@@ -174,7 +195,10 @@ class FeedForward(keras.layers.Layer):
     self.layer_norm_eps = layer_norm_eps
     init = truncated_normal(initializer_range)
     self.activation = get_activation(hidden_act)
-    # While training, the tanh GELU runs with its fused gradient instead.
+    # While training, and under mixed precision also in inference, the tanh
+    # GELU runs fused instead (see fused_gelu_tanh). Float32 inference keeps
+    # Keras's composite GELU, the one keras-hub and the reference tests use
+    # (XLA's tanh may differ from it in the last bit).
     self.fused_training_gelu = hidden_act in ("gelu", "gelu_new")
     self.intermediate_dense = keras.layers.Dense(
         intermediate_size,
@@ -195,13 +219,13 @@ class FeedForward(keras.layers.Layer):
 
   def call(self, x, training=False):
     hidden = self.intermediate_dense(x)
-    if training and self.fused_training_gelu:
+    if self.fused_training_gelu and (training or hidden.dtype != tf.float32):
       hidden = fused_gelu_tanh(hidden)
     else:
       hidden = self.activation(hidden)
     out = self.output_dense(hidden)
     out = self.dropout(out, training=training)
-    return tf.cast(self.layer_norm(x + out), self.compute_dtype)
+    return layer_norm(self.layer_norm, x + out)
 
   def compute_output_shape(self, input_shape):
     return input_shape
