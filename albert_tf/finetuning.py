@@ -7,6 +7,7 @@ builds its task (`albert_tf.tasks`); the trainer does the rest.
 """
 
 import dataclasses
+import json
 import os
 import time
 from typing import Callable, Optional
@@ -225,3 +226,16 @@ def define_flags():
   f.DEFINE_integer("seed", 12345, "Random seed.")
   f.DEFINE_string("mixed_precision", "none", "none|bfloat16|float16 (Keras "
                   "policy names accepted).")
+
+
+def main_for(options_class, run: Callable) -> Callable:
+  """The absl main of a fine-tuning CLI: its flags (the option fields) into
+  run(**options); the result, without the split stats, printed as JSON."""
+  def main(argv):
+    del argv
+    values = flags.FLAGS
+    result = run(**{f.name: values[f.name].value
+                    for f in dataclasses.fields(options_class)})
+    print(json.dumps({k: v for k, v in result.items() if k != "data"},
+                     default=str), flush=True)
+  return main

@@ -58,6 +58,22 @@ def pretraining_losses(outputs, features):
           "sentence_order_count": tf.cast(tf.size(labels), tf.float32)}
 
 
+def _model_config(model, **fields):
+  """get_config of the models here: the AlbertConfig as a dict, the model's
+  own constructor arguments, name, trainable and the dtype policy."""
+  return {"config": model.config.to_dict(), **fields, "name": model.name,
+          "trainable": model.trainable,
+          "dtype": keras.dtype_policies.serialize(model.dtype_policy)}
+
+
+def _model_kwargs(config):
+  """Constructor kwargs from `_model_config`'s dict (the policy restored)."""
+  config = dict(config)
+  if isinstance(config.get("dtype"), dict):
+    config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+  return config
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertPretrainer(keras.Model):
   """Encoder + masked-LM head + sentence-order head.
@@ -142,16 +158,11 @@ class AlbertPretrainer(keras.Model):
     return self._update_trackers(self._step_losses(data, training=False))
 
   def get_config(self):
-    return {"config": self.config.to_dict(), "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+    return _model_config(self)
 
   @classmethod
   def from_config(cls, config):
-    config = dict(config)
-    if isinstance(config.get("dtype"), dict):
-      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-    return cls(**config)
+    return cls(**_model_kwargs(config))
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -187,17 +198,12 @@ class AlbertClassifier(keras.Model):
     self.classifier_head = classifier_head
 
   def get_config(self):
-    return {"config": self.config.to_dict(), "num_labels": self.num_labels,
-            "classifier_dropout": self.classifier_dropout, "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+    return _model_config(self, num_labels=self.num_labels,
+                         classifier_dropout=self.classifier_dropout)
 
   @classmethod
   def from_config(cls, config):
-    config = dict(config)
-    if isinstance(config.get("dtype"), dict):
-      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-    return cls(**config)
+    return cls(**_model_kwargs(config))
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -237,14 +243,9 @@ class AlbertTagger(keras.Model):
     encoder.pooler.trainable = False
 
   def get_config(self):
-    return {"config": self.config.to_dict(), "num_tags": self.num_tags,
-            "classifier_dropout": self.classifier_dropout, "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+    return _model_config(self, num_tags=self.num_tags,
+                         classifier_dropout=self.classifier_dropout)
 
   @classmethod
   def from_config(cls, config):
-    config = dict(config)
-    if isinstance(config.get("dtype"), dict):
-      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-    return cls(**config)
+    return cls(**_model_kwargs(config))

@@ -157,9 +157,6 @@ def _write_run_files(o: ClassifierOptions, task, config):
 
 
 # ----------------------------------------------------------------- flags
-FLAGS = flags.FLAGS
-
-
 def define_flags():
   f = flags
   f.DEFINE_string("task_name", None, "sentiment, lcqmc, cola, sst-2, mrpc, "
@@ -179,12 +176,7 @@ def define_flags():
   f.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
 
 
-def main(argv):
-  del argv
-  names = [f.name for f in dataclasses.fields(ClassifierOptions)]
-  result = run(**{name: FLAGS[name].value for name in names})
-  print(json.dumps({k: v for k, v in result.items() if k != "data"},
-                   default=str), flush=True)
+main = finetuning.main_for(ClassifierOptions, run)
 
 
 if __name__ == "__main__":

@@ -165,9 +165,6 @@ def _write_run_files(o: NerOptions, task, config):
 
 
 # ----------------------------------------------------------------- flags
-FLAGS = flags.FLAGS
-
-
 def define_flags():
   f = flags
   f.DEFINE_enum("task_name", None, list(TASK_NAMES), "peoples_daily_ner "
@@ -183,12 +180,7 @@ def define_flags():
   f.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
 
 
-def main(argv):
-  del argv
-  names = [f.name for f in dataclasses.fields(NerOptions)]
-  result = run(**{name: FLAGS[name].value for name in names})
-  print(json.dumps({k: v for k, v in result.items() if k != "data"},
-                   default=str), flush=True)
+main = finetuning.main_for(NerOptions, run)
 
 
 if __name__ == "__main__":

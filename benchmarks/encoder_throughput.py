@@ -28,15 +28,11 @@ def _models(preset, policy):
   import keras  # pylint: disable=g-import-not-at-top
   import keras_hub  # pylint: disable=g-import-not-at-top
   from albert_tf import AlbertConfig, AlbertEncoder  # pylint: disable=g-import-not-at-top
-  from albert_tf.keras_hub_interop import copy_from_keras_hub  # pylint: disable=g-import-not-at-top
+  from albert_tf.keras_hub_interop import backbone_kwargs, copy_from_keras_hub  # pylint: disable=g-import-not-at-top
   config = AlbertConfig.from_preset(preset)
   keras.mixed_precision.set_global_policy(policy)
   backbone = keras_hub.models.AlbertBackbone(
-      vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
-      num_heads=config.num_attention_heads,
-      embedding_dim=config.embedding_size, hidden_dim=config.hidden_size,
-      intermediate_dim=config.intermediate_size, dropout=0.0,
-      max_sequence_length=config.max_position_embeddings)
+      **dict(backbone_kwargs(config), dropout=0.0))
   ours = copy_from_keras_hub(backbone, AlbertEncoder(config))
   keras.mixed_precision.set_global_policy("float32")
   return config, ours, backbone

@@ -32,18 +32,14 @@ def measure(preset, num_tags, batch_size, seq_length, repetitions):
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from albert_tf import AlbertConfig  # pylint: disable=g-import-not-at-top
-  from albert_tf.keras_hub_interop import copy_from_keras_hub, keras_hub_inputs  # pylint: disable=g-import-not-at-top
+  from albert_tf.keras_hub_interop import backbone_kwargs, copy_from_keras_hub, keras_hub_inputs  # pylint: disable=g-import-not-at-top
   from albert_tf.models import AlbertTagger  # pylint: disable=g-import-not-at-top
   from albert_tf.tasks.tagging import export_outputs  # pylint: disable=g-import-not-at-top
   from benchmarks.common import summary  # pylint: disable=g-import-not-at-top
 
   config = AlbertConfig.from_preset(preset)
   backbone = keras_hub.models.AlbertBackbone(
-      vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
-      num_heads=config.num_attention_heads,
-      embedding_dim=config.embedding_size, hidden_dim=config.hidden_size,
-      intermediate_dim=config.intermediate_size, dropout=0.0,
-      max_sequence_length=config.max_position_embeddings)
+      **dict(backbone_kwargs(config), dropout=0.0))
   ours = AlbertTagger(config, num_tags, classifier_dropout=0.0)
   copy_from_keras_hub(backbone, ours.encoder)
   head = keras.layers.Dense(num_tags)
