@@ -19,13 +19,3 @@ def tiny_config():
                       num_hidden_layers=4, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=32)
 
-
-def pytest_collection_modifyitems(config, items):
-  """The longest file (the demo chain, about 5 minutes) first.
-
-  `make test` runs with --dist loadfile, which hands out files in collection
-  order: started last, the chain is the tail of the run while the other
-  worker idles; started first, the other worker runs the rest meanwhile.
-  """
-  del config
-  items.sort(key=lambda item: item.path.name != "test_demo_chain.py")
