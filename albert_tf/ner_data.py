@@ -37,6 +37,8 @@ import unicodedata
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+from seqeval import metrics
+from seqeval.metrics.sequence_labeling import get_entities
 
 from albert_tf import features as F
 from albert_tf import tokenization
@@ -160,7 +162,6 @@ def spans(tags: Sequence[str], scheme: str, strict: bool = True
                          f"rest of its entity ({scheme} ends one with E-/S-)")
   # Well-formed tags of every scheme read the same way as conlleval reads
   # them (with M as I), so one reader serves both cases.
-  from seqeval.metrics.sequence_labeling import get_entities  # pylint: disable=g-import-not-at-top
   plain = ["O" if p == "O" else f"{'I' if p == 'M' else p}-{k}"
            for p, k in parsed]
   return [(kind, start, end + 1) for kind, start, end in get_entities(plain)]
@@ -397,8 +398,6 @@ def entity_metrics(gold: Sequence[Sequence[str]],
   and <TYPE>_precision/_recall/_f1/_support per type; token_accuracy;
   num_sentences, num_tokens, num_gold_entities, num_predicted_entities.
   """
-  from seqeval import metrics  # pylint: disable=g-import-not-at-top
-  from seqeval.metrics.sequence_labeling import get_entities  # pylint: disable=g-import-not-at-top
   gold, predicted = [list(g) for g in gold], [list(p) for p in predicted]
   if [len(g) for g in gold] != [len(p) for p in predicted]:
     raise ValueError("gold and predicted tags differ in length")

@@ -323,3 +323,15 @@ def test_run_ner_unknown_type_in_dev_names_line(trained, workdir, tmp_path):
                           albert_config_file=None, vocab_file=None,
                           do_train=False, do_eval=True))
   assert not os.path.exists(tmp_path / "o")
+
+
+def test_run_ner_eval_only_without_tags_says_where_they_come_from(
+    workdir, tmp_path):
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "dev.txt").write_text("张 B-PER\n的 O\n", encoding="utf-8")
+  with pytest.raises(ner_data.DataError, match=r"train.txt: no such file, "
+                     "and no tagger_config.json beside --init_checkpoint"):
+    run_ner.run(**options(workdir, data, tmp_path / "o", do_train=False,
+                          do_eval=True))
+  assert not os.path.exists(tmp_path / "o")

@@ -70,6 +70,7 @@ class TaggingTask(Task):
     self._label_list = list(label_list) if label_list else None
     self._splits = {}
     self._pieces = {}  # token -> piece ids, shared by the splits
+    self._gold = {}    # split -> gold BIO tags per sentence
     self._train_tensors = None
     self._predict_fn = self._predict_model = None
 
@@ -90,6 +91,13 @@ class TaggingTask(Task):
   @property
   def label_list(self) -> List[str]:
     if self._label_list is None:
+      if not os.path.exists(self.split_file("train")):
+        # An eval- or predict-only run from a checkpoint that is not a
+        # run_ner output: nothing says which tags the model has.
+        raise ner_data.DataError(
+            f"{self.split_file('train')}: no such file, and no "
+            "tagger_config.json beside --init_checkpoint: the tags "
+            "come from the train split or from a run_ner output_dir")
       train = self.load_split("train")[0]
       if not train.has_tags:
         raise ner_data.DataError(f"{train.file}: the train split needs tags")
@@ -186,16 +194,19 @@ class TaggingTask(Task):
     logits = self._predict_fn(windows.features, self.eval_batch_size)
     return ner_data.tags_from_logits(windows, logits, self.label_list)
 
-  def _metrics(self, data: ner_data.ConllData, predicted) -> Dict[str, float]:
-    gold = [ner_data.to_bio(s, data.scheme) for s in data.sentences]
-    return ner_data.entity_metrics(gold, predicted)
+  def _metrics(self, split: str, predicted) -> Dict[str, float]:
+    if split not in self._gold:  # once per split, not at every eval
+      data = self.load_split(split)[0]
+      self._gold[split] = [ner_data.to_bio(s, data.scheme)
+                           for s in data.sentences]
+    return ner_data.entity_metrics(self._gold[split], predicted)
 
   def evaluate(self, model, strategy):
     data = self.load_split("dev")[0]
     if not data.has_tags:
       raise ner_data.DataError(f"{data.file}: the dev split needs tags for "
                                "--do_eval")
-    return self._metrics(data, self.predicted_tags(model, "dev"))
+    return self._metrics("dev", self.predicted_tags(model, "dev"))
 
   def predict(self, model, output_dir):
     data = self.load_split("test")[0]
@@ -203,7 +214,7 @@ class TaggingTask(Task):
     ner_data.write_predictions(os.path.join(output_dir, PREDICTIONS_FILE),
                                data.sentences, predicted, self.scheme,
                                data.has_tags)
-    return self._metrics(data, predicted) if data.has_tags else {}
+    return self._metrics("test", predicted) if data.has_tags else {}
 
   def export_outputs(self, outputs):
     return export_outputs(outputs)
