@@ -9,6 +9,7 @@ builds its task (`albert_tf.tasks`); the trainer does the rest.
 import dataclasses
 import json
 import os
+import shutil
 import time
 from typing import Callable, Optional
 
@@ -137,6 +138,16 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
   trainer.finish()
   del lock  # the run is over: another may write here
   return result
+
+
+def write_model_files(output_dir: str, config, tokenizer) -> None:
+  """albert_config.json and a copy of the tokenizer file in output_dir, so
+  that the output_dir alone is an --init_checkpoint or an export source."""
+  config.to_json_file(os.path.join(output_dir,
+                                   run_config.checkpoints.CONFIG_NAME))
+  copy = os.path.join(output_dir, os.path.basename(tokenizer.model_file))
+  if os.path.abspath(copy) != os.path.abspath(tokenizer.model_file):
+    shutil.copyfile(tokenizer.model_file, copy)
 
 
 def strategy(o: FinetuneOptions):

@@ -32,7 +32,6 @@ last checkpoint. Writes to output_dir:
 import dataclasses
 import json
 import os
-import shutil
 from typing import Optional
 
 from absl import flags
@@ -140,11 +139,8 @@ def _validate_splits(o: ClassifierOptions, task):
 
 def _write_run_files(o: ClassifierOptions, task, config):
   """albert_config.json, the tokenizer copy, classifier_config.json."""
-  config.to_json_file(os.path.join(o.output_dir, run_config.checkpoints.CONFIG_NAME))
   tokenizer = task.tokenizer
-  copy = os.path.join(o.output_dir, os.path.basename(tokenizer.model_file))
-  if os.path.abspath(copy) != os.path.abspath(tokenizer.model_file):
-    shutil.copyfile(tokenizer.model_file, copy)
+  finetuning.write_model_files(o.output_dir, config, tokenizer)
   ModelInfo(task_name=task.spec.name, num_labels=task.spec.num_labels,
             label_list=list(task.spec.label_list or []),
             is_regression=task.spec.is_regression,

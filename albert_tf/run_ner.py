@@ -35,7 +35,6 @@ resumes at the last checkpoint. Writes to output_dir:
 import dataclasses
 import json
 import os
-import shutil
 from typing import Optional
 
 from absl import flags
@@ -149,12 +148,8 @@ def _evaluate_and_predict(o: NerOptions, task, trainer, chief, best_step):
 
 def _write_run_files(o: NerOptions, task, config):
   """albert_config.json, the tokenizer copy, tagger_config.json."""
-  config.to_json_file(os.path.join(o.output_dir,
-                                   run_config.checkpoints.CONFIG_NAME))
   tokenizer = task.tokenizer
-  copy = os.path.join(o.output_dir, os.path.basename(tokenizer.model_file))
-  if os.path.abspath(copy) != os.path.abspath(tokenizer.model_file):
-    shutil.copyfile(tokenizer.model_file, copy)
+  finetuning.write_model_files(o.output_dir, config, tokenizer)
   ModelInfo(task_name=o.task_name, num_labels=len(task.label_list),
             label_list=list(task.label_list), max_seq_length=o.max_seq_length,
             tokenizer_file=os.path.basename(tokenizer.model_file),
