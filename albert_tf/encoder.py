@@ -10,6 +10,7 @@ the "ffn", or "none" (BERT).
 
 import keras
 
+from albert_tf import features as F
 from albert_tf.config import AlbertConfig
 from albert_tf.features import ENCODER_INPUTS
 from albert_tf.embedding import FactorizedEmbedding, truncated_normal
@@ -111,14 +112,14 @@ class AlbertEncoder(keras.Model):
 
     # === Functional model ===
     inputs = encoder_inputs()
-    x = embedding(inputs["input_ids"], inputs["segment_ids"])
-    bias = mask_to_bias(inputs["input_mask"])
+    x = embedding(inputs[F.INPUT_IDS], inputs[F.SEGMENT_IDS])
+    bias = mask_to_bias(inputs[F.INPUT_MASK])
     layer_outputs = []
     for layer_blocks in schedule:  # L applications of the shared blocks
       for block in layer_blocks:
         x = block(x, bias)
       layer_outputs.append(x)
-    outputs = {"sequence_output": x, "pooled_output": pooler(x[:, 0, :])}
+    outputs = {F.SEQUENCE_OUTPUT: x, F.POOLED_OUTPUT: pooler(x[:, 0, :])}
     if output_all_layers:
       outputs["encoder_outputs"] = layer_outputs
     super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)

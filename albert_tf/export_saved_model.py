@@ -67,6 +67,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import features as F
 from albert_tf import fill_mask
 from albert_tf import run_config
 from albert_tf.checkpoints import restore_weights
@@ -75,7 +76,7 @@ from albert_tf.features import ENCODER_INPUTS, MASKED_LM_POSITIONS
 from albert_tf import ner_data
 from albert_tf.models import AlbertClassifier, AlbertPretrainer, AlbertTagger
 from albert_tf.run_config import CLASSIFIER_CONFIG, TAGGER_CONFIG, ModelInfo
-from albert_tf.tasks import classification, pretraining, tagging
+from albert_tf import tasks
 from albert_tf.tagging_graph import TextTagger
 from albert_tf.text_graph import TextEncoder
 
@@ -151,16 +152,17 @@ def _int_spec(name):
   return tf.TensorSpec([None, None], tf.int32, name=name)
 
 
+# The task family (`albert_tf.tasks.TASKS`) whose outputs each --model serves.
+TASK_OF_MODEL = {"classifier": "classification", "pretrainer": "pretraining",
+                 "tagger": "tagging"}
+
+
 def _outputs(kind, model_outputs, num_labels):
   """What the signatures return: the task's export outputs, or the encoder's."""
-  if kind == "classifier":
-    return classification.export_outputs(model_outputs, num_labels)
-  if kind == "pretrainer":
-    return pretraining.export_outputs(model_outputs)
-  if kind == "tagger":
-    return tagging.export_outputs(model_outputs)
-  return {n: tf.cast(model_outputs[n], tf.float32)
-          for n in ("sequence_output", "pooled_output")}
+  if kind in TASK_OF_MODEL:
+    return tasks.TASKS[TASK_OF_MODEL[kind]].export_outputs(model_outputs,
+                                                          num_labels)
+  return {n: tf.cast(model_outputs[n], tf.float32) for n in F.ENCODER_OUTPUTS}
 
 
 def make_archive(model, kind, text_encoder, text_pair, num_labels=None):
@@ -174,14 +176,14 @@ def make_archive(model, kind, text_encoder, text_pair, num_labels=None):
 
   if kind == "pretrainer":
     def serve_ids(input_ids, input_mask, segment_ids, masked_lm_positions):
-      return run({"input_ids": input_ids, "input_mask": input_mask,
-                  "segment_ids": segment_ids,
+      return run({F.INPUT_IDS: input_ids, F.INPUT_MASK: input_mask,
+                  F.SEGMENT_IDS: segment_ids,
                   MASKED_LM_POSITIONS: masked_lm_positions})
     id_signature = [_int_spec(n) for n in ENCODER_INPUTS + (MASKED_LM_POSITIONS,)]
   else:
     def serve_ids(input_ids, input_mask, segment_ids):
-      return run({"input_ids": input_ids, "input_mask": input_mask,
-                  "segment_ids": segment_ids})
+      return run({F.INPUT_IDS: input_ids, F.INPUT_MASK: input_mask,
+                  F.SEGMENT_IDS: segment_ids})
     id_signature = [_int_spec(n) for n in ENCODER_INPUTS]
   archive.add_endpoint("serving_default", serve_ids,
                        input_signature=id_signature)
@@ -190,7 +192,7 @@ def make_archive(model, kind, text_encoder, text_pair, num_labels=None):
     # text_encoder is a TextTagger: raw text -> tokens -> the model's tags ->
     # entities with offsets.
     def serve_tagged_text(text):
-      return text_encoder(text, lambda features: run(features)["tag_ids"])
+      return text_encoder(text, lambda features: run(features)[F.TAG_IDS])
     archive.add_endpoint("serve_text", serve_tagged_text, input_signature=[
         tf.TensorSpec([None], tf.string, name="text")])
     return archive
@@ -229,8 +231,8 @@ def write_warmup_requests(path, kind, max_seq_length, tokenizer,
     for batch in batch_sizes:
       ids = np.full([batch, max_seq_length], tokenizer.pad_id, np.int32)
       ids[:, 0], ids[:, 1] = tokenizer.cls_id, tokenizer.sep_id
-      inputs = {"input_ids": ids, "input_mask": (ids != tokenizer.pad_id)
-                .astype(np.int32), "segment_ids": np.zeros_like(ids)}
+      inputs = {F.INPUT_IDS: ids, F.INPUT_MASK: (ids != tokenizer.pad_id)
+                .astype(np.int32), F.SEGMENT_IDS: np.zeros_like(ids)}
       if kind == "pretrainer":
         inputs[MASKED_LM_POSITIONS] = np.zeros([batch, 1], np.int32)
       request = predict_pb2.PredictRequest(

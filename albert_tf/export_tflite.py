@@ -31,7 +31,7 @@ with `ner_data.encode_text` and `ner_data.tag_text`:
 
     tokens, features, positions = ner_data.encode_text(
         text, tokenizer, info["token_level"], info["max_seq_length"])
-    tag_ids = runner(**features)["tag_ids"][0]
+    tag_ids = runner(**features)[F.TAG_IDS][0]
     result = ner_data.tag_text(
         text, tokens, [info["label_list"][tag_ids[p]] for p in positions])
 """
@@ -44,6 +44,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import features as F
 from albert_tf import ner_data
 from albert_tf.classifier_data import encode_pair
 from albert_tf.export_saved_model import METADATA_FILE
@@ -98,9 +99,9 @@ def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
       else:
         ids, mask, segments, _ = encode_pair(tokenizer, text_a, text_b,
                                              max_seq_length)
-        examples.append({"input_ids": np.array([ids], np.int32),
-                         "input_mask": np.array([mask], np.int32),
-                         "segment_ids": np.array([segments], np.int32)})
+        examples.append({F.INPUT_IDS: np.array([ids], np.int32),
+                         F.INPUT_MASK: np.array([mask], np.int32),
+                         F.SEGMENT_IDS: np.array([segments], np.int32)})
       if len(examples) >= max_examples:
         break
   if not examples:

@@ -21,6 +21,17 @@ ENCODER_INPUTS = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS)
 # Fine-tuning labels (class index, or float score for regression).
 LABEL_IDS = "label_ids"
 
+# Model outputs, and what the export signatures return.
+SEQUENCE_OUTPUT = "sequence_output"   # encoder: [batch, seq, hidden]
+POOLED_OUTPUT = "pooled_output"       # encoder: [batch, hidden]
+ENCODER_OUTPUTS = (SEQUENCE_OUTPUT, POOLED_OUTPUT)
+MLM_LOGITS = "mlm_logits"             # pretrainer: [batch, predictions, vocab]
+SOP_LOGITS = "sop_logits"             # pretrainer: [batch, 2]
+LOGITS = "logits"                     # classifier [batch, labels], tagger
+                                      # [batch, seq, tags]
+PROBABILITIES = "probabilities"       # classifier export (not regression)
+TAG_IDS = "tag_ids"                   # tagger export: [batch, seq]
+
 # Features of length max_seq_length, and of length max_predictions_per_seq.
 SEQUENCE_FEATURES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS, TOKEN_BOUNDARY)
 PREDICTION_FEATURES = (MASKED_LM_POSITIONS, MASKED_LM_IDS, MASKED_LM_WEIGHTS)

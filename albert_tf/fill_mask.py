@@ -179,9 +179,9 @@ class MaskedTextEncoder(tf.Module):
     positions = tf.ragged.boolean_mask(
         tf.broadcast_to(tf.range(self.max_seq_length), tf.shape(input_ids)),
         tf.equal(input_ids, self.mask_id))
-    return {"input_ids": input_ids,
-            "input_mask": tf.cast(input_mask, tf.int32),
-            "segment_ids": tf.cast(segment_ids, tf.int32),
+    return {F.INPUT_IDS: input_ids,
+            F.INPUT_MASK: tf.cast(input_mask, tf.int32),
+            F.SEGMENT_IDS: tf.cast(segment_ids, tf.int32),
             F.MASKED_LM_POSITIONS: positions.to_tensor(0),
             "num_masks": tf.cast(positions.row_lengths(), tf.int32)}
 
@@ -300,11 +300,11 @@ def fill_mask(model, tokenizer, texts, top_k=5):
                  for ids in batch]
     most = max(len(p) for p in positions)
     features = {
-        "input_ids": tf.constant([ids + [tokenizer.pad_id] * (width - len(ids))
+        F.INPUT_IDS: tf.constant([ids + [tokenizer.pad_id] * (width - len(ids))
                                   for ids in batch], tf.int32),
-        "input_mask": tf.constant([[1] * len(ids) + [0] * (width - len(ids))
+        F.INPUT_MASK: tf.constant([[1] * len(ids) + [0] * (width - len(ids))
                                    for ids in batch], tf.int32),
-        "segment_ids": tf.zeros([len(batch), width], tf.int32),
+        F.SEGMENT_IDS: tf.zeros([len(batch), width], tf.int32),
         F.MASKED_LM_POSITIONS: tf.constant(
             [p + [0] * (most - len(p)) for p in positions], tf.int32)}
     probabilities, ids = predict_masks(model, features, top_k,

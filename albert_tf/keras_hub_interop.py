@@ -15,6 +15,7 @@ are supported both ways.
 import keras
 import numpy as np
 
+from albert_tf import features as F
 from albert_tf.config import AlbertConfig
 
 # keras-hub's TransformerEncoder uses gelu_approximate (tanh): our "gelu".
@@ -174,6 +175,6 @@ def encoder_from_keras_hub(backbone):
 
 def keras_hub_inputs(features):
   """Our input dict -> the input names keras-hub's AlbertBackbone expects."""
-  return {"token_ids": features["input_ids"],
-          "segment_ids": features["segment_ids"],
-          "padding_mask": features["input_mask"]}
+  return {"token_ids": features[F.INPUT_IDS],
+          "segment_ids": features[F.SEGMENT_IDS],
+          "padding_mask": features[F.INPUT_MASK]}

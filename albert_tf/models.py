@@ -108,9 +108,9 @@ class AlbertPretrainer(keras.Model):
         shape=(None,), dtype="int32", name=F.MASKED_LM_POSITIONS)
     enc = encoder({k: inputs[k] for k in F.ENCODER_INPUTS})
     outputs = dict(enc)
-    outputs["mlm_logits"] = masked_lm_head(enc["sequence_output"],
+    outputs[F.MLM_LOGITS] = masked_lm_head(enc[F.SEQUENCE_OUTPUT],
                                            inputs[F.MASKED_LM_POSITIONS])
-    outputs["sop_logits"] = sentence_order_head(enc["pooled_output"])
+    outputs[F.SOP_LOGITS] = sentence_order_head(enc[F.POOLED_OUTPUT])
     super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
     # === Config ===
@@ -188,7 +188,7 @@ class AlbertClassifier(keras.Model):
     # === Functional model ===
     inputs = encoder_inputs()
     enc = encoder(inputs)
-    outputs = {"logits": classifier_head(enc["pooled_output"])}
+    outputs = {F.LOGITS: classifier_head(enc[F.POOLED_OUTPUT])}
     super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
     # === Config ===
     self.config = config
@@ -229,7 +229,7 @@ class AlbertTagger(keras.Model):
     # === Functional model ===
     inputs = encoder_inputs()
     enc = encoder(inputs)
-    outputs = {"logits": tagger_head(enc["sequence_output"])}
+    outputs = {F.LOGITS: tagger_head(enc[F.SEQUENCE_OUTPUT])}
     super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
     # === Config ===
     self.config = config

@@ -38,10 +38,11 @@ from absl import flags
 
 from albert_tf import finetuning
 from albert_tf import run_config
+from albert_tf import tasks
 from albert_tf.classifier_data import DataError
 from albert_tf.finetuning import FinetuneOptions
 from albert_tf.run_config import ModelInfo
-from albert_tf.tasks.classification import ClassificationTask, read_spec
+from albert_tf.tasks.classification import read_spec
 
 
 @dataclasses.dataclass
@@ -84,7 +85,8 @@ def _run(o: ClassifierOptions):
       o.preset, o.albert_config_file, o.init_checkpoint, o.spm_model_file,
       o.vocab_file, o.do_lower_case)
   run_config.check_seq_length(o.max_seq_length, config)
-  task = ClassificationTask(
+  task = tasks.TASKS["regression" if spec.is_regression else
+                     "classification"](
       spec, tokenizer, o.data_dir, o.max_seq_length, o.eval_batch_size,
       o.classifier_dropout, o.seed, o.max_train_examples, o.max_eval_examples)
   return finetuning.train_and_evaluate(

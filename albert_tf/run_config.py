@@ -368,7 +368,17 @@ def check_output_dir(output_dir: str, fingerprint: dict,
   Writes nothing (call `prepare_output_dir` once every input is validated).
   """
   path = os.path.join(output_dir, FINGERPRINT_FILE)
-  if overwrite or not tf.io.gfile.exists(path):
+  if overwrite:
+    return
+  if not tf.io.gfile.exists(path):
+    # Checkpoints of unknown settings (an older albert_tf, another tool):
+    # resuming them could silently mix two runs.
+    if tf.io.gfile.exists(os.path.join(output_dir, "checkpoint")):
+      raise RunConfigError(
+          f"--output_dir={output_dir} holds checkpoints but no "
+          f"{FINGERPRINT_FILE}, so their settings are unknown: pass "
+          "--overwrite to start over, or choose another --output_dir (to "
+          "start from those weights, pass them as --init_checkpoint)")
     return
   with tf.io.gfile.GFile(path, "r") as f:
     saved = json.loads(f.read())
@@ -437,7 +447,17 @@ def prepare_output_dir(output_dir: str, fingerprint: dict,
       else:
         tf.io.gfile.remove(path)
   path = os.path.join(output_dir, FINGERPRINT_FILE)
-  if not tf.io.gfile.exists(path):
-    with tf.io.gfile.GFile(path, "w") as f:
-      f.write(json.dumps(fingerprint, indent=2, sort_keys=True))
+  saved = {}
+  if tf.io.gfile.exists(path):
+    with tf.io.gfile.GFile(path, "r") as f:
+      saved = json.loads(f.read())
+  # check_output_dir compared every section both sides set; a section the
+  # earlier run left open (an eval-only run has no optimizer) is filled in,
+  # so that later reruns compare it.
+  merged = {**fingerprint, **{k: v for k, v in saved.items()
+                              if v is not None}}
+  if merged != saved:
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+      f.write(json.dumps(merged, indent=2, sort_keys=True))
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
   return lock

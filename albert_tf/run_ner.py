@@ -42,9 +42,10 @@ from absl import flags
 from albert_tf import finetuning
 from albert_tf import ner_data
 from albert_tf import run_config
+from albert_tf import tasks
 from albert_tf.finetuning import FinetuneOptions
 from albert_tf.run_config import ModelInfo
-from albert_tf.tasks.tagging import TASK_NAMES, TaggingTask
+from albert_tf.tasks.tagging import TASK_NAMES
 
 
 @dataclasses.dataclass
@@ -86,7 +87,7 @@ def _run(o: NerOptions):
       o.preset, o.albert_config_file, o.init_checkpoint, o.spm_model_file,
       o.vocab_file, o.do_lower_case)
   run_config.check_seq_length(o.max_seq_length, config)
-  task = TaggingTask(
+  task = tasks.TASKS["tagging"](
       o.task_name, tokenizer, o.data_dir, o.max_seq_length, o.doc_stride,
       label_list=tagger_info.label_list if tagger_info else None,
       tag_scheme=o.tag_scheme, eval_batch_size=o.eval_batch_size,

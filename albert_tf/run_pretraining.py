@@ -41,8 +41,8 @@ import tensorflow as tf
 from albert_tf import input_pipeline
 from albert_tf import optimization
 from albert_tf import run_config
+from albert_tf import tasks
 from albert_tf.run_config import PRECISIONS, STRATEGIES
-from albert_tf.tasks import PretrainingTask
 from albert_tf.trainer import Trainer, TrainerSettings, write_scalars
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS):
@@ -284,7 +284,7 @@ def _run(p: Params) -> Dict[str, float]:
           os.path.join(p.output_dir, "train")), 0,
                     {"skipped_records": skipped_report["skipped"]})
   keras.utils.set_random_seed(p.seed)
-  task = PretrainingTask(
+  task = tasks.TASKS["pretraining"](
       train_files, eval_files, p.max_seq_length, p.max_predictions_per_seq,
       eval_batch_size=p.eval_batch_size, max_eval_steps=p.max_eval_steps,
       seed=p.seed, shuffle_buffer_size=p.shuffle_buffer_size,

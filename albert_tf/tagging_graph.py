@@ -17,6 +17,7 @@ import sys
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf import features as F
 from albert_tf import ner_data
 from albert_tf import text_graph
 
@@ -179,9 +180,9 @@ class TextTagger(tf.Module):
     input_ids, input_mask = tf_text.pad_model_inputs(
         input_ids, max_seq_length=self.encoder.max_seq_length,
         pad_value=self.encoder.pad_id)
-    features = {"input_ids": tf.cast(input_ids, tf.int32),
-                "input_mask": tf.cast(input_mask, tf.int32),
-                "segment_ids": tf.zeros_like(input_ids, tf.int32)}
+    features = {F.INPUT_IDS: tf.cast(input_ids, tf.int32),
+                F.INPUT_MASK: tf.cast(input_mask, tf.int32),
+                F.SEGMENT_IDS: tf.zeros_like(input_ids, tf.int32)}
     return features, tokens
 
   # ------------------------------------------------------------ decode

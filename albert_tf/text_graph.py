@@ -31,6 +31,7 @@ import unicodedata
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf import features as F
 from albert_tf import tokenization
 
 _UNDERLINE = "\u2581"  # SentencePiece's word-start marker "▁".
@@ -268,9 +269,9 @@ class TextEncoder(tf.Module):
         input_ids, max_seq_length=length, pad_value=self.pad_id)
     segment_ids, _ = tf_text.pad_model_inputs(
         segment_ids, max_seq_length=length, pad_value=0)
-    return {"input_ids": tf.cast(input_ids, tf.int32),
-            "input_mask": tf.cast(input_mask, tf.int32),
-            "segment_ids": tf.cast(segment_ids, tf.int32)}
+    return {F.INPUT_IDS: tf.cast(input_ids, tf.int32),
+            F.INPUT_MASK: tf.cast(input_mask, tf.int32),
+            F.SEGMENT_IDS: tf.cast(segment_ids, tf.int32)}
 
 
 def _keep_first(ragged, counts):

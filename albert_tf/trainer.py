@@ -106,6 +106,13 @@ def _fit_under_any_strategy(model, strategy):
   """
   if not tf.distribute.has_strategy():  # the default strategy (in scope)
     return
+  if not callable(getattr(keras.Model, "_maybe_symbolic_build", None)):
+    # Loud, not silent: without the override every strategy but the default
+    # would skip (mirrored) or fail on (multi-worker) the first batch.
+    raise RuntimeError(
+        f"Keras {keras.__version__} has no Model._maybe_symbolic_build: "
+        "albert_tf.trainer._fit_under_any_strategy (written for Keras 3.15) "
+        "must be updated for it")
   model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None  # pylint: disable=protected-access
   if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
     for name in ("train_step", "test_step"):

@@ -34,7 +34,7 @@ def measure(preset, num_tags, batch_size, seq_length, repetitions):
   from albert_tf import AlbertConfig  # pylint: disable=g-import-not-at-top
   from albert_tf.keras_hub_interop import backbone_kwargs, copy_from_keras_hub, keras_hub_inputs  # pylint: disable=g-import-not-at-top
   from albert_tf.models import AlbertTagger  # pylint: disable=g-import-not-at-top
-  from albert_tf.tasks.tagging import export_outputs  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.tagging import TaggingTask  # pylint: disable=g-import-not-at-top
   from benchmarks.common import summary  # pylint: disable=g-import-not-at-top
 
   config = AlbertConfig.from_preset(preset)
@@ -52,7 +52,7 @@ def measure(preset, num_tags, batch_size, seq_length, repetitions):
            "input_mask": tf.ones((batch_size, seq_length), tf.int32),
            "segment_ids": tf.zeros((batch_size, seq_length), tf.int32)}
   run_ours = tf.function(
-      lambda f: export_outputs(ours(f, training=False))["tag_ids"])
+      lambda f: TaggingTask.export_outputs(ours(f, training=False))["tag_ids"])
   run_theirs = tf.function(lambda f: tf.argmax(head(backbone(
       keras_hub_inputs(f), training=False)["sequence_output"]), -1,
                                                output_type=tf.int32))

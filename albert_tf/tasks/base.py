@@ -59,8 +59,14 @@ class Task:
     test split is labelled (else {})."""
     return {}
 
-  def export_outputs(self, outputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-    """What the export signatures return, from the model's outputs."""
+  @staticmethod
+  def export_outputs(outputs: Dict[str, tf.Tensor],
+                     num_labels: Optional[int] = None) -> Dict[str, tf.Tensor]:
+    """What the export signatures return, from the model's outputs.
+
+    Static: export_saved_model calls it through the registry with what the
+    trained model recorded (its number of labels), without data.
+    """
     raise NotImplementedError
 
   def guard_input_errors(self, fn: Callable):
@@ -119,11 +125,11 @@ def batched_logits(model: keras.Model):
   last batch needs no padding that way.
   """
   spec = {k: tf.TensorSpec([None, None], tf.int32) for k in F.ENCODER_INPUTS}
-  forward = tf.function(lambda batch: model(batch, training=False)["logits"],
+  forward = tf.function(lambda batch: model(batch, training=False)[F.LOGITS],
                         input_signature=[spec], autograph=False)
 
   def run(features, batch_size):
-    n = len(features["input_ids"])
+    n = len(features[F.INPUT_IDS])
     outputs = [forward({k: features[k][i:i + batch_size] for k in spec})
                .numpy() for i in range(0, n, batch_size)]
     # No rows: an empty array the caller reshapes to its logits' shape.

@@ -171,16 +171,14 @@ class ClassificationTask(Task):
       return {}
     return compute_metrics(self.spec, features[F.LABEL_IDS], logits)
 
-  def export_outputs(self, outputs):
-    return export_outputs(outputs, self.spec.num_labels)
-
-
-def export_outputs(outputs, num_labels: int):
-  """Serving outputs: `logits`, and `probabilities` unless regression."""
-  logits = tf.cast(outputs["logits"], tf.float32)
-  if num_labels == 1:  # regression: the logit is the score
-    return {"logits": logits}
-  return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
+  @staticmethod
+  def export_outputs(outputs, num_labels=None):
+    """Serving outputs: `logits`, and `probabilities` unless regression."""
+    logits = tf.cast(outputs[F.LOGITS], tf.float32)
+    if num_labels == 1:  # regression: the logit is the score
+      return {F.LOGITS: logits}
+    return {F.LOGITS: logits,
+            F.PROBABILITIES: tf.nn.softmax(logits, axis=-1)}
 
 
 def write_predictions(path: str, spec: cd.TaskSpec, logits) -> None:

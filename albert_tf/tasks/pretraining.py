@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
+from albert_tf import features as F
 from albert_tf import input_pipeline
 from albert_tf.models import AlbertPretrainer
 from albert_tf.tasks.base import Task
@@ -78,8 +79,11 @@ class PretrainingTask(Task):
              "TPU drops a partial batch)" if tpu else ""))
     return {k: float(results[k]) for k in EVAL_KEYS}
 
-  def export_outputs(self, outputs):
-    return export_outputs(outputs)
+  @staticmethod
+  def export_outputs(outputs, num_labels=None):
+    """Serving outputs: encoder outputs, `mlm_logits` and `sop_logits`."""
+    return {n: tf.cast(outputs[n], tf.float32) for n in (
+        F.SEQUENCE_OUTPUT, F.POOLED_OUTPUT, F.MLM_LOGITS, F.SOP_LOGITS)}
 
   def guard_input_errors(self, fn, files: Optional[List[str]] = None):
     """Runs fn; a tf.data read error is re-raised naming the corrupt file."""
@@ -120,8 +124,3 @@ class PretrainingTask(Task):
         f"in {where or 'the records'}: were they written with another "
         "tokenizer? Pass that tokenizer's --spm_model_file (it sets "
         "vocab_size), or --vocab_size")
-
-def export_outputs(outputs):
-  """Serving outputs: encoder outputs, `mlm_logits` and `sop_logits` (float32)."""
-  return {n: tf.cast(outputs[n], tf.float32) for n in (
-      "sequence_output", "pooled_output", "mlm_logits", "sop_logits")}

@@ -170,7 +170,7 @@ class TaggingTask(Task):
       features = self.load_split("train")[1].features
       self._train_tensors = (
           {k: tf.constant(features[k]) for k in F.ENCODER_INPUTS},
-          {"logits": tf.constant(features[F.LABEL_IDS])})
+          {F.LOGITS: tf.constant(features[F.LABEL_IDS])})
     return step_indexed_inputs(*self._train_tensors, strategy,
                                global_batch_size, start_step, num_steps,
                                self.seed)
@@ -181,7 +181,7 @@ class TaggingTask(Task):
                         classifier_dropout=self.classifier_dropout)
 
   def build_losses(self):
-    return {"logits": keras.losses.SparseCategoricalCrossentropy(
+    return {F.LOGITS: keras.losses.SparseCategoricalCrossentropy(
         from_logits=True, ignore_class=ner_data.IGNORE)}
 
   # --------------------------------------------------------- eval / predict
@@ -216,12 +216,9 @@ class TaggingTask(Task):
                                data.has_tags)
     return self._metrics("test", predicted) if data.has_tags else {}
 
-  def export_outputs(self, outputs):
-    return export_outputs(outputs)
-
-
-def export_outputs(outputs):
-  """Serving outputs: per-token `logits` [b, s, T] and `tag_ids` [b, s]."""
-  logits = tf.cast(outputs["logits"], tf.float32)
-  return {"logits": logits,
-          "tag_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+  @staticmethod
+  def export_outputs(outputs, num_labels=None):
+    """Serving outputs: per-token `logits` [b, s, T] and `tag_ids` [b, s]."""
+    logits = tf.cast(outputs[F.LOGITS], tf.float32)
+    return {F.LOGITS: logits,
+            F.TAG_IDS: tf.argmax(logits, axis=-1, output_type=tf.int32)}

@@ -1,0 +1,59 @@
+"""The output_dir fingerprint: sections an earlier run left open, and
+checkpoints of unknown settings (in-process, no training)."""
+
+import json
+
+import pytest
+
+from albert_tf import run_config
+from albert_tf.config import AlbertConfig
+
+CONFIG = AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=16,
+                      num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=32)
+ADAMW = {"name": "adamw", "learning_rate": 1e-4, "num_warmup_steps": 0,
+         "poly_power": 1.0, "weight_decay": 0.01}
+
+
+def _fingerprint(optimizer, precision="none"):
+  return run_config.make_fingerprint("classification:tsv", CONFIG, None,
+                                     optimizer, precision)
+
+
+def test_eval_only_run_then_training_records_the_optimizer(tmp_path):
+  out = str(tmp_path)
+  lock = run_config.prepare_output_dir(out, _fingerprint(None))
+  lock.close()
+  saved = json.loads((tmp_path / run_config.FINGERPRINT_FILE).read_text())
+  assert saved["optimizer"] is None
+
+  # The first training run fills the open section in ...
+  run_config.check_output_dir(out, _fingerprint(ADAMW))
+  run_config.prepare_output_dir(out, _fingerprint(ADAMW)).close()
+  saved = json.loads((tmp_path / run_config.FINGERPRINT_FILE).read_text())
+  assert saved["optimizer"] == ADAMW
+  assert saved["mixed_precision"] == "none"
+  # ... so a later one with another learning rate is compared, and refused.
+  with pytest.raises(run_config.RunConfigError,
+                     match="optimizer.learning_rate 0.0001 there vs 0.001 now"):
+    run_config.check_output_dir(out, _fingerprint({**ADAMW,
+                                                   "learning_rate": 1e-3}))
+  # An eval-only rerun (no optimizer) still fits, and changes nothing.
+  run_config.check_output_dir(out, _fingerprint(None))
+  run_config.prepare_output_dir(out, _fingerprint(None)).close()
+  saved = json.loads((tmp_path / run_config.FINGERPRINT_FILE).read_text())
+  assert saved["optimizer"] == ADAMW
+
+
+def test_checkpoints_without_fingerprint_are_refused(tmp_path):
+  (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-5"\n')
+  with pytest.raises(run_config.RunConfigError) as error:
+    run_config.check_output_dir(str(tmp_path), _fingerprint(ADAMW))
+  message = str(error.value)
+  assert "\n" not in message
+  assert f"no {run_config.FINGERPRINT_FILE}" in message
+  assert "--overwrite" in message and "--init_checkpoint" in message
+  # --overwrite starts over; a directory without checkpoints is fine.
+  run_config.check_output_dir(str(tmp_path), _fingerprint(ADAMW),
+                              overwrite=True)
+  run_config.check_output_dir(str(tmp_path / "new"), _fingerprint(ADAMW))
