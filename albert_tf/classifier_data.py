@@ -6,14 +6,16 @@ named (files with a header line) or 0-based indices (files without one).
 
 Nothing is dropped silently: empty lines are skipped and counted, sequences
 longer than max_seq_length are truncated (longest-first, like the original
-`_truncate_seq_pair`) and counted; a missing column, an unknown label or an
-unparsable score is a `DataError` naming file:line.
+`_truncate_seq_pair`), counted and the first ones named by file:line; a
+missing column, a line with another number of tab-separated fields, an
+unknown label or an unparsable score is a `DataError` naming file:line.
 
     spec = get_task("lcqmc")
     examples, stats = read_examples(spec, "data/lcqmc", "train")
     features, enc_stats = encode_examples(examples, tokenizer, 128, spec)
 """
 
+import collections
 import dataclasses
 import os
 from typing import Optional, Sequence, Union
@@ -43,6 +45,9 @@ class TaskSpec:
   has_header: bool = True
   # CoLA: train/dev have no header but test has one.
   header_per_split: Optional[dict] = None
+  # A line of a headerless file has exactly the declared columns (largest
+  # index + 1); else the most common count of the file is the reference.
+  exact_columns: bool = False
 
   @property
   def is_regression(self):
@@ -79,21 +84,21 @@ TASKS = {
         name="sentiment",
         files=_splits(("train.tsv",), ("dev.tsv",), ("test.tsv",)),
         columns=_splits((1, None, 0), (1, None, 0), (1, None, 0)),
-        label_list=("0", "1"), has_header=False),
+        label_list=("0", "1"), has_header=False, exact_columns=True),
     # LCQMC: text_a \t text_b \t label, no header (.tsv or the original .txt).
     "lcqmc": TaskSpec(
         name="lcqmc",
         files=_splits(("train.tsv", "train.txt"), ("dev.tsv", "dev.txt"),
                       ("test.tsv", "test.txt")),
         columns=_splits((0, 1, 2), (0, 1, 2), (0, 1, 2)),
-        label_list=("0", "1"), has_header=False),
+        label_list=("0", "1"), has_header=False, exact_columns=True),
     # CoLA train/dev: source \t label \t original label \t sentence (no header).
     "cola": TaskSpec(
         name="cola",
         files=_splits(("train.tsv",), ("dev.tsv",), ("test.tsv",)),
         columns=_splits((3, None, 1), (3, None, 1), ("sentence", None, None)),
         label_list=("0", "1"), has_header=False,
-        header_per_split={"test": True}),
+        header_per_split={"test": True}, exact_columns=True),
     "sst-2": _glue("sst-2", "sentence", None, "label", ("0", "1")),
     "mrpc": _glue("mrpc", "#1 String", "#2 String", "Quality", ("0", "1")),
     "sts-b": _glue("sts-b", "sentence1", "sentence2", "score", None),
@@ -202,6 +207,17 @@ def _resolve(column, header, path):
   return header.index(column)
 
 
+def _most_common_width(path):
+  """The most common number of tab-separated fields of the file's non-empty
+  lines (the smaller one on a tie: an extra tab adds a field); None if none."""
+  counts = collections.Counter()
+  with open(path, "rb") as f:
+    for raw in f:
+      if raw.strip():
+        counts[raw.count(b"\t") + 1] += 1
+  return min(counts, key=lambda w: (-counts[w], w)) if counts else None
+
+
 def read_tsv_examples(path, spec, split, max_examples=None,
                       check_labels=True):
   """Reads `path` with the columns `spec` gives for `split`; see read_examples.
@@ -217,7 +233,16 @@ def read_tsv_examples(path, spec, split, max_examples=None,
   # Column indices; with a header they are resolved from its first line.
   cols = None if has_header else [_resolve(c, None, path) for c in (
       text_a_col, text_b_col, label_col)]
-  width = None  # tab-separated fields per line: the header's or line 1's
+  # Tab-separated fields of every line: the header's; without one, the
+  # task's declared columns or else the file's most common count (never
+  # line 1's alone: an extra tab there would become the rule).
+  width, width_from = None, "the header (line 1) has"
+  if cols is not None and spec.exact_columns:
+    width = max(c for c in cols if c is not None) + 1
+    width_from = f"task {spec.name} has"
+  elif cols is not None:
+    width = _most_common_width(path)
+    width_from = "most lines of the file have"
   with open(path, "rb") as f:
     for line_number, raw in enumerate(f, start=1):
       stats["lines"] += 1
@@ -233,15 +258,8 @@ def read_tsv_examples(path, spec, split, max_examples=None,
         stats["empty_lines_skipped"] += 1
         continue
       fields = line.split("\t")
-      if width is None:
-        width = len(fields)
-      elif len(fields) > width:
-        # The text after an extra tab would be dropped without a word.
-        raise DataError(
-            f"{path}:{line_number}: line has {len(fields)} tab-separated "
-            f"fields where the file's first line has {width} (a tab inside "
-            "the text? replace it with a space)")
       if cols is None:
+        width = len(fields)
         stats["header_lines"] += 1
         if split == "test" and isinstance(label_col, str) and (
             label_col not in fields):
@@ -253,6 +271,7 @@ def read_tsv_examples(path, spec, split, max_examples=None,
       if (split == "test" and not examples and cols[2] is not None and
           cols[2] >= len(fields) > max(c for c in cols[:2] if c is not None)):
         cols[2] = None  # index columns, and the first row has no label one
+        width = len(fields)
       needed = [c for c in cols if c is not None]
       if needed and max(needed) >= len(fields):
         names = ("text_a", "text_b", "label")
@@ -260,6 +279,17 @@ def read_tsv_examples(path, spec, split, max_examples=None,
                    if c is not None and c >= len(fields)]
         raise DataError(f"{where}: line has {len(fields)} tab-separated "
                         f"field(s); missing {', '.join(missing)}")
+      if len(fields) > width:
+        # The text after an extra tab would be dropped without a word.
+        raise DataError(
+            f"{where}: line has {len(fields)} tab-separated fields where "
+            f"{width_from} {width} (a tab inside the text? replace it with a "
+            "space)")
+      if len(fields) < width:
+        raise DataError(
+            f"{where}: line has {len(fields)} tab-separated fields where "
+            f"{width_from} {width} (a field missing? the columns would "
+            "shift)")
       label = fields[cols[2]].strip() if cols[2] is not None else None
       if label is not None and check_labels:
         if spec.is_regression:
@@ -371,13 +401,15 @@ def label_to_value(spec, label):
 
 
 def encode_examples(examples: Sequence[InputExample], tokenizer,
-                    max_seq_length, spec):
+                    max_seq_length, spec, name_truncated: int = 0):
   """Encodes examples into numpy arrays.
 
   Returns (features, stats): features has int32 `input_ids`, `input_mask`,
   `segment_ids` [n, max_seq_length] and `label_ids` [n] (int32 class index,
   -1 when the split has no label; float32 for regression). stats counts
-  `truncated` examples and `tokens_removed`.
+  `truncated` examples and `tokens_removed`; with name_truncated > 0 its
+  `truncated_at` lists the file:line of the first that many truncated
+  examples, so that a log can say where to look.
   """
   if max_seq_length < 3 + any(e.text_b is not None for e in examples):
     raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text")
@@ -387,13 +419,19 @@ def encode_examples(examples: Sequence[InputExample], tokenizer,
   segments = np.zeros([n, max_seq_length], np.int32)
   labels = np.zeros([n], np.float32 if spec.is_regression else np.int32)
   truncated = tokens_removed = 0
+  truncated_at = []
   for i, example in enumerate(examples):
     ids[i], mask[i], segments[i], removed = encode_pair(
         tokenizer, example.text_a, example.text_b, max_seq_length)
     labels[i] = label_to_value(spec, example.label)
     truncated += removed > 0
     tokens_removed += removed
+    if removed and len(truncated_at) < name_truncated:
+      truncated_at.append(example.source)
   features = {"input_ids": ids, "input_mask": mask, "segment_ids": segments,
               "label_ids": labels}
-  return features, {"examples": n, "truncated": int(truncated),
-                    "tokens_removed": int(tokens_removed)}
+  stats = {"examples": n, "truncated": int(truncated),
+           "tokens_removed": int(tokens_removed)}
+  if name_truncated:
+    stats["truncated_at"] = truncated_at
+  return features, stats

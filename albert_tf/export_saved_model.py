@@ -63,6 +63,7 @@ import os
 import shutil
 import tempfile
 
+from absl import logging
 import keras
 import numpy as np
 import tensorflow as tf
@@ -369,8 +370,8 @@ def remove_stale_temporaries(export_dir):
   for name in os.listdir(export_dir):
     if name.startswith((".tmp-", ".old-")):
       path = os.path.join(export_dir, name)
-      print(f"Removing {path}, left by an export that was killed",
-            flush=True)
+      logging.warning("Removing %s, left by an export that was killed",
+                      path)
       shutil.rmtree(path, ignore_errors=True)
 
 

@@ -34,6 +34,10 @@ Checks before the first step (`run_pretraining` runs them in this order):
     the file whose record is unreadable or whose lengths disagree with the
     flags; `require_records` turns "no file holds a record" into an error
     (training on it would wait forever for a first batch).
+  * `with_input_timeout` runs those checks and `first_batch` so that a read
+    that blocks (a named pipe, a hung mount) is an error naming the file
+    after --input_timeout_secs instead of a hang; it watches nothing after
+    the first batch.
 
 Corrupt data. A record that goes bad later in a file surfaces while training
 as a `tf.errors.DataLossError` without a file name; `scan_tfrecords` then
@@ -54,7 +58,9 @@ import json
 import os
 import re
 import struct
-from typing import Dict, List, Optional, Sequence
+import threading
+import time
+from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
@@ -115,8 +121,26 @@ def expand_input_files(input_file: str) -> List[str]:
       empty.append(pattern)
     files.extend(matched)
   if empty:
-    raise InputFileError(f"Input pattern(s) matched no file: {empty}")
+    raise InputFileError(f"Input pattern(s) matched no file: {empty}"
+                         + "".join(_unfinished_note(p) for p in empty))
   return sorted(set(files))
+
+
+def _unfinished_note(pattern: str) -> str:
+  """Why a pattern in a folder without _SUCCESS may match nothing.
+
+  Data prep creates its output_dir first and renames each shard into place
+  when it is complete: a run killed early leaves a folder with no shard, or
+  only hidden `.tmp-*` ones, and no _SUCCESS.
+  """
+  directory = os.path.dirname(pattern)
+  if (not directory or glob.has_magic(directory)
+      or not tf.io.gfile.isdir(directory)
+      or tf.io.gfile.exists(os.path.join(directory, SUCCESS_FILE))):
+    return ""
+  return (f"; {directory} has no {SUCCESS_FILE} either: if data prep writes "
+          "there, its run was killed, failed or is still running (rerun it "
+          "with --overwrite)")
 
 
 # ------------------------------------------------------ data prep's markers
@@ -244,7 +268,9 @@ def _feature_length(feature: tf.train.Feature) -> int:
 
 def check_shards(files: Sequence[str], max_seq_length: int,
                  max_predictions_per_seq: int,
-                 skip_corrupt_records: bool = False) -> List[str]:
+                 skip_corrupt_records: bool = False,
+                 on_file: Optional[Callable[[str], None]] = None
+                 ) -> List[str]:
   """Reads the first record of each file and checks it against the flags.
 
   Raises InputFileError naming the file when the record is unreadable, is
@@ -252,6 +278,8 @@ def check_shards(files: Sequence[str], max_seq_length: int,
   other than max_seq_length / max_predictions_per_seq. Empty files pass.
   With skip_corrupt_records, an unreadable or unparsable first record
   passes too (count_corrupt_records counts it); wrong lengths do not.
+  on_file(path) is called before each file is opened (with_input_timeout's
+  progress: a read that blocks is then named).
 
   Returns:
     The files that hold at least one record (see require_records).
@@ -264,6 +292,8 @@ def check_shards(files: Sequence[str], max_seq_length: int,
              max_predictions_per_seq: "--max_predictions_per_seq"}
   non_empty = []
   for path in files:
+    if on_file:
+      on_file(path)
     try:
       records = list(tf.data.TFRecordDataset(path).take(1).as_numpy_iterator())
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
@@ -318,6 +348,67 @@ def require_records(files: Sequence[str], non_empty: Sequence[str],
       "batch. Data prep writes empty shards when it makes no instance (an "
       "empty, unreadable or one-sentence-per-document corpus): see its "
       f"summary.json, or fix {flag}")
+
+
+class InputTimeoutError(InputFileError):
+  """An input read made no progress within --input_timeout_secs."""
+
+
+def with_input_timeout(fn: Callable, timeout_secs: float,
+                       flag: str = "--input_timeout_secs"):
+  """fn(progress) in a helper thread; an error if it stalls, not a hang.
+
+  fn calls progress(what) before each read that may block (a file's first
+  record, the first training batch); InputTimeoutError names `what` when
+  the next call or fn's return does not come within timeout_secs of it. A
+  blocked read (a named pipe without a writer, a hung network mount)
+  cannot be interrupted from Python: the helper thread (a daemon) is left
+  behind and the caller gets the error. Nothing is watched after fn
+  returns, so a slow but working run is never stopped later.
+
+  Returns fn's value; fn's exception is re-raised. timeout_secs <= 0 calls
+  fn directly.
+  """
+  if timeout_secs <= 0:
+    return fn(lambda what: None)
+  state = {"what": "the input files", "since": time.monotonic()}
+  outcome = {}
+
+  def progress(what):
+    state["what"], state["since"] = what, time.monotonic()
+
+  def target():
+    try:
+      outcome["value"] = fn(progress)
+    except BaseException as e:  # pylint: disable=broad-except
+      outcome["error"] = e
+  thread = threading.Thread(target=target, name="input-check", daemon=True)
+  thread.start()
+  while thread.is_alive():
+    waited = time.monotonic() - state["since"]
+    if waited >= timeout_secs:
+      raise InputTimeoutError(
+          f"no record from {state['what']} within {flag}={timeout_secs:g} "
+          "seconds: reading it blocks (a named pipe without a writer, a "
+          "hung network mount, a file still being written?); fix the input, "
+          f"or raise {flag} (0: no limit)")
+    thread.join(min(timeout_secs - waited, 0.2))
+  if "error" in outcome:
+    raise outcome["error"]
+  return outcome.get("value")
+
+
+def first_batch(files: Sequence[str], batch_size: int, **kwargs) -> None:
+  """Reads the first batch the training pipeline (make_dataset) gives.
+
+  Only whether it comes is checked here (with_input_timeout): a bad record
+  in it is left to training, whose error names the file
+  (PretrainingTask.guard_input_errors).
+  """
+  try:
+    next(iter(make_dataset(files, batch_size, is_training=True, **kwargs)))
+  except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
+    pass
 
 
 @dataclasses.dataclass
@@ -416,7 +507,9 @@ class CorruptCount:
 
 
 def count_corrupt_records(files: Sequence[str], max_seq_length: int,
-                          max_predictions_per_seq: int) -> List[CorruptCount]:
+                          max_predictions_per_seq: int,
+                          on_file: Optional[Callable[[str], None]] = None
+                          ) -> List[CorruptCount]:
   """Per file, exactly the records that skip_corrupt_records would skip.
 
   Those are the records that do not parse with this run's feature spec
@@ -424,11 +517,15 @@ def count_corrupt_records(files: Sequence[str], max_seq_length: int,
   and every record from the first damaged one to the end of the file (a
   TFRecord reader cannot re-synchronise; they are counted by their
   headers). One pass reads the records (scan_tfrecords), one parses them.
+  on_file(path) is called before each file (see check_shards).
   """
   counts = []
   count = lambda ds: int(ds.reduce(tf.constant(0, tf.int64),
                                    lambda n, _: n + 1))
-  for scan in scan_tfrecords(files):
+  for path in files:
+    if on_file:
+      on_file(path)
+    scan, = scan_tfrecords([path])
     parsed = tf.data.TFRecordDataset(scan.path).take(scan.good_records).map(
         lambda s: decode_record(s, max_seq_length, max_predictions_per_seq)
     ).ignore_errors()

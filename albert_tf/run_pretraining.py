@@ -128,6 +128,11 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS):
                     "of a killed data prep run), and files the manifest does "
                     "not list or lists with another size; each is a "
                     "warning instead of an error.", **d)
+  flags.DEFINE_integer("input_timeout_secs", 600, "Stop with an error "
+                       "naming the file when an input file gives no record "
+                       "for this long, up to the first training batch (a "
+                       "named pipe, a hung mount); 0: wait forever.",
+                       lower_bound=0, **d)
   flags.DEFINE_bool("eval_every_checkpoint", False, "With --do_eval, also "
                     "evaluate at step 0 and at every checkpoint while "
                     "training (eval_log.jsonl, TensorBoard eval/); the best checkpoint "
@@ -185,6 +190,7 @@ class Params:
   overwrite: bool = False
   max_corrupt_fraction: float = 0.001
   allow_incomplete_input: bool = False
+  input_timeout_secs: int = 600
   use_tpu: bool = False
   tpu_name: Optional[str] = None
   tpu_zone: Optional[str] = None
@@ -309,10 +315,19 @@ def _check_inputs(p: Params):
   """The records, checked before anything is written or a step runs.
 
   Data prep's _SUCCESS and manifest (lengths, tokenizer, file sizes), the
-  first record of every file, at least one record to train on, and with
-  --skip_corrupt_records the exact count of what will be skipped. Returns
-  (train_files, eval_files, skipped-records report or None).
+  first record of every file, at least one record to train on, with
+  --skip_corrupt_records the exact count of what will be skipped, and the
+  first training batch; a read that blocks for --input_timeout_secs is an
+  error naming the file. Returns (train_files, eval_files, skipped-records
+  report or None).
   """
+  return input_pipeline.with_input_timeout(
+      lambda progress: _read_inputs(p, progress), p.input_timeout_secs)
+
+
+def _read_inputs(p: Params, progress):
+  """_check_inputs' reads; progress(what) names the one that may block."""
+  progress(f"the input files ({p.input_file or p.eval_input_file})")
   eval_flag = "--eval_input_file" if p.eval_input_file else "--input_file"
   train_files = input_pipeline.expand_input_files(p.input_file) if (
       p.do_train) else []
@@ -326,15 +341,23 @@ def _check_inputs(p: Params):
   all_files = list(dict.fromkeys(train_files + eval_files))
   non_empty = input_pipeline.check_shards(
       all_files, p.max_seq_length, p.max_predictions_per_seq,
-      skip_corrupt_records=p.skip_corrupt_records)
+      skip_corrupt_records=p.skip_corrupt_records, on_file=progress)
   input_pipeline.require_records(train_files, non_empty, "--input_file")
   input_pipeline.require_records(eval_files, non_empty, eval_flag)
   skipped_report = None
   if p.skip_corrupt_records:
     skipped_report = input_pipeline.check_corrupt_fraction(
         input_pipeline.count_corrupt_records(
-            all_files, p.max_seq_length, p.max_predictions_per_seq),
+            all_files, p.max_seq_length, p.max_predictions_per_seq,
+            on_file=progress),
         p.max_corrupt_fraction, train_files)
+  if train_files:
+    progress(f"the first training batch of --input_file={p.input_file}")
+    input_pipeline.first_batch(
+        train_files, p.train_batch_size, max_seq_length=p.max_seq_length,
+        max_predictions_per_seq=p.max_predictions_per_seq, seed=p.seed,
+        shuffle_buffer_size=p.shuffle_buffer_size,
+        skip_corrupt_records=p.skip_corrupt_records)
   return train_files, eval_files, skipped_report
 
 

@@ -6,9 +6,13 @@ log line, or files that a server running as another user can read. The
 data-prep and pretraining-input faults are rows of tests/test_faults_data.py.
 """
 
+import contextlib
+import gc
+import io
 import json
 import logging
 import os
+import re
 import stat
 
 import numpy as np
@@ -16,11 +20,15 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import classifier_data as cd
+from albert_tf import cli_errors
 from albert_tf import input_pipeline
 from albert_tf import run_pretraining as rp
 from albert_tf import export_saved_model
 from albert_tf import run_classifier
+from albert_tf import run_config
 from albert_tf.config import AlbertConfig
+from albert_tf.tasks.classification import ClassificationTask
+from albert_tf.tokenization import load_tokenizer
 from tests.pretraining_fixtures import tiny_argv
 
 CHARS = "好差很不是的电影书手机质量服务一般"
@@ -79,20 +87,44 @@ def truncated_latest_checkpoint(data, tmp, caplog):
 
 
 def eval_only_without_a_checkpoint(data, tmp, caplog):
-  with pytest.raises(ValueError, match=r"holds no checkpoint.*mistyped"):
-    run_classifier.run(**_options(data, tmp / "typo", do_train=False,
-                                  albert_config_file=str(
-                                      data / "config.json")))
+  # Through the command line's error wrapper (cli_errors.run_main's): exit
+  # code 1 and one line on stderr.
+  code, stderr = _one_line_error(lambda: run_classifier.run(
+      **_options(data, tmp / "typo", do_train=False)))
+  errors = [l for l in stderr.splitlines() if l.startswith("error:")]
+  assert code == 1 and len(errors) == 1, stderr
+  assert re.search(r"holds no checkpoint.*mistyped", errors[0]), errors
   assert not (tmp / "typo" / "eval_results.json").exists()
 
 
-def train_steps_below_the_checkpoint(data, tmp, caplog):
+def train_steps_at_or_below_the_checkpoint(data, tmp, caplog):
   out = tmp / "out"
   run_classifier.run(**_options(data, out))
-  with caplog.at_level(logging.WARNING):
-    run_classifier.run(**_options(data, out, train_step=2))
-  assert any("Nothing to train" in r.getMessage() and "at step 4" in
-             r.getMessage() for r in caplog.records)
+  logged = (out / "train_log.jsonl").read_text()
+  for steps in (4, 2):  # equal to the checkpoint's step, then below it
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+      run_classifier.run(**_options(data, out, train_step=steps))
+    said = [r.getMessage() for r in caplog.records
+            if "Nothing to train" in r.getMessage()]
+    assert len(said) == 1 and "\n" not in said[0], said
+    assert f"is at step 4, --num_train_steps={steps}" in said[0]
+  assert (out / "train_log.jsonl").read_text() == logged  # not a step more
+
+
+def tokenizer_larger_than_the_vocabulary(data, tmp, caplog):
+  # A checkpoint of the fixture's 22-piece vocabulary, fine-tuned with a
+  # vocab file of 30: ids 22..29 would have no embedding.
+  tf.train.Checkpoint().write(str(tmp / "ckpt" / "ckpt-1"))
+  AlbertConfig.from_json_file(data / "config.json").to_json_file(
+      tmp / "ckpt" / "albert_config.json")
+  vocab = (data / "vocab.txt").read_text(encoding="utf-8").split()
+  (tmp / "big_vocab.txt").write_text(
+      "\n".join(vocab + list("甲乙丙丁戊己庚辛")) + "\n", encoding="utf-8")
+  with pytest.raises(ValueError, match=r"big_vocab\.txt has 30 tokens but "
+                     r"the model config has vocab_size=22"):
+    run_config.resolve_model(init_checkpoint=str(tmp / "ckpt" / "ckpt-1"),
+                             vocab_file=str(tmp / "big_vocab.txt"))
 
 
 def stale_temporary_checkpoint(data, tmp, caplog):
@@ -124,9 +156,40 @@ def log_lines_after_the_checkpoint(data, tmp, caplog):
 def extra_tab_in_a_line(data, tmp, caplog):
   (tmp / "train.tsv").write_text("1\t好\n0\t差\tmore text\n", encoding="utf-8")
   with pytest.raises(cd.DataError, match=r"train.tsv:2: line has 3 "
-                     r"tab-separated fields where the file's first line "
-                     r"has 2"):
+                     r"tab-separated fields where task sentiment has 2"):
     cd.read_examples(cd.get_task("sentiment"), str(tmp), "train")
+
+
+def extra_tab_on_the_first_line(data, tmp, caplog):
+  # Line 1 is no reference: the task's columns are, else most lines.
+  (tmp / "train.tsv").write_text("1\t好\tmore text\n0\t差\n1\t很好\n",
+                                 encoding="utf-8")
+  with pytest.raises(cd.DataError, match=r"train.tsv:1: line has 3 "
+                     r"tab-separated fields where task sentiment has 2"):
+    cd.read_examples(cd.get_task("sentiment"), str(tmp), "train")
+  tsv = cd.get_task("tsv", text_a_column="1", label_column="0",
+                    label_list=["0", "1"])
+  with pytest.raises(cd.DataError, match=r"train.tsv:1: line has 3 "
+                     r"tab-separated fields where most lines of the file "
+                     r"have 2"):
+    cd.read_examples(tsv, str(tmp), "train")
+
+
+def too_long_text(data, tmp, caplog):
+  # Lines 2 and 4 of 4 hold more than max_seq_length=8 tokens.
+  (tmp / "train.tsv").write_text("1\t好\n0\t" + "差" * 9 + "\n1\t很好\n0\t"
+                                 + "不" * 12 + "\n", encoding="utf-8")
+  task = ClassificationTask(cd.get_task("sentiment"),
+                            load_tokenizer(vocab_file=str(data / "vocab.txt")),
+                            str(tmp), max_seq_length=8)
+  with caplog.at_level(logging.INFO):
+    stats = task.load_split("train")[2]
+  assert (stats["truncated"], stats["tokens_removed"]) == (2, 3 + 6)
+  lines = [r for r in caplog.records if "truncated to" in r.getMessage()]
+  assert len(lines) == 1 and lines[0].levelno == logging.WARNING
+  assert ("2 truncated to max_seq_length=8 (9 tokens removed; the first at "
+          f"{tmp / 'train.tsv'}:2, {tmp / 'train.tsv'}:4)"
+          in lines[0].getMessage())
 
 
 def non_utf8_line(data, tmp, caplog):
@@ -169,9 +232,13 @@ def export_is_world_readable_and_cleans_up(data, tmp, caplog):
   export_dir = tmp / "sm"
   stale = export_dir / ".tmp-1-killed"
   stale.mkdir(parents=True)
-  path = export_saved_model.export(str(out), str(export_dir),
-                                   model="classifier")
+  with caplog.at_level(logging.WARNING):
+    path = export_saved_model.export(str(out), str(export_dir),
+                                     model="classifier")
   assert not stale.exists()
+  assert [r.getMessage() for r in caplog.records
+          if r.levelno == logging.WARNING and str(stale) in r.getMessage()
+          ] == [f"Removing {stale}, left by an export that was killed"]
   # The length stored with the classifier, not a default of 128.
   info = json.loads((tmp / "sm" / "1" / "assets.extra" /
                      "albert_export.json").read_text())
@@ -193,6 +260,19 @@ def token_ids_outside_the_vocabulary(data, tmp, caplog):
     rp.run(rp.params_from_argv(argv))
 
 
+def _one_line_error(fn):
+  """(exit code, stderr) of fn() under the command lines' error wrapper."""
+  stderr = io.StringIO()
+  with contextlib.redirect_stderr(stderr), pytest.raises(SystemExit) as exit_:
+    cli_errors.one_line_errors(lambda argv: fn())([])
+  code = exit_.value.code
+  # The error's frames (a reference cycle) hold the run's output_dir lock,
+  # which a real command line drops on exit.
+  del exit_
+  gc.collect()
+  return code, stderr.getvalue()
+
+
 def disk_full_while_saving(data, tmp, caplog):
   out = tmp / "out"
   save = tf.train.CheckpointManager.save
@@ -200,17 +280,27 @@ def disk_full_while_saving(data, tmp, caplog):
 
   def save_until_the_disk_is_full(self, *args, **kwargs):
     calls.append(1)
-    if len(calls) == 2:
+    if len(calls) == 2:  # as TF does: a partial <prefix>_temp, then ENOSPC
+      partial = out / f"ckpt-{kwargs['checkpoint_number']}_temp"
+      partial.mkdir()
+      (partial / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x")
       raise OSError(28, "No space left on device")
     return save(self, *args, **kwargs)
   tf.train.CheckpointManager.save = save_until_the_disk_is_full
   try:
-    with pytest.raises(OSError, match="No space left on device"):
-      run_classifier.run(**_options(data, out))
+    code, stderr = _one_line_error(
+        lambda: run_classifier.run(**_options(data, out)))
   finally:
     tf.train.CheckpointManager.save = save
-  # Room again: the same command resumes from the checkpoint that was saved.
-  result = run_classifier.run(**_options(data, out))
+  errors = [l for l in stderr.splitlines() if l.startswith("error:")]
+  assert code == 1 and errors == ["error: [Errno 28] No space left on "
+                                  "device"], stderr
+  # Room again: the same command removes the partial save and resumes from
+  # the checkpoint that was saved.
+  with caplog.at_level(logging.WARNING):
+    result = run_classifier.run(**_options(data, out))
+  assert not (out / "ckpt-4_temp").exists()
+  assert any("ckpt-4_temp" in r.getMessage() for r in caplog.records)
   assert result["num_train_steps"] == 4
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-4")
   assert [r["global_step"] for r in _jsonl(out / "eval_log.jsonl")] == [0, 2,
@@ -255,8 +345,8 @@ def unparsable_record_later_in_a_shard(data, tmp, caplog):
   shard = tmp / "pre" / "data" / "part-1.tfrecord"
   records = [r.numpy() for r in tf.data.TFRecordDataset(str(shard))]
   with tf.io.TFRecordWriter(str(shard)) as writer:  # sound frames
-    for i, record in enumerate(records):
-      writer.write(b"not an Example" if i == 5 else record)
+    for i, record in enumerate(records):  # record 1: in the first batch
+      writer.write(b"not an Example" if i == 1 else record)
   with pytest.raises(input_pipeline.InputFileError,
                      match=r"part-1\.tfrecord: 1 of 32 records skipped"):
     rp.run(rp.params_from_argv(argv))
@@ -268,14 +358,20 @@ def eval_only_keeps_the_recorded_settings(data, tmp, caplog):
   recorded = (out / "classifier_config.json").read_bytes()
   options = _options(data, out, do_train=False, do_predict=True)
   del options["max_seq_length"]  # as a user who does not repeat it
-  run_classifier.run(**options)
+  run_classifier.run(**options)  # at the recorded length (default: 128)
   assert (out / "classifier_config.json").read_bytes() == recorded
   assert json.loads(recorded)["max_seq_length"] == 12
+  # Evaluated at another length: what training recorded stays.
+  run_classifier.run(**dict(options, max_seq_length=16))
+  assert (out / "classifier_config.json").read_bytes() == recorded
 
 
 FAULTS = [truncated_latest_checkpoint, eval_only_without_a_checkpoint,
-          train_steps_below_the_checkpoint, stale_temporary_checkpoint,
-          log_lines_after_the_checkpoint, extra_tab_in_a_line, non_utf8_line,
+          train_steps_at_or_below_the_checkpoint,
+          tokenizer_larger_than_the_vocabulary, stale_temporary_checkpoint,
+          log_lines_after_the_checkpoint, extra_tab_in_a_line,
+          extra_tab_on_the_first_line, too_long_text,
+          non_utf8_line,
           utf8_bom_and_crlf_are_fine, one_class_label_list,
           seq_length_over_position_embeddings,
           export_is_world_readable_and_cleans_up,

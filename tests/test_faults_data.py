@@ -1,8 +1,8 @@
 """Faults on the data path, one table row each: data prep -> pretraining.
 
 Each row makes one fault (a truncated .gz corpus, a killed data prep run, a
-hidden partial shard, a manifest of other lengths, empty or corrupt shards,
-...) and states what the user must see: an error whose text names the file
+hidden partial shard, a manifest of other lengths, empty, corrupt or
+blocking shards, ...) and states what the user must see: an error whose text names the file
 or directory and the flag that changes it, or a counted skip. Tiny inputs:
 60 made-up documents, a 60-piece SentencePiece model trained here,
 --dupe_factor=1, --max_seq_length=32, and pretraining steps of a 2-layer
@@ -222,6 +222,13 @@ def _zero_instances_cli(b, tmp_path, context):
       corpus, context["out"], b["spm"])
 
 
+def _empty_corpus(b, tmp_path, context):
+  corpus = tmp_path / "empty.txt"
+  corpus.write_text("", encoding="utf-8")
+  context["out"] = tmp_path / "out"
+  return _data_prep(str(corpus), str(context["out"]), b["spm"])
+
+
 # --- 4. a corpus without blank lines: one huge document
 def _long_document(b, tmp_path, context):
   corpus = tmp_path / "no_blank_lines.txt"
@@ -287,6 +294,11 @@ def _seq_length_mismatch(b, tmp_path, context):  # pylint: disable=unused-argume
       b, f"{b['records']}/*.tfrecord", tmp_path / "pretrain", seq=64)))
 
 
+def _max_predictions_mismatch(b, tmp_path, context):  # pylint: disable=unused-argument
+  return rp.run(rp.params_from_argv(_pretrain_argv(
+      b, f"{b['records']}/*.tfrecord", tmp_path / "pretrain", pred=PRED + 1)))
+
+
 def _tokenizer_mismatch(b, tmp_path, context):  # pylint: disable=unused-argument
   return rp.run(rp.params_from_argv(_pretrain_argv(
       b, f"{b['records']}/*.tfrecord", tmp_path / "pretrain",
@@ -320,6 +332,54 @@ def _all_empty_shards_cli(b, tmp_path, context):  # pylint: disable=unused-argum
   return "albert_tf.run_pretraining", _pretrain_argv(
       b, f"{records}/*.tfrecord", tmp_path / "pretrain",
       "--allow_incomplete_input")
+
+
+# --- a shard whose reads block: a named pipe that no one writes
+def _blocking_shard_cli(b, tmp_path, context):
+  records = tmp_path / "records"
+  records.mkdir()
+  pipe = records / "pretrain-00000-of-00001.tfrecord"
+  os.mkfifo(pipe)  # no writer: opening it for reading blocks for ever
+  context["pipe"] = str(pipe)
+  return "albert_tf.run_pretraining", _pretrain_argv(
+      b, f"{records}/*.tfrecord", tmp_path / "pretrain",
+      "--allow_incomplete_input", "--input_timeout_secs=2")
+
+
+def _check_pipe_named(b, tmp_path, outcome):  # pylint: disable=unused-argument
+  assert outcome.context["pipe"] in outcome.cli.stderr
+  assert not (tmp_path / "pretrain" / "train").exists()
+
+
+# --- a data prep run really killed (SIGKILL), then pretraining on its folder
+def _sigkilled_data_prep(b, tmp_path, context):
+  import signal  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "records"
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+  child = subprocess.Popen(
+      [sys.executable, "-m", "data_prep.create_pretraining_data",
+       *_data_prep_argv(b["corpus"], out, b["spm"])], cwd=ROOT, env=env,
+      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+      start_new_session=True)  # its own group: Beam workers die with it
+  try:
+    deadline = time.monotonic() + SUBPROCESS_TIMEOUT
+    while not out.exists():  # made before the pipeline starts
+      assert child.poll() is None, child.stderr.read().decode()[-2000:]
+      assert time.monotonic() < deadline
+      time.sleep(0.005)
+  finally:
+    os.killpg(child.pid, 9)  # SIGKILL
+    child.wait()
+  context["returncode"] = child.returncode
+  context["left"] = sorted(os.listdir(out))
+  return rp.run(rp.params_from_argv(_pretrain_argv(
+      b, f"{out}/*.tfrecord", tmp_path / "pretrain")))
+
+
+def _check_killed(b, tmp_path, outcome):  # pylint: disable=unused-argument
+  assert outcome.context["returncode"] == -9, outcome.context
+  assert cpd.MANIFEST_FILE not in outcome.context["left"]
 
 
 # --- 11-12. --skip_corrupt_records: records that do not parse, or cannot
@@ -404,6 +464,12 @@ FAULTS = [
           _cli(_zero_instances_cli),
           error=r"no instances from the 60 document\(s\) read \(skipped: 60 "
                 r"single_sentence\)", check=_no_markers),
+    Fault("empty_corpus",
+          "an empty corpus file",
+          "error: no instances: no documents ...; no _SUCCESS/manifest",
+          _api(_empty_corpus),
+          error=r"no instances: no documents in 1 input file\(s\) .*empty\.txt"
+                r".*the input is empty", check=_no_markers),
     Fault("no_blank_lines",
           "40 documents without blank lines between them",
           "a warning suggesting blank lines; counted in the manifest",
@@ -429,6 +495,13 @@ FAULTS = [
           _api(_seq_length_mismatch),
           error=r"manifest\.json: the records were written with "
                 r"--max_seq_length=32 but this run has --max_seq_length=64"),
+    Fault("max_predictions_mismatch",
+          "records of --max_predictions_per_seq=5, pretraining with 6",
+          "error naming manifest.json and both values",
+          _api(_max_predictions_mismatch),
+          error=r"manifest\.json: the records were written with "
+                r"--max_predictions_per_seq=5 but this run has "
+                r"--max_predictions_per_seq=6"),
     Fault("tokenizer_mismatch",
           "pretraining with another --spm_model_file",
           "error naming manifest.json and the two models",
@@ -446,6 +519,21 @@ FAULTS = [
           "one line: no records at all (not a hang)",
           _cli(_all_empty_shards_cli),
           error=r"no records at all in the 2 file\(s\) of --input_file"),
+    Fault("blocking_shard",
+          "a named pipe without a writer as the only shard, "
+          "--allow_incomplete_input --input_timeout_secs=2 (cli)",
+          "one line naming the file and --input_timeout_secs after 2 s (not "
+          "a hang); nothing written",
+          _cli(_blocking_shard_cli),
+          error=r"no record from .*pretrain-00000-of-00001\.tfrecord within "
+                r"--input_timeout_secs=2 seconds", check=_check_pipe_named),
+    Fault("sigkilled_data_prep",
+          "data prep SIGKILLed as soon as its output_dir appears, then "
+          "pretraining on that folder",
+          "error naming the folder and the missing marker",
+          _api(_sigkilled_data_prep),
+          error=r"records.*no (_SUCCESS|manifest\.json)",
+          check=_check_killed),
     Fault("skip_corrupt_records",
           "3 unparsable records in one file, a damaged one (then 5 more) in "
           "another; --skip_corrupt_records --max_corrupt_fraction=0.5",
@@ -516,3 +604,25 @@ def test_manifest_of_a_complete_run(base):  # pylint: disable=redefined-outer-na
   # Written last, under a temporary name first: nothing else is left.
   assert sorted(os.listdir(records)) == sorted(
       [cpd.MANIFEST_FILE, cpd.SUCCESS_FILE, cpd.SUMMARY_FILE, *shards])
+
+
+def test_input_timeout_counts_from_the_last_progress():
+  """Slow but moving input is no error; a stall is, naming what stalled."""
+  import time  # pylint: disable=g-import-not-at-top
+
+  def slow(progress):
+    for i in range(4):  # 1.2 s in all, 0.3 s between two reads
+      progress(f"file {i}")
+      time.sleep(0.3)
+    return "done"
+  assert ip.with_input_timeout(slow, 1.0) == "done"
+
+  def stalls(progress):
+    progress("file 0")
+    progress("file 1")
+    time.sleep(3)
+  started = time.monotonic()
+  with pytest.raises(ip.InputTimeoutError, match=r"no record from file 1 "
+                     r"within --input_timeout_secs=0\.5 seconds"):
+    ip.with_input_timeout(stalls, 0.5)
+  assert time.monotonic() - started < 2

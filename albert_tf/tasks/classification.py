@@ -93,14 +93,20 @@ class ClassificationTask(Task):
           self.spec, self.data_dir, split,
           max_examples=self.max_examples[split] or None)
       features, enc_stats = cd.encode_examples(
-          examples, self.tokenizer, self.max_seq_length, self.spec)
+          examples, self.tokenizer, self.max_seq_length, self.spec,
+          name_truncated=3)
       stats = dict(read_stats, **{k: v for k, v in enc_stats.items()
                                   if k != "examples"})
-      logging.info(
+      # A cut text is a warning that says where: the user may want a longer
+      # --max_seq_length, or to fix those lines.
+      where = stats["truncated_at"]
+      logging.log(
+          logging.WARNING if where else logging.INFO,
           "[%s] %s: %d examples, %d empty line(s) skipped, %d truncated to "
-          "max_seq_length=%d (%d tokens removed)", split, stats["file"],
+          "max_seq_length=%d (%d tokens removed%s)", split, stats["file"],
           stats["examples"], stats["empty_lines_skipped"], stats["truncated"],
-          self.max_seq_length, stats["tokens_removed"])
+          self.max_seq_length, stats["tokens_removed"],
+          f"; the first at {', '.join(where)}" if where else "")
       has_labels = bool(examples) and all(e.label is not None
                                           for e in examples)
       self._splits[split] = (examples, features, stats, has_labels)
