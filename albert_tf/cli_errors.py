@@ -132,15 +132,16 @@ def flags_parser(argv, other_options=None):
   return rest[:1] + extra
 
 
-def one_line_errors(main_fn):
-  """Wraps an absl main: ValueError/OSError print one line, or, with
-  --verbose, the traceback."""
+def one_line_errors(main_fn, also=()):
+  """Wraps an absl main: ValueError/OSError (and the exception classes in
+  `also`) print one line, or, with --verbose, the traceback."""
   @functools.wraps(main_fn)
   def wrapped(argv):
     try:
       return main_fn(argv)
     except Exception as e:  # pylint: disable=broad-except
-      if not isinstance(e, (ValueError, OSError)) and not _is_tf_error(e):
+      if not isinstance(e, (ValueError, OSError) + tuple(also)) and (
+          not _is_tf_error(e)):
         raise
       if "verbose" in flags.FLAGS and flags.FLAGS.verbose:
         raise
@@ -155,8 +156,8 @@ def _is_tf_error(error):
   return tf is not None and isinstance(error, tf.errors.OpError)
 
 
-def run_main(main_fn, other_options=None):
+def run_main(main_fn, other_options=None, also=()):
   """`app.run` with one-line flag and run errors (see the module doc)."""
-  app.run(one_line_errors(main_fn),
+  app.run(one_line_errors(main_fn, also),
           flags_parser=functools.partial(flags_parser,
                                          other_options=other_options))

@@ -1,4 +1,6 @@
-"""Parameter table of every preset: `python -m albert_tf.params [--json]`.
+"""Parameter table of the presets: `python -m albert_tf.params [--json]`.
+
+    python -m albert_tf.params --presets=albert_base_v2,albert_tiny_zh
 
 Counts distinct variables (a shared block counts once, however many layers
 use it). "encoder" = embeddings + projection + Transformer parameters +
@@ -9,13 +11,10 @@ MLM head (its output matrix is tied to the word embeddings) and the SOP head.
 import json
 import sys
 
-from absl import app
 from absl import flags
 
+from albert_tf.cli_errors import CommandLineError, error_line
 from albert_tf.config import PRESETS, AlbertConfig
-
-FLAGS = flags.FLAGS
-flags.DEFINE_bool("json", False, "Print {preset: {encoder, pretrainer}} JSON.")
 
 
 def count_params(model):
@@ -49,14 +48,35 @@ def preset_param_counts(config: AlbertConfig):
 
 
 def parameter_table(names=None):
-  return {name: preset_param_counts(PRESETS[name])
-          for name in (names or sorted(PRESETS))}
+  """{preset: {"encoder": N, "pretrainer": M}} for `names` (default: all).
+
+  Raises CommandLineError (a ValueError) naming an unknown preset before
+  anything is built.
+  """
+  names = names or sorted(PRESETS)
+  unknown = [name for name in names if name not in PRESETS]
+  if unknown:
+    raise CommandLineError(error_line(
+        f"unknown preset {unknown[0]!r}", "--presets",
+        "one of " + ", ".join(sorted(PRESETS))))
+  return {name: preset_param_counts(PRESETS[name]) for name in names}
+
+
+def _define_flags():
+  # Only when run as a script, so that importing count_params (tests,
+  # benchmarks) defines no flags.
+  flags.DEFINE_bool("json", False, "Print {preset: {encoder, pretrainer}} "
+                    "JSON.")
+  flags.DEFINE_list("presets", None, "Only these presets (comma-separated "
+                    "names of albert_tf.config.PRESETS; default: all).")
+  flags.DEFINE_bool("verbose", False, "Show the traceback of an error.")
 
 
 def main(argv):
   del argv
-  table = parameter_table()
-  if FLAGS.json:
+  values = flags.FLAGS
+  table = parameter_table(values.presets)
+  if values.json:
     json.dump(table, sys.stdout, indent=2)
     print()
     return
@@ -66,4 +86,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  _define_flags()
+  cli_errors.run_main(main)

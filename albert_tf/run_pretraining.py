@@ -69,7 +69,8 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS):
   flags.DEFINE_string("init_checkpoint", None, "Checkpoint (file prefix or "
                       "directory) to take the initial weights from; ignored "
                       "when --output_dir already has a checkpoint.", **d)
-  flags.DEFINE_bool("do_train", False, "Train.", **d)
+  flags.DEFINE_bool("do_train", True, "Train (true by default, as in the "
+                    "original; --nodo_train --do_eval evaluates only).", **d)
   flags.DEFINE_bool("do_eval", False, "Evaluate on --eval_input_file.", **d)
   flags.DEFINE_integer("train_batch_size", 4096, "Global training batch.", **d)
   flags.DEFINE_integer("eval_batch_size", 64, "Global eval batch.", **d)

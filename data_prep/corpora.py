@@ -429,6 +429,8 @@ def _define_flags():
                        "(0: all), for quick trials.")
   flags.DEFINE_integer("max_examples", 0, "sentiment_reviews: split only N "
                        "shuffled reviews (0: all), for quick trials.")
+  flags.DEFINE_bool("verbose", False, "Show the traceback of an error instead "
+                    "of one line.")
 
 
 def write_corpus(corpus, output_dir, heldout_fraction=0.03, seed=12345,

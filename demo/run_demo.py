@@ -27,16 +27,10 @@ import subprocess
 import sys
 import time
 
-from absl import app
 from absl import flags
 
-flags.DEFINE_bool("fast", False, "The same chain with smaller budgets (<= 5 min).")
-flags.DEFINE_bool("smoke", False, "The same chain on a corpus subset with a few "
-                  "steps per stage (the end-to-end test; figures meaningless).")
-flags.DEFINE_string("output_root", None, "Default: demo_output (demo_output_fast "
-                    "with --fast, demo_output_smoke with --smoke).")
-flags.DEFINE_list("only", None, "Run only these stages (their inputs must exist).")
-FLAGS = flags.FLAGS
+from albert_tf import cli_errors
+from albert_tf.cli_errors import CommandLineError, error_line
 
 MARKER = "_STAGE_DONE.json"
 PRETRAIN_FLAGS = "configs/pretrain_albert_tiny_zh_demo.flags"
@@ -102,18 +96,22 @@ def run_module(module, *args, log=None):
   env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL="2")
   if log:
     os.makedirs(os.path.dirname(log), exist_ok=True)
+  error = None  # the command's own one-line `error: ...`, if it printed one
   with open(log, "a") if log else open(os.devnull, "w") as log_file:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=env, text=True, bufsize=1)
     for line in proc.stdout:
       log_file.write(line)
+      if line.startswith("error: "):
+        error = line[len("error: "):].strip()
       if _worth_showing(line):
         sys.stdout.write("      " + line)
         sys.stdout.flush()
     proc.wait()
   if proc.returncode:
     raise StageError(f"`python -m {module}` failed with exit code "
-                     f"{proc.returncode}" + (f"; full output in {log}" if log else ""))
+                     f"{proc.returncode}" + (f": {error}" if error else "")
+                     + (f"; full output in {log}" if log else ""))
 
 
 _LOG_PREFIX = re.compile(r"^\s*([IWE]\d{4} |INFO:|WARNING:absl|DEBUG:)")
@@ -440,22 +438,52 @@ def _headline(name, figures, limit=5):
           for k, v in rows[:limit]}
 
 
+def _define_flags():
+  # Only when run as a script: the tests import this module.
+  flags.DEFINE_bool("fast", False, "The same chain with smaller budgets "
+                    "(<= 5 min).")
+  flags.DEFINE_bool("smoke", False, "The same chain on a corpus subset with a "
+                    "few steps per stage (the end-to-end test; figures "
+                    "meaningless).")
+  flags.DEFINE_string("output_root", None, "Default: demo_output "
+                      "(demo_output_fast with --fast, demo_output_smoke with "
+                      "--smoke).")
+  flags.DEFINE_list("only", None, "Run only these stages (their inputs must "
+                    "exist): " + ",".join(name for name, _ in Demo.STAGES))
+  flags.DEFINE_bool("verbose", False, "Show the traceback of an error.")
+
+
+def _check_stages(only):
+  """Raises CommandLineError for a name in --only that is no stage."""
+  names = [name for name, _ in Demo.STAGES]
+  for name in only or ():
+    if name not in names:
+      raise CommandLineError(error_line(f"unknown stage {name!r}", "--only",
+                                        "stages: " + ",".join(names)))
+
+
 def main(argv):
   del argv
-  if FLAGS.fast and FLAGS.smoke:
-    raise app.UsageError("--fast and --smoke are alternatives; pass one")
-  mode = "fast" if FLAGS.fast else "smoke" if FLAGS.smoke else "full"
-  root = FLAGS.output_root or {"full": "demo_output", "fast": "demo_output_fast",
-                               "smoke": "demo_output_smoke"}[mode]
+  values = flags.FLAGS
+  if values.fast and values.smoke:
+    raise CommandLineError(error_line("two modes given", "--fast and --smoke",
+                                      "pass one of them"))
+  _check_stages(values.only)
+  mode = "fast" if values.fast else "smoke" if values.smoke else "full"
+  root = values.output_root or {"full": "demo_output",
+                                "fast": "demo_output_fast",
+                                "smoke": "demo_output_smoke"}[mode]
   try:
-    Demo(root, mode).run(FLAGS.only)
+    Demo(root, mode).run(values.only)
   except (StageError, RuntimeError) as e:
     rerun = {"full": "make demo", "fast": "make demo FAST=1",
              "smoke": "python -m demo.run_demo --smoke"}[mode]
-    print(f"\nDemo stopped: {e}\nRerun `{rerun}` to continue from the stage "
-          "that failed.", file=sys.stderr)
-    sys.exit(1)
+    # One line on stderr, as every CLI; the stage's log has the details.
+    raise StageError(error_line(
+        f"the demo stopped: {e}", hint=f"rerun `{rerun}` to continue from "
+        "the stage that failed")) from e
 
 
 if __name__ == "__main__":
-  app.run(main)
+  _define_flags()
+  cli_errors.run_main(main, also=(StageError,))

@@ -1,7 +1,8 @@
 """Every CLI, given a missing file, a bad flag value or an unknown flag, prints one line.
 
 One table: each command line must exit non-zero with exactly one line on
-stderr, `error: ...`, naming what was wrong, and no traceback. TensorFlow's
+stderr, `error: ...`, naming what was wrong, and no traceback; the cases of
+VERBOSE are re-run with --verbose and must show the traceback. TensorFlow's
 own C++ start-up lines (`I0000 ...`, "All log messages before
 absl::InitializeLog()") are printed before any of our code runs and are
 not ours to format; they are left out of the count.
@@ -105,6 +106,40 @@ CASES = {
                        "--dupe_factor=abc"], "dupe_factor"),
         "unknown flag": (["--max_seq_lenght=64"], "max_seq_lenght"),
     },
+    "data_prep.corpora": {
+        "missing flag": (["--corpus=peoples_daily_ner"], "--output_dir"),
+        "bad value": (["--corpus=wiki", "--output_dir={tmp}/out"], "corpus"),
+        "unknown flag": (["--max_document=5"], "max_document"),
+    },
+    "albert_tf.params": {
+        "bad value": (["--json=maybe"], "json"),
+        "unknown preset": (["--presets=albert_bse_v2"], "albert_bse_v2"),
+        "unknown flag": (["--jsn"], "jsn"),
+    },
+    "demo.run_demo": {
+        # The vocab stage without the corpus stage's output: the stage's own
+        # error line, in the demo's one line.
+        "missing file": (["--only=vocab", "--output_root={tmp}/demo"],
+                         "train.txt"),
+        "bad value": (["--only=pretrian", "--output_root={tmp}/out"],
+                      "pretrian"),
+        "unknown flag": (["--fats"], "fats"),
+    },
+}
+
+# module -> the case re-run with --verbose, which must then show the
+# traceback. Only cases that fail in main before TensorFlow is imported
+# (each TF start-up costs about 5 s of CPU), plus run_pretraining for the
+# CLIs that import TF: all of them wrap main with the same
+# cli_errors.run_main. A bad or unknown flag fails while parsing, before
+# main, so it stays one line with --verbose too.
+VERBOSE = {
+    "albert_tf.run_pretraining": "missing file",
+    "data_prep.train_vocab": "missing file",
+    "data_prep.create_pretraining_data": "missing file",
+    "data_prep.corpora": "missing flag",
+    "albert_tf.params": "unknown preset",
+    "demo.run_demo": "bad value",
 }
 
 
@@ -120,9 +155,14 @@ def _run(module, argv, tmp):
 def test_every_cli_reports_bad_input_in_one_line(tmp_path):
   jobs = [(module, case, argv, word) for module, cases in CASES.items()
           for case, (argv, word) in cases.items()]
-  # TF takes seconds to import: run the 21 processes a few at a time.
+  verbose = [(module, CASES[module][case][0] + ["--verbose"])
+             for module, case in VERBOSE.items()]
+  (tmp_path / "verbose").mkdir()
+  # TF takes seconds to import: run the processes a few at a time.
   with concurrent.futures.ThreadPoolExecutor(4) as pool:
     procs = list(pool.map(lambda job: _run(job[0], job[2], tmp_path), jobs))
+    verbose_procs = list(pool.map(
+        lambda job: _run(job[0], job[1], tmp_path / "verbose"), verbose))
   failures = []
   for (module, case, _, word), proc in zip(jobs, procs):
     lines = [l for l in proc.stderr.splitlines()
@@ -131,5 +171,10 @@ def test_every_cli_reports_bad_input_in_one_line(tmp_path):
         not lines[0].startswith("error: ") or word not in lines[0]):
       failures.append(f"{module} [{case}] rc={proc.returncode}: "
                       + " | ".join(lines[-6:]))
+  for (module, _), proc in zip(verbose, verbose_procs):
+    if proc.returncode == 0 or "Traceback" not in proc.stderr:
+      failures.append(f"{module} [{VERBOSE[module]} --verbose] "
+                      f"rc={proc.returncode}, no traceback: "
+                      + " | ".join(proc.stderr.splitlines()[-6:]))
   assert not failures, "\n".join(failures)
   assert not (tmp_path / "out").exists()  # nothing written on bad input

@@ -6,6 +6,8 @@ data_prep.train_vocab` as subprocesses on a tiny synthetic corpus and a
 traceback, no --help dump) and nothing is written; --direct_num_workers=2
 alone runs the DirectRunner with worker processes, without trying the
 PrismRunner; --output_file writes one TFRecord file holding every record.
+The flag parser itself is checked in-process: Beam pipeline options pass by
+their Beam names, a misspelt flag stops with one line.
 """
 
 import json
@@ -222,3 +224,41 @@ def test_train_vocab_mistakes_are_one_line(data, tmp_path, args, fragment):  # p
       a.format(tmp=tmp_path) for a in args]
   _assert_one_error_line(_run(TRAIN_VOCAB, *args), fragment)
   assert not (tmp_path / "v").exists()
+
+
+# ------------------------------------------------ the flag parser, in-process
+@pytest.fixture
+def cpd_flags():
+  """create_pretraining_data with its flags defined on absl's global FLAGS,
+  as `python -m` defines them, for one test; they are removed after it."""
+  from absl import flags
+  from data_prep import create_pretraining_data as cpd
+  before = set(flags.FLAGS)
+  was_parsed = flags.FLAGS.is_parsed()
+  cpd._define_flags()  # pylint: disable=protected-access
+  yield cpd
+  for name in set(flags.FLAGS) - before:
+    delattr(flags.FLAGS, name)
+  if not was_parsed:
+    flags.FLAGS.unparse_flags()
+
+
+def test_beam_options_pass_and_misspelt_flags_stop(cpd_flags, capsys):  # pylint: disable=redefined-outer-name
+  from absl import flags
+  parse = cpd_flags._parse_flags  # pylint: disable=protected-access
+  beam = ["--temp_location=/tmp/x", "--project=p", "--runner=DataflowRunner",
+          "--region=europe-west1"]
+  argv = ["create_pretraining_data", "--input_file=in.txt", "--output_dir=out",
+          "--max_seq_length=64", *beam]
+  # Beam's options of any runner, by their Beam names, go on to
+  # PipelineOptions; the project's flags are read by absl.
+  assert parse(argv) == argv[:1] + beam
+  assert flags.FLAGS.max_seq_length == 64
+  for misspelt, close in (("--max_seq_lenght=32", "max_seq_length"),
+                          ("--temp_locaton=/tmp/x", "temp_location")):
+    with pytest.raises(SystemExit) as stop:
+      parse(argv + [misspelt])
+    assert stop.value.code == 2
+    name = misspelt[2:].split("=")[0]
+    assert capsys.readouterr().err == (
+        f"error: unknown flag --{name} (did you mean --{close}?)\n")

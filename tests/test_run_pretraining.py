@@ -48,7 +48,7 @@ def test_flag_defaults_are_the_originals():
   assert (p.num_train_steps, p.num_warmup_steps) == (125000, 3125)
   assert (p.save_checkpoints_steps, p.keep_checkpoint_max) == (5000, 5)
   assert (p.iterations_per_loop, p.max_eval_steps) == (1000, 100)
-  assert not p.do_train and not p.do_eval
+  assert p.do_train and not p.do_eval  # the original's do_train=True
   assert p.distribution_strategy == "default" and p.mixed_precision == "none"
 
 
@@ -74,6 +74,9 @@ def test_shipped_flagfiles_parse(path):
 
 def test_bad_params_are_named(tmp_path):
   with pytest.raises(ValueError, match="do_train or --do_eval"):
+    rp.run(rp.params_from_argv(["--preset=albert_base_v2", "--nodo_train",
+                                f"--output_dir={tmp_path}"]))
+  with pytest.raises(ValueError, match="--do_train needs --input_file"):
     rp.run(rp.params_from_argv(["--preset=albert_base_v2",
                                 f"--output_dir={tmp_path}"]))
   argv = tiny_argv(tmp_path, "--max_seq_length=32")
