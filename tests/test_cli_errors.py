@@ -12,10 +12,10 @@ import concurrent.futures
 import os
 import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
+
+from tests import cli_runner
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MISSING = "/nonexistent/albert_tf_test"
@@ -128,13 +128,17 @@ CASES = {
 }
 
 # module -> the case re-run with --verbose, which must then show the
-# traceback. Only cases that fail in main before TensorFlow is imported
-# (each TF start-up costs about 5 s of CPU), plus run_pretraining for the
-# CLIs that import TF: all of them wrap main with the same
-# cli_errors.run_main. A bad or unknown flag fails while parsing, before
-# main, so it stays one line with --verbose too.
+# traceback: one that fails in main, for every CLI. A bad or unknown flag
+# fails while parsing, before main, so it stays one line with --verbose too.
 VERBOSE = {
     "albert_tf.run_pretraining": "missing file",
+    "albert_tf.run_classifier": "missing file",
+    "albert_tf.run_ner": "missing file",
+    "albert_tf.export_saved_model": "missing file",
+    "albert_tf.export_tflite": "missing file",
+    "albert_tf.convert_checkpoint": "missing file",
+    "albert_tf.export_keras_hub": "missing file",
+    "albert_tf.fill_mask": "missing file",
     "data_prep.train_vocab": "missing file",
     "data_prep.create_pretraining_data": "missing file",
     "data_prep.corpora": "missing flag",
@@ -147,8 +151,11 @@ def _run(module, argv, tmp):
   env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2",
              CUDA_VISIBLE_DEVICES="")
   argv = [a.replace("{tmp}", str(tmp)) for a in argv]
-  return subprocess.run([sys.executable, "-m", module, *argv], cwd=tmp,
-                        env=env, capture_output=True, text=True, timeout=300)
+  # The demo runs from the repository root, as `make demo` does (its stages
+  # are `python -m` children with the working directory on PYTHONPATH).
+  cwd = REPO if module == "demo.run_demo" else tmp
+  return cli_runner.run_module([module, *argv], cwd=cwd, env=env,
+                               timeout=300)
 
 
 @pytest.mark.slow
@@ -158,7 +165,7 @@ def test_every_cli_reports_bad_input_in_one_line(tmp_path):
   verbose = [(module, CASES[module][case][0] + ["--verbose"])
              for module, case in VERBOSE.items()]
   (tmp_path / "verbose").mkdir()
-  # TF takes seconds to import: run the processes a few at a time.
+  # Forked from zygotes that imported TF once (tests/cli_runner.py), 4 at a time.
   with concurrent.futures.ThreadPoolExecutor(4) as pool:
     procs = list(pool.map(lambda job: _run(job[0], job[2], tmp_path), jobs))
     verbose_procs = list(pool.map(

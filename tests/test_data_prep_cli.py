@@ -15,10 +15,10 @@ import os
 import random
 import re
 import struct
-import subprocess
-import sys
 
 import pytest
+
+from tests import cli_runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CPD = "data_prep.create_pretraining_data"
@@ -27,10 +27,10 @@ VOCAB_SIZE = 60
 
 
 def _run(module, *args):
+  # `python -m`, forked from a zygote that imported TF (tests/cli_runner.py).
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-  return subprocess.run([sys.executable, "-m", module, *map(str, args)],
-                        cwd=ROOT, env=env, capture_output=True, text=True,
-                        timeout=120, check=False)
+  return cli_runner.run_module([module, *map(str, args)], cwd=ROOT, env=env,
+                               timeout=120)
 
 
 def _error_lines(stderr):

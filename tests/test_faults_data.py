@@ -33,6 +33,7 @@ from albert_tf import input_pipeline as ip
 from albert_tf import run_pretraining as rp
 from data_prep import create_pretraining_data as cpd
 from data_prep import instances as inst
+from tests import cli_runner
 from tests.pretraining_fixtures import random_example, write_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,11 +88,11 @@ def _data_prep(input_file, output_dir, spm, **kwargs):
 
 
 def _run_cli(module, *args):
-  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3",
+  # `python -m`, forked from a zygote that imported TF (tests/cli_runner.py).
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2",
              CUDA_VISIBLE_DEVICES="")
-  return subprocess.run([sys.executable, "-m", module, *map(str, args)],
-                        cwd=ROOT, env=env, capture_output=True, text=True,
-                        timeout=SUBPROCESS_TIMEOUT, check=False)
+  return cli_runner.run_module([module, *map(str, args)], cwd=ROOT, env=env,
+                               timeout=SUBPROCESS_TIMEOUT)
 
 
 def _data_prep_argv(input_file, output_dir, spm, *extra):
@@ -369,7 +370,7 @@ def _sigkilled_data_prep(b, tmp_path, context):
       assert time.monotonic() < deadline
       time.sleep(0.005)
   finally:
-    os.killpg(child.pid, 9)  # SIGKILL
+    os.killpg(child.pid, signal.SIGKILL)
     child.wait()
   context["returncode"] = child.returncode
   context["left"] = sorted(os.listdir(out))

@@ -23,6 +23,7 @@ import tensorflow as tf
 from albert_tf import run_classifier
 from albert_tf import run_pretraining as rp
 from albert_tf.config import AlbertConfig
+from tests import cli_runner
 from tests.pretraining_fixtures import tiny_argv
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -80,10 +81,10 @@ def _argv(data, output_dir, *extra):
           "--seed=3", "--do_train", "--do_eval", *extra]
 
 
-def _cli(argv, **env):
-  return subprocess.run([sys.executable, "-m", "albert_tf.run_classifier",
-                         *argv], cwd=REPO, env=_env(**env),
-                        capture_output=True, text=True, timeout=300)
+def _cli(argv):
+  # Forked from the test zygote (tests/cli_runner.py), at its log level.
+  return cli_runner.run_module(["albert_tf.run_classifier", *argv], cwd=REPO,
+                               env=_env(TF_CPP_MIN_LOG_LEVEL="2"), timeout=300)
 
 
 # ------------------------------------------------------------ kill + resume
