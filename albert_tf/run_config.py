@@ -244,7 +244,8 @@ def resolve_model(preset: Optional[str] = None,
   if tokenizer is not None and tokenizer.vocab_size > config.vocab_size:
     raise RunConfigError(
         f"tokenizer {tokenizer.model_file} has {tokenizer.vocab_size} tokens "
-        f"but the model config has vocab_size={config.vocab_size}")
+        f"but the model config has vocab_size={config.vocab_size} (pass the "
+        "tokenizer the checkpoint was pretrained with)")
   return config, tokenizer
 
 
