@@ -55,8 +55,9 @@ def test_test_files_are_py_test_targets():
 INTERNAL = ("albert_tf", "data_prep", "benchmarks", "demo", "tests")
 
 
-def _parse_build():
-  """{name: (kind, srcs, deps)}; deps as written (":name" labels)."""
+def _parse_build(requirements=False):
+  """{name: (kind, srcs, deps)}; deps as written (":name" labels), or with
+  requirements=True the PyPI names of its `requirement("...")` deps."""
   text = open(os.path.join(ROOT, "BUILD"), encoding="utf-8").read()
   targets = {}
   for match in re.finditer(r'(py_\w+)\(\s*name\s*=\s*"([^"]+)"(.*?)\n\)', text, re.S):
@@ -64,8 +65,12 @@ def _parse_build():
     lists = {}
     for attr in ("srcs", "deps"):
       found = re.search(attr + r"\s*=\s*\[([^\]]*)\]", body)
-      lists[attr] = re.findall(r'"([^"]+)"', found.group(1)) if found else []
-    targets[name] = (kind, lists["srcs"], lists["deps"])
+      lists[attr] = found.group(1) if found else ""
+    pypi = re.findall(r'requirement\("([^"]+)"\)', lists["deps"])
+    labels = re.findall(r'"([^"]+)"', re.sub(r'requirement\("[^"]+"\)', "",
+                                             lists["deps"]))
+    targets[name] = (kind, re.findall(r'"([^"]+)"', lists["srcs"]),
+                     pypi if requirements else labels)
   return targets
 
 
@@ -176,4 +181,66 @@ def test_no_unused_deps():
     for dep in deps:
       if dep[1:] in targets and not needed & set(targets[dep[1:]][1]):
         problems.append(f"{name}: nothing in {srcs} imports a module of {dep}")
+  assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------- third-party deps (PyPI)
+def _requirements_txt():
+  """Normalised names of the distributions requirements.txt installs."""
+  names = set()
+  for line in open(os.path.join(ROOT, "requirements.txt"), encoding="utf-8"):
+    line = line.split("#")[0].strip()
+    if line:
+      names.add(_normalise(re.match(r"[A-Za-z0-9._-]+", line).group(0)))
+  return names
+
+
+def _normalise(name):
+  return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
+
+
+def _third_party_imports(path):
+  """Distributions (by the installed packages' own metadata) whose modules
+  `path` imports, anywhere in the file."""
+  import importlib.metadata  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  distributions = importlib.metadata.packages_distributions()
+  tree = ast.parse(open(os.path.join(ROOT, path), encoding="utf-8").read())
+  found = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      names = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and not node.level:
+      names = [node.module]
+    else:
+      continue
+    for name in names:
+      top = name.split(".")[0]
+      if top in sys.stdlib_module_names or top in INTERNAL:
+        continue
+      assert top in distributions, f"{path} imports {top}, installed by no " \
+          "distribution in this environment"
+      found.update(_normalise(d) for d in distributions[top])
+  return found
+
+
+def test_third_party_deps_match_imports_and_requirements():
+  """Each target declares `requirement(...)` for exactly the distributions
+  its srcs import, and requirements.txt installs each of them directly (not
+  only as another package's dependency)."""
+  installed = _requirements_txt()
+  problems = []
+  for name, (_, srcs, pypi) in sorted(_parse_build(requirements=True).items()):
+    declared = {_normalise(p) for p in pypi}
+    needed = set().union(*[_third_party_imports(s) for s in srcs
+                           if os.path.exists(os.path.join(ROOT, s))])
+    if needed - declared:
+      problems.append(f"{name}: add requirement(...) for "
+                      f"{sorted(needed - declared)}")
+    if declared - needed:
+      problems.append(f"{name}: its srcs import nothing of "
+                      f"{sorted(declared - needed)}")
+    if declared - installed:
+      problems.append(f"{name}: requirements.txt does not list "
+                      f"{sorted(declared - installed)}")
   assert not problems, "\n".join(problems)
