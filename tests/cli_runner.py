@@ -5,9 +5,15 @@ Every command-line test pays Python + TensorFlow + Keras start-up (about
 runs; the suite runs about a hundred such commands. A zygote process imports
 them once and forks one child per command (copy-on-write), which runs the
 module as `python -m` would: its own argv, working directory, environment,
-stdout and stderr, exit code and atexit handlers. The zygote runs no
-TensorFlow op, so the child starts with no TF thread pools and builds its
-own, as a fresh process would.
+stdout and stderr, exit code, thread joins and atexit handlers. The zygote
+runs no TensorFlow op, so the child starts with no TF thread pools and
+builds its own, as a fresh process would. Forking a process that has
+threads is safe only for threads that hold no lock at the fork: after the
+imports the zygote has OpenBLAS's idle pool thread (it registers fork
+handlers) and one idle TensorFlow thread, and `serve` stops if more appear.
+What a fork does not reproduce: Python's finalisation and C++ static
+destructors at exit (the child leaves with os._exit); a test about how a
+process ends must use `subprocess`.
 
 Written by hand: multiprocessing's "forkserver" start method has the same
 idea, but runs Python functions, not modules with their own flags and exit
@@ -38,9 +44,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Read by TensorFlow, oneDNN or Python when they load: a command that sets
 # one differently from the zygote's environment gets a fresh interpreter.
 IMPORT_TIME_ENV = ("TF_ENABLE_ONEDNN_OPTS", "TF_CPP_MIN_LOG_LEVEL",
-                   "TF_XLA_FLAGS", "XLA_FLAGS",
-                   "KERAS_BACKEND", "PYTHONPATH", "OMP_NUM_THREADS",
-                   "PYTHONHASHSEED")
+                   "TF_XLA_FLAGS", "XLA_FLAGS", "TF_USE_LEGACY_KERAS",
+                   "KERAS_BACKEND", "KERAS_HOME", "PYTHONPATH",
+                   "OMP_NUM_THREADS", "PYTHONHASHSEED", "PYTHONIOENCODING",
+                   "PYTHONUTF8", "PYTHONWARNINGS", "LANG", "LC_ALL", "TMPDIR")
+# Threads after the imports (main, OpenBLAS's pool, one of TensorFlow's).
+ZYGOTE_THREADS = 3
 
 
 # albert_tf modules that import TensorFlow only in main, if at all.
@@ -56,16 +65,19 @@ def _child(request):
   """Runs one module in the forked child; never returns."""
   code = 1
   try:
-    os.setpgid(0, 0)  # the test can kill the command and what it spawned
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
+    # Output first, so that every later failure is seen by the test.
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
+    os.close(null)
     for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
       out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
       os.dup2(out, fd)
       os.close(out)
+    os.setpgid(0, 0)  # the test can kill the command and what it spawned
+    _die_with_parent()
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
     import runpy  # pylint: disable=g-import-not-at-top
     sys.argv = [request["module"], *request["args"]]
     sys.path[0] = request["cwd"]  # what `python -m` puts first
@@ -81,16 +93,29 @@ def _child(request):
       else:
         print(e.code, file=sys.stderr)
         code = 1
+  except KeyboardInterrupt:
+    code = -signal.SIGINT
   except BaseException:  # pylint: disable=broad-except
     import traceback  # pylint: disable=g-import-not-at-top
     traceback.print_exc()
   finally:
     try:
+      # What the interpreter does at exit: join non-daemon threads (and
+      # concurrent.futures' workers), then the atexit handlers.
+      threading._shutdown()  # pylint: disable=protected-access
       atexit._run_exitfuncs()  # pylint: disable=protected-access
       sys.stdout.flush()
       sys.stderr.flush()
     finally:
       os._exit(code)  # pylint: disable=protected-access
+
+
+def _die_with_parent():
+  """SIGKILL when the zygote dies (Linux prctl PR_SET_PDEATHSIG): a test
+  run stopped with Ctrl-C leaves no command running in its own group."""
+  import ctypes  # pylint: disable=g-import-not-at-top
+  libc = ctypes.CDLL(None, use_errno=True)
+  libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
 
 
 def serve():
@@ -101,6 +126,10 @@ def serve():
   import keras  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import
   # Nothing that registers ops or flags (tensorflow_text, our modules): a
   # command that forgets to import what it needs must fail here too.
+  threads = len(os.listdir("/proc/self/task"))
+  if threads > ZYGOTE_THREADS:
+    sys.exit(f"the zygote has {threads} threads after its imports, "
+             f"expected {ZYGOTE_THREADS}: forking it is no longer known safe")
   replies = sys.stdout
   for line in sys.stdin:
     request = json.loads(line)
@@ -118,45 +147,73 @@ def serve():
 
 
 # ------------------------------------------------------------ test side
+class ZygoteError(RuntimeError):
+  """The zygote stopped answering; it is discarded."""
+
+
 class _Zygote:
 
   def __init__(self):
+    self.env = _zygote_env()
+    self.log = tempfile.NamedTemporaryFile(prefix="zygote-", suffix=".log")
     self.proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.cli_runner"], cwd=ROOT,
-        env=_zygote_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, text=True)
+        [sys.executable, "-m", "tests.cli_runner"], cwd=ROOT, env=self.env,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+        text=True)
+
+  def fits(self, env):
+    return all(env.get(k) == self.env.get(k) for k in IMPORT_TIME_ENV)
+
+  def _reply(self, key):
+    line = self.proc.stdout.readline()
+    if not line:
+      self.log.seek(0)
+      raise ZygoteError("the test zygote died: " + self.log.read().decode(
+          errors="replace")[-2000:])
+    return json.loads(line)[key]
 
   def run(self, module, args, cwd, env, timeout):
     with tempfile.TemporaryDirectory() as tmp:
       out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-      self.proc.stdin.write(json.dumps({
-          "module": module, "args": list(args), "cwd": str(cwd), "env": env,
-          "stdout": out, "stderr": err}) + "\n")
-      self.proc.stdin.flush()
-      pid = json.loads(self.proc.stdout.readline())["pid"]
+      pid = None
       fired = []
       timer = threading.Timer(timeout, lambda: (fired.append(pid),
                                                 _kill_group(pid)))
-      timer.start()
       try:
-        reply = self.proc.stdout.readline()
+        self.proc.stdin.write(json.dumps({
+            "module": module, "args": list(args), "cwd": str(cwd),
+            "env": env, "stdout": out, "stderr": err}) + "\n")
+        self.proc.stdin.flush()
+        pid = self._reply("pid")
+        timer.start()
+        rc = self._reply("rc")
+      except BaseException:
+        if pid is not None:
+          _kill_group(pid)
+        raise
       finally:
         timer.cancel()
-      if not reply:
-        raise RuntimeError("the test zygote died")
-      rc = json.loads(reply)["rc"]
-      with open(out, encoding="utf-8", errors="replace") as f:
-        stdout = f.read()
-      with open(err, encoding="utf-8", errors="replace") as f:
-        stderr = f.read()
-    if fired:
+      stdout, stderr = (_read(out), _read(err))
+    if fired and rc == -signal.SIGKILL:
       raise subprocess.TimeoutExpired([module, *args], timeout, stdout, stderr)
     return subprocess.CompletedProcess([sys.executable, "-m", module, *args],
                                        rc, stdout, stderr)
 
   def close(self):
-    self.proc.stdin.close()
-    self.proc.wait(timeout=30)
+    try:
+      self.proc.stdin.close()
+      self.proc.wait(timeout=30)
+    except Exception:  # pylint: disable=broad-except
+      self.proc.kill()
+    self.log.close()
+
+
+def _read(path):
+  """A child's output file ('' if it died before opening it)."""
+  if not os.path.exists(path):
+    return ""
+  with open(path, encoding="utf-8", errors="replace") as f:
+    return f.read()
 
 
 def _kill_group(pid):
@@ -174,31 +231,42 @@ _lock = threading.Lock()
 @atexit.register
 def _close_all():
   for zygote in _all:
-    try:
-      zygote.close()
-    except Exception:  # pylint: disable=broad-except
-      zygote.proc.kill()
+    zygote.close()
 
 
-def run_module(argv, cwd=ROOT, env=None, timeout=600):
+def run_module(argv, cwd=ROOT, env=None, timeout=600, fresh=False):
   """subprocess.run([python, "-m", *argv], capture_output=True, text=True),
-  forked from a zygote; `argv` starts with the module name."""
+  forked from a zygote; `argv` starts with the module name. fresh: a new
+  interpreter whatever the module."""
   env = dict(_zygote_env() if env is None else env)
-  base = _zygote_env()
-  if (not argv[0].startswith("albert_tf.") or argv[0] in TF_FREE
-      or any(env.get(k) != base.get(k) for k in IMPORT_TIME_ENV)):
+  if (fresh or not argv[0].startswith("albert_tf.") or argv[0] in TF_FREE
+      or any(env.get(k) != _zygote_env().get(k) for k in IMPORT_TIME_ENV)):
     return subprocess.run([sys.executable, "-m", *argv], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
   try:
     zygote = _idle.get_nowait()
   except queue.Empty:
+    zygote = None
+  if zygote is None or not zygote.fits(env):  # os.environ changed since
+    if zygote is not None:
+      _discard(zygote)
     zygote = _Zygote()
     with _lock:
       _all.append(zygote)
   try:
-    return zygote.run(argv[0], argv[1:], cwd, env, timeout)
-  finally:
-    _idle.put(zygote)
+    result = zygote.run(argv[0], argv[1:], cwd, env, timeout)
+  except BaseException:
+    _discard(zygote)  # never reused after an error
+    raise
+  _idle.put(zygote)
+  return result
+
+
+def _discard(zygote):
+  with _lock:
+    if zygote in _all:
+      _all.remove(zygote)
+  zygote.close()
 
 
 if __name__ == "__main__":

@@ -87,12 +87,13 @@ def _data_prep(input_file, output_dir, spm, **kwargs):
       **kwargs)
 
 
-def _run_cli(module, *args):
-  # `python -m`, forked from a zygote that imported TF (tests/cli_runner.py).
+def _run_cli(module, *args, fresh=False):
+  # `python -m`, forked from a zygote that imported TF (tests/cli_runner.py)
+  # unless fresh.
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2",
              CUDA_VISIBLE_DEVICES="")
   return cli_runner.run_module([module, *map(str, args)], cwd=ROOT, env=env,
-                               timeout=SUBPROCESS_TIMEOUT)
+                               timeout=SUBPROCESS_TIMEOUT, fresh=fresh)
 
 
 def _data_prep_argv(input_file, output_dir, spm, *extra):
@@ -156,11 +157,13 @@ def _api(fn):
   return act
 
 
-def _cli(make_argv):
+def _cli(make_argv, fresh=False):
+  """fresh: a new interpreter even for albert_tf (how the process ends is
+  part of the row)."""
   def act(b, tmp_path, caplog):  # pylint: disable=unused-argument
     outcome = Outcome()
     module, argv = make_argv(b, tmp_path, outcome.context)
-    outcome.cli = _run_cli(module, *argv)
+    outcome.cli = _run_cli(module, *argv, fresh=fresh)
     return outcome
   return act
 
@@ -525,7 +528,9 @@ FAULTS = [
           "--allow_incomplete_input --input_timeout_secs=2 (cli)",
           "one line naming the file and --input_timeout_secs after 2 s (not "
           "a hang); nothing written",
-          _cli(_blocking_shard_cli),
+          # A fresh interpreter: it must exit although a thread is stuck in
+          # a read, which a forked child (os._exit) would not show.
+          _cli(_blocking_shard_cli, fresh=True),
           error=r"no record from .*pretrain-00000-of-00001\.tfrecord within "
                 r"--input_timeout_secs=2 seconds", check=_check_pipe_named),
     Fault("sigkilled_data_prep",
