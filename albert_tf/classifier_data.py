@@ -272,6 +272,7 @@ def read_tsv_examples(path, spec, split, max_examples=None,
           cols[2] >= len(fields) > max(c for c in cols[:2] if c is not None)):
         cols[2] = None  # index columns, and the first row has no label one
         width = len(fields)
+        width_from = "the first row of this label-less test file has"
       needed = [c for c in cols if c is not None]
       if needed and max(needed) >= len(fields):
         names = ("text_a", "text_b", "label")
@@ -279,13 +280,17 @@ def read_tsv_examples(path, spec, split, max_examples=None,
                    if c is not None and c >= len(fields)]
         raise DataError(f"{where}: line has {len(fields)} tab-separated "
                         f"field(s); missing {', '.join(missing)}")
-      if len(fields) > width:
-        # The text after an extra tab would be dropped without a word.
+      if len(fields) > width and any(f.strip() for f in fields[width:]):
+        # The text after an extra tab would be dropped without a word (empty
+        # trailing fields, e.g. every line ending in a tab, lose nothing).
         raise DataError(
             f"{where}: line has {len(fields)} tab-separated fields where "
             f"{width_from} {width} (a tab inside the text? replace it with a "
             "space)")
-      if len(fields) < width:
+      # A short line shifts the columns after its missing field; only a
+      # headed file whose missing fields all come after the last column used
+      # (trailing empty fields some tools trim) is safe to read.
+      if len(fields) < width and not (has_header and len(fields) > max(needed)):
         raise DataError(
             f"{where}: line has {len(fields)} tab-separated fields where "
             f"{width_from} {width} (a field missing? the columns would "

@@ -389,9 +389,9 @@ def with_input_timeout(fn: Callable, timeout_secs: float,
     if waited >= timeout_secs:
       raise InputTimeoutError(
           f"no record from {state['what']} within {flag}={timeout_secs:g} "
-          "seconds: reading it blocks (a named pipe without a writer, a "
-          "hung network mount, a file still being written?); fix the input, "
-          f"or raise {flag} (0: no limit)")
+          "seconds: the read made no progress (a named pipe without a "
+          "writer, a hung network mount, a file still being written, or a "
+          f"very slow one?); fix the input, or raise {flag} (0: no limit)")
     thread.join(min(timeout_secs - waited, 0.2))
   if "error" in outcome:
     raise outcome["error"]
@@ -399,10 +399,12 @@ def with_input_timeout(fn: Callable, timeout_secs: float,
 
 
 def first_batch(files: Sequence[str], batch_size: int, **kwargs) -> None:
-  """Reads the first batch the training pipeline (make_dataset) gives.
+  """Reads one batch through make_dataset, as training will read.
 
-  Only whether it comes is checked here (with_input_timeout): a bad record
-  in it is left to training, whose error names the file
+  Not training's exact first batch (that one is per replica, seeded with
+  the start step): only whether a batch comes at all is checked here
+  (with_input_timeout), for about shuffle_buffer_size + batch_size records.
+  A bad record in it is left to training, whose error names the file
   (PretrainingTask.guard_input_errors).
   """
   try:

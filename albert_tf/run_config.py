@@ -375,11 +375,13 @@ def check_output_dir(output_dir: str, fingerprint: dict,
     # Checkpoints of unknown settings (an older albert_tf, another tool):
     # resuming them could silently mix two runs.
     if tf.io.gfile.exists(os.path.join(output_dir, "checkpoint")):
+      training = fingerprint.get("optimizer") is not None
       raise RunConfigError(
           f"--output_dir={output_dir} holds checkpoints but no "
-          f"{FINGERPRINT_FILE}, so their settings are unknown: pass "
-          "--overwrite to start over, or choose another --output_dir (to "
-          "start from those weights, pass them as --init_checkpoint)")
+          f"{FINGERPRINT_FILE}, so their settings are unknown: pass them "
+          "as --init_checkpoint with another --output_dir"
+          + (" (or --overwrite, which deletes them, to start over)"
+             if training else ""))
     return
   with tf.io.gfile.GFile(path, "r") as f:
     saved = json.loads(f.read())
@@ -453,10 +455,14 @@ def prepare_output_dir(output_dir: str, fingerprint: dict,
     with tf.io.gfile.GFile(path, "r") as f:
       saved = json.loads(f.read())
   # check_output_dir compared every section both sides set; a section the
-  # earlier run left open (an eval-only run has no optimizer) is filled in,
-  # so that later reruns compare it.
-  merged = {**fingerprint, **{k: v for k, v in saved.items()
-                              if v is not None}}
+  # earlier run left open (an eval-only run has no optimizer) is filled in
+  # by the first training run, so that later reruns compare it. An eval-only
+  # run fills nothing in: the checkpoints were not made with its settings.
+  if saved and fingerprint.get("optimizer") is None:
+    merged = saved
+  else:
+    merged = {**fingerprint, **{k: v for k, v in saved.items()
+                                if v is not None}}
   if merged != saved:
     with tf.io.gfile.GFile(path + ".tmp", "w") as f:
       f.write(json.dumps(merged, indent=2, sort_keys=True))

@@ -210,7 +210,9 @@ def _check_params(p: Params):
   if not p.output_dir:
     raise ValueError("--output_dir is required")
   if p.do_train and not p.input_file:
-    raise ValueError("--do_train needs --input_file")
+    raise ValueError("--do_train needs --input_file (--do_train is on by "
+                     "default, as in the original; --nodo_train --do_eval "
+                     "only evaluates)")
   if p.do_eval and not (p.eval_input_file or p.input_file):
     raise ValueError("--do_eval needs --eval_input_file or --input_file")
   for name in ("train_batch_size", "eval_batch_size", "num_train_steps",

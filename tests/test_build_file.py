@@ -4,8 +4,11 @@ and deps match the imports (parsed with `ast`): each project module a target's
 srcs import is in the target or its deps, transitively, and each dep is used."""
 
 import ast
+import functools
+import importlib.metadata
 import os
 import re
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -199,12 +202,16 @@ def _normalise(name):
   return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
 
 
+@functools.lru_cache(maxsize=None)
+def _distributions():
+  """{top-level module: [distribution names]} of this environment."""
+  return importlib.metadata.packages_distributions()
+
+
 def _third_party_imports(path):
   """Distributions (by the installed packages' own metadata) whose modules
   `path` imports, anywhere in the file."""
-  import importlib.metadata  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  distributions = importlib.metadata.packages_distributions()
+  distributions = _distributions()
   tree = ast.parse(open(os.path.join(ROOT, path), encoding="utf-8").read())
   found = set()
   for node in ast.walk(tree):
@@ -220,7 +227,13 @@ def _third_party_imports(path):
         continue
       assert top in distributions, f"{path} imports {top}, installed by no " \
           "distribution in this environment"
-      found.update(_normalise(d) for d in distributions[top])
+      owners = distributions[top]
+      if len(owners) > 1:  # a namespace package (google.*): the owner of
+        prefix = name.replace(".", "/")  # this very module
+        owners = [d for d in owners if any(
+            str(f).startswith(prefix)
+            for f in importlib.metadata.files(d) or ())] or owners
+      found.update(_normalise(d) for d in owners)
   return found
 
 

@@ -173,6 +173,17 @@ def extra_tab_on_the_first_line(data, tmp, caplog):
                      r"tab-separated fields where most lines of the file "
                      r"have 2"):
     cd.read_examples(tsv, str(tmp), "train")
+  # What loses nothing still loads: every line ending in a tab, and a headed
+  # file whose lines lack only a trailing column that no field is read from.
+  (tmp / "train.tsv").write_text("1\t好\t\n0\t差\t\n", encoding="utf-8")
+  assert [e.text_a for e in cd.read_examples(
+      cd.get_task("sentiment"), str(tmp), "train")[0]] == ["好", "差"]
+  (tmp / "train.tsv").write_text("label\ttext\tnote\n1\t好\tx\n0\t差\n",
+                                 encoding="utf-8")
+  headed = cd.get_task("tsv", text_a_column="text", label_column="label",
+                       label_list=["0", "1"], has_header=True)
+  assert [e.label for e in cd.read_examples(headed, str(tmp), "train")[0]
+          ] == ["1", "0"]
 
 
 def too_long_text(data, tmp, caplog):

@@ -53,6 +53,10 @@ def test_checkpoints_without_fingerprint_are_refused(tmp_path):
   assert "\n" not in message
   assert f"no {run_config.FINGERPRINT_FILE}" in message
   assert "--overwrite" in message and "--init_checkpoint" in message
+  # An eval-only run is not told to --overwrite (it would delete them).
+  with pytest.raises(run_config.RunConfigError) as error:
+    run_config.check_output_dir(str(tmp_path), _fingerprint(None))
+  assert "--overwrite" not in str(error.value)
   # --overwrite starts over; a directory without checkpoints is fine.
   run_config.check_output_dir(str(tmp_path), _fingerprint(ADAMW),
                               overwrite=True)
