@@ -262,6 +262,21 @@ def run_module(argv, cwd=ROOT, env=None, timeout=600, fresh=False):
   return result
 
 
+def close_idle(keep=1):
+  """Closes idle zygotes beyond `keep` (after a burst of parallel commands;
+  each holds TF and Keras in memory)."""
+  idle = []
+  while True:
+    try:
+      idle.append(_idle.get_nowait())
+    except queue.Empty:
+      break
+  for zygote in idle[keep:]:
+    _discard(zygote)
+  for zygote in idle[:keep]:
+    _idle.put(zygote)
+
+
 def _discard(zygote):
   with _lock:
     if zygote in _all:
