@@ -22,6 +22,8 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
+from albert_tf import features as F
+
 Column = Union[int, str]
 
 
@@ -433,8 +435,8 @@ def encode_examples(examples: Sequence[InputExample], tokenizer,
     tokens_removed += removed
     if removed and len(truncated_at) < name_truncated:
       truncated_at.append(example.source)
-  features = {"input_ids": ids, "input_mask": mask, "segment_ids": segments,
-              "label_ids": labels}
+  features = {F.INPUT_IDS: ids, F.INPUT_MASK: mask, F.SEGMENT_IDS: segments,
+              F.LABEL_IDS: labels}
   stats = {"examples": n, "truncated": int(truncated),
            "tokens_removed": int(tokens_removed)}
   if name_truncated:

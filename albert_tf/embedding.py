@@ -8,6 +8,7 @@ costs V x E + E x H: for V=30000, H=1024 that is 3.97M instead of 30.7M.
 import keras
 import tensorflow as tf
 
+from albert_tf import features as F
 from albert_tf.config import AlbertConfig
 
 
@@ -110,8 +111,8 @@ class FactorizedEmbedding(keras.layers.Layer):
       raise ValueError(
           f"Sequence length {seq_length} exceeds max_position_embeddings "
           f"({self.max_position_embeddings})")
-    for name, ids, limit in (("input_ids", input_ids, self.vocab_size),
-                             ("segment_ids", segment_ids,
+    for name, ids, limit in ((F.INPUT_IDS, input_ids, self.vocab_size),
+                             (F.SEGMENT_IDS, segment_ids,
                               self.type_vocab_size)):
       if tf.size(ids) == 0:
         continue

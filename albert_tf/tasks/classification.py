@@ -129,7 +129,7 @@ class ClassificationTask(Task):
     if self._train_tensors is None:  # once, not per checkpoint interval
       self._train_tensors = (
           {k: tf.constant(features[k]) for k in F.ENCODER_INPUTS},
-          {"logits": tf.constant(self._labels(features[F.LABEL_IDS]))})
+          {F.LOGITS: tf.constant(self._labels(features[F.LABEL_IDS]))})
     return step_indexed_inputs(*self._train_tensors, strategy,
                                global_batch_size, start_step, num_steps,
                                self.seed)
@@ -141,14 +141,14 @@ class ClassificationTask(Task):
 
   def build_losses(self):
     if self.spec.is_regression:
-      return {"logits": keras.losses.MeanSquaredError()}
-    return {"logits": keras.losses.SparseCategoricalCrossentropy(
+      return {F.LOGITS: keras.losses.MeanSquaredError()}
+    return {F.LOGITS: keras.losses.SparseCategoricalCrossentropy(
         from_logits=True)}
 
   def build_metrics(self):
     if self.spec.is_regression:
       return None
-    return {"logits": [keras.metrics.SparseCategoricalAccuracy(
+    return {F.LOGITS: [keras.metrics.SparseCategoricalAccuracy(
         name="accuracy")]}
 
   # --------------------------------------------------------- eval / predict
