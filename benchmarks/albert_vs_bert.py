@@ -8,7 +8,6 @@ The seed article says albert_tiny is about 10x faster than bert_base.
 """
 
 import json
-import time
 
 from absl import app
 from absl import flags
@@ -30,7 +29,7 @@ def compare(presets, batch_size=32, seq_length=128, repetitions=3,
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from albert_tf import AlbertConfig, AlbertEncoder  # pylint: disable=g-import-not-at-top
   from albert_tf.params import count_params  # pylint: disable=g-import-not-at-top
-  from benchmarks.common import summary  # pylint: disable=g-import-not-at-top
+  from benchmarks.common import summary, time_alternately  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(0)
   runners, results = {}, {}
   for preset in presets:
@@ -44,14 +43,13 @@ def compare(presets, batch_size=32, seq_length=128, repetitions=3,
                      jit_compile=jit_compile)
     fn(feats).numpy()  # trace and warm up
     runners[preset] = (fn, feats)
-    results[preset] = {"params": count_params(encoder), "times": []}
-  for _ in range(repetitions):
-    for preset, (fn, feats) in runners.items():
-      start = time.perf_counter()
-      fn(feats).numpy()
-      results[preset]["times"].append(time.perf_counter() - start)
-  for r in results.values():
-    r["seq_per_s"], r["spread"] = summary([batch_size / t for t in r.pop("times")])
+    results[preset] = {"params": count_params(encoder)}
+  times = time_alternately(
+      {preset: lambda fn=fn, feats=feats: fn(feats).numpy()
+       for preset, (fn, feats) in runners.items()}, repetitions)
+  for preset, r in results.items():
+    r["seq_per_s"], r["spread"] = summary([batch_size / t
+                                           for t in times[preset]])
   return results
 
 

@@ -35,6 +35,18 @@ def time_calls(fn, repetitions, warmup=1):
   return times
 
 
+def time_alternately(fns, repetitions):
+  """{name: seconds per call} of every fn in `fns` ({name: fn}), called in
+  turn `repetitions` times, so that drifting machine load hits all alike."""
+  times = {name: [] for name in fns}
+  for _ in range(repetitions):
+    for name, fn in fns.items():
+      start = time.perf_counter()
+      fn()
+      times[name].append(time.perf_counter() - start)
+  return times
+
+
 def summary(values):
   """(median, relative spread as (max-min)/median) of a list of numbers."""
   med = statistics.median(values)

@@ -43,7 +43,7 @@ def measure(preset, policy, batch_size, seq_length, repetitions, jit_compile):
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from albert_tf.keras_hub_interop import keras_hub_inputs  # pylint: disable=g-import-not-at-top
-  from benchmarks.common import summary  # pylint: disable=g-import-not-at-top
+  from benchmarks.common import summary, time_alternately  # pylint: disable=g-import-not-at-top
   config, ours, theirs = _models(preset, policy)
   rng = np.random.default_rng(0)
   feats = {"input_ids": tf.constant(rng.integers(5, config.vocab_size,
@@ -59,13 +59,9 @@ def measure(preset, policy, batch_size, seq_length, repetitions, jit_compile):
   diff = float(np.max(np.abs(
       tf.cast(run_ours(feats), tf.float32).numpy() -
       tf.cast(run_theirs(feats), tf.float32).numpy())))
-  import time  # pylint: disable=g-import-not-at-top
-  times = {"albert_tf": [], "keras_hub": []}
-  for _ in range(repetitions):  # alternate to share the machine's noise
-    for name, fn in (("albert_tf", run_ours), ("keras_hub", run_theirs)):
-      start = time.perf_counter()
-      fn(feats).numpy()
-      times[name].append(time.perf_counter() - start)
+  times = time_alternately(
+      {"albert_tf": lambda: run_ours(feats).numpy(),
+       "keras_hub": lambda: run_theirs(feats).numpy()}, repetitions)
   result = {"preset": preset, "policy": policy, "max_abs_diff": diff}
   for name, values in times.items():
     med, spread = summary([batch_size / t for t in values])

@@ -11,7 +11,6 @@ one run, so the ratio is robust to machine noise.
 """
 
 import json
-import time
 
 from absl import app
 from absl import flags
@@ -35,7 +34,7 @@ def measure(preset, num_tags, batch_size, seq_length, repetitions):
   from albert_tf.keras_hub_interop import backbone_kwargs, copy_from_keras_hub, keras_hub_inputs  # pylint: disable=g-import-not-at-top
   from albert_tf.models import AlbertTagger  # pylint: disable=g-import-not-at-top
   from albert_tf.tasks.tagging import TaggingTask  # pylint: disable=g-import-not-at-top
-  from benchmarks.common import summary  # pylint: disable=g-import-not-at-top
+  from benchmarks.common import summary, time_alternately  # pylint: disable=g-import-not-at-top
 
   config = AlbertConfig.from_preset(preset)
   backbone = keras_hub.models.AlbertBackbone(
@@ -58,12 +57,9 @@ def measure(preset, num_tags, batch_size, seq_length, repetitions):
                                                output_type=tf.int32))
   agreement = float(np.mean(run_ours(feats).numpy() ==
                             run_theirs(feats).numpy()))
-  times = {"albert_tf": [], "keras_hub": []}
-  for _ in range(repetitions):  # alternate to share the machine's noise
-    for name, fn in (("albert_tf", run_ours), ("keras_hub", run_theirs)):
-      start = time.perf_counter()
-      fn(feats).numpy()
-      times[name].append(time.perf_counter() - start)
+  times = time_alternately(
+      {"albert_tf": lambda: run_ours(feats).numpy(),
+       "keras_hub": lambda: run_theirs(feats).numpy()}, repetitions)
   result = {"preset": preset, "num_tags": num_tags, "batch_size": batch_size,
             "seq_length": seq_length, "tag_agreement": agreement}
   for name, values in times.items():
