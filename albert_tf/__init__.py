@@ -6,7 +6,7 @@ Public API:
   AlbertClassifier(config, num_labels), AlbertTagger(config, num_tags)
 
 The model classes are imported on first use (PEP 562), so light modules such
-as `albert_tf.tokenization` and `albert_tf.features` load without Keras: Beam
+as `albert_tf.data.tokenization` and `albert_tf.features` load without Keras: Beam
 workers that only tokenize start in a fraction of a second.
 """
 
@@ -19,10 +19,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 _LAZY = {
     "AlbertConfig": "albert_tf.config",
     "PRESETS": "albert_tf.config",
-    "AlbertEncoder": "albert_tf.encoder",
-    "AlbertPretrainer": "albert_tf.models",
-    "AlbertClassifier": "albert_tf.models",
-    "AlbertTagger": "albert_tf.models",
+    "AlbertEncoder": "albert_tf.modeling.encoder",
+    "AlbertPretrainer": "albert_tf.modeling.models",
+    "AlbertClassifier": "albert_tf.modeling.models",
+    "AlbertTagger": "albert_tf.modeling.models",
 }
 
 __all__ = list(_LAZY)

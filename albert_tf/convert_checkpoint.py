@@ -21,7 +21,7 @@ import os
 from absl import flags
 import tensorflow as tf
 
-from albert_tf import checkpoints
+from albert_tf.training import checkpoints
 # This module is the CLI and `convert` only (the docstring above is also the
 # --help text, so it stays as it was); the per-source readers live in
 # albert_tf/converters and are chosen through converters.READERS.

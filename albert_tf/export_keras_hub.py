@@ -17,11 +17,11 @@ reads such a folder back.
 
 Known difference: keras-hub's AlbertTokenizer runs the SentencePiece model
 only. It skips albert_tf's text normalisation before it
-(`albert_tf.tokenization.normalize`): lowercasing and accent stripping
+(`albert_tf.data.tokenization.normalize`): lowercasing and accent stripping
 (do_lower_case), `` and '' -> ", and the digit-comma rule ("1998," ->
 "1998" + ","). On text that is already lowercase, accent-free and without a
 digit directly before a comma, both give the same ids; otherwise apply
-`albert_tf.tokenization.normalize` to the text before keras-hub's tokenizer.
+`albert_tf.data.tokenization.normalize` to the text before keras-hub's tokenizer.
 
 Refused with one line: a WordPiece vocab.txt (keras-hub's AlbertTokenizer is
 SentencePiece only) and configs keras-hub's AlbertBackbone cannot express
@@ -33,10 +33,10 @@ import os
 import shutil
 import tempfile
 
-from albert_tf import checkpoints
-from albert_tf import keras_hub_interop
-from albert_tf import run_config
-from albert_tf.encoder import AlbertEncoder
+from albert_tf.training import checkpoints
+from albert_tf.converters import keras_hub_interop
+from albert_tf.training import resolution
+from albert_tf.modeling.encoder import AlbertEncoder
 
 
 class KerasHubExportError(ValueError):
@@ -68,7 +68,7 @@ def export(checkpoint, output_dir, albert_config_file=None,
     written: no or a WordPiece tokenizer, a config keras-hub cannot
     express, a checkpoint that does not fit, a non-empty output_dir.
   """
-  config, tokenizer = run_config.resolve_model(
+  config, tokenizer = resolution.resolve_model(
       albert_config_file=albert_config_file, init_checkpoint=checkpoint,
       spm_model_file=spm_model_file, require_tokenizer=False,
       checkpoint_flag="--checkpoint")
@@ -115,7 +115,7 @@ def export(checkpoint, output_dir, albert_config_file=None,
       f"{output_dir}")
   if tokenizer.do_lower_case:
     log("  note: keras-hub's AlbertTokenizer does not lowercase or strip "
-        "accents; apply albert_tf.tokenization.normalize to text first")
+        "accents; apply albert_tf.data.tokenization.normalize to text first")
   return output_dir
 
 

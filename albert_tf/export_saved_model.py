@@ -12,7 +12,7 @@ writes `saved_models/sentiment/<version>/` (the next free integer unless
                    Core TF ops only: runs in a stock tensorflow_model_server.
   serve_text       string `text` [batch] (+ `text_b` for pairs, +
                    `masked_lm_positions` for the pretrainer), tokenized in the
-                   graph by `albert_tf.text_graph` exactly as the Python
+                   graph by `albert_tf.serving.text_graph` exactly as the Python
                    tokenizer does, truncated to --max_seq_length. Needs the
                    TF Text ops (a TF Serving build that links tensorflow-text;
                    in Python, `import tensorflow_text` before loading).
@@ -29,7 +29,7 @@ The tagger (`--model=tagger --checkpoint=<run_ner output_dir>`; the tags,
 max_seq_length, do_lower_case and token_level come from the
 tagger_config.json beside the checkpoint) has its own serve_text: string
 `text` [batch] -> entities with character offsets, read the way run_ner read
-its data (`albert_tf.tagging_graph.TextTagger`; the Python twin is
+its data (`albert_tf.serving.tagging_graph.TextTagger`; the Python twin is
 `ner_data.encode_text` + `ner_data.tag_text`). The text is split into tokens
 ("char": every non-whitespace character; "word": each run of letters, digits
 and combining marks, each CJK character and each other symbol alone), each
@@ -70,16 +70,16 @@ import tensorflow as tf
 
 from albert_tf import features as F
 from albert_tf import fill_mask
-from albert_tf import run_config
-from albert_tf.checkpoints import restore_weights
-from albert_tf.encoder import AlbertEncoder
+from albert_tf.training import resolution
+from albert_tf.training.checkpoints import restore_weights
+from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.features import ENCODER_INPUTS, MASKED_LM_POSITIONS
-from albert_tf import ner_data
-from albert_tf.models import AlbertClassifier, AlbertPretrainer, AlbertTagger
-from albert_tf.run_config import CLASSIFIER_CONFIG, TAGGER_CONFIG, ModelInfo
+from albert_tf.data import ner_data
+from albert_tf.modeling.models import AlbertClassifier, AlbertPretrainer, AlbertTagger
+from albert_tf.tasks.record import CLASSIFIER_CONFIG, TAGGER_CONFIG, ModelInfo
 from albert_tf import tasks
-from albert_tf.tagging_graph import TextTagger
-from albert_tf.text_graph import TextEncoder
+from albert_tf.serving.tagging_graph import TextTagger
+from albert_tf.serving.text_graph import TextEncoder
 
 MODEL_KINDS = ("encoder", "classifier", "pretrainer", "tagger")
 METADATA_FILE = "albert_export.json"
@@ -93,9 +93,9 @@ class ExportError(ValueError):
 # ---------------------------------------------------------------- inputs
 def resolve_model(checkpoint, preset, albert_config_file, spm_model_file,
                   vocab_file, do_lower_case):
-  """Config + tokenizer by the rules of every CLI (`run_config.resolve_model`)."""
+  """Config + tokenizer by the rules of every CLI (`resolution.resolve_model`)."""
   try:
-    return run_config.resolve_model(
+    return resolution.resolve_model(
         preset, albert_config_file, init_checkpoint=checkpoint,
         spm_model_file=spm_model_file, vocab_file=vocab_file,
         do_lower_case=do_lower_case, checkpoint_flag="--checkpoint")
@@ -286,7 +286,7 @@ def export(checkpoint, export_dir, model="encoder", preset=None,
   num_labels = check_task_info(checkpoint, model, info, num_labels, text_pair)
   max_seq_length = max_seq_length or info.max_seq_length or 128
   try:
-    run_config.check_seq_length(max_seq_length, config)
+    resolution.check_seq_length(max_seq_length, config)
   except ValueError as e:
     raise ExportError(str(e)) from None
   if model == "classifier":

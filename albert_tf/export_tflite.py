@@ -45,12 +45,12 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import features as F
-from albert_tf import ner_data
-from albert_tf.classifier_data import encode_pair
+from albert_tf.data import ner_data
+from albert_tf.data.classifier_data import encode_pair
 from albert_tf.export_saved_model import METADATA_FILE
-from albert_tf.run_config import ModelInfo
+from albert_tf.tasks.record import ModelInfo
 from albert_tf.features import ENCODER_INPUTS, MASKED_LM_POSITIONS
-from albert_tf.tokenization import load_tokenizer
+from albert_tf.data.tokenization import load_tokenizer
 
 QUANTIZE_MODES = ("none", "float16", "dynamic", "int8")
 

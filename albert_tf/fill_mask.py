@@ -28,11 +28,11 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf import features as F
-from albert_tf import run_config
-from albert_tf import text_graph
-from albert_tf.checkpoints import restore_weights
-from albert_tf.models import AlbertPretrainer
-from albert_tf.tokenization import MASK_TOKEN, SPM_UNDERLINE, AlbertTokenizer
+from albert_tf.training import resolution
+from albert_tf.serving import text_graph
+from albert_tf.training.checkpoints import restore_weights
+from albert_tf.modeling.models import AlbertPretrainer
+from albert_tf.data.tokenization import MASK_TOKEN, SPM_UNDERLINE, AlbertTokenizer
 
 BATCH_SIZE = 32
 
@@ -257,7 +257,7 @@ def load(checkpoint, albert_config_file=None, spm_model_file=None,
 
   Raises FillMaskError when the checkpoint has no masked_lm_head.
   """
-  config, tokenizer = run_config.resolve_model(
+  config, tokenizer = resolution.resolve_model(
       albert_config_file=albert_config_file, init_checkpoint=checkpoint,
       spm_model_file=spm_model_file, vocab_file=vocab_file,
       do_lower_case=do_lower_case, checkpoint_flag="--checkpoint")

@@ -34,7 +34,7 @@ def count_params(model):
 def preset_param_counts(config: AlbertConfig):
   """{"encoder": N, "pretrainer": M} for one config (builds the model)."""
   import keras  # pylint: disable=g-import-not-at-top
-  from albert_tf.models import AlbertPretrainer  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling.models import AlbertPretrainer  # pylint: disable=g-import-not-at-top
   # Inside a StatelessScope Keras creates the variables with their shapes but
   # defers drawing initial values: the real model classes, counted in seconds
   # instead of minutes for the 335M-parameter bert_large.

@@ -8,7 +8,7 @@
         --num_train_epochs=3 --do_train --do_eval --do_predict
 
 Recipe: read + encode the TSV splits (tasks/classification.py), then the
-one trainer (albert_tf.trainer) under any --distribution_strategy: an
+one trainer (albert_tf.training.trainer) under any --distribution_strategy: an
 `AlbertClassifier` initialised from --init_checkpoint, AdamW (warmup +
 linear decay), a checkpoint and a dev eval every epoch (or every
 --eval_every_steps), the best checkpoint by the task's dev metric kept
@@ -36,12 +36,14 @@ from typing import Optional
 
 from absl import flags
 
-from albert_tf import finetuning
-from albert_tf import run_config
+from albert_tf.training import finetuning
+from albert_tf.tasks import record
+from albert_tf.training import resolution
+from albert_tf.training import runtime
 from albert_tf import tasks
-from albert_tf.classifier_data import DataError
-from albert_tf.finetuning import FinetuneOptions
-from albert_tf.run_config import ModelInfo
+from albert_tf.data.classifier_data import DataError
+from albert_tf.training.finetuning import FinetuneOptions
+from albert_tf.tasks.record import ModelInfo
 from albert_tf.tasks.classification import read_spec
 
 
@@ -66,7 +68,7 @@ def run(**kwargs):
   """
   options = ClassifierOptions(**kwargs)
   finetuning.check_options(options)
-  with run_config.dtype_policy(options.mixed_precision):
+  with runtime.dtype_policy(options.mixed_precision):
     return _run(options)
 
 
@@ -81,17 +83,17 @@ def _run(o: ClassifierOptions):
                    o.label_column, o.label_list, o.has_header, o.regression,
                    o.data_dir, info.label_list if info and
                    info.task_name == "tsv" else None)
-  config, tokenizer = run_config.resolve_model(
+  config, tokenizer = resolution.resolve_model(
       o.preset, o.albert_config_file, o.init_checkpoint, o.spm_model_file,
       o.vocab_file, o.do_lower_case)
-  run_config.check_seq_length(o.max_seq_length, config)
+  resolution.check_seq_length(o.max_seq_length, config)
   task = tasks.TASKS["regression" if spec.is_regression else
                      "classification"](
       spec, tokenizer, o.data_dir, o.max_seq_length, o.eval_batch_size,
       o.classifier_dropout, o.seed, o.max_train_examples, o.max_eval_examples)
   return finetuning.train_and_evaluate(
       o, task, config, strategy, f"{task.name}:{spec.name}",
-      _validate_splits(o, task), run_config.CLASSIFIER_CONFIG,
+      _validate_splits(o, task), record.CLASSIFIER_CONFIG,
       lambda: _write_run_files(o, task, config),
       lambda trainer, chief, best_step: _evaluate_and_predict(
           o, task, trainer, chief, best_step))
@@ -151,7 +153,7 @@ def _write_run_files(o: ClassifierOptions, task, config):
             tokenizer_kind=tokenizer.kind,
             do_lower_case=tokenizer.do_lower_case,
             text_pair=task.spec.columns["train"][1] is not None).write(
-                os.path.join(o.output_dir, run_config.CLASSIFIER_CONFIG))
+                os.path.join(o.output_dir, record.CLASSIFIER_CONFIG))
 
 
 # ----------------------------------------------------------------- flags

@@ -39,12 +39,14 @@ from typing import Optional
 
 from absl import flags
 
-from albert_tf import finetuning
-from albert_tf import ner_data
-from albert_tf import run_config
+from albert_tf.training import finetuning
+from albert_tf.data import ner_data
+from albert_tf.tasks import record
+from albert_tf.training import resolution
+from albert_tf.training import runtime
 from albert_tf import tasks
-from albert_tf.finetuning import FinetuneOptions
-from albert_tf.run_config import ModelInfo
+from albert_tf.training.finetuning import FinetuneOptions
+from albert_tf.tasks.record import ModelInfo
 from albert_tf.tasks.tagging import TASK_NAMES
 
 
@@ -68,7 +70,7 @@ def run(**kwargs):
     raise ValueError(f"--task_name must be one of {', '.join(TASK_NAMES)}, "
                      f"got {options.task_name!r}")
   ner_data.canonical_scheme(options.tag_scheme)  # a bad name fails here
-  with run_config.dtype_policy(options.mixed_precision):
+  with runtime.dtype_policy(options.mixed_precision):
     return _run(options)
 
 
@@ -83,10 +85,10 @@ def _run(o: NerOptions):
       max(1, (max_seq_length - 2) // 2),
       do_lower_case=(o.do_lower_case if o.do_lower_case is not None
                      else info.do_lower_case if info else None))
-  config, tokenizer = run_config.resolve_model(
+  config, tokenizer = resolution.resolve_model(
       o.preset, o.albert_config_file, o.init_checkpoint, o.spm_model_file,
       o.vocab_file, o.do_lower_case)
-  run_config.check_seq_length(o.max_seq_length, config)
+  resolution.check_seq_length(o.max_seq_length, config)
   task = tasks.TASKS["tagging"](
       o.task_name, tokenizer, o.data_dir, o.max_seq_length, o.doc_stride,
       label_list=tagger_info.label_list if tagger_info else None,
@@ -99,7 +101,7 @@ def _run(o: NerOptions):
   return finetuning.train_and_evaluate(
       o, task, config, strategy,
       f"tagging:{o.task_name}:{','.join(task.label_list)}", data_stats,
-      run_config.TAGGER_CONFIG, lambda: _write_run_files(o, task, config),
+      record.TAGGER_CONFIG, lambda: _write_run_files(o, task, config),
       lambda trainer, chief, best_step: _evaluate_and_predict(
           o, task, trainer, chief, best_step))
 
@@ -157,7 +159,7 @@ def _write_run_files(o: NerOptions, task, config):
             tokenizer_kind=tokenizer.kind,
             do_lower_case=tokenizer.do_lower_case, tag_scheme=task.scheme,
             doc_stride=o.doc_stride, token_level=task.token_level()).write(
-                os.path.join(o.output_dir, run_config.TAGGER_CONFIG))
+                os.path.join(o.output_dir, record.TAGGER_CONFIG))
 
 
 # ----------------------------------------------------------------- flags

@@ -14,7 +14,7 @@ The recipe, top to bottom in `run`:
   5. --do_eval: eval_results.json / eval_results.txt for the last checkpoint.
 
 Written to --output_dir: ckpt-<step>.* + `checkpoint` (tf.train.CheckpointManager,
-layout of `albert_tf.checkpoints`: encoder, masked_lm_head,
+layout of `albert_tf.training.checkpoints`: encoder, masked_lm_head,
 sentence_order_head, optimizer, step), albert_config.json, train/ and eval/
 TensorBoard events, train_log.jsonl (one JSON object per --log_steps) and
 eval_log.jsonl.
@@ -38,12 +38,14 @@ import albert_tf  # noqa: F401  (sets KERAS_BACKEND before keras is imported)
 import keras
 import tensorflow as tf
 
-from albert_tf import input_pipeline
-from albert_tf import optimization
-from albert_tf import run_config
+from albert_tf.data import record_checks
+from albert_tf.training import optimization
+from albert_tf.training import output_dir
+from albert_tf.training import resolution
+from albert_tf.training import runtime
 from albert_tf import tasks
-from albert_tf.run_config import PRECISIONS, STRATEGIES
-from albert_tf.trainer import Trainer, TrainerSettings, write_scalars
+from albert_tf.training.runtime import PRECISIONS, STRATEGIES
+from albert_tf.training.trainer import Trainer, TrainerSettings, write_scalars
 
 def define_flags(fv: flags.FlagValues = flags.FLAGS):
   """Defines the flags on `fv`: the original run_pretraining.py names/defaults + TF2 ones."""
@@ -101,7 +103,7 @@ def define_flags(fv: flags.FlagValues = flags.FLAGS):
                       f"{'|'.join(PRECISIONS)} (Keras policy names accepted); "
                       "variables, LayerNorm, softmax and losses stay "
                       "float32. float16 adds dynamic loss scaling.", **d)
-  run_config.define_original_tpu_flags(fv)
+  runtime.define_original_tpu_flags(fv)
   flags.DEFINE_bool("verbose", False, "Show the traceback of an error.",
                     **d)
   flags.DEFINE_bool("overwrite", False, "Start over in an --output_dir that "
@@ -220,7 +222,7 @@ def _check_params(p: Params):
                "keep_checkpoint_max", "max_eval_steps"):
     if getattr(p, name) <= 0:
       raise ValueError(f"--{name} must be positive, got {getattr(p, name)}")
-  run_config.canonical_precision(p.mixed_precision)
+  runtime.canonical_precision(p.mixed_precision)
 
 
 def trainer_settings(p: Params) -> TrainerSettings:
@@ -255,38 +257,38 @@ def run(p: Params) -> Dict[str, float]:
   The global Keras dtype policy is restored on return.
   """
   _check_params(p)
-  with run_config.dtype_policy(p.mixed_precision):
+  with runtime.dtype_policy(p.mixed_precision):
     return _run(p)
 
 
 def _run(p: Params) -> Dict[str, float]:
-  strategy = run_config.strategy_from_flags(
+  strategy = runtime.strategy_from_flags(
       p.distribution_strategy, p.tpu, p.num_gpus, p.use_tpu, p.tpu_name,
       p.tpu_zone, p.gcp_project, p.num_tpu_cores)
-  chief = run_config.is_chief(strategy)
-  config, tokenizer = run_config.resolve_model(
+  chief = runtime.is_chief(strategy)
+  config, tokenizer = resolution.resolve_model(
       p.preset, p.albert_config_file, init_checkpoint=p.init_checkpoint,
       spm_model_file=p.spm_model_file, vocab_size=p.vocab_size,
       require_tokenizer=False)
-  run_config.check_seq_length(p.max_seq_length, config)
+  resolution.check_seq_length(p.max_seq_length, config)
   settings = trainer_settings(p)
-  fingerprint = run_config.make_fingerprint(
+  fingerprint = output_dir.make_fingerprint(
       "pretraining", config, tokenizer,
       settings.optimizer_fingerprint() if p.do_train else None,
       p.mixed_precision)
-  run_config.check_output_dir(p.output_dir, fingerprint, p.overwrite)
+  output_dir.check_output_dir(p.output_dir, fingerprint, p.overwrite)
 
   train_files, eval_files, skipped_report = _check_inputs(p)
 
   # Inputs are valid: only now is output_dir written.
   lock = None  # held until this function returns
   if chief:
-    lock = run_config.prepare_output_dir(p.output_dir, fingerprint,
+    lock = output_dir.prepare_output_dir(p.output_dir, fingerprint,
                                          p.overwrite)
     config.to_json_file(os.path.join(p.output_dir, "albert_config.json"))
     if skipped_report is not None:
       logging.info("--skip_corrupt_records: the skipped records per file are "
-                   "in %s", input_pipeline.write_skipped_records(
+                   "in %s", record_checks.write_skipped_records(
                        p.output_dir, skipped_report))
       # Also beside the curves, where a run is looked at.
       write_scalars(tf.summary.create_file_writer(
@@ -324,7 +326,7 @@ def _check_inputs(p: Params):
   error naming the file. Returns (train_files, eval_files, skipped-records
   report or None).
   """
-  return input_pipeline.with_input_timeout(
+  return record_checks.with_input_timeout(
       lambda progress: _read_inputs(p, progress), p.input_timeout_secs)
 
 
@@ -332,31 +334,31 @@ def _read_inputs(p: Params, progress):
   """_check_inputs' reads; progress(what) names the one that may block."""
   progress(f"the input files ({p.input_file or p.eval_input_file})")
   eval_flag = "--eval_input_file" if p.eval_input_file else "--input_file"
-  train_files = input_pipeline.expand_input_files(p.input_file) if (
+  train_files = record_checks.expand_input_files(p.input_file) if (
       p.do_train) else []
-  eval_files = input_pipeline.expand_input_files(
+  eval_files = record_checks.expand_input_files(
       p.eval_input_file or p.input_file) if p.do_eval else []
   for files, flag in ((train_files, "--input_file"), (eval_files, eval_flag)):
-    input_pipeline.check_records_dirs(
+    record_checks.check_records_dirs(
         files, p.max_seq_length, p.max_predictions_per_seq,
         spm_model_file=p.spm_model_file,
         allow_incomplete=p.allow_incomplete_input, flag=flag)
   all_files = list(dict.fromkeys(train_files + eval_files))
-  non_empty = input_pipeline.check_shards(
+  non_empty = record_checks.check_shards(
       all_files, p.max_seq_length, p.max_predictions_per_seq,
       skip_corrupt_records=p.skip_corrupt_records, on_file=progress)
-  input_pipeline.require_records(train_files, non_empty, "--input_file")
-  input_pipeline.require_records(eval_files, non_empty, eval_flag)
+  record_checks.require_records(train_files, non_empty, "--input_file")
+  record_checks.require_records(eval_files, non_empty, eval_flag)
   skipped_report = None
   if p.skip_corrupt_records:
-    skipped_report = input_pipeline.check_corrupt_fraction(
-        input_pipeline.count_corrupt_records(
+    skipped_report = record_checks.check_corrupt_fraction(
+        record_checks.count_corrupt_records(
             all_files, p.max_seq_length, p.max_predictions_per_seq,
             on_file=progress),
         p.max_corrupt_fraction, train_files)
   if train_files:
     progress(f"the first training batch of --input_file={p.input_file}")
-    input_pipeline.first_batch(
+    record_checks.first_batch(
         train_files, p.train_batch_size, max_seq_length=p.max_seq_length,
         max_predictions_per_seq=p.max_predictions_per_seq, seed=p.seed,
         shuffle_buffer_size=p.shuffle_buffer_size,

@@ -175,7 +175,7 @@ def build_sides(config, batch_size):
   so the training step is the one that benchmark times.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from albert_tf.keras_hub_interop import keras_hub_inputs  # pylint: disable=g-import-not-at-top
+  from albert_tf.converters.keras_hub_interop import keras_hub_inputs  # pylint: disable=g-import-not-at-top
   from benchmarks import pretrain_throughput as pt  # pylint: disable=g-import-not-at-top
 
   batch = pt.make_batch(batch_size, config.vocab_size)
@@ -204,7 +204,7 @@ def _step_fn(forward, modules):
   """(loss, gradients) of one MLM + SOP batch; the variables are closed
   over (passed as arguments, tf.function would take them for tensors)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from albert_tf.models import pretraining_losses  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling.models import pretraining_losses  # pylint: disable=g-import-not-at-top
   variables = list({id(v): v for m in modules
                     for v in m.trainable_variables}.values())
 

@@ -4,7 +4,7 @@
     python -m benchmarks.crf_ner_baseline --data_dir=data/ner \
         --output_dir=data/ner_crf
 
-Reads {train,dev,test}.txt in the CoNLL layout with `albert_tf.ner_data`
+Reads {train,dev,test}.txt in the CoNLL layout with `albert_tf.data.ner_data`
 (any tag scheme; the CRF learns BIO tags), fits a linear-chain CRF
 (`sklearn_crfsuite`, L-BFGS with L1 + L2 penalties) on train.txt and reports
 entity precision/recall/F1, overall and per type, on the training sentences,
@@ -28,7 +28,7 @@ import unicodedata
 from absl import flags
 
 from albert_tf import cli_errors
-from albert_tf import ner_data
+from albert_tf.data import ner_data
 from albert_tf.cli_errors import CommandLineError, error_line
 
 SPLITS = ("train", "dev", "test")

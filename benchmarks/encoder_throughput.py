@@ -28,7 +28,7 @@ def _models(preset, policy):
   import keras  # pylint: disable=g-import-not-at-top
   import keras_hub  # pylint: disable=g-import-not-at-top
   from albert_tf import AlbertConfig, AlbertEncoder  # pylint: disable=g-import-not-at-top
-  from albert_tf.keras_hub_interop import backbone_kwargs, copy_from_keras_hub  # pylint: disable=g-import-not-at-top
+  from albert_tf.converters.keras_hub_interop import backbone_kwargs, copy_from_keras_hub  # pylint: disable=g-import-not-at-top
   config = AlbertConfig.from_preset(preset)
   keras.mixed_precision.set_global_policy(policy)
   backbone = keras_hub.models.AlbertBackbone(
@@ -42,7 +42,7 @@ def measure(preset, policy, batch_size, seq_length, repetitions, jit_compile):
   """Median sequences/s of both models and their ratio, for one preset/policy."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from albert_tf.keras_hub_interop import keras_hub_inputs  # pylint: disable=g-import-not-at-top
+  from albert_tf.converters.keras_hub_interop import keras_hub_inputs  # pylint: disable=g-import-not-at-top
   from benchmarks.common import summary, time_alternately  # pylint: disable=g-import-not-at-top
   config, ours, theirs = _models(preset, policy)
   rng = np.random.default_rng(0)

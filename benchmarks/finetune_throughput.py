@@ -5,7 +5,7 @@ r"""Fine-tuning step throughput: the trainer (Keras fit) vs the former hand-writ
 
 run_classifier used to train with its own `tf.function` step fed one numpy
 batch per call (no strategy, no resume). It now runs through
-`albert_tf.trainer` (Keras `fit` over a tf.data pipeline, steps_per_execution,
+`albert_tf.training.trainer` (Keras `fit` over a tf.data pipeline, steps_per_execution,
 checkpoints, logs). This measures both on the same model, batch and text,
 in one process, alternating `--rounds` times:
 
@@ -34,13 +34,13 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from albert_tf import features as F  # noqa: E402
-from albert_tf import optimization  # noqa: E402
+from albert_tf.training import optimization  # noqa: E402
 from albert_tf import run_classifier  # noqa: E402
 from albert_tf.config import AlbertConfig  # noqa: E402
-from albert_tf.models import AlbertClassifier  # noqa: E402
+from albert_tf.modeling.models import AlbertClassifier  # noqa: E402
 from albert_tf.tasks.classification import ClassificationTask  # noqa: E402
-from albert_tf.classifier_data import get_task  # noqa: E402
-from albert_tf.tokenization import load_tokenizer  # noqa: E402
+from albert_tf.data.classifier_data import get_task  # noqa: E402
+from albert_tf.data.tokenization import load_tokenizer  # noqa: E402
 from benchmarks.common import machine, summary  # noqa: E402
 
 # Characters of the CJK block: one token each with a WordPiece vocabulary.

@@ -26,9 +26,9 @@ import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from albert_tf import optimization  # noqa: E402
+from albert_tf.training import optimization  # noqa: E402
 from albert_tf.config import AlbertConfig  # noqa: E402
-from albert_tf.models import AlbertPretrainer, pretraining_losses  # noqa: E402
+from albert_tf.modeling.models import AlbertPretrainer, pretraining_losses  # noqa: E402
 
 SEQ = 128
 PRED = 20

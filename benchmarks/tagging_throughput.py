@@ -31,8 +31,8 @@ def measure(preset, num_tags, batch_size, seq_length, repetitions):
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from albert_tf import AlbertConfig  # pylint: disable=g-import-not-at-top
-  from albert_tf.keras_hub_interop import backbone_kwargs, copy_from_keras_hub, keras_hub_inputs  # pylint: disable=g-import-not-at-top
-  from albert_tf.models import AlbertTagger  # pylint: disable=g-import-not-at-top
+  from albert_tf.converters.keras_hub_interop import backbone_kwargs, copy_from_keras_hub, keras_hub_inputs  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling.models import AlbertTagger  # pylint: disable=g-import-not-at-top
   from albert_tf.tasks.tagging import TaggingTask  # pylint: disable=g-import-not-at-top
   from benchmarks.common import summary, time_alternately  # pylint: disable=g-import-not-at-top
 

@@ -4,7 +4,7 @@
         --output_file=demo_output/tfidf_baseline.json
 
 Reads the same {train,dev,test}.tsv splits as run_classifier (task
-`sentiment`, via albert_tf.classifier_data), fits on train, reports dev and
+`sentiment`, via albert_tf.data.classifier_data), fits on train, reports dev and
 test accuracy. scikit-learn is a benchmark/test dependency only.
 """
 
@@ -14,7 +14,7 @@ import time
 from absl import app
 from absl import flags
 
-from albert_tf import classifier_data as cd
+from albert_tf.data import classifier_data as cd
 
 
 def run(data_dir, task_name="sentiment", ngram_max=3, c=4.0, max_features=200000):

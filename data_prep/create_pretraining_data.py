@@ -12,7 +12,7 @@ line, documents separated by blank lines. Output in --output_dir:
 n-gram histogram, skipped documents by reason, records per shard, what was
 read from each input), then `_SUCCESS`, then `manifest.json`, written last
 and atomically (temporary file + rename): the hand-off to pretraining, which
-checks it (`albert_tf.input_pipeline.check_records_dirs`). It holds the input
+checks it (`albert_tf.data.record_checks.check_records_dirs`). It holds the input
 files with their byte sizes, documents read / skipped by reason, inputs
 skipped, instances, records and bytes per shard, the flags used and the
 tokenizer's sha256; see make_manifest. Or, as the original script,
@@ -100,7 +100,7 @@ SHARD_PREFIX = "pretrain"
 SHARD_SUFFIX = ".tfrecord"
 SUMMARY_FILE = "summary.json"
 SUCCESS_FILE = "_SUCCESS"
-# The same names as albert_tf.input_pipeline's, which checks them (not
+# The same names as albert_tf.data.record_checks's, which checks them (not
 # imported: the workers never import TensorFlow).
 MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = "albert_tf.pretraining_records"
@@ -498,7 +498,7 @@ class TokenizeDocumentFn(_CountsPerBundle, beam.DoFn):
 
   def setup(self):
     # setup() may run more than once per worker; loading is idempotent.
-    from albert_tf import tokenization
+    from albert_tf.data import tokenization
     self._tokenizer = tokenization.load_tokenizer(**self._tokenizer_args)
     self._counters = {
         name: Metrics.counter(_METRICS_NAMESPACE, name)
@@ -1192,7 +1192,7 @@ def _no_instances_message(summary, paths, output_dir):
 
 
 def _load_tokenizer(spm_model_file, vocab_file, do_lower_case):
-  from albert_tf import tokenization
+  from albert_tf.data import tokenization
   try:
     return tokenization.load_tokenizer(spm_model_file, vocab_file,
                                        do_lower_case)

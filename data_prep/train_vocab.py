@@ -6,7 +6,7 @@
 writes vocab/spm.model and vocab/spm.vocab. Settings follow the original
 ALBERT vocabulary: unigram model, [CLS]/[SEP]/[MASK] as control symbols (never
 produced from text, so user text cannot forge them), no BOS/EOS. The text is
-passed through `albert_tf.tokenization.normalize` first, the same function the
+passed through `albert_tf.data.tokenization.normalize` first, the same function the
 tokenizer applies before encoding, so the vocabulary is learned on exactly
 what it will see. `character_coverage` 0.9995 keeps the rare-character tail
 of Chinese text as <unk> instead of spending the vocabulary on it.
@@ -27,7 +27,7 @@ import re
 from absl import flags
 
 from albert_tf import cli_errors
-from albert_tf import tokenization
+from albert_tf.data import tokenization
 from albert_tf.cli_errors import CommandLineError, error_line
 
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")

@@ -29,7 +29,7 @@ def compare_serving_and_tflite(saved_model, tflite_path, test_tsv, out):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
-  from albert_tf.classifier_data import encode_pair  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.classifier_data import encode_pair  # pylint: disable=g-import-not-at-top
   from albert_tf.export_tflite import read_export_metadata, tokenizer_of  # pylint: disable=g-import-not-at-top
 
   texts, labels = _reviews(test_tsv, NUM_SENTENCES)

@@ -77,7 +77,7 @@ def train_spm(directory, vocab_size=2000):
 
 def make_wordpiece_vocab(directory):
   """A small BERT-style vocab.txt (characters, frequent words, ## pieces)."""
-  from albert_tf import tokenization
+  from albert_tf.data import tokenization
   lines = review_texts(300) + MIXED_TEXTS
   chars, words = collections.Counter(), collections.Counter()
   for line in lines:

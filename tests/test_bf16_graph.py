@@ -139,7 +139,7 @@ def test_fused_gelu_rounds_a_float32_result_to_bfloat16():
   once: within one bfloat16 unit in the last place (2^-7 relative) of the
   float32 GELU of the same inputs. (Computed in bfloat16 they were off by
   whole units near zero.)"""
-  from albert_tf.transformer import fused_gelu_tanh
+  from albert_tf.modeling.transformer import fused_gelu_tanh
   rng = np.random.default_rng(0)
   x = tf.cast(rng.normal(0, 3, (64, 48)), tf.bfloat16)
   dy = tf.cast(rng.normal(size=(64, 48)), tf.bfloat16)

@@ -25,10 +25,10 @@ import safetensors.numpy
 
 import tensorflow as tf
 
-from albert_tf import checkpoints
+from albert_tf.training import checkpoints
 from albert_tf import convert_checkpoint as cc
 from albert_tf.config import AlbertConfig
-from albert_tf.models import AlbertPretrainer
+from albert_tf.modeling.models import AlbertPretrainer
 from tests.numpy_reference import assert_close_to_scale
 
 V, E, H, HEADS, I, MAX_POS = 50, 8, 16, 2, 32, 512

@@ -2,7 +2,7 @@
 
 import json
 
-from albert_tf import ner_data
+from albert_tf.data import ner_data
 from benchmarks import crf_ner_baseline as crf
 from data_prep import corpora
 

@@ -18,7 +18,7 @@ import zlib
 import pytest
 import tensorflow as tf
 
-from albert_tf import tokenization
+from albert_tf.data import tokenization
 from data_prep import create_pretraining_data as cpd
 from data_prep import instances as inst
 from tests.fixtures_data import pd_corpus, spm_model  # noqa: F401 pylint: disable=unused-import

@@ -149,7 +149,7 @@ def _original_checkpoint(directory):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
   from albert_tf.converters.original import original_variable_map  # pylint: disable=g-import-not-at-top
-  from albert_tf.models import AlbertPretrainer  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling.models import AlbertPretrainer  # pylint: disable=g-import-not-at-top
   config = AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=16,
                         num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=32)

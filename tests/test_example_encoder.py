@@ -65,7 +65,7 @@ def test_empty_lists():
 _WORKER = """
 import json, sys
 from data_prep import create_pretraining_data, example_encoder
-from albert_tf import tokenization
+from albert_tf.data import tokenization
 record = example_encoder.encode_pretraining_example(**json.load(sys.stdin))
 print(json.dumps({"record": record.hex(),
                   "tensorflow": [m for m in sys.modules

@@ -7,10 +7,12 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops serve_text needs)
 
-from albert_tf import checkpoints, classifier_data, tokenization
+from albert_tf.training import checkpoints
+from albert_tf.data import classifier_data
+from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
 from albert_tf.config import AlbertConfig
-from albert_tf.text_graph import TextEncoder
+from albert_tf.serving.text_graph import TextEncoder
 from tests import deploy_fixtures as fx
 from tests.numpy_reference import assert_close_to_scale
 

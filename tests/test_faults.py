@@ -19,16 +19,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import classifier_data as cd
+from albert_tf.data import classifier_data as cd
 from albert_tf import cli_errors
-from albert_tf import input_pipeline
+from albert_tf.data import record_checks
 from albert_tf import run_pretraining as rp
 from albert_tf import export_saved_model
 from albert_tf import run_classifier
-from albert_tf import run_config
+from albert_tf.training import resolution
 from albert_tf.config import AlbertConfig
 from albert_tf.tasks.classification import ClassificationTask
-from albert_tf.tokenization import load_tokenizer
+from albert_tf.data.tokenization import load_tokenizer
 from tests.pretraining_fixtures import tiny_argv
 
 CHARS = "好差很不是的电影书手机质量服务一般"
@@ -123,7 +123,7 @@ def tokenizer_larger_than_the_vocabulary(data, tmp, caplog):
       "\n".join(vocab + list("甲乙丙丁戊己庚辛")) + "\n", encoding="utf-8")
   with pytest.raises(ValueError, match=r"big_vocab\.txt has 30 tokens but "
                      r"the model config has vocab_size=22"):
-    run_config.resolve_model(init_checkpoint=str(tmp / "ckpt" / "ckpt-1"),
+    resolution.resolve_model(init_checkpoint=str(tmp / "ckpt" / "ckpt-1"),
                              vocab_file=str(tmp / "big_vocab.txt"))
 
 
@@ -264,7 +264,7 @@ def token_ids_outside_the_vocabulary(data, tmp, caplog):
   # Records of a larger vocabulary than the model's (another tokenizer).
   (tmp / "pre").mkdir()
   argv = tiny_argv(tmp / "pre", "--vocab_size=10")
-  with pytest.raises(input_pipeline.InputFileError,
+  with pytest.raises(record_checks.InputFileError,
                      match=r"token ids outside the model's vocabulary "
                      r"\(vocab_size=10\) in .*part-0\.tfrecord \(largest id "
                      r"\d+\).*another tokenizer"):
@@ -358,7 +358,7 @@ def unparsable_record_later_in_a_shard(data, tmp, caplog):
   with tf.io.TFRecordWriter(str(shard)) as writer:  # sound frames
     for i, record in enumerate(records):  # record 1: in the first batch
       writer.write(b"not an Example" if i == 1 else record)
-  with pytest.raises(input_pipeline.InputFileError,
+  with pytest.raises(record_checks.InputFileError,
                      match=r"part-1\.tfrecord: 1 of 32 records skipped"):
     rp.run(rp.params_from_argv(argv))
 

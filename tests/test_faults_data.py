@@ -29,7 +29,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import input_pipeline as ip
+from albert_tf.data import pretraining_dataset
+from albert_tf.data import record_checks
+from albert_tf.data import tokenization
 from albert_tf import run_pretraining as rp
 from data_prep import create_pretraining_data as cpd
 from data_prep import instances as inst
@@ -277,7 +279,7 @@ def _hidden_tmp_shard(b, tmp_path, context):
   hidden = records / f".tmp-0123abcd-{os.path.basename(shard)}"
   hidden.write_bytes(data[:len(data) // 2 + 7])  # cut mid-record
   context["hidden"] = str(hidden)
-  context["files"] = ip.expand_input_files(f"{records}/*.tfrecord")
+  context["files"] = record_checks.expand_input_files(f"{records}/*.tfrecord")
   context["out"] = tmp_path / "pretrain"
   return rp.run(rp.params_from_argv(_pretrain_argv(
       b, f"{records}/*.tfrecord", context["out"],
@@ -430,14 +432,14 @@ def _skip_corrupt(b, tmp_path, context, *extra):
 def _check_skip_corrupt_counted(b, tmp_path, outcome):  # pylint: disable=unused-argument
   ctx = outcome.context
   assert outcome.value["global_step"] == 1
-  with open(ctx["out"] / ip.SKIPPED_RECORDS_FILE) as f:
+  with open(ctx["out"] / record_checks.SKIPPED_RECORDS_FILE) as f:
     report = json.load(f)
   got = {p: (r["records"], r["skipped"]) for p, r in report["files"].items()}
   assert got == ctx["expected"]
   assert (report["records"], report["skipped"]) == (39, 9)
   for path, (records, skipped) in ctx["expected"].items():
     # The count is what the training input really drops.
-    kept = ip.make_dataset([path], 1, FIX_SEQ, FIX_PRED, is_training=False,
+    kept = pretraining_dataset.make_dataset([path], 1, FIX_SEQ, FIX_PRED, is_training=False,
                            skip_corrupt_records=True)
     assert sum(1 for _ in kept) == records - skipped
     assert f"{path}: {skipped} of {records} records skipped" in outcome.logs
@@ -586,8 +588,8 @@ def test_manifest_of_a_complete_run(base):  # pylint: disable=redefined-outer-na
   records = base["records"]
   with open(os.path.join(records, cpd.MANIFEST_FILE)) as f:
     manifest = json.load(f)
-  assert manifest["format"] == ip.MANIFEST_FORMAT == cpd.MANIFEST_FORMAT
-  assert (ip.SUCCESS_FILE, ip.MANIFEST_FILE) == (cpd.SUCCESS_FILE,
+  assert manifest["format"] == record_checks.MANIFEST_FORMAT == cpd.MANIFEST_FORMAT
+  assert (record_checks.SUCCESS_FILE, record_checks.MANIFEST_FILE) == (cpd.SUCCESS_FILE,
                                                  cpd.MANIFEST_FILE)
   assert manifest["inputs"] == [{
       "path": base["corpus"], "bytes": os.path.getsize(base["corpus"]),
@@ -606,7 +608,7 @@ def test_manifest_of_a_complete_run(base):  # pylint: disable=redefined-outer-na
   assert manifest["flags"]["max_seq_length"] == SEQ
   assert manifest["flags"]["max_predictions_per_seq"] == PRED
   assert manifest["flags"]["dupe_factor"] == 1
-  assert manifest["tokenizer"]["sha256"] == ip.file_sha256(base["spm"])
+  assert manifest["tokenizer"]["sha256"] == tokenization.file_sha256(base["spm"])
   # Written last, under a temporary name first: nothing else is left.
   assert sorted(os.listdir(records)) == sorted(
       [cpd.MANIFEST_FILE, cpd.SUCCESS_FILE, cpd.SUMMARY_FILE, *shards])
@@ -621,14 +623,14 @@ def test_input_timeout_counts_from_the_last_progress():
       progress(f"file {i}")
       time.sleep(0.3)
     return "done"
-  assert ip.with_input_timeout(slow, 1.0) == "done"
+  assert record_checks.with_input_timeout(slow, 1.0) == "done"
 
   def stalls(progress):
     progress("file 0")
     progress("file 1")
     time.sleep(3)
   started = time.monotonic()
-  with pytest.raises(ip.InputTimeoutError, match=r"no record from file 1 "
+  with pytest.raises(record_checks.InputTimeoutError, match=r"no record from file 1 "
                      r"within --input_timeout_secs=0\.5 seconds"):
-    ip.with_input_timeout(stalls, 0.5)
+    record_checks.with_input_timeout(stalls, 0.5)
   assert time.monotonic() - started < 2

@@ -8,12 +8,13 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops serve_fill_mask needs)
 
-from albert_tf import checkpoints, tokenization
+from albert_tf.training import checkpoints
+from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
 from albert_tf import fill_mask as fm
 from albert_tf.config import AlbertConfig
-from albert_tf.encoder import AlbertEncoder
-from albert_tf.models import AlbertPretrainer
+from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.models import AlbertPretrainer
 from tests.fixtures_data import tiny_spm_model
 from tests.numpy_reference import assert_close_to_scale
 

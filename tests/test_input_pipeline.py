@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import input_pipeline as ip
+from albert_tf.data import pretraining_dataset
+from albert_tf.data import record_checks
 from tests.pretraining_fixtures import PRED, SEQ, write_records
 
 
@@ -17,10 +18,10 @@ def _flip_byte(path, offset):
 def test_expand_input_files_comma_globs(tmp_path):
   a = write_records(tmp_path / "a-0.tfrecord", 1)
   b = write_records(tmp_path / "b-0.tfrecord", 1)
-  files = ip.expand_input_files(f"{tmp_path}/a-*.tfrecord, {b},{a}")
+  files = record_checks.expand_input_files(f"{tmp_path}/a-*.tfrecord, {b},{a}")
   assert files == sorted([a, b])
-  with pytest.raises(ip.InputFileError, match="nothing-.*"):
-    ip.expand_input_files(f"{a},{tmp_path}/nothing-*.tfrecord")
+  with pytest.raises(record_checks.InputFileError, match="nothing-.*"):
+    record_checks.expand_input_files(f"{a},{tmp_path}/nothing-*.tfrecord")
 
 
 def test_records_written_independently_of_albert_tf(tmp_path):
@@ -43,8 +44,8 @@ def test_records_written_independently_of_albert_tf(tmp_path):
     for _ in range(3):
       w.write(tf.train.Example(features=tf.train.Features(
           feature=proto)).SerializeToString())
-  ip.check_shards([path], 16, 4)
-  batch = next(iter(ip.make_dataset([path], 2, 16, 4, is_training=False)))
+  record_checks.check_shards([path], 16, 4)
+  batch = next(iter(pretraining_dataset.make_dataset([path], 2, 16, 4, is_training=False)))
   assert batch["input_ids"].dtype == tf.int32
   assert batch["masked_lm_weights"].dtype == tf.float32
   np.testing.assert_array_equal(batch["input_ids"][1], ids)
@@ -52,19 +53,19 @@ def test_records_written_independently_of_albert_tf(tmp_path):
   np.testing.assert_array_equal(batch["next_sentence_labels"], [[1], [1]])
   # 3 records, batch 2: eval keeps the partial batch (2 + 1) unless static
   # shapes are asked for (TPU); max_batches stops early.
-  eval_sizes = [int(b["input_ids"].shape[0]) for b in ip.make_dataset(
+  eval_sizes = [int(b["input_ids"].shape[0]) for b in pretraining_dataset.make_dataset(
       [path], 2, 16, 4, is_training=False)]
   assert eval_sizes == [2, 1]
-  assert len(list(ip.make_dataset([path], 2, 16, 4, is_training=False,
+  assert len(list(pretraining_dataset.make_dataset([path], 2, 16, 4, is_training=False,
                                   drop_remainder=True))) == 1
-  assert len(list(ip.make_dataset([path], 1, 16, 4, is_training=False,
+  assert len(list(pretraining_dataset.make_dataset([path], 1, 16, 4, is_training=False,
                                   max_batches=2))) == 2
 
 
 def test_training_dataset_shapes_repeat_and_seed(tmp_path):
   files = [write_records(tmp_path / f"p{i}.tfrecord", 5, seed=i)
            for i in range(3)]
-  make = lambda seed: ip.make_dataset(files, 4, SEQ, PRED, is_training=True,
+  make = lambda seed: pretraining_dataset.make_dataset(files, 4, SEQ, PRED, is_training=True,
                                       seed=seed, shuffle_buffer_size=8)
   batches = list(make(1).take(10))  # 40 examples > 15 records: repeats
   assert batches[0]["input_ids"].shape == (4, SEQ)
@@ -78,11 +79,11 @@ def test_training_dataset_shapes_repeat_and_seed(tmp_path):
 def test_shards_by_file_per_input_pipeline(tmp_path):
   files = [write_records(tmp_path / f"p{i}.tfrecord", 4, seed=i)
            for i in range(4)]
-  per_file = [next(iter(ip.make_dataset([f], 4, SEQ, PRED, is_training=False)))
+  per_file = [next(iter(pretraining_dataset.make_dataset([f], 4, SEQ, PRED, is_training=False)))
               ["input_ids"].numpy() for f in files]
   ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1,
                                    num_replicas_in_sync=2)
-  batches = list(ip.make_dataset(files, 4, SEQ, PRED, is_training=False,
+  batches = list(pretraining_dataset.make_dataset(files, 4, SEQ, PRED, is_training=False,
                                  input_context=ctx))
   got = np.concatenate([b["input_ids"].numpy() for b in batches])
   # Worker 1 of 2 reads files 1 and 3, nothing else.
@@ -102,7 +103,7 @@ def test_training_workers_together_read_the_one_pipeline_batch(tmp_path,
   files = [write_records(tmp_path / f"p{i}.tfrecord", 6, seed=i)
            for i in range(num_files)]
   global_batch, workers = 4 * num_files, 2
-  make = lambda batch, ctx=None: iter(ip.make_dataset(
+  make = lambda batch, ctx=None: iter(pretraining_dataset.make_dataset(
       files, batch, SEQ, PRED, is_training=True, shuffle_buffer_size=0,
       cycle_length=num_files, input_context=ctx))
   default = make(global_batch)
@@ -118,25 +119,25 @@ def test_training_workers_together_read_the_one_pipeline_batch(tmp_path,
 def test_mismatched_shard_names_file_and_flag(tmp_path):
   good = write_records(tmp_path / "good.tfrecord", 2)
   long = write_records(tmp_path / "long.tfrecord", 2, seq=32)
-  with pytest.raises(ip.InputFileError,
+  with pytest.raises(record_checks.InputFileError,
                      match=r"long\.tfrecord.*length 32.*--max_seq_length=16"):
-    ip.check_shards([good, long], SEQ, PRED)
+    record_checks.check_shards([good, long], SEQ, PRED)
   preds = write_records(tmp_path / "preds.tfrecord", 2, pred=6)
-  with pytest.raises(ip.InputFileError,
+  with pytest.raises(record_checks.InputFileError,
                      match=r"preds\.tfrecord.*max_predictions_per_seq=4"):
-    ip.check_shards([good, preds], SEQ, PRED)
+    record_checks.check_shards([good, preds], SEQ, PRED)
   other = tmp_path / "other.tfrecord"
   with tf.io.TFRecordWriter(str(other)) as w:
     w.write(tf.train.Example().SerializeToString())
-  with pytest.raises(ip.InputFileError, match="other.tfrecord.*missing"):
-    ip.check_shards([str(other)], SEQ, PRED)
+  with pytest.raises(record_checks.InputFileError, match="other.tfrecord.*missing"):
+    record_checks.check_shards([str(other)], SEQ, PRED)
 
 
 def test_corrupt_first_record_is_named(tmp_path):
   bad = write_records(tmp_path / "bad.tfrecord", 3)
   _flip_byte(bad, 20)
-  with pytest.raises(ip.InputFileError, match=r"bad\.tfrecord.*unreadable"):
-    ip.check_shards([bad], SEQ, PRED)
+  with pytest.raises(record_checks.InputFileError, match=r"bad\.tfrecord.*unreadable"):
+    record_checks.check_shards([bad], SEQ, PRED)
 
 
 def test_corrupt_record_mid_file_fails_or_is_skipped(tmp_path):
@@ -144,16 +145,16 @@ def test_corrupt_record_mid_file_fails_or_is_skipped(tmp_path):
   bad = write_records(tmp_path / "bad.tfrecord", 8, seed=2)
   size = len(open(bad, "rb").read())
   _flip_byte(bad, size * 5 // 8 + 30)  # inside record 5 of 8
-  ip.check_shards([good, bad], SEQ, PRED)  # first records are fine
-  scan = {r.path: r for r in ip.scan_tfrecords([good, bad])}
+  record_checks.check_shards([good, bad], SEQ, PRED)  # first records are fine
+  scan = {r.path: r for r in record_checks.scan_tfrecords([good, bad])}
   assert scan[good].error is None and scan[good].good_records == 8
   assert "corrupted record" in scan[bad].error
   assert scan[bad].good_records == 5
-  assert "bad.tfrecord" in ip.describe_corrupt_files(scan.values())
+  assert "bad.tfrecord" in record_checks.describe_corrupt_files(scan.values())
 
   with pytest.raises(tf.errors.DataLossError):
-    list(ip.make_dataset([good, bad], 1, SEQ, PRED, is_training=False))
-  skipped = list(ip.make_dataset([good, bad], 1, SEQ, PRED, is_training=False,
+    list(pretraining_dataset.make_dataset([good, bad], 1, SEQ, PRED, is_training=False))
+  skipped = list(pretraining_dataset.make_dataset([good, bad], 1, SEQ, PRED, is_training=False,
                                  skip_corrupt_records=True))
   assert len(skipped) == 8 + 5
 
@@ -172,29 +173,29 @@ def test_globs_never_match_hidden_files(tmp_path):
   temp = write_records(tmp_path / ".tmp-0123-a.tfrecord", 1)
   (tmp_path / ".staging").mkdir()
   write_records(tmp_path / ".staging" / "b.tfrecord", 1)
-  assert ip.expand_input_files(f"{tmp_path}/*.tfrecord") == [a]
-  assert ip.expand_input_files(f"{tmp_path}/*") == [a]
-  with pytest.raises(ip.InputFileError, match="matched no file"):
-    ip.expand_input_files(f"{tmp_path}/*/b.tfrecord")
+  assert record_checks.expand_input_files(f"{tmp_path}/*.tfrecord") == [a]
+  assert record_checks.expand_input_files(f"{tmp_path}/*") == [a]
+  with pytest.raises(record_checks.InputFileError, match="matched no file"):
+    record_checks.expand_input_files(f"{tmp_path}/*/b.tfrecord")
   # Asked for by name, or by a pattern that starts with the dot: read.
-  assert ip.expand_input_files(temp) == [temp]
-  assert ip.expand_input_files(f"{tmp_path}/.tmp-*") == [temp]
+  assert record_checks.expand_input_files(temp) == [temp]
+  assert record_checks.expand_input_files(f"{tmp_path}/.tmp-*") == [temp]
 
 
 def test_records_dirs_need_markers_unless_allowed(tmp_path, caplog):
   path = write_records(tmp_path / "part-0.tfrecord", 2)
-  with pytest.raises(ip.InputFileError,
+  with pytest.raises(record_checks.InputFileError,
                      match=r"no _SUCCESS and no manifest\.json.*"
                      r"--allow_incomplete_input.*google-research/albert"):
-    ip.check_records_dirs([path], SEQ, PRED)
-  (tmp_path / ip.SUCCESS_FILE).write_bytes(b"")
-  with pytest.raises(ip.InputFileError, match=r"no manifest\.json \("):
-    ip.check_records_dirs([path], SEQ, PRED)
-  assert ip.check_records_dirs([path], SEQ, PRED, allow_incomplete=True) == {}
+    record_checks.check_records_dirs([path], SEQ, PRED)
+  (tmp_path / record_checks.SUCCESS_FILE).write_bytes(b"")
+  with pytest.raises(record_checks.InputFileError, match=r"no manifest\.json \("):
+    record_checks.check_records_dirs([path], SEQ, PRED)
+  assert record_checks.check_records_dirs([path], SEQ, PRED, allow_incomplete=True) == {}
   assert "--allow_incomplete_input" in caplog.text
-  (tmp_path / ip.MANIFEST_FILE).write_text("{not json")
-  with pytest.raises(ip.InputFileError, match=r"manifest\.json: unreadable"):
-    ip.check_records_dirs([path], SEQ, PRED)
+  (tmp_path / record_checks.MANIFEST_FILE).write_text("{not json")
+  with pytest.raises(record_checks.InputFileError, match=r"manifest\.json: unreadable"):
+    record_checks.check_records_dirs([path], SEQ, PRED)
 
 
 def test_all_empty_files_are_an_error(tmp_path):
@@ -202,12 +203,12 @@ def test_all_empty_files_are_an_error(tmp_path):
   for path in empty:
     open(path, "wb").close()
   full = write_records(tmp_path / "full.tfrecord", 1)
-  assert ip.check_shards(empty + [full], SEQ, PRED) == [full]
-  ip.require_records(empty + [full], [full])
-  with pytest.raises(ip.InputFileError,
+  assert record_checks.check_shards(empty + [full], SEQ, PRED) == [full]
+  record_checks.require_records(empty + [full], [full])
+  with pytest.raises(record_checks.InputFileError,
                      match=r"no records at all in the 2 file\(s\) of "
                      r"--eval_input_file"):
-    ip.require_records(empty, ip.check_shards(empty, SEQ, PRED),
+    record_checks.require_records(empty, record_checks.check_shards(empty, SEQ, PRED),
                        "--eval_input_file")
 
 
@@ -229,14 +230,14 @@ def test_count_corrupt_records_is_what_skipping_drops(tmp_path, damage,
   else:
     data = data[:start + 20]
   open(path, "wb").write(bytes(data))
-  [count] = ip.count_corrupt_records([path], SEQ, PRED)
+  [count] = record_checks.count_corrupt_records([path], SEQ, PRED)
   assert (count.records, count.skipped, count.unparsable) == (records,
                                                               skipped, 0)
   assert bool(count.unaccounted_bytes) == unaccounted
-  kept = ip.make_dataset([path], 1, SEQ, PRED, is_training=False,
+  kept = pretraining_dataset.make_dataset([path], 1, SEQ, PRED, is_training=False,
                          skip_corrupt_records=True)
   assert sum(1 for _ in kept) == count.records - count.skipped == 6
-  report = ip.check_corrupt_fraction([count], 1.0, [path])
+  report = record_checks.check_corrupt_fraction([count], 1.0, [path])
   assert report["files"][path]["skipped"] == skipped
-  with pytest.raises(ip.InputFileError, match="--max_corrupt_fraction=0.1"):
-    ip.check_corrupt_fraction([count], 0.1)
+  with pytest.raises(record_checks.InputFileError, match="--max_corrupt_fraction=0.1"):
+    record_checks.check_corrupt_fraction([count], 0.1)

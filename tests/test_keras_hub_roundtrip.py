@@ -12,11 +12,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import checkpoints, keras_hub_interop, tokenization
+from albert_tf.training import checkpoints
+from albert_tf.converters import keras_hub_interop
+from albert_tf.data import tokenization
 from albert_tf import convert_checkpoint as cc
 from albert_tf import export_keras_hub
 from albert_tf.config import AlbertConfig
-from albert_tf.encoder import AlbertEncoder
+from albert_tf.modeling.encoder import AlbertEncoder
 from tests.fixtures_data import tiny_spm_model
 from tests.numpy_reference import assert_close_to_scale
 
@@ -208,7 +210,7 @@ def test_export_refuses_wordpiece_and_a_nonempty_output_dir(exported,
                                                             spm_file,
                                                             tmp_path):
   import shutil
-  from albert_tf.run_config import CLASSIFIER_CONFIG, ModelInfo
+  from albert_tf.tasks.record import CLASSIFIER_CONFIG, ModelInfo
   _, prefix, _ = exported
   # A checkpoint whose recorded tokenizer is a WordPiece vocab.txt.
   ckpt = tmp_path / "wordpiece_ckpt"

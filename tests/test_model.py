@@ -82,7 +82,7 @@ def test_matches_independent_numpy_forward_pass(tiny_config, groups, inner, act)
 @pytest.mark.parametrize("groups, inner", [(1, 1), (2, 2)])
 def test_matches_keras_hub_albert_backbone(groups, inner):
   import keras_hub
-  from albert_tf.keras_hub_interop import encoder_from_keras_hub, keras_hub_inputs
+  from albert_tf.converters.keras_hub_interop import encoder_from_keras_hub, keras_hub_inputs
   backbone = keras_hub.models.AlbertBackbone(
       vocabulary_size=60, num_layers=4, num_heads=2, embedding_dim=8,
       hidden_dim=16, intermediate_dim=32, num_groups=groups,
@@ -210,9 +210,9 @@ def test_keras_save_load_round_trip(tmp_path, tiny_config, kind):
 
 
 def test_layers_round_trip_through_config(tiny_config):
-  from albert_tf.embedding import FactorizedEmbedding
-  from albert_tf.heads import ClassificationHead, SentenceOrderHead
-  from albert_tf.transformer import TransformerEncoderBlock
+  from albert_tf.modeling.embedding import FactorizedEmbedding
+  from albert_tf.modeling.heads import ClassificationHead, SentenceOrderHead
+  from albert_tf.modeling.transformer import TransformerEncoderBlock
   for layer in (FactorizedEmbedding.from_albert_config(tiny_config),
                 TransformerEncoderBlock(16, 2, 32, hidden_act="relu"),
                 SentenceOrderHead(), ClassificationHead(3, 0.2)):
@@ -239,7 +239,7 @@ def test_mixed_bfloat16_keeps_layer_norm_and_losses_in_float32(tiny_config):
 
 
 def test_fused_training_gelu_matches_autodiff():
-  from albert_tf.transformer import fused_gelu_tanh
+  from albert_tf.modeling.transformer import fused_gelu_tanh
   x = tf.constant(np.random.default_rng(0).normal(0, 3, (64, 48)), tf.float32)
   dy = tf.constant(np.random.default_rng(1).normal(size=(64, 48)), tf.float32)
   with tf.GradientTape(persistent=True) as tape:
@@ -253,7 +253,7 @@ def test_fused_training_gelu_matches_autodiff():
 
 def test_training_step_gradients_match_plain_autodiff(tiny_config):
   """The fused GELU (training only) leaves the model's gradients unchanged."""
-  from albert_tf import transformer
+  from albert_tf.modeling import transformer
   inputs = {"input_ids": tf.constant([[2, 7, 9, 3, 11, 3]]),
             "input_mask": tf.ones((1, 6), tf.int32),
             "segment_ids": tf.constant([[0, 0, 0, 0, 1, 1]])}

@@ -6,10 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from albert_tf import ner_data
+from albert_tf.data import ner_data
 from albert_tf import run_ner
 from albert_tf.config import AlbertConfig
-from albert_tf.tokenization import load_tokenizer
+from albert_tf.data.tokenization import load_tokenizer
 
 # First characters and inner characters of each type's entities.
 PER, LOC, ORG = ("张王李", "明华"), ("京沪川", "湘粤"), ("社局厂", "院所")

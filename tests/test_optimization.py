@@ -1,12 +1,12 @@
-"""Tests for albert_tf.optimization: schedule values, hyperparameters, weight decay."""
+"""Tests for albert_tf.training.optimization: schedule values, hyperparameters, weight decay."""
 
 import keras
 import numpy as np
 import pytest
 
-from albert_tf import optimization
+from albert_tf.training import optimization
 from albert_tf.config import AlbertConfig
-from albert_tf.models import AlbertPretrainer
+from albert_tf.modeling.models import AlbertPretrainer
 from tests.pretraining_fixtures import TINY_CONFIG
 
 

@@ -5,7 +5,7 @@ flags (--use_tpu, --tpu_name, --tpu_zone, --gcp_project, --num_tpu_cores)
 of run_pretraining, run_classifier and run_ner become the arguments of the
 TPU strategy, and fine-tuning's --predict_batch_size,
 --save_checkpoints_steps and --keep_checkpoint_max reach the trainer and the
-predict step. No TPU exists here: `run_config.make_strategy` is replaced by
+predict step. No TPU exists here: `runtime.make_strategy` is replaced by
 a recorder that stops the run, so nothing connects and nothing is written.
 """
 
@@ -14,9 +14,9 @@ import types
 
 import pytest
 
-from albert_tf import finetuning
+from albert_tf.training import finetuning
 from albert_tf import run_classifier
-from albert_tf import run_config
+from albert_tf.training import runtime
 from albert_tf import run_ner
 from albert_tf import run_pretraining as rp
 
@@ -41,7 +41,7 @@ def strategy_calls(monkeypatch):
                   "gcp_project": gcp_project})
     raise _StrategyMade()
 
-  monkeypatch.setattr(run_config, "make_strategy", record)
+  monkeypatch.setattr(runtime, "make_strategy", record)
   return calls
 
 
@@ -98,10 +98,10 @@ def test_finetuning_tpu_flags_map_to_the_tpu_strategy(
 def test_tpu_flag_names_fold_into_the_new_ones(strategy_calls):
   # --distribution_strategy=tpu --tpu=a: the TF2 names win over --tpu_name.
   with pytest.raises(_StrategyMade):
-    run_config.strategy_from_flags("tpu", tpu="a", tpu_name="b")
+    runtime.strategy_from_flags("tpu", tpu="a", tpu_name="b")
   assert [(c["name"], c["tpu"]) for c in strategy_calls] == [("tpu", "a")]
-  with pytest.raises(run_config.RunConfigError, match="--use_tpu.*mirrored"):
-    run_config.strategy_from_flags("mirrored", use_tpu=True)
+  with pytest.raises(runtime.RunConfigError, match="--use_tpu.*mirrored"):
+    runtime.strategy_from_flags("mirrored", use_tpu=True)
 
 
 # ------------------------------------------------------------ fine-tuning

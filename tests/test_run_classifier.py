@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 
-from albert_tf import classifier_data as cd
+from albert_tf.data import classifier_data as cd
 from albert_tf import run_classifier
 from albert_tf.config import AlbertConfig
 from albert_tf.tasks.classification import compute_metrics
-from albert_tf.tokenization import load_tokenizer
+from albert_tf.data.tokenization import load_tokenizer
 
 CHARS = "好差很不是的电影书手机质量服务一般喜欢失望"
 

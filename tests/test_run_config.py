@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from albert_tf import run_config
+from albert_tf.training import output_dir
+from albert_tf.training import runtime
 from albert_tf.config import AlbertConfig
 
 CONFIG = AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=16,
@@ -16,48 +17,48 @@ ADAMW = {"name": "adamw", "learning_rate": 1e-4, "num_warmup_steps": 0,
 
 
 def _fingerprint(optimizer, precision="none"):
-  return run_config.make_fingerprint("classification:tsv", CONFIG, None,
+  return output_dir.make_fingerprint("classification:tsv", CONFIG, None,
                                      optimizer, precision)
 
 
 def test_eval_only_run_then_training_records_the_optimizer(tmp_path):
   out = str(tmp_path)
-  lock = run_config.prepare_output_dir(out, _fingerprint(None))
+  lock = output_dir.prepare_output_dir(out, _fingerprint(None))
   lock.close()
-  saved = json.loads((tmp_path / run_config.FINGERPRINT_FILE).read_text())
+  saved = json.loads((tmp_path / output_dir.FINGERPRINT_FILE).read_text())
   assert saved["optimizer"] is None
 
   # The first training run fills the open section in ...
-  run_config.check_output_dir(out, _fingerprint(ADAMW))
-  run_config.prepare_output_dir(out, _fingerprint(ADAMW)).close()
-  saved = json.loads((tmp_path / run_config.FINGERPRINT_FILE).read_text())
+  output_dir.check_output_dir(out, _fingerprint(ADAMW))
+  output_dir.prepare_output_dir(out, _fingerprint(ADAMW)).close()
+  saved = json.loads((tmp_path / output_dir.FINGERPRINT_FILE).read_text())
   assert saved["optimizer"] == ADAMW
   assert saved["mixed_precision"] == "none"
   # ... so a later one with another learning rate is compared, and refused.
-  with pytest.raises(run_config.RunConfigError,
+  with pytest.raises(runtime.RunConfigError,
                      match="optimizer.learning_rate 0.0001 there vs 0.001 now"):
-    run_config.check_output_dir(out, _fingerprint({**ADAMW,
+    output_dir.check_output_dir(out, _fingerprint({**ADAMW,
                                                    "learning_rate": 1e-3}))
   # An eval-only rerun (no optimizer) still fits, and changes nothing.
-  run_config.check_output_dir(out, _fingerprint(None))
-  run_config.prepare_output_dir(out, _fingerprint(None)).close()
-  saved = json.loads((tmp_path / run_config.FINGERPRINT_FILE).read_text())
+  output_dir.check_output_dir(out, _fingerprint(None))
+  output_dir.prepare_output_dir(out, _fingerprint(None)).close()
+  saved = json.loads((tmp_path / output_dir.FINGERPRINT_FILE).read_text())
   assert saved["optimizer"] == ADAMW
 
 
 def test_checkpoints_without_fingerprint_are_refused(tmp_path):
   (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-5"\n')
-  with pytest.raises(run_config.RunConfigError) as error:
-    run_config.check_output_dir(str(tmp_path), _fingerprint(ADAMW))
+  with pytest.raises(runtime.RunConfigError) as error:
+    output_dir.check_output_dir(str(tmp_path), _fingerprint(ADAMW))
   message = str(error.value)
   assert "\n" not in message
-  assert f"no {run_config.FINGERPRINT_FILE}" in message
+  assert f"no {output_dir.FINGERPRINT_FILE}" in message
   assert "--overwrite" in message and "--init_checkpoint" in message
   # An eval-only run is not told to --overwrite (it would delete them).
-  with pytest.raises(run_config.RunConfigError) as error:
-    run_config.check_output_dir(str(tmp_path), _fingerprint(None))
+  with pytest.raises(runtime.RunConfigError) as error:
+    output_dir.check_output_dir(str(tmp_path), _fingerprint(None))
   assert "--overwrite" not in str(error.value)
   # --overwrite starts over; a directory without checkpoints is fine.
-  run_config.check_output_dir(str(tmp_path), _fingerprint(ADAMW),
+  output_dir.check_output_dir(str(tmp_path), _fingerprint(ADAMW),
                               overwrite=True)
-  run_config.check_output_dir(str(tmp_path / "new"), _fingerprint(ADAMW))
+  output_dir.check_output_dir(str(tmp_path / "new"), _fingerprint(ADAMW))

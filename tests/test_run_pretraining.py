@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import input_pipeline
+from albert_tf.data import pretraining_dataset
+from albert_tf.data import record_checks
 from albert_tf import run_pretraining as rp
-from albert_tf import run_config
+from albert_tf.training import runtime
 from albert_tf.config import AlbertConfig
 from albert_tf.tasks import PretrainingTask
-from albert_tf.trainer import Trainer, segments
+from albert_tf.training.trainer import Trainer, segments
 from tests.pretraining_fixtures import tiny_argv, write_records
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -80,7 +81,7 @@ def test_bad_params_are_named(tmp_path):
     rp.run(rp.params_from_argv(["--preset=albert_base_v2",
                                 f"--output_dir={tmp_path}"]))
   argv = tiny_argv(tmp_path, "--max_seq_length=32")
-  with pytest.raises(input_pipeline.InputFileError,
+  with pytest.raises(record_checks.InputFileError,
                      match=r"part-0\.tfrecord.*--max_seq_length=32"):
     rp.run(rp.params_from_argv(argv))
 
@@ -90,8 +91,8 @@ def test_corrupt_record_during_training_names_the_file(tmp_path):
   data = bytearray(open(bad, "rb").read())
   data[len(data) // 2] ^= 0xFF
   open(bad, "wb").write(bytes(data))
-  ds = input_pipeline.make_dataset([bad], 2, 16, 4, is_training=False)
-  with pytest.raises(input_pipeline.InputFileError,
+  ds = pretraining_dataset.make_dataset([bad], 2, 16, 4, is_training=False)
+  with pytest.raises(record_checks.InputFileError,
                      match=r"bad\.tfrecord: corrupted record.*skip_corrupt"):
     PretrainingTask([bad], [], 16, 4).guard_input_errors(lambda: list(ds))
 
@@ -184,14 +185,14 @@ def test_max_eval_steps_holds_for_any_steps_per_call(tmp_path):
 
 def test_mixed_bfloat16_loss_finite_layer_norm_float32(tmp_path):
   p = rp.params_from_argv(tiny_argv(tmp_path, "--mixed_precision=bfloat16"))
-  with run_config.dtype_policy("bfloat16"):
+  with runtime.dtype_policy("bfloat16"):
     config = AlbertConfig.from_json_file(p.albert_config_file)
     trainer = Trainer(PretrainingTask(
-        input_pipeline.expand_input_files(p.input_file), [], 16, 4),
+        record_checks.expand_input_files(p.input_file), [], 16, 4),
         config, rp.trainer_settings(p), tf.distribute.get_strategy())
     model = trainer.model
-    dataset = input_pipeline.make_dataset(
-        input_pipeline.expand_input_files(p.input_file), 8, 16, 4)
+    dataset = pretraining_dataset.make_dataset(
+        record_checks.expand_input_files(p.input_file), 8, 16, 4)
     history = model.fit(dataset, steps_per_epoch=2, epochs=1, verbose=0)
   assert keras.config.dtype_policy().name == "float32"  # restored
   layers = model._flatten_layers()  # pylint: disable=protected-access

@@ -16,11 +16,14 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops serve_text needs)
 
-from albert_tf import checkpoints, ner_data, run_ner, tokenization
+from albert_tf import run_ner
+from albert_tf.training import checkpoints
+from albert_tf.data import ner_data
+from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
 from albert_tf import export_tflite
 from albert_tf.config import AlbertConfig
-from albert_tf.tagging_graph import TextTagger
+from albert_tf.serving.tagging_graph import TextTagger
 from tests import deploy_fixtures as fx
 from tests.fixtures_data import pd_corpus, spm_model  # noqa: F401  pylint: disable=unused-import
 from tests.numpy_reference import assert_close_to_scale

@@ -20,7 +20,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import checkpoints, classifier_data, tokenization
+from albert_tf.training import checkpoints
+from albert_tf.data import classifier_data
+from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
 from albert_tf import export_tflite
 from albert_tf.config import AlbertConfig

@@ -1,8 +1,8 @@
-"""albert_tf.tokenization: normalisation, SentencePiece and WordPiece behind one interface."""
+"""albert_tf.data.tokenization: normalisation, SentencePiece and WordPiece behind one interface."""
 
 import pytest
 
-from albert_tf import tokenization
+from albert_tf.data import tokenization
 from tests.fixtures_data import pd_corpus, spm_model  # noqa: F401 pylint: disable=unused-import
 
 WORDPIECE_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff",

@@ -16,10 +16,10 @@ converters work without it installed.
 import os
 import re
 
-from albert_tf import keras_hub_interop
+from albert_tf.converters import keras_hub_interop
 from albert_tf.config import AlbertConfig
 from albert_tf.converters.errors import ConversionError
-from albert_tf.models import AlbertPretrainer
+from albert_tf.modeling.models import AlbertPretrainer
 
 _HANDLE_SCHEMES = ("kaggle://", "hf://", "gs://", "modelscope://")
 

@@ -12,7 +12,7 @@ enough to save.
 import numpy as np
 
 from albert_tf.converters.errors import ConversionError
-from albert_tf.models import AlbertPretrainer
+from albert_tf.modeling.models import AlbertPretrainer
 
 _HEAD_PREFIXES = {"masked_lm_head": "cls/predictions/",
                   "sentence_order_head": "cls/seq_relationship/"}

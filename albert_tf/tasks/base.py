@@ -1,4 +1,4 @@
-"""What a task declares; the trainer (`albert_tf.trainer`) does the rest.
+"""What a task declares; the trainer (`albert_tf.training.trainer`) does the rest.
 
 The shape of Model Garden's `official/core/base_task.py`, kept small: a task
 builds its model from an AlbertConfig, its tf.data inputs, its loss and

@@ -1,7 +1,7 @@
 """Sentence(-pair) classification and regression: sentiment, lcqmc, GLUE, tsv.
 
 The TSV readers and the [CLS] a [SEP] b [SEP] encoding are
-`albert_tf.classifier_data`; this file is what the trainer needs on top:
+`albert_tf.data.classifier_data`; this file is what the trainer needs on top:
 
   * inputs: the encoded split in memory, batched as a pure function of
     (seed, step) by `tasks.base.step_indexed_inputs` (a resumed run trains
@@ -21,9 +21,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import classifier_data as cd
+from albert_tf.data import classifier_data as cd
 from albert_tf import features as F
-from albert_tf.models import AlbertClassifier
+from albert_tf.modeling.models import AlbertClassifier
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
 
 PREDICTIONS_FILE = "test_results.tsv"

@@ -3,7 +3,7 @@
 The model (`AlbertPretrainer`) computes its losses in its own train_step:
 MLM is averaged over the real masked positions of the batch and SOP over
 its examples, which a per-example Keras loss cannot express. Inputs are
-`albert_tf.input_pipeline` over the shards; a resumed run restarts the
+`albert_tf.data.pretraining_dataset` over the shards; a resumed run restarts the
 stream with its shuffle seed offset by the step (the input position is not
 checkpointed, as in the original), so it reads new batches rather than
 replaying old ones.
@@ -15,8 +15,9 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 
 from albert_tf import features as F
-from albert_tf import input_pipeline
-from albert_tf.models import AlbertPretrainer
+from albert_tf.data import pretraining_dataset
+from albert_tf.data import record_checks
+from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.tasks.base import Task
 
 EVAL_KEYS = ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
@@ -50,7 +51,7 @@ class PretrainingTask(Task):
   def build_inputs(self, split, strategy, global_batch_size, start_step=0,
                    num_steps=0):
     if split == "train":
-      return input_pipeline.make_distributed_dataset(
+      return pretraining_dataset.make_distributed_dataset(
           strategy, self.train_files, global_batch_size, is_training=True,
           seed=self.seed + start_step,
           shuffle_buffer_size=self.shuffle_buffer_size, **self.data_kwargs)
@@ -58,7 +59,7 @@ class PretrainingTask(Task):
     # max_eval_steps limits the data, not `evaluate(steps=)`: Keras runs
     # whole steps_per_execution chunks, so steps=8 with 10 steps per call
     # evaluated 10 batches.
-    return input_pipeline.make_distributed_dataset(
+    return pretraining_dataset.make_distributed_dataset(
         strategy, self.eval_files, global_batch_size, is_training=False,
         drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy),
         max_batches=self.max_eval_steps or None, **self.data_kwargs)
@@ -71,7 +72,7 @@ class PretrainingTask(Task):
     if any(k not in results for k in EVAL_KEYS):
       tpu = isinstance(strategy, tf.distribute.TPUStrategy)
       files = self.eval_files
-      raise input_pipeline.InputFileError(
+      raise record_checks.InputFileError(
           f"--eval_input_file: no eval batch could be formed from "
           f"{len(files)} file(s) ({', '.join(files[:3])}"
           f"{', ...' if len(files) > 3 else ''}): they hold no records"
@@ -97,29 +98,29 @@ class PretrainingTask(Task):
       if out_of_range:
         raise self._ids_error(files, int(out_of_range.group(2) or
                                          out_of_range.group(4))) from e
-      bad = input_pipeline.describe_corrupt_files(
-          input_pipeline.scan_tfrecords(files))
+      bad = record_checks.describe_corrupt_files(
+          record_checks.scan_tfrecords(files))
       if not bad:
         # Sound frames, but records that do not parse (later in a shard
         # than the first-record check looks): name the files.
-        counts = input_pipeline.count_corrupt_records(
+        counts = record_checks.count_corrupt_records(
             files, self.data_kwargs["max_seq_length"],
             self.data_kwargs["max_predictions_per_seq"])
         bad = "; ".join(c.describe() for c in counts if c.skipped)
       if not bad:
         raise
-      raise input_pipeline.InputFileError(
+      raise record_checks.InputFileError(
           f"Corrupt TFRecord data: {bad}. Fix or remove the file(s), or pass "
           "--skip_corrupt_records to skip unreadable records.") from e
 
 
   def _ids_error(self, files, vocab_size):
     """A token id the model has no embedding for: name the files."""
-    found = input_pipeline.files_with_ids_over(
+    found = pretraining_dataset.files_with_ids_over(
         files, vocab_size, self.data_kwargs["max_seq_length"],
         self.data_kwargs["max_predictions_per_seq"])
     where = ", ".join(f"{path} (largest id {top})" for path, top in found[:3])
-    return input_pipeline.InputFileError(
+    return record_checks.InputFileError(
         f"token ids outside the model's vocabulary (vocab_size={vocab_size}) "
         f"in {where or 'the records'}: were they written with another "
         "tokenizer? Pass that tokenizer's --spm_model_file (it sets "

@@ -1,6 +1,6 @@
 """Token tagging (NER): People's Daily 1998 NER and any CoNLL file.
 
-Reading, tag schemes, windows and the entity metric are `albert_tf.ner_data`;
+Reading, tag schemes, windows and the entity metric are `albert_tf.data.ner_data`;
 this file is what the trainer needs on top:
 
   * inputs: every window of the train split in memory, batched as a pure
@@ -24,8 +24,8 @@ import keras
 import tensorflow as tf
 
 from albert_tf import features as F
-from albert_tf import ner_data
-from albert_tf.models import AlbertTagger
+from albert_tf.data import ner_data
+from albert_tf.modeling.models import AlbertTagger
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
 
 PREDICTIONS_FILE = "test_predictions.txt"

@@ -1,7 +1,7 @@
 """In-graph tokenization: strings -> `input_ids`/`input_mask`/`segment_ids`.
 
-`TextEncoder` reproduces `albert_tf.tokenization` (normalisation, SentencePiece
-or WordPiece) and `albert_tf.classifier_data.encode_pair` (the
+`TextEncoder` reproduces `albert_tf.data.tokenization` (normalisation, SentencePiece
+or WordPiece) and `albert_tf.data.classifier_data.encode_pair` (the
 [CLS] a [SEP] (b [SEP]) packing, longest-first truncation, padding) with
 TensorFlow and tensorflow-text ops, so that a SavedModel can take raw text
 (the `serve_text` signature of `export_saved_model`).
@@ -18,7 +18,7 @@ is among them.
     encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length=128)
     features = encoder(tf.constant(["很好用"]))   # dict of int32 [1, 128]
 
-`albert_tf.tagging_graph.TextTagger` does the same for a token tagger (NER).
+`albert_tf.serving.tagging_graph.TextTagger` does the same for a token tagger (NER).
 
 Building a `TextEncoder` needs `import tensorflow_text`; so does loading a
 SavedModel that contains one.
@@ -32,7 +32,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf import features as F
-from albert_tf import tokenization
+from albert_tf.data import tokenization
 
 _UNDERLINE = "\u2581"  # SentencePiece's word-start marker "▁".
 
@@ -130,7 +130,7 @@ class TextEncoder(tf.Module):
 
   @classmethod
   def from_tokenizer(cls, tokenizer, max_seq_length, name=None):
-    """Builds the in-graph twin of an `albert_tf.tokenization` tokenizer."""
+    """Builds the in-graph twin of an `albert_tf.data.tokenization` tokenizer."""
     kwargs = dict(kind=tokenizer.kind, max_seq_length=max_seq_length,
                   cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
                   pad_id=tokenizer.pad_id,
@@ -149,7 +149,7 @@ class TextEncoder(tf.Module):
   def normalize(self, text):
     """tf.string [batch] -> normalised tf.string [batch].
 
-    The steps of `albert_tf.tokenization.normalize`, in the same order.
+    The steps of `albert_tf.data.tokenization.normalize`, in the same order.
     """
     if self.kind == "wordpiece":
       text = tf.strings.regex_replace(text, _char_class("control"), "")

@@ -39,9 +39,9 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from albert_tf import checkpoints
-from albert_tf import optimization
-from albert_tf.run_config import is_chief
+from albert_tf.training import checkpoints
+from albert_tf.training import optimization
+from albert_tf.training.runtime import is_chief
 
 BEST_DIR = checkpoints.BEST_DIR
 BEST_FILE = checkpoints.BEST_FILE
@@ -111,7 +111,7 @@ def _fit_under_any_strategy(model, strategy):
     # would skip (mirrored) or fail on (multi-worker) the first batch.
     raise RuntimeError(
         f"Keras {keras.__version__} has no Model._maybe_symbolic_build: "
-        "albert_tf.trainer._fit_under_any_strategy (written for Keras 3.15) "
+        "albert_tf.training.trainer._fit_under_any_strategy (written for Keras 3.15) "
         "must be updated for it")
   model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None  # pylint: disable=protected-access
   if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):

@@ -17,8 +17,11 @@ from absl import flags
 from absl import logging
 import keras
 
-from albert_tf import run_config
-from albert_tf.trainer import Trainer, TrainerSettings
+from albert_tf.tasks import record
+from albert_tf.training import checkpoints
+from albert_tf.training import output_dir
+from albert_tf.training import runtime
+from albert_tf.training.trainer import Trainer, TrainerSettings
 
 
 @dataclasses.dataclass
@@ -78,14 +81,14 @@ def check_options(o: FinetuneOptions) -> None:
       raise ValueError(f"--{name} must be positive, got {getattr(o, name)}")
 
 
-def recorded_info(o: FinetuneOptions) -> Optional[run_config.ModelInfo]:
+def recorded_info(o: FinetuneOptions) -> Optional[record.ModelInfo]:
   """What the model was fine-tuned with (the defaults of --max_seq_length,
   --do_lower_case, labels): beside --init_checkpoint, or in output_dir when
   resuming or evaluating there."""
-  info = (run_config.ModelInfo.read_beside(o.init_checkpoint)
+  info = (record.ModelInfo.read_beside(o.init_checkpoint)
           if o.init_checkpoint else None)
   if info is None and os.path.isdir(o.output_dir):
-    info = run_config.ModelInfo.read_beside(o.output_dir)
+    info = record.ModelInfo.read_beside(o.output_dir)
   return info
 
 
@@ -102,20 +105,20 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
   chief, best_step) merged into {"output_dir", "data", "best_step",
   "train_wall_s", "num_train_steps"}.
   """
-  chief = run_config.is_chief(strategy_)
+  chief = runtime.is_chief(strategy_)
   settings = trainer_settings(o, task)
-  fingerprint = run_config.make_fingerprint(
+  fingerprint = output_dir.make_fingerprint(
       task_fingerprint, config, task.tokenizer,
       settings.optimizer_fingerprint() if o.do_train else None,
       o.mixed_precision)
-  run_config.check_output_dir(o.output_dir, fingerprint, o.overwrite)
+  output_dir.check_output_dir(o.output_dir, fingerprint, o.overwrite)
   result = {"output_dir": o.output_dir, "data": data_stats}
 
   # Every input is valid: only now is output_dir written.
   # Held until this function returns: no second run writes here meanwhile.
   lock = None
   if chief:
-    lock = run_config.prepare_output_dir(o.output_dir, fingerprint,
+    lock = output_dir.prepare_output_dir(o.output_dir, fingerprint,
                                          o.overwrite)
     # An eval- or predict-only run leaves what training recorded alone.
     if o.do_train or not os.path.exists(os.path.join(o.output_dir,
@@ -144,7 +147,7 @@ def write_model_files(output_dir: str, config, tokenizer) -> None:
   """albert_config.json and a copy of the tokenizer file in output_dir, so
   that the output_dir alone is an --init_checkpoint or an export source."""
   config.to_json_file(os.path.join(output_dir,
-                                   run_config.checkpoints.CONFIG_NAME))
+                                   checkpoints.CONFIG_NAME))
   copy = os.path.join(output_dir, os.path.basename(tokenizer.model_file))
   if os.path.abspath(copy) != os.path.abspath(tokenizer.model_file):
     shutil.copyfile(tokenizer.model_file, copy)
@@ -152,7 +155,7 @@ def write_model_files(output_dir: str, config, tokenizer) -> None:
 
 def strategy(o: FinetuneOptions):
   """The tf.distribute strategy of the flags (original TPU names too)."""
-  return run_config.strategy_from_flags(
+  return runtime.strategy_from_flags(
       o.distribution_strategy, o.tpu, o.num_gpus, o.use_tpu, o.tpu_name,
       o.tpu_zone, o.gcp_project, o.num_tpu_cores)
 
@@ -219,7 +222,7 @@ def define_flags():
   f.DEFINE_integer("iterations_per_loop", 10, "Training steps per "
                    "tf.function call (Keras steps_per_execution).")
   f.DEFINE_enum("distribution_strategy", "default",
-                list(run_config.STRATEGIES), "tf.distribute strategy; "
+                list(runtime.STRATEGIES), "tf.distribute strategy; "
                 "multi_worker_mirrored reads TF_CONFIG.")
   f.DEFINE_string("tpu", None, "TPU address for --distribution_strategy=tpu.")
   f.DEFINE_integer("num_gpus", 0, "GPUs for mirrored (0 = all visible).")
@@ -229,7 +232,7 @@ def define_flags():
                    "(original name; 0: --eval_batch_size).")
   f.DEFINE_integer("save_checkpoints_steps", 0, "Original name of "
                    "--eval_every_steps (a checkpoint and an eval every N).")
-  run_config.define_original_tpu_flags()
+  runtime.define_original_tpu_flags()
   f.DEFINE_bool("overwrite", False, "Start over in an --output_dir that "
                 "holds a run with other settings (deletes its files).")
   f.DEFINE_integer("max_train_examples", 0, "Use the first N train examples.")

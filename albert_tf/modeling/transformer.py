@@ -18,7 +18,7 @@ import math
 import keras
 import tensorflow as tf
 
-from albert_tf.embedding import layer_norm, truncated_normal
+from albert_tf.modeling.embedding import layer_norm, truncated_normal
 
 # Masked attention logits get this bias, as in the original code.
 MASK_BIAS = -10000.0

@@ -18,8 +18,8 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf import features as F
-from albert_tf import ner_data
-from albert_tf import text_graph
+from albert_tf.data import ner_data
+from albert_tf.serving import text_graph
 
 # The character-class helpers of text_graph, shared so both modules write
 # their classes into the graph the same way.

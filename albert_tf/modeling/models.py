@@ -12,8 +12,8 @@ import tensorflow as tf
 
 from albert_tf import features as F
 from albert_tf.config import AlbertConfig
-from albert_tf.encoder import AlbertEncoder, encoder_inputs
-from albert_tf.heads import ClassificationHead, MaskedLMHead, SentenceOrderHead
+from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
+from albert_tf.modeling.heads import ClassificationHead, MaskedLMHead, SentenceOrderHead
 
 PRETRAINER_INPUTS = F.ENCODER_INPUTS + (F.MASKED_LM_POSITIONS,)
 

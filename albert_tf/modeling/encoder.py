@@ -13,8 +13,8 @@ import keras
 from albert_tf import features as F
 from albert_tf.config import AlbertConfig
 from albert_tf.features import ENCODER_INPUTS
-from albert_tf.embedding import FactorizedEmbedding, truncated_normal
-from albert_tf.transformer import (AttentionBias, FeedForward, SelfAttention,
+from albert_tf.modeling.embedding import FactorizedEmbedding, truncated_normal
+from albert_tf.modeling.transformer import (AttentionBias, FeedForward, SelfAttention,
                                    TransformerEncoderBlock)
 
 INPUT_NAMES = ENCODER_INPUTS

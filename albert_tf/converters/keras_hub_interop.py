@@ -168,7 +168,7 @@ def copy_to_keras_hub(encoder, backbone):
 
 def encoder_from_keras_hub(backbone):
   """A new `AlbertEncoder` holding the weights of a keras-hub AlbertBackbone."""
-  from albert_tf.encoder import AlbertEncoder  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=g-import-not-at-top
   return copy_from_keras_hub(backbone, AlbertEncoder(
       config_from_keras_hub(backbone)))
 

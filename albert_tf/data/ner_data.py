@@ -41,7 +41,7 @@ from seqeval import metrics
 from seqeval.metrics.sequence_labeling import get_entities
 
 from albert_tf import features as F
-from albert_tf import tokenization
+from albert_tf.data import tokenization
 
 SCHEMES = ("BIO", "IOB1", "BIOES", "BMES")
 _SCHEME_ALIASES = {"BIO": "BIO", "IOB2": "BIO", "IOB": "BIO", "IOB1": "IOB1",
@@ -446,7 +446,7 @@ def write_predictions(path: str, sentences: Sequence[Sentence],
 
 # ------------------------------------------------------------------ raw text
 # How the tagger's serve_text signature reads raw text, in Python: the twin of
-# `albert_tf.tagging_graph.TextTagger` (tests compare the two), and what an app
+# `albert_tf.serving.tagging_graph.TextTagger` (tests compare the two), and what an app
 # running the TFLite model (token ids in, tag ids out) does around it:
 #
 #   tokens, features, positions = encode_text(text, tokenizer, "char", 128)

@@ -19,6 +19,7 @@ large import) for no gain. An in-graph TF-Text version for export mirrors
 """
 
 import collections
+import hashlib
 import os
 import unicodedata
 
@@ -301,3 +302,13 @@ def load_tokenizer(spm_model_file=None, vocab_file=None, do_lower_case=True):
   except UnicodeDecodeError as e:
     raise ValueError(f"WordPiece vocab {vocab_file!r} is not UTF-8 text: {e}")
   return AlbertTokenizer("wordpiece", vocab_file, do_lower_case, vocab=vocab)
+
+
+def file_sha256(path: str) -> str:
+  """sha256 of a tokenizer (or any local) file: what manifests and run
+  fingerprints compare."""
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+      digest.update(chunk)
+  return digest.hexdigest()

@@ -1,0 +1,2 @@
+"""What exports are made of: the in-graph text encoders and taggers.
+"""

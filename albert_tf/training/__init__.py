@@ -1,0 +1,3 @@
+"""The one trainer, its callbacks, optimizers, checkpoints, the runtime
+(precision, strategy) and the output_dir rules (fingerprint, lock).
+"""

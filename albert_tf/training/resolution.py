@@ -1,0 +1,124 @@
+"""preset / albert_config_file / the config beside a checkpoint / the
+tokenizer -> (AlbertConfig, AlbertTokenizer), the one way every command does it.
+
+    config, tokenizer = resolve_model(preset="albert_tiny_zh",
+                                      spm_model_file="vocab/spm.model")
+"""
+
+import os
+from typing import List, Optional, Tuple
+
+import tensorflow as tf
+
+from albert_tf.training import checkpoints
+from albert_tf.config import AlbertConfig, resolve_config
+from albert_tf.data.tokenization import load_tokenizer
+from albert_tf.training.runtime import RunConfigError
+from albert_tf.tasks.record import ModelInfo
+
+
+# ------------------------------------------------------------ model + tokenizer
+# Config fields that change the weights' shapes or the math; dropout and
+# initializer_range may differ between pretraining and fine-tuning.
+ARCHITECTURE_FIELDS = ("vocab_size", "embedding_size", "hidden_size",
+                       "num_hidden_layers", "num_hidden_groups",
+                       "inner_group_num", "num_attention_heads",
+                       "intermediate_size", "hidden_act",
+                       "max_position_embeddings", "type_vocab_size",
+                       "layer_norm_eps", "share", "embedding_layout")
+
+
+def architecture_diff(a: AlbertConfig, b: AlbertConfig) -> List[str]:
+  return [f"{k}: {getattr(a, k)!r} vs {getattr(b, k)!r}"
+          for k in ARCHITECTURE_FIELDS if getattr(a, k) != getattr(b, k)]
+
+
+def resolve_model(preset: Optional[str] = None,
+                  albert_config_file: Optional[str] = None,
+                  init_checkpoint: Optional[str] = None,
+                  spm_model_file: Optional[str] = None,
+                  vocab_file: Optional[str] = None,
+                  do_lower_case: Optional[bool] = None,
+                  vocab_size: int = 0,
+                  require_tokenizer: bool = True,
+                  checkpoint_flag: str = "--init_checkpoint"
+                  ) -> Tuple[AlbertConfig, object]:
+  """The model config and tokenizer of a run, by one set of rules.
+
+  Config: --preset or --albert_config_file when given, else the
+  albert_config.json beside --init_checkpoint. When both exist they must
+  agree on the architecture. Tokenizer: --spm_model_file / --vocab_file, else
+  the one recorded beside the checkpoint (classifier_config.json). The
+  vocabulary size: --vocab_size when > 0; else, with no checkpoint to fit,
+  the tokenizer's size; with a checkpoint, a tokenizer larger than the
+  config's vocab_size is an error.
+
+  Returns (config, tokenizer); tokenizer is None when none is given and
+  require_tokenizer is False. Raises RunConfigError naming the flag.
+  """
+  if preset and albert_config_file:
+    raise RunConfigError("Give one of --preset or --albert_config_file, "
+                         "not both")
+  if init_checkpoint and not (tf.io.gfile.exists(init_checkpoint) or
+                              tf.io.gfile.glob(init_checkpoint + ".index")):
+    raise RunConfigError(f"{checkpoint_flag}={init_checkpoint} does not exist")
+  beside = (checkpoints.config_beside(init_checkpoint) if init_checkpoint
+            else None)
+  if preset or albert_config_file:
+    if albert_config_file and not tf.io.gfile.exists(albert_config_file):
+      raise RunConfigError(f"--albert_config_file={albert_config_file} does "
+                           "not exist")
+    config = resolve_config(preset, albert_config_file)
+  elif beside is not None:
+    config = beside
+  else:
+    raise RunConfigError(
+        "No model config: give --preset or --albert_config_file, or an "
+        f"{checkpoint_flag} with {checkpoints.CONFIG_NAME} beside it")
+  if beside is not None:
+    diff = architecture_diff(beside, config)
+    if diff:
+      raise RunConfigError(
+          f"{checkpoint_flag}={init_checkpoint} was written for a different "
+          f"config ({checkpoints.CONFIG_NAME} beside it vs given): "
+          + "; ".join(diff))
+
+  info = ModelInfo.read_beside(init_checkpoint) if init_checkpoint else None
+  if not spm_model_file and not vocab_file and info and info.tokenizer_file:
+    path = os.path.join(checkpoints.checkpoint_dir(init_checkpoint),
+                        info.tokenizer_file)
+    if info.tokenizer_kind == "wordpiece":
+      vocab_file = path
+    else:
+      spm_model_file = path
+  if do_lower_case is None:
+    do_lower_case = info.do_lower_case if info else True
+  tokenizer = None
+  if spm_model_file or vocab_file:
+    tokenizer = load_tokenizer(spm_model_file or None, vocab_file or None,
+                               do_lower_case)
+  elif require_tokenizer:
+    raise RunConfigError("Give --spm_model_file or --vocab_file (the "
+                         "tokenizer the model was trained with)")
+
+  if vocab_size:
+    config = config.replace(vocab_size=vocab_size)
+  elif tokenizer is not None and not init_checkpoint:
+    config = config.replace(vocab_size=tokenizer.vocab_size)
+  if tokenizer is not None and tokenizer.vocab_size > config.vocab_size:
+    raise RunConfigError(
+        f"tokenizer {tokenizer.model_file} has {tokenizer.vocab_size} tokens "
+        f"but the model config has vocab_size={config.vocab_size} (pass the "
+        "tokenizer the checkpoint was pretrained with)")
+  return config, tokenizer
+
+
+def check_seq_length(max_seq_length: int, config: AlbertConfig) -> None:
+  """--max_seq_length fits [CLS] x [SEP] and the position embeddings."""
+  if not 3 <= max_seq_length <= config.max_position_embeddings:
+    raise RunConfigError(
+        f"--max_seq_length={max_seq_length} must be in [3, the config's "
+        f"max_position_embeddings={config.max_position_embeddings}]")
+
+
+
