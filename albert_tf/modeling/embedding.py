@@ -10,25 +10,7 @@ import tensorflow as tf
 
 from albert_tf import features as F
 from albert_tf.config import AlbertConfig
-
-
-def truncated_normal(stddev):
-  return keras.initializers.TruncatedNormal(stddev=stddev)
-
-
-def layer_norm(norm, x):
-  """`norm` (a built LayerNormalization) applied to x; returns x's dtype.
-
-  The statistics and the normalization run in float32 whatever x's dtype
-  (keras.ops.layer_normalization upcasts bfloat16/float16), and the result
-  is rounded to x's dtype once. Calling a float32 LayerNormalization layer on
-  a bfloat16 x gives the same values but then casts them to float32, its
-  compute dtype, and the caller back to bfloat16: two full-size casts that
-  change nothing. In float32 this is exactly the layer's own call.
-  """
-  with tf.name_scope(norm.name):  # the layer's name in graphs and profiles
-    return keras.ops.layer_normalization(x, norm.gamma, norm.beta,
-                                         axis=norm.axis, epsilon=norm.epsilon)
+from albert_tf.modeling.ops import layer_norm, truncated_normal
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

@@ -13,7 +13,8 @@ import keras
 from albert_tf import features as F
 from albert_tf.config import AlbertConfig
 from albert_tf.features import ENCODER_INPUTS
-from albert_tf.modeling.embedding import FactorizedEmbedding, truncated_normal
+from albert_tf.modeling.embedding import FactorizedEmbedding
+from albert_tf.modeling.ops import truncated_normal
 from albert_tf.modeling.transformer import (AttentionBias, FeedForward, SelfAttention,
                                    TransformerEncoderBlock)
 
@@ -130,6 +131,11 @@ class AlbertEncoder(keras.Model):
     self.embedding = embedding
     self.blocks = blocks
     self.pooler = pooler
+
+  @property
+  def checkpoint_items(self):
+    """{checkpoint object name: trackable} (`training.checkpoints`)."""
+    return {"encoder": self}
 
   def get_config(self):
     return {"config": self.config.to_dict(),

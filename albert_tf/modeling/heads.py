@@ -8,8 +8,7 @@ output that tells whether segments A and B are in their original order
 import keras
 import tensorflow as tf
 
-from albert_tf.modeling.embedding import layer_norm, truncated_normal
-from albert_tf.modeling.transformer import get_activation
+from albert_tf.modeling.ops import get_activation, layer_norm, truncated_normal
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

@@ -18,7 +18,7 @@ import math
 import keras
 import tensorflow as tf
 
-from albert_tf.modeling.embedding import layer_norm, truncated_normal
+from albert_tf.modeling.ops import get_activation, layer_norm, truncated_normal
 
 # Masked attention logits get this bias, as in the original code.
 MASK_BIAS = -10000.0
@@ -27,12 +27,11 @@ MASK_BIAS = -10000.0
 # GELU (tanh form) with a fused gradient. Hand-written because neither Keras
 # nor TF fuses GELU's backward pass on CPU: the autodiff of the composite op
 # is about ten full-size elementwise kernels. Forward and backward each run as
-# one XLA-compiled elementwise loop here (measured on [4096, 1248] float32,
-# 2-core CPU: 49 ms -> 6 ms forward + backward, same values to 1e-5).
+# one XLA-compiled elementwise loop here, several times faster than the
+# composite op's gradient on CPU (benchmarks/README.md, "Training step").
 # A bfloat16 input is computed on in float32 inside the loop (the casts are
-# no-ops for float32): XLA's CPU code for bfloat16 arithmetic is half as fast
-# (forward on [1024, 1248], 2-core AMD EPYC with avx512_bf16: 2.2 ms in
-# bfloat16, 1.1 ms in float32; Keras's composite GELU in bfloat16: 5.2 ms).
+# no-ops for float32): XLA's CPU code for bfloat16 arithmetic is about half as
+# fast (benchmarks/README.md, "bfloat16 graph").
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 
@@ -55,17 +54,6 @@ def _gelu_tanh_backward(x, dy):
 def fused_gelu_tanh(x):
   """GELU, tanh approximation, one XLA loop each way (see the note above)."""
   return _gelu_tanh_forward(x), lambda dy: _gelu_tanh_backward(x, dy)
-
-
-def get_activation(name):
-  """Activation by original config name; "gelu" is the tanh approximation."""
-  if name in ("gelu", "gelu_new"):
-    return lambda x: keras.activations.gelu(x, approximate=True)
-  if name in ("gelu_exact", "gelu_python"):
-    return lambda x: keras.activations.gelu(x, approximate=False)
-  if name in ("relu", "tanh", "linear"):
-    return keras.activations.get(name)
-  raise ValueError(f"Unknown hidden_act {name!r}")
 
 
 def attention_bias(input_mask, dtype=tf.float32):
