@@ -36,6 +36,15 @@ TAG_IDS = "tag_ids"                   # tagger export: [batch, seq]
 SEQUENCE_FEATURES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS, TOKEN_BOUNDARY)
 PREDICTION_FEATURES = (MASKED_LM_POSITIONS, MASKED_LM_IDS, MASKED_LM_WEIGHTS)
 
+# Beside its shards data prep writes _SUCCESS, then the manifest (last): the
+# hand-off that pretraining checks (albert_tf.data.record_checks).
+SUCCESS_FILE = "_SUCCESS"
+MANIFEST_FILE = "manifest.json"
+MANIFEST_FORMAT = "albert_tf.pretraining_records"
+MANIFEST_VERSION = 1
+# Pretraining's report of the records it skipped, in its output_dir.
+SKIPPED_RECORDS_FILE = "skipped_records.json"
+
 
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
   """Returns the `tf.io.parse_single_example` spec of one pretraining record."""

@@ -28,8 +28,11 @@ import time
 from absl import app
 from absl import flags
 
-from data_prep import create_pretraining_data as cpd
+from data_prep import beam_compat
 from data_prep import instances as instances_lib
+from data_prep import pipeline
+from data_prep import reading
+from data_prep import transforms
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Corpus glob (default: People's "
@@ -65,29 +68,28 @@ def default_inputs(results_dir):
 
 def run_loop(input_file, output_dir, spm_model_file, options, dupe_factor):
   """The pipeline's work in one process, no Beam; returns the record count."""
-  from apache_beam.io.tfrecordio import _TFRecordUtil
   from albert_tf.data import tokenization
   tokenizer = tokenization.load_tokenizer(spm_model_file=spm_model_file)
   vocab = instances_lib.Vocab.from_tokenizer(tokenizer)
   count = 0
   with open(os.path.join(output_dir, "loop.tfrecord"), "wb") as out:
-    for path in cpd.match_inputs(input_file):
-      for raw in cpd.read_raw_documents(path, 100_000):
-        reason, document = cpd.tokenize_raw_document(tokenizer, raw)
+    for path in reading.match_inputs(input_file):
+      for raw in reading.read_raw_documents(path, 100_000):
+        reason, document = transforms.tokenize_raw_document(tokenizer, raw)
         if reason is not None:
           continue
-        records, _ = cpd.document_to_records(document, options, vocab,
-                                             dupe_factor)
+        records, _ = transforms.document_to_records(document, options,
+                                                    vocab, dupe_factor)
         for record in records:
           # Same framing code as Beam's WriteToTFRecord.
-          _TFRecordUtil.write_record(out, record)
+          beam_compat.write_tfrecord(out, record)
         count += len(records)
   return count
 
 
 def run_beam(input_file, output_dir, spm_model_file, options, dupe_factor,
              workers):
-  summary = cpd.run_pipeline(
+  summary = pipeline.run_pipeline(
       input_file, output_dir, spm_model_file=spm_model_file, options=options,
       dupe_factor=dupe_factor, num_shards=4, overwrite=True,
       pipeline_args=["--runner=DirectRunner",

@@ -79,15 +79,16 @@ al., 2020, "Don't Stop Pretraining"); the demo uses it together with the news.
 """
 
 import collections
+import dataclasses
 import itertools
 import json
 import os
 import random
 import re
-
-from absl import flags
+from typing import Optional
 
 from albert_tf import cli_errors
+from albert_tf import settings
 from albert_tf.cli_errors import CommandLineError, error_line
 
 CORPORA = ("peoples_daily_1998", "peoples_daily_ner", "sentiment_reviews")
@@ -415,22 +416,26 @@ def write_sentiment_reviews(output_dir, seed=12345, max_examples=0):
   return sizes
 
 
-def _define_flags():
-  # Only when run as a script, so modules with flags of the same names can be
-  # imported together (tests, benchmarks).
-  flags.DEFINE_enum("corpus", "peoples_daily_1998", CORPORA, "Which corpus.")
-  flags.DEFINE_string("output_dir", None, "Directory for the output files.")
-  flags.DEFINE_float("heldout_fraction", 0.03,
-                     "peoples_daily_1998: fraction of documents (the last ones) "
-                     "written to heldout.txt.")
-  flags.DEFINE_integer("seed", 12345, "sentiment_reviews: shuffle seed.")
-  flags.DEFINE_integer("max_documents", 0, "peoples_daily_1998 and "
-                       "peoples_daily_ner: keep only the first N documents "
-                       "(0: all), for quick trials.")
-  flags.DEFINE_integer("max_examples", 0, "sentiment_reviews: split only N "
-                       "shuffled reviews (0: all), for quick trials.")
-  flags.DEFINE_bool("verbose", False, "Show the traceback of an error instead "
-                    "of one line.")
+@dataclasses.dataclass
+class CorporaSettings:
+  """The command line of data_prep.corpora; the fields are the flags."""
+  corpus: str = settings.field("peoples_daily_1998", "Which corpus.",
+                               choices=CORPORA)
+  # Not marked required: main names it with an example.
+  output_dir: Optional[str] = settings.field(
+      None, "Directory for the output files.")
+  heldout_fraction: float = settings.field(
+      0.03, "peoples_daily_1998: fraction of documents (the last ones) "
+      "written to heldout.txt.")
+  seed: int = settings.field(12345, "sentiment_reviews: shuffle seed.")
+  max_documents: int = settings.field(
+      0, "peoples_daily_1998 and peoples_daily_ner: keep only the first N "
+      "documents (0: all), for quick trials.")
+  max_examples: int = settings.field(
+      0, "sentiment_reviews: split only N shuffled reviews (0: all), for "
+      "quick trials.")
+  verbose: bool = settings.field(False, "Show the traceback of an error "
+                                 "instead of one line.")
 
 
 def write_corpus(corpus, output_dir, heldout_fraction=0.03, seed=12345,
@@ -449,15 +454,17 @@ def write_corpus(corpus, output_dir, heldout_fraction=0.03, seed=12345,
 
 def main(argv):
   del argv
-  FLAGS = flags.FLAGS
-  if not FLAGS.output_dir:
+  s = settings.from_flags(CorporaSettings)
+  if not s.output_dir:
     raise CommandLineError(error_line("a required flag is missing",
                                       "--output_dir", "e.g. --output_dir=DIR"))
-  sizes = write_corpus(FLAGS.corpus, FLAGS.output_dir, FLAGS.heldout_fraction,
-                       FLAGS.seed, FLAGS.max_documents, FLAGS.max_examples)
+  sizes = write_corpus(s.corpus, s.output_dir, s.heldout_fraction, s.seed,
+                       s.max_documents, s.max_examples)
   print(json.dumps(sizes))
 
 
 if __name__ == "__main__":
-  _define_flags()
+  # Only when run as a script, so modules with flags of the same names can be
+  # imported together (tests, benchmarks).
+  settings.define_flags(CorporaSettings)
   cli_errors.run_main(main)

@@ -96,7 +96,7 @@ def encode_pretraining_example(input_ids, input_mask, segment_ids,
   feature[features.MASKED_LM_WEIGHTS].float_list.value.extend(
       masked_lm_weights)
   # A record's bytes pick its shard and its place there (see
-  # create_pretraining_data.record_sort_key). upb writes map entries in hash
+  # data_prep.transforms.record_sort_key). upb writes map entries in hash
   # order, which changes from process to process; deterministic=True sorts
   # them by key, so every worker and every run writes the same bytes.
   return example.SerializeToString(deterministic=True)

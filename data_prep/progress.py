@@ -7,7 +7,8 @@ worker, so `result.metrics()` has nothing until the stage is over (and
 asks its worker for progress every `progress_request_frequency` seconds, and
 the answer carries the bundle's counters so far. Beam's ProgressRequester
 takes a callback for those answers, but the runner passes none;
-`PipelineProgress` installs one for the duration of the run. Worker
+`PipelineProgress` installs one for the duration of the run
+(data_prep.beam_compat.progress_answers). Worker
 processes or threads (direct_running_mode multi_processing or
 multi_threading) answer while they work; in_memory runs each bundle in the
 calling thread, so there the counts come at the end. On other runners the
@@ -24,8 +25,12 @@ import logging
 import threading
 import time
 
+from data_prep import beam_compat
+
 _LOGGER = logging.getLogger(__name__)
-# Counter names of data_prep.create_pretraining_data, in its namespace.
+# The namespace of the pipeline's Beam counters (data_prep.transforms), and
+# the names of the counters the lines show.
+NAMESPACE = "data_prep"
 DOCUMENTS_READ = "documents_read"
 INSTANCES = "instances"
 RECORDS_WRITTEN = "records_written"
@@ -204,31 +209,9 @@ class PipelineProgress:
     while not self._stop.wait(self._interval_secs):
       self._log(self.line())
 
-  @contextlib.contextmanager
   def _answers_from_workers(self):
-    """Routes the FnApiRunner's progress answers to `update` during the run.
-
-    The runner builds its ProgressRequester by the module-level name, so the
-    name is swapped for a subclass that passes a callback, and restored
-    after the run.
-    """
-    from apache_beam.runners.portability.fn_api_runner import fn_runner
-    original = fn_runner.ProgressRequester
-    progress = self
-
-    class ReportingRequester(original):
-
-      def __init__(self, worker_handler, instruction_id, frequency,
-                   callback=None):
-        def report(answer):
-          progress.update(instruction_id, user_counters(
-              answer.monitoring_infos, progress._namespace))  # pylint: disable=protected-access
-          if callback is not None:
-            callback(answer)
-        super().__init__(worker_handler, instruction_id, frequency, report)
-
-    fn_runner.ProgressRequester = ReportingRequester
-    try:
-      yield
-    finally:
-      fn_runner.ProgressRequester = original
+    """Routes the FnApiRunner's progress answers to `update` during the run."""
+    def on_answer(instruction_id, answer):
+      self.update(instruction_id,
+                  user_counters(answer.monitoring_infos, self._namespace))
+    return beam_compat.progress_answers(on_answer)

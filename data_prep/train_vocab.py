@@ -17,16 +17,17 @@ command-line mistakes); --verbose shows the traceback instead. The
 command-line helpers at the end are shared with create_pretraining_data.
 """
 
+import dataclasses
 import glob
 import gzip
 import itertools
 import os
 import random
 import re
-
-from absl import flags
+from typing import Optional
 
 from albert_tf import cli_errors
+from albert_tf import settings
 from albert_tf.data import tokenization
 from albert_tf.cli_errors import CommandLineError, error_line
 
@@ -159,51 +160,56 @@ def explain_sentencepiece_error(message):
                     "--character_coverage usually help")
 
 
-def _define_flags():
-  # Only when run as a script, so modules with flags of the same names can be
-  # imported together (tests, benchmarks).
-  flags.DEFINE_string("input", None, "Comma-separated globs of text files "
-                      "(.gz allowed), one "
-                      "sentence per line; blank lines are ignored.")
-  flags.DEFINE_string("model_prefix", None, "Writes PREFIX.model, PREFIX.vocab.")
-  flags.DEFINE_integer("vocab_size", 8000, "Vocabulary size including the 5 "
-                       "special pieces.", lower_bound=len(SPECIAL_PIECES) + 1)
-  flags.DEFINE_bool("hard_vocab_limit", True, "SentencePiece's "
-                    "hard_vocab_limit: fail when the corpus cannot fill "
-                    "--vocab_size pieces; --nohard_vocab_limit makes it a "
-                    "soft limit (the vocabulary may come out smaller).")
-  flags.DEFINE_float("character_coverage", 0.9995, "Fraction of characters "
-                     "covered by the vocabulary (0.9995 for Chinese, 1.0 for "
-                     "small alphabets).", lower_bound=0, upper_bound=1)
-  flags.DEFINE_integer("input_sentence_size", 10_000_000, "Train on a uniform "
-                       "random sample of at most this many sentences (0: all).",
-                       lower_bound=0)
-  flags.DEFINE_integer("num_threads", os.cpu_count() or 1, "Trainer threads.",
-                       lower_bound=1)
-  flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents, as the "
-                    "tokenizer will (must match the tokenizer's setting).")
-  flags.DEFINE_integer("seed", 12345, "Sentence sampling seed.")
-  flags.DEFINE_bool("verbose", False, "Show the traceback of an error instead "
-                    "of one line.")
+@dataclasses.dataclass
+class TrainVocabSettings:
+  """The command line of train_vocab; the fields are the flags."""
+  # Not marked required: main names the missing one with an example.
+  input: Optional[str] = settings.field(
+      None, "Comma-separated globs of text files (.gz allowed), one sentence "
+      "per line; blank lines are ignored.")
+  model_prefix: Optional[str] = settings.field(
+      None, "Writes PREFIX.model, PREFIX.vocab.")
+  vocab_size: int = settings.field(
+      8000, "Vocabulary size including the 5 special pieces.",
+      lower_bound=len(SPECIAL_PIECES) + 1)
+  hard_vocab_limit: bool = settings.field(
+      True, "SentencePiece's hard_vocab_limit: fail when the corpus cannot "
+      "fill --vocab_size pieces; --nohard_vocab_limit makes it a soft limit "
+      "(the vocabulary may come out smaller).")
+  character_coverage: float = settings.field(
+      0.9995, "Fraction of characters covered by the vocabulary (0.9995 for "
+      "Chinese, 1.0 for small alphabets).", lower_bound=0, upper_bound=1)
+  input_sentence_size: int = settings.field(
+      10_000_000, "Train on a uniform random sample of at most this many "
+      "sentences (0: all).", lower_bound=0)
+  num_threads: int = settings.field(os.cpu_count() or 1, "Trainer threads.",
+                                    lower_bound=1)
+  do_lower_case: bool = settings.field(
+      True, "Lowercase and strip accents, as the tokenizer will (must match "
+      "the tokenizer's setting).")
+  seed: int = settings.field(12345, "Sentence sampling seed.")
+  verbose: bool = settings.field(False, "Show the traceback of an error "
+                                 "instead of one line.")
 
 
 def main(argv):
   del argv
-  FLAGS = flags.FLAGS
+  s = settings.from_flags(TrainVocabSettings)
   for name, example in (("input", "demo_output/corpus/peoples_daily/train.txt"),
                         ("model_prefix", "demo_output/vocab/spm")):
-    if not FLAGS[name].value:
+    if not getattr(s, name):
       raise CommandLineError(error_line(
           "a required flag is missing", f"--{name}",
           f"e.g. --{name}={example}"))
-  path = train_sentencepiece(FLAGS.input, FLAGS.model_prefix, FLAGS.vocab_size,
-                            FLAGS.character_coverage,
-                            FLAGS.input_sentence_size, FLAGS.num_threads,
-                            FLAGS.do_lower_case, FLAGS.seed,
-                            FLAGS.hard_vocab_limit)
+  path = train_sentencepiece(s.input, s.model_prefix, s.vocab_size,
+                             s.character_coverage, s.input_sentence_size,
+                             s.num_threads, s.do_lower_case, s.seed,
+                             s.hard_vocab_limit)
   print(f"wrote {path}")
 
 
 if __name__ == "__main__":
-  _define_flags()
+  # Only when run as a script, so modules with flags of the same names can be
+  # imported together (tests, benchmarks).
+  settings.define_flags(TrainVocabSettings)
   cli_errors.run_main(main)

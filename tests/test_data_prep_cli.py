@@ -1,4 +1,4 @@
-"""data_prep's command lines as a newcomer meets them (issue 13).
+"""data_prep's command lines as a newcomer meets them.
 
 Runs `python -m data_prep.create_pretraining_data` and `python -m
 data_prep.train_vocab` as subprocesses on a tiny synthetic corpus and a

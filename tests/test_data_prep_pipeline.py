@@ -1,4 +1,4 @@
-"""data_prep.create_pretraining_data: the Beam pipeline end to end on real text.
+"""data_prep.pipeline: the Beam pipeline end to end on real text.
 
 Two Beam runs over the same corpus (People's Daily subset + every kind of bad
 input, plain and gzip files): in-process with one worker reading each file
@@ -17,10 +17,14 @@ import zlib
 
 import pytest
 import tensorflow as tf
+import zstandard
 
+from albert_tf import features as F
 from albert_tf.data import tokenization
-from data_prep import create_pretraining_data as cpd
 from data_prep import instances as inst
+from data_prep import pipeline
+from data_prep import reading
+from data_prep import transforms
 from tests.fixtures_data import pd_corpus, spm_model  # noqa: F401 pylint: disable=unused-import
 
 SEQ, PRED = 64, 10
@@ -81,7 +85,7 @@ def corpus(tmp_path_factory, pd_corpus):  # pylint: disable=redefined-outer-name
 
 def _run(corpus_glob, spm, output_dir, pipeline_args, overwrite=False,
          split_bytes=None):
-  return cpd.run_pipeline(
+  return pipeline.run_pipeline(
       corpus_glob, output_dir, spm_model_file=spm, options=OPTIONS,
       dupe_factor=DUPE, num_shards=3, overwrite=overwrite,
       pipeline_args=pipeline_args, max_line_bytes=MAX_LINE_BYTES,
@@ -134,7 +138,7 @@ def test_shards_hold_records_in_sort_key_order(runs):
   shards, _ = _records(runs[2][0])
   sizes = []
   for index, shard in enumerate(shards):
-    keys = [cpd.record_sort_key(r)
+    keys = [transforms.record_sort_key(r)
             for r in tf.data.TFRecordDataset(shard).as_numpy_iterator()]
     assert keys == sorted(keys)
     assert {k % len(shards) for k in keys} == {index}
@@ -148,7 +152,7 @@ def test_skipped_documents_counted_and_good_ones_all_present(runs, corpus,
                                                              spm_model):
   good = corpus[1]
   summary = runs[1][1]
-  expected_skips = {reason: 0 for reason in cpd.SKIP_REASONS}
+  expected_skips = {reason: 0 for reason in reading.SKIP_REASONS}
   for _, reason in BAD_DOCUMENTS:
     expected_skips[reason] += 1
   assert summary["documents"] == {
@@ -160,10 +164,10 @@ def test_skipped_documents_counted_and_good_ones_all_present(runs, corpus,
   expected = []
   for document in good:
     raw = (tuple(s.encode("utf-8") for s in document), False)
-    reason, tokenized = cpd.tokenize_raw_document(tokenizer, raw)
+    reason, tokenized = transforms.tokenize_raw_document(tokenizer, raw)
     assert reason is None
-    expected.extend(cpd.document_to_records(tokenized, OPTIONS, vocab,
-                                            DUPE)[0])
+    expected.extend(transforms.document_to_records(tokenized, OPTIONS, vocab,
+                                                   DUPE)[0])
   assert sorted(expected) == _records(runs[1][0])[1]
 
 
@@ -198,7 +202,7 @@ def test_records_parse_with_original_spec_and_match_summary(runs):
 def test_manifest_is_written_last_and_matches_the_shards(runs, corpus):
   manifests = []
   for output_dir, summary in runs.values():
-    with open(os.path.join(output_dir, cpd.MANIFEST_FILE),
+    with open(os.path.join(output_dir, F.MANIFEST_FILE),
               encoding="utf-8") as f:
       manifest = json.load(f)
     shards = _records(output_dir)[0]
@@ -216,8 +220,8 @@ def test_manifest_is_written_last_and_matches_the_shards(runs, corpus):
     assert manifest["flags"]["max_seq_length"] == SEQ
     assert len(manifest["tokenizer"]["sha256"]) == 64
     # The _SUCCESS marker is older than (or as old as) the manifest.
-    assert os.path.getmtime(os.path.join(output_dir, cpd.SUCCESS_FILE)) <= (
-        os.path.getmtime(os.path.join(output_dir, cpd.MANIFEST_FILE)))
+    assert os.path.getmtime(os.path.join(output_dir, F.SUCCESS_FILE)) <= (
+        os.path.getmtime(os.path.join(output_dir, F.MANIFEST_FILE)))
     manifest["flags"].pop("pipeline_args")
     manifest["flags"].pop("split_bytes")
     manifests.append(manifest)
@@ -226,7 +230,7 @@ def test_manifest_is_written_last_and_matches_the_shards(runs, corpus):
 
 @pytest.mark.parametrize("compress, suffix", [
     (gzip.compress, ".gz"), (bz2.compress, ".bz2"), (lzma.compress, ".xz"),
-    (zlib.compress, ".deflate")])
+    (zlib.compress, ".deflate"), (zstandard.compress, ".zst")])
 def test_damaged_compressed_input_raises_after_its_complete_documents(
     tmp_path, compress, suffix):
   text = "\n\n".join(f"doc {i} first\ndoc {i} second"
@@ -234,19 +238,19 @@ def test_damaged_compressed_input_raises_after_its_complete_documents(
   data = compress(text.encode("utf-8"))
   whole = tmp_path / f"whole.txt{suffix}"
   whole.write_bytes(data)
-  assert len(list(cpd.read_raw_documents(str(whole), 1000))) == 3000
+  assert len(list(reading.read_raw_documents(str(whole), 1000))) == 3000
   half = tmp_path / f"half.txt{suffix}"
   half.write_bytes(data[:len(data) // 2])
   documents = []
-  with pytest.raises(cpd.BadInputError) as raised:
-    for document in cpd.read_raw_documents(str(half), 1000):
+  with pytest.raises(reading.BadInputError) as raised:
+    for document in reading.read_raw_documents(str(half), 1000):
       documents.append(document)
   assert raised.value.path == str(half) and "EOFError" in raised.value.detail
   # Only whole documents, in order, none cut at the damage.
   assert documents == [((f"doc {i} first".encode(), f"doc {i} second".encode()),
                         False) for i in range(len(documents))]
   # The launcher finds file and reason in a runner's wrapped error text.
-  assert cpd.BadInputError.find_in(
+  assert reading.BadInputError.find_in(
       f"RuntimeError: BadInputError: {raised.value} [while running 'x']") == (
           str(half), raised.value.detail)
 
@@ -274,27 +278,27 @@ def test_byte_ranges_read_the_same_documents_as_the_whole_file(tmp_path,
            b"e1\ne2\n\n", b"f1\nf2"]
   path = tmp_path / "docs.txt"
   path.write_bytes(b"".join(parts) * 20)
-  whole = list(cpd.read_raw_documents(str(path), 200))
+  whole = list(reading.read_raw_documents(str(path), 200))
   assert len(whole) == 20 * 5 + 1  # "f1 f2" runs into the next "a1 a2".
   for split_bytes, scan_chunk in ((1, 64 << 10), (7, 3), (50, 2), (333, 5)):
     # Tiny scan chunks: an empty line split over two reads is still found.
-    monkeypatch.setattr(cpd, "_SPLIT_SCAN_CHUNK", scan_chunk)
-    ranges = cpd.plan_reads([str(path)], split_bytes)
+    monkeypatch.setattr(reading, "_SPLIT_SCAN_CHUNK", scan_chunk)
+    ranges = reading.plan_reads([str(path)], split_bytes)
     assert len(ranges) > 3
     starts = [start for _, start, _ in ranges]
     assert starts == sorted(set(starts)) and starts[0] == 0
     assert [end for _, _, end in ranges] == starts[1:] + [None]
     pieces = [d for p, start, end in ranges
-              for d in cpd.read_raw_documents(p, 200, start, end)]
+              for d in reading.read_raw_documents(p, 200, start, end)]
     assert pieces == whole, split_bytes
   gz = tmp_path / "docs.txt.gz"
   with gzip.open(gz, "wb") as f:
     f.write(path.read_bytes())
-  assert cpd.plan_reads([str(gz)], 50) == [(str(gz), 0, None)]
+  assert reading.plan_reads([str(gz)], 50) == [(str(gz), 0, None)]
 
 
 def test_iter_lines_bounds_long_lines():
   import io
   data = b"a\r\n" + b"x" * 50 + b"\nb\n" + b"y" * 30
-  lines = list(cpd.iter_lines(io.BytesIO(data), max_line_bytes=20))
+  lines = list(reading.iter_lines(io.BytesIO(data), max_line_bytes=20))
   assert lines == [(b"a", False), (None, True), (b"b", False), (None, True)]

@@ -8,9 +8,11 @@ import re
 
 import pytest
 
-from data_prep import create_pretraining_data as cpd
+from albert_tf import features as F
 from data_prep import instances as inst
+from data_prep import pipeline
 from data_prep import progress
+from data_prep import runners
 from tests.fixtures_data import pd_corpus, spm_model  # noqa: F401 pylint: disable=unused-import
 
 _NUMBERS = re.compile(
@@ -59,12 +61,12 @@ def test_totals_keep_the_largest_value_per_bundle_and_eta_from_bytes():
 
 
 def test_in_memory_and_other_runners_say_where_the_counts_are():
-  options, runner, _ = cpd.choose_runner(["--direct_num_workers=1"])
-  tracker = cpd._pipeline_progress(runner, options, 100, 1.0)  # pylint: disable=protected-access
+  options, runner, _ = runners.choose_runner(["--direct_num_workers=1"])
+  tracker = runners.pipeline_progress(runner, options, 100, 1.0)
   with tracker:
     assert "in_memory gives its counts at the end" in tracker.line()
-  options, runner, _ = cpd.choose_runner(["--direct_num_workers=2"], 0.5)
-  tracker = cpd._pipeline_progress(runner, options, 100, 1.0)  # pylint: disable=protected-access
+  options, runner, _ = runners.choose_runner(["--direct_num_workers=2"], 0.5)
+  tracker = runners.pipeline_progress(runner, options, 100, 1.0)
   with tracker:
     assert "documents read" in tracker.line()
 
@@ -73,7 +75,7 @@ def test_live_progress_of_a_two_process_run_ends_at_the_manifest_counts(
     pd_corpus, spm_model, tmp_path, caplog):  # pylint: disable=redefined-outer-name
   out = str(tmp_path / "out")
   with caplog.at_level(logging.INFO, logger=progress.__name__):
-    cpd.run_pipeline(
+    pipeline.run_pipeline(
         pd_corpus[0], out, spm_model_file=spm_model,
         options=inst.InstanceOptions(max_seq_length=64,
                                      max_predictions_per_seq=10),
@@ -86,7 +88,7 @@ def test_live_progress_of_a_two_process_run_ends_at_the_manifest_counts(
   running = [l for l in lines if l.startswith("progress ")]
   final = [l for l in lines if l.startswith("done in ")]
   assert len(final) == 1 and lines[-1] == final[0]
-  with open(os.path.join(out, cpd.MANIFEST_FILE), encoding="utf-8") as f:
+  with open(os.path.join(out, F.MANIFEST_FILE), encoding="utf-8") as f:
     manifest = json.load(f)
   expected = (manifest["documents"]["read"], manifest["instances"],
               manifest["records"])
@@ -109,7 +111,7 @@ def test_interval_must_be_positive_before_anything_is_written(tmp_path):
   out = tmp_path / "out"
   for bad in (0, -1.5):
     with pytest.raises(ValueError) as error:
-      cpd.run_pipeline("corpus/*.txt", str(out), progress_interval_secs=bad)
+      pipeline.run_pipeline("corpus/*.txt", str(out), progress_interval_secs=bad)
     message = str(error.value)
     assert "--progress_interval_secs" in message and "\n" not in message
     assert f"got {bad}" in message

@@ -64,7 +64,7 @@ def test_empty_lists():
 
 _WORKER = """
 import json, sys
-from data_prep import create_pretraining_data, example_encoder
+from data_prep import create_pretraining_data, example_encoder, transforms
 from albert_tf.data import tokenization
 record = example_encoder.encode_pretraining_example(**json.load(sys.stdin))
 print(json.dumps({"record": record.hex(),

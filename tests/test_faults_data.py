@@ -29,12 +29,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf import features as F
 from albert_tf.data import pretraining_dataset
 from albert_tf.data import record_checks
 from albert_tf.data import tokenization
 from albert_tf import run_pretraining as rp
-from data_prep import create_pretraining_data as cpd
 from data_prep import instances as inst
+from data_prep import outputs
+from data_prep import pipeline
 from tests import cli_runner
 from tests.pretraining_fixtures import random_example, write_config
 
@@ -81,7 +83,7 @@ def base(tmp_path_factory):
 
 
 def _data_prep(input_file, output_dir, spm, **kwargs):
-  return cpd.run_pipeline(
+  return pipeline.run_pipeline(
       input_file, output_dir, spm_model_file=spm,
       options=inst.InstanceOptions(max_seq_length=SEQ,
                                    max_predictions_per_seq=PRED),
@@ -192,8 +194,8 @@ def _truncated_gz_cli(b, tmp_path, context):
 
 def _no_markers(b, tmp_path, outcome):  # pylint: disable=unused-argument
   out = outcome.context["out"]
-  assert not os.path.exists(os.path.join(out, cpd.SUCCESS_FILE))
-  assert not os.path.exists(os.path.join(out, cpd.MANIFEST_FILE))
+  assert not os.path.exists(os.path.join(out, F.SUCCESS_FILE))
+  assert not os.path.exists(os.path.join(out, F.MANIFEST_FILE))
 
 
 def _skip_bad_inputs(b, tmp_path, context):
@@ -204,9 +206,9 @@ def _skip_bad_inputs(b, tmp_path, context):
 
 def _check_skip_counted(b, tmp_path, outcome):  # pylint: disable=unused-argument
   ctx = outcome.context
-  with open(os.path.join(ctx["out"], cpd.MANIFEST_FILE)) as f:
+  with open(os.path.join(ctx["out"], F.MANIFEST_FILE)) as f:
     manifest = json.load(f)
-  assert os.path.exists(os.path.join(ctx["out"], cpd.SUCCESS_FILE))
+  assert os.path.exists(os.path.join(ctx["out"], F.SUCCESS_FILE))
   assert manifest["inputs_skipped"] == 1
   entry = {i["path"]: i for i in manifest["inputs"]}[ctx["truncated"]]
   assert "EOFError" in entry["error"]
@@ -247,7 +249,7 @@ def _long_document(b, tmp_path, context):
 
 
 def _check_long_document(b, tmp_path, outcome):  # pylint: disable=unused-argument
-  with open(os.path.join(outcome.context["out"], cpd.MANIFEST_FILE)) as f:
+  with open(os.path.join(outcome.context["out"], F.MANIFEST_FILE)) as f:
     assert json.load(f)["documents_over_max_sentences"] == 1
   assert "--max_sentences_per_document=50" in outcome.logs
   assert "blank line" in outcome.logs
@@ -256,8 +258,8 @@ def _check_long_document(b, tmp_path, outcome):  # pylint: disable=unused-argume
 # --- 5. killed data prep: shards, no _SUCCESS / manifest
 def _killed_data_prep_cli(b, tmp_path, context):
   records = _copy_records(b, tmp_path)
-  os.remove(records / cpd.SUCCESS_FILE)
-  os.remove(records / cpd.MANIFEST_FILE)
+  os.remove(records / F.SUCCESS_FILE)
+  os.remove(records / F.MANIFEST_FILE)
   context["records"] = str(records)
   return "albert_tf.run_pretraining", _pretrain_argv(
       b, f"{records}/*.tfrecord", tmp_path / "pretrain",
@@ -266,7 +268,7 @@ def _killed_data_prep_cli(b, tmp_path, context):
 
 def _killed_before_manifest(b, tmp_path, context):  # pylint: disable=unused-argument
   records = _copy_records(b, tmp_path)
-  os.remove(records / cpd.MANIFEST_FILE)  # killed between the two markers
+  os.remove(records / F.MANIFEST_FILE)  # killed between the two markers
   return rp.run(rp.params_from_argv(_pretrain_argv(
       b, f"{records}/*.tfrecord", tmp_path / "pretrain")))
 
@@ -385,7 +387,7 @@ def _sigkilled_data_prep(b, tmp_path, context):
 
 def _check_killed(b, tmp_path, outcome):  # pylint: disable=unused-argument
   assert outcome.context["returncode"] == -9, outcome.context
-  assert cpd.MANIFEST_FILE not in outcome.context["left"]
+  assert F.MANIFEST_FILE not in outcome.context["left"]
 
 
 # --- 11-12. --skip_corrupt_records: records that do not parse, or cannot
@@ -432,7 +434,7 @@ def _skip_corrupt(b, tmp_path, context, *extra):
 def _check_skip_corrupt_counted(b, tmp_path, outcome):  # pylint: disable=unused-argument
   ctx = outcome.context
   assert outcome.value["global_step"] == 1
-  with open(ctx["out"] / record_checks.SKIPPED_RECORDS_FILE) as f:
+  with open(ctx["out"] / F.SKIPPED_RECORDS_FILE) as f:
     report = json.load(f)
   got = {p: (r["records"], r["skipped"]) for p, r in report["files"].items()}
   assert got == ctx["expected"]
@@ -586,11 +588,11 @@ def test_fault(fault, base, tmp_path, caplog):  # pylint: disable=redefined-oute
 def test_manifest_of_a_complete_run(base):  # pylint: disable=redefined-outer-name
   """The hand-off record: inputs, counts, shards, flags, tokenizer hash."""
   records = base["records"]
-  with open(os.path.join(records, cpd.MANIFEST_FILE)) as f:
+  with open(os.path.join(records, F.MANIFEST_FILE)) as f:
     manifest = json.load(f)
-  assert manifest["format"] == record_checks.MANIFEST_FORMAT == cpd.MANIFEST_FORMAT
-  assert (record_checks.SUCCESS_FILE, record_checks.MANIFEST_FILE) == (cpd.SUCCESS_FILE,
-                                                 cpd.MANIFEST_FILE)
+  assert (manifest["format"], manifest["version"]) == (
+      "albert_tf.pretraining_records", 1) == (F.MANIFEST_FORMAT,
+                                              F.MANIFEST_VERSION)
   assert manifest["inputs"] == [{
       "path": base["corpus"], "bytes": os.path.getsize(base["corpus"]),
       "documents": NUM_DOCUMENTS, "error": None}]
@@ -611,7 +613,7 @@ def test_manifest_of_a_complete_run(base):  # pylint: disable=redefined-outer-na
   assert manifest["tokenizer"]["sha256"] == tokenization.file_sha256(base["spm"])
   # Written last, under a temporary name first: nothing else is left.
   assert sorted(os.listdir(records)) == sorted(
-      [cpd.MANIFEST_FILE, cpd.SUCCESS_FILE, cpd.SUMMARY_FILE, *shards])
+      [F.MANIFEST_FILE, F.SUCCESS_FILE, outputs.SUMMARY_FILE, *shards])
 
 
 def test_input_timeout_counts_from_the_last_progress():
