@@ -15,12 +15,14 @@ albert_config.json. Every tensor not consumed and every expected tensor not
 found is reported; a shape mismatch is an error naming the variable.
 """
 
+import dataclasses
 import json
 import os
+from typing import Optional
 
-from absl import flags
 import tensorflow as tf
 
+from albert_tf import settings
 from albert_tf.training import checkpoints
 # This module is the CLI and `convert` only (the docstring above is also the
 # --help text, so it stays as it was); the per-source readers live in
@@ -44,9 +46,9 @@ from albert_tf.converters.tf1 import read_tf1_checkpoint
 # The names this module offered before the readers moved to converters/;
 # tests and tools still import them from here.
 __all__ = [
-    "BRIGHTMART_RELEASES", "ConversionError", "SOURCES",
+    "BRIGHTMART_RELEASES", "ConversionError", "ConvertSettings", "SOURCES",
     "assign_original_weights", "brightmart_to_original", "convert",
-    "define_flags", "huggingface_config", "huggingface_to_original",
+    "huggingface_config", "huggingface_to_original",
     "is_brightmart_layout", "main", "original_variable_map",
     "read_huggingface", "read_pytorch_bin", "read_safetensors",
     "read_tf1_checkpoint",
@@ -94,26 +96,31 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   return report
 
 
+@dataclasses.dataclass
+class ConvertSettings:
+  """The command line of convert_checkpoint; the fields are the flags."""
+  source: str = settings.field(None, "Checkpoint format.", choices=SOURCES,
+                               required=True)
+  checkpoint: str = settings.field(
+      None, "TF1 checkpoint prefix/dir, HF model dir/.safetensors/.bin, or "
+      "keras-hub preset dir or handle (e.g. albert_base_en_uncased).",
+      required=True)
+  albert_config_file: Optional[str] = settings.field(
+      None, "albert_config.json of the checkpoint (HF: default config.json "
+      "beside it).")
+  output_dir: str = settings.field(
+      None, "Where the converted checkpoint and albert_config.json go.",
+      required=True)
+  verbose: bool = settings.field(False, "Show the traceback of an error.")
+
+
 def main(argv):
   del argv
-  f = flags.FLAGS
-  convert(f.source, f.checkpoint, f.output_dir, f.albert_config_file)
-
-
-def define_flags():
-  flags.DEFINE_enum("source", None, list(SOURCES), "Checkpoint format.")
-  flags.DEFINE_string("checkpoint", None, "TF1 checkpoint prefix/dir, HF model "
-                      "dir/.safetensors/.bin, or keras-hub preset dir or "
-                      "handle (e.g. albert_base_en_uncased).")
-  flags.DEFINE_string("albert_config_file", None, "albert_config.json of the "
-                      "checkpoint (HF: default config.json beside it).")
-  flags.DEFINE_string("output_dir", None, "Where the converted checkpoint and "
-                      "albert_config.json go.")
-  flags.DEFINE_bool("verbose", False, "Show the traceback of an error.")
-  flags.mark_flags_as_required(["source", "checkpoint", "output_dir"])
+  s = settings.from_flags(ConvertSettings)
+  convert(s.source, s.checkpoint, s.output_dir, s.albert_config_file)
 
 
 if __name__ == "__main__":
   from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
-  define_flags()
+  settings.define_flags(ConvertSettings)
   cli_errors.run_main(main)

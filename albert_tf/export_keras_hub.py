@@ -29,10 +29,13 @@ SentencePiece only) and configs keras-hub's AlbertBackbone cannot express
 GELU, layer_norm_eps other than 1e-12).
 """
 
+import dataclasses
 import os
 import shutil
 import tempfile
+from typing import Optional
 
+from albert_tf import settings
 from albert_tf.training import checkpoints
 from albert_tf.converters import keras_hub_interop
 from albert_tf.training import resolution
@@ -60,8 +63,8 @@ def export(checkpoint, output_dir, albert_config_file=None,
     checkpoint: a checkpoint prefix, or a directory (its latest/best).
     output_dir: the preset folder (created; must be empty unless overwrite).
     albert_config_file: default: the albert_config.json beside the checkpoint.
-    spm_model_file: the SentencePiece model (default: the one recorded in a
-      classifier_config.json beside the checkpoint).
+    spm_model_file: the SentencePiece model (default: the one recorded in
+      the task_record.json beside the checkpoint).
     overwrite: replace a non-empty output_dir.
   Raises:
     ValueError (one line, naming the flag or file) before anything is
@@ -119,30 +122,31 @@ def export(checkpoint, output_dir, albert_config_file=None,
   return output_dir
 
 
+@dataclasses.dataclass
+class KerasHubExportSettings:
+  """The command line of export_keras_hub; the fields are the flags."""
+  checkpoint: str = settings.field(
+      None, "Checkpoint prefix, or a directory (its latest checkpoint).",
+      required=True)
+  output_dir: str = settings.field(
+      None, "The keras-hub preset folder to write.", required=True)
+  albert_config_file: Optional[str] = settings.field(
+      None, "albert_config.json (default: the one beside the checkpoint).")
+  spm_model_file: Optional[str] = settings.field(
+      None, "SentencePiece model of the checkpoint (default: the one "
+      "recorded beside it).")
+  overwrite: bool = settings.field(False, "Replace a non-empty --output_dir.")
+  verbose: bool = settings.field(False, "Show the traceback of an error.")
+
+
 def main(argv):
   del argv
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  f = flags.FLAGS
-  export(f.checkpoint, f.output_dir, albert_config_file=f.albert_config_file,
-         spm_model_file=f.spm_model_file, overwrite=f.overwrite)
-
-
-def define_flags():
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  flags.DEFINE_string("checkpoint", None, "Checkpoint prefix, or a directory "
-                      "(its latest checkpoint).")
-  flags.DEFINE_string("output_dir", None, "The keras-hub preset folder to "
-                      "write.")
-  flags.DEFINE_string("albert_config_file", None, "albert_config.json "
-                      "(default: the one beside the checkpoint).")
-  flags.DEFINE_string("spm_model_file", None, "SentencePiece model of the "
-                      "checkpoint (default: the one recorded beside it).")
-  flags.DEFINE_boolean("overwrite", False, "Replace a non-empty --output_dir.")
-  flags.DEFINE_boolean("verbose", False, "Show the traceback of an error.")
-  flags.mark_flags_as_required(["checkpoint", "output_dir"])
+  s = settings.from_flags(KerasHubExportSettings)
+  export(s.checkpoint, s.output_dir, albert_config_file=s.albert_config_file,
+         spm_model_file=s.spm_model_file, overwrite=s.overwrite)
 
 
 if __name__ == "__main__":
   from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
-  define_flags()
+  settings.define_flags(KerasHubExportSettings)
   cli_errors.run_main(main)

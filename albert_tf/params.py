@@ -8,13 +8,25 @@ pooler, the figure the paper, HF and keras-hub report; "pretrainer" adds the
 MLM head (its output matrix is tied to the word embeddings) and the SOP head.
 """
 
+import dataclasses
 import json
 import sys
+from typing import List, Optional
 
-from absl import flags
-
+from albert_tf import settings
 from albert_tf.cli_errors import CommandLineError, error_line
 from albert_tf.config import PRESETS, AlbertConfig
+
+
+@dataclasses.dataclass
+class ParamsSettings:
+  """The command line of `python -m albert_tf.params`; fields are flags."""
+  json: bool = settings.field(False, "Print {preset: {encoder, pretrainer}} "
+                              "JSON.")
+  presets: Optional[List[str]] = settings.field(
+      None, "Only these presets (comma-separated names of "
+      "albert_tf.config.PRESETS; default: all).")
+  verbose: bool = settings.field(False, "Show the traceback of an error.")
 
 
 def count_params(model):
@@ -62,19 +74,9 @@ def parameter_table(names=None):
   return {name: preset_param_counts(PRESETS[name]) for name in names}
 
 
-def _define_flags():
-  # Only when run as a script, so that importing count_params (tests,
-  # benchmarks) defines no flags.
-  flags.DEFINE_bool("json", False, "Print {preset: {encoder, pretrainer}} "
-                    "JSON.")
-  flags.DEFINE_list("presets", None, "Only these presets (comma-separated "
-                    "names of albert_tf.config.PRESETS; default: all).")
-  flags.DEFINE_bool("verbose", False, "Show the traceback of an error.")
-
-
 def main(argv):
   del argv
-  values = flags.FLAGS
+  values = settings.from_flags(ParamsSettings)
   table = parameter_table(values.presets)
   if values.json:
     json.dump(table, sys.stdout, indent=2)
@@ -87,5 +89,7 @@ def main(argv):
 
 if __name__ == "__main__":
   from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
-  _define_flags()
+  # Only when run as a script, so that importing count_params (tests,
+  # benchmarks) defines no flags.
+  settings.define_flags(ParamsSettings)
   cli_errors.run_main(main)

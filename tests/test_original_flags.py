@@ -1,4 +1,4 @@
-"""The original scripts' flag names reach the run settings (issue 13).
+"""The original scripts' flag names reach the run settings.
 
 In-process, at the level of the options and settings functions: the TPU
 flags (--use_tpu, --tpu_name, --tpu_zone, --gcp_project, --num_tpu_cores)
@@ -107,7 +107,8 @@ def test_tpu_flag_names_fold_into_the_new_ones(strategy_calls):
 # ------------------------------------------------------------ fine-tuning
 def _options(**kwargs):
   return run_classifier.ClassifierOptions(
-      task_name="sentiment", data_dir="data", output_dir="out", **kwargs)
+      task_name="sentiment", data_dir="data", output_dir="out", do_train=True,
+      do_eval=True, **kwargs)
 
 
 def test_save_checkpoints_steps_and_keep_checkpoint_max_reach_the_trainer():

@@ -3,14 +3,19 @@
 * `canonical_precision` / `dtype_policy`: --mixed_precision takes
   none|bfloat16|float16 everywhere; the Keras policy names (float32,
   mixed_bfloat16, mixed_float16) are accepted as aliases.
-* `make_strategy` / `is_chief`: --distribution_strategy.
+* `make_strategy` / `is_chief`: --distribution_strategy; `StrategySettings`
+  defines that flag, --tpu, --num_gpus and the original TPU flags once for
+  the training commands.
 """
 
 import contextlib
+import dataclasses
 from typing import Optional
 
 import keras
 import tensorflow as tf
+
+from albert_tf import settings
 
 
 class RunConfigError(ValueError):
@@ -52,18 +57,26 @@ STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored",
               "tpu")
 
 
-def define_original_tpu_flags(flag_values=None):
-  """The original scripts' TPU flags, mapped onto the TPU strategy."""
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  d = dict(flag_values=flag_values or flags.FLAGS)
-  flags.DEFINE_bool("use_tpu", False, "Original name: the same as "
-                    "--distribution_strategy=tpu.", **d)
-  flags.DEFINE_string("tpu_name", None, "Original name of --tpu.", **d)
-  flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU.", **d)
-  flags.DEFINE_string("gcp_project", None, "GCP project of the Cloud TPU.",
-                      **d)
-  flags.DEFINE_integer("num_tpu_cores", None, "Original flag; ignored: the "
-                       "TPU strategy uses every core of the TPU.", **d)
+@dataclasses.dataclass
+class StrategySettings:
+  """The strategy flags of the training commands (a settings base class),
+  with the original scripts' TPU flags mapped onto the TPU strategy."""
+  distribution_strategy: str = settings.field(
+      "default", "tf.distribute strategy; multi_worker_mirrored reads "
+      "TF_CONFIG.", choices=STRATEGIES)
+  tpu: Optional[str] = settings.field(
+      None, "TPU address or name for --distribution_strategy=tpu ('' = "
+      "local).")
+  num_gpus: int = settings.field(0, "GPUs for mirrored (0 = all visible).")
+  use_tpu: bool = settings.field(
+      False, "Original name: the same as --distribution_strategy=tpu.")
+  tpu_name: Optional[str] = settings.field(None, "Original name of --tpu.")
+  tpu_zone: Optional[str] = settings.field(None, "GCE zone of the Cloud TPU.")
+  gcp_project: Optional[str] = settings.field(
+      None, "GCP project of the Cloud TPU.")
+  num_tpu_cores: Optional[int] = settings.field(
+      None, "Original flag; ignored: the TPU strategy uses every core of the "
+      "TPU.")
 
 
 ORIGINAL_TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project",

@@ -1,0 +1,162 @@
+"""A command's settings as one dataclass whose fields are its absl flags.
+
+Each field says its flag once: the type annotation gives the kind of flag,
+`field` the default, the help and the rest, and the command line and the
+Python API read the same definition:
+
+    @dataclasses.dataclass
+    class ExportSettings:
+      checkpoint: str = settings.field(None, "Checkpoint prefix.",
+                                       required=True)
+      quantize: str = settings.field("dynamic", "Quantization.",
+                                     choices=["none", "dynamic"])
+      top_k: int = settings.field(5, "Pieces per mask.", lower_bound=1)
+
+    if __name__ == "__main__":
+      settings.define_flags(ExportSettings)
+      app.run(lambda argv: run(settings.from_flags(ExportSettings)))
+
+Annotation -> flag: str DEFINE_string (DEFINE_enum with choices), int
+DEFINE_integer, float DEFINE_float, bool DEFINE_boolean, List[str]
+DEFINE_list (DEFINE_multi_string with multi=True, for values that may hold
+commas); Optional[X] is X with the default None, which a flag whose default
+is worked out later (from a checkpoint, from other flags) keeps. A required
+field has no Python default (it is keyword-only, so it may come anywhere in
+the class) and its flag is marked required.
+
+Why this is written here: absl has no dataclass binding. ml_collections'
+`config_flags.DEFINE_config_dataclass` binds a dataclass to a single flag
+(`--config.train_batch_size=...`), which would rename every flag of the
+original ALBERT scripts; fiddle configures by building call graphs
+(`fdl.Config`), a heavier model than a flat set of flags. Both would be new
+dependencies (neither is in requirements.txt). No TensorFlow here: data_prep
+imports this.
+"""
+
+import dataclasses
+import typing
+from typing import Any, List, Optional, Sequence
+
+from absl import flags
+
+# The flags defined here belong to the module that calls define_flags, as if
+# it had called DEFINE_* itself: a command's flags are its key flags, listed
+# under its name by --help and --helpshort.
+flags.disclaim_key_flags()
+
+_KEY = "albert_tf.settings"
+
+
+@dataclasses.dataclass(frozen=True)
+class FlagSpec:
+  """What `field` records in a field's metadata."""
+  default: Any
+  help: str
+  choices: Optional[Sequence[str]] = None
+  required: bool = False
+  flag: Optional[str] = None
+  lower_bound: Optional[float] = None
+  upper_bound: Optional[float] = None
+  multi: bool = False
+
+
+def field(default, help, *, choices=None, required=False, flag=None,  # pylint: disable=redefined-builtin
+          lower_bound=None, upper_bound=None, multi=False):
+  """A dataclass field that is also an absl flag.
+
+  Args:
+    default: the flag's default and the field's (a required field has no
+      Python default; its flag default must be None, as absl wants).
+    help: the flag's help text.
+    choices: the values of a str field (an enum flag).
+    required: the flag must be given; the field has no default.
+    flag: the flag name, when it is not the field name.
+    lower_bound: least value of an int or float flag.
+    upper_bound: greatest value of an int or float flag.
+    multi: a List[str] field taken from a repeated flag (--text=a --text=b)
+      instead of one comma-separated value.
+  Returns:
+    A dataclasses.field; a mutable default (a list) is copied per instance.
+  """
+  spec = FlagSpec(default, help, tuple(choices) if choices else None,
+                  required, flag, lower_bound, upper_bound, multi)
+  metadata = {_KEY: spec}
+  if required:
+    if default is not None:
+      raise ValueError(f"settings.field(required=True): the default must be "
+                       f"None, got {default!r}")
+    return dataclasses.field(kw_only=True, metadata=metadata)
+  if isinstance(default, (list, dict, set)):
+    return dataclasses.field(default_factory=lambda: type(default)(default),
+                             metadata=metadata)
+  return dataclasses.field(default=default, metadata=metadata)
+
+
+def spec(f: dataclasses.Field) -> Optional[FlagSpec]:
+  """The FlagSpec of a field, or None for a field made without `field`."""
+  return f.metadata.get(_KEY)
+
+
+def flag_name(f: dataclasses.Field) -> str:
+  """The flag of a field: its `flag=`, else the field name."""
+  return spec(f).flag or f.name
+
+
+def flag_fields(cls) -> List[dataclasses.Field]:
+  """The fields of `cls` that are flags (made with `field`)."""
+  return [f for f in dataclasses.fields(cls) if spec(f) is not None]
+
+
+def _base_type(annotation):
+  """X for Optional[X]; the annotation itself otherwise."""
+  if typing.get_origin(annotation) is typing.Union:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(args) == 1:
+      return args[0]
+  return annotation
+
+
+def define_flags(cls, flag_values=flags.FLAGS, group=None):
+  """Defines one absl flag per `field` of dataclass `cls` on flag_values.
+
+  group: the module name the flags are listed under in --help (absl groups
+  flags by module); default: the caller's module, so flags defined from a
+  command's `__main__` block are that command's key flags (--helpshort).
+  Raises TypeError naming the field whose annotation has no flag kind.
+  """
+  hints = typing.get_type_hints(cls)
+  for f in flag_fields(cls):
+    s = spec(f)
+    kind = _base_type(hints[f.name])
+    common = dict(flag_values=flag_values, module_name=group,
+                  required=s.required)
+    name, where = flag_name(f), f"{cls.__name__}.{f.name}"
+    if kind is bool:
+      flags.DEFINE_boolean(name, s.default, s.help, **common)
+    elif kind is str and s.choices:
+      flags.DEFINE_enum(name, s.default, list(s.choices), s.help, **common)
+    elif kind is str:
+      flags.DEFINE_string(name, s.default, s.help, **common)
+    elif kind in (int, float):
+      define = flags.DEFINE_integer if kind is int else flags.DEFINE_float
+      define(name, s.default, s.help, lower_bound=s.lower_bound,
+             upper_bound=s.upper_bound, **common)
+    elif typing.get_origin(kind) in (list, List) and typing.get_args(
+        kind) == (str,):
+      define = flags.DEFINE_multi_string if s.multi else flags.DEFINE_list
+      define(name, s.default, s.help, **common)
+    else:
+      raise TypeError(f"{where}: no flag kind for the annotation "
+                      f"{hints[f.name]!r} (str, int, float, bool, List[str], "
+                      "or Optional of one)")
+
+
+def from_flags(cls, flag_values=flags.FLAGS, **overrides):
+  """An instance of `cls` from parsed flags; `overrides` replace fields.
+
+  Fields made without `field` must be given in overrides (or have
+  defaults).
+  """
+  values = {f.name: flag_values[flag_name(f)].value for f in flag_fields(cls)}
+  values.update(overrides)
+  return cls(**values)
