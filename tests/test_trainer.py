@@ -141,8 +141,8 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from absl import flags
-from albert_tf import run_classifier
-run_classifier.define_flags()
+from albert_tf import run_classifier, settings
+settings.define_flags(run_classifier.ClassifierOptions)
 flags.FLAGS(["run_classifier"] + sys.argv[1:])
 run_classifier.main([])
 """
@@ -225,7 +225,8 @@ def test_tensorboard_events_from_both_clis(data, tmp_path):
       "vocab_file": str(data / "vocab.txt"),
       "albert_config_file": str(data / "config.json"), "max_seq_length": 16,
       "train_batch_size": 8, "learning_rate": 0.01, "train_step": 8,
-      "eval_every_steps": 4, "log_every_steps": 2, "classifier_dropout": 0.0})
+      "eval_every_steps": 4, "log_every_steps": 2, "classifier_dropout": 0.0,
+      "do_train": True, "do_eval": True})
   train = _scalars(tmp_path / "clf" / "train")
   assert [s for s, _ in train["loss"]] == [2, 4, 6, 8]
   assert all(np.isfinite(v) for _, v in train["loss"])

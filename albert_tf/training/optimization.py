@@ -97,8 +97,10 @@ def weight_decay_exclusions(model: keras.Model) -> List[keras.Variable]:
   contains "bias" (Dense biases, the MLM output bias).
   """
   excluded = {}
-  for layer in model._flatten_layers(include_self=True, recursive=True):  # pylint: disable=protected-access
-    if _is_layer_norm(layer):
+  # Every layer the model holds, at any depth (the checkpoint object graph:
+  # Keras has no public recursive listing of sublayers).
+  for layer in tf.train.TrackableView(model).descendants():
+    if isinstance(layer, keras.layers.Layer) and _is_layer_norm(layer):
       for v in layer.trainable_weights:
         excluded[id(v)] = v
   for v in model.trainable_weights:

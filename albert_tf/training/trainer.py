@@ -19,7 +19,8 @@ metrics, predictions):
   * eval at checkpoints (when the settings ask), and the best checkpoint by
     the task's dev metric kept in output_dir/best/ with best.json;
   * the same logs for every task: TensorBoard events (train/, eval/),
-    train_log.jsonl, eval_log.jsonl.
+    train_log.jsonl, eval_log.jsonl (the callbacks fit runs with are in
+    callbacks.py).
 
 Non-chief workers of a multi-worker run write their (identical) checkpoints
 to a scratch directory output_dir/.worker_N, removed at the end: every
@@ -27,25 +28,23 @@ worker must take part in a save.
 """
 
 import dataclasses
-import datetime
 import json
 import math
 import os
 import shutil
-import time
 from typing import Dict, List, Optional
 
 from absl import logging
-import keras
 import tensorflow as tf
 
+from albert_tf.training import callbacks
 from albert_tf.training import checkpoints
+from albert_tf.training import keras_compat
 from albert_tf.training import optimization
 from albert_tf.training.runtime import is_chief
 
 BEST_DIR = checkpoints.BEST_DIR
 BEST_FILE = checkpoints.BEST_FILE
-TRAIN_LOG = "train_log.jsonl"
 EVAL_LOG = "eval_log.jsonl"
 
 
@@ -91,13 +90,11 @@ def segments(start: int, total: int, every: int) -> List[List[int]]:
 
 # ------------------------------------------------------------ Keras gaps
 def _fit_under_any_strategy(model, strategy):
-  """Two Keras 3.15 gaps under tf.distribute that no public hook covers.
+  """Two Keras 3.15 gaps under tf.distribute, closed for `model`.
 
-  1. fit/evaluate begin with a "symbolic build" that pulls one batch from
-     the training iterator and all-reduces it: the run then skips a batch
-     that the default strategy trains on, and MultiWorkerMirrored fails on
-     dict batches. Our models and optimizers are built before fit, so the
-     build has nothing to do: it is skipped.
+  1. fit/evaluate begin with a "symbolic build" that pulls one batch and
+     all-reduces it, which fails on dict batches under MultiWorkerMirrored
+     (keras_compat says why only a private override turns it off).
   2. Step outputs are reduced across workers with axis=0, which fails on
      scalar metrics: under MultiWorkerMirrored they are handed over as
      [1]-vectors (the reduction returns scalars).
@@ -106,160 +103,12 @@ def _fit_under_any_strategy(model, strategy):
   """
   if not tf.distribute.has_strategy():  # the default strategy (in scope)
     return
-  if not callable(getattr(keras.Model, "_maybe_symbolic_build", None)):
-    # Loud, not silent: without the override every strategy but the default
-    # would skip (mirrored) or fail on (multi-worker) the first batch.
-    raise RuntimeError(
-        f"Keras {keras.__version__} has no Model._maybe_symbolic_build: "
-        "albert_tf.training.trainer._fit_under_any_strategy (written for Keras 3.15) "
-        "must be updated for it")
-  model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None  # pylint: disable=protected-access
+  keras_compat.skip_fit_symbolic_build(model)
   if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
     for name in ("train_step", "test_step"):
       step_fn = getattr(model, name)
       setattr(model, name, lambda data, fn=step_fn: tf.nest.map_structure(
           lambda v: tf.reshape(v, [1]), fn(data)))
-
-
-# ------------------------------------------------------------ logging
-def write_scalars(writer, step: int, values: Dict[str, float]):
-  """Scalars for TensorBoard's scalars dashboard."""
-  with writer.as_default(step=step):
-    for key, value in values.items():
-      tf.summary.scalar(key, value)
-  writer.flush()
-
-
-def _metric_trackers(model):
-  """The model's mean-type metrics (those with total/count), flattened."""
-  found = []
-
-  def visit(metric):
-    if hasattr(metric, "total") and hasattr(metric, "count"):
-      found.append(metric)
-    for inner in getattr(metric, "metrics", []) or []:
-      visit(inner)
-  for metric in model.metrics:
-    visit(metric)
-  return found
-
-
-class MetricsLogger(keras.callbacks.Callback):
-  """Every `log_steps`: a log line with the ETA, TensorBoard and train_log.jsonl.
-
-  Losses and metrics are means over the steps since the previous line
-  (differences of the trackers' totals and counts, which Keras resets each
-  epoch; the progress bar keeps showing the epoch means).
-  """
-
-  def __init__(self, output_dir, schedule, settings: TrainerSettings, write):
-    super().__init__()
-    self.schedule = schedule
-    self.settings = settings
-    self.write = write
-    self.jsonl_path = os.path.join(output_dir, TRAIN_LOG)
-    self.writer = (tf.summary.create_file_writer(
-        os.path.join(output_dir, "train")) if write else None)
-    self._last_step = self._last_time = self._start_step = self._start = None
-    self._last_sums = {}
-
-  def _step(self):
-    return int(self.model.optimizer.iterations.numpy())
-
-  def _window_means(self):
-    trackers = _metric_trackers(self.model)
-    values = tf.stack([tf.cast(v, tf.float32) for m in trackers
-                       for v in (m.total, m.count)]).numpy().tolist()
-    means = {}
-    for i, metric in enumerate(trackers):
-      total, count = values[2 * i], values[2 * i + 1]
-      last_total, last_count = self._last_sums.get(metric.name, (0.0, 0.0))
-      if count < last_count:  # Keras reset the tracker at an epoch start
-        last_total, last_count = 0.0, 0.0
-      means[metric.name] = ((total - last_total) / (count - last_count)
-                            if count > last_count else float("nan"))
-      self._last_sums[metric.name] = (total, count)
-    return means
-
-  def on_train_begin(self, logs=None):
-    if self._start is None:
-      self._start_step, self._start = self._step(), time.time()
-    self._last_step, self._last_time = self._step(), time.time()
-
-  def on_epoch_begin(self, epoch, logs=None):
-    self._last_sums = {}
-
-  def on_train_batch_end(self, batch, logs=None):
-    step = self._step()
-    if step - self._last_step < self.settings.log_steps:
-      return
-    now = time.time()
-    record = {"step": step, **self._window_means()}
-    record["learning_rate"] = float(self.schedule(step - 1))
-    record["examples_per_second"] = (
-        (step - self._last_step) * self.settings.train_batch_size /
-        max(now - self._last_time, 1e-9))
-    if self.settings.seq_length:
-      record["tokens_per_second"] = (record["examples_per_second"] *
-                                     self.settings.seq_length)
-    record["time"] = now
-    self._last_step, self._last_time = step, now
-    total = self.settings.num_train_steps
-    eta = (now - self._start) / max(step - self._start_step, 1) * (total - step)
-    logging.info("step %d/%d (%.0f%%) loss %.4f, %.1f examples/s, ETA %s",
-                 step, total, 100 * step / total, record.get("loss", math.nan),
-                 record["examples_per_second"],
-                 datetime.timedelta(seconds=round(eta)))
-    if not self.write:
-      return
-    write_scalars(self.writer, step, {k: v for k, v in record.items()
-                                      if k not in ("step", "time")})
-    with open(self.jsonl_path, "a", encoding="utf-8") as f:
-      f.write(json.dumps(record) + "\n")
-
-
-class CheckpointSaver(keras.callbacks.Callback):
-  """Saves at the end of every Keras epoch (= every checkpoint interval)."""
-
-  def __init__(self, manager, on_save=None):
-    super().__init__()
-    self.manager = manager
-    self.on_save = on_save
-
-  def on_epoch_end(self, epoch, logs=None):
-    step = int(self.model.optimizer.iterations.numpy())
-    latest = self.manager.latest_checkpoint
-    if latest and latest.endswith(f"-{step}"):
-      return
-    path = self.manager.save(checkpoint_number=step)
-    logging.info("Saved checkpoint %s", path)
-    if self.on_save:
-      self.on_save(step)
-
-
-def _drop_log_lines_after(path: str, step: int, key: str = "step"):
-  """A resumed run re-logs the steps after its checkpoint: drop the old ones."""
-  if not os.path.exists(path):
-    return
-  with open(path, encoding="utf-8") as f:
-    lines = [l for l in f if l.strip()]
-  kept = [l for l in lines if json.loads(l).get(key, 0) <= step]
-  if len(kept) != len(lines):
-    with open(path, "w", encoding="utf-8") as f:
-      f.writelines(kept)
-
-
-def _remove_stale_temporaries(directory: str):
-  """A save killed midway leaves `<prefix>_temp*` files or folders (TF
-  writes there, then renames); they are garbage at the next start."""
-  for pattern in ("*_temp*", os.path.join(BEST_DIR, "*_temp*"),
-                  os.path.join(BEST_DIR, BEST_FILE + ".tmp")):
-    for path in tf.io.gfile.glob(os.path.join(directory, pattern)):
-      logging.warning("Removing %s, left by a run killed while saving", path)
-      if tf.io.gfile.isdir(path):
-        tf.io.gfile.rmtree(path)
-      else:
-        tf.io.gfile.remove(path)
 
 
 # ------------------------------------------------------------ the trainer
@@ -275,7 +124,7 @@ class Trainer:
     self.ckpt_dir = self.output_dir if self.chief else os.path.join(
         self.output_dir, f".worker_{strategy.cluster_resolver.task_id}")
     tf.io.gfile.makedirs(self.ckpt_dir)
-    _remove_stale_temporaries(self.ckpt_dir)
+    callbacks.remove_stale_temporaries(self.ckpt_dir)
 
     existing = tf.train.latest_checkpoint(self.ckpt_dir)
     start = int(existing.rsplit("-", 1)[1]) if existing else 0
@@ -308,8 +157,11 @@ class Trainer:
       # The optimizer is saved as the list of its own variables (moments,
       # loss scale), not as the Keras object: that also references every
       # model weight, which would then be named optimizer/... in the file.
-      optimizer_state = tf.__internal__.tracking.AutoTrackable()
-      optimizer_state.variables = list(self.model.optimizer.variables)
+      # A nested tf.train.Checkpoint rather than a tf.Module: its attribute
+      # keeps the object path optimizer/variables/N (tf.Module.variables is
+      # a read-only property).
+      optimizer_state = tf.train.Checkpoint(
+          variables=list(self.model.optimizer.variables))
       self.checkpoint = checkpoints.make_checkpoint(
           self.model, optimizer=optimizer_state,
           step=self.model.optimizer.iterations)
@@ -340,10 +192,10 @@ class Trainer:
     if resumed:
       logging.info("Resumed from %s", resumed)
       if self.chief:
-        for name in (TRAIN_LOG, EVAL_LOG):
-          _drop_log_lines_after(os.path.join(self.output_dir, name), self.step,
-                                key="step" if name == TRAIN_LOG
-                                else "global_step")
+        for name in (callbacks.TRAIN_LOG, EVAL_LOG):
+          callbacks.drop_log_lines_after(
+              os.path.join(self.output_dir, name), self.step,
+              key="step" if name == callbacks.TRAIN_LOG else "global_step")
     elif init_checkpoint:
       try:
         report = checkpoints.restore_weights(init_checkpoint, self.model)
@@ -409,10 +261,12 @@ class Trainer:
       self.evaluate()
     log_steps = math.ceil(s.log_steps / self.steps_per_execution) * (
         self.steps_per_execution)
-    callbacks = [
-        MetricsLogger(self.output_dir, self.schedule,
-                      dataclasses.replace(s, log_steps=log_steps), self.chief),
-        CheckpointSaver(self.manager, on_save=(
+    fit_callbacks = [
+        callbacks.MetricsLogger(
+            self.output_dir, self.schedule, log_steps=log_steps,
+            batch_size=s.train_batch_size, num_train_steps=s.num_train_steps,
+            seq_length=s.seq_length, write=self.chief),
+        callbacks.CheckpointSaver(self.manager, on_save=(
             lambda step: self.evaluate()) if s.eval_at_checkpoints else None),
     ]
     for steps_per_epoch, epochs in segments(self.step, s.num_train_steps,
@@ -423,7 +277,7 @@ class Trainer:
       epoch0 = self.step // s.checkpoint_steps
       self.task.guard_input_errors(lambda: self.model.fit(
           dataset, initial_epoch=epoch0, epochs=epoch0 + epochs,
-          steps_per_epoch=steps_per_epoch, callbacks=callbacks,
+          steps_per_epoch=steps_per_epoch, callbacks=fit_callbacks,
           verbose=1 if self.chief else 0, shuffle=False))
 
   # --------------------------------------------------------- eval
@@ -449,7 +303,7 @@ class Trainer:
       if self._eval_writer is None:
         self._eval_writer = tf.summary.create_file_writer(
             os.path.join(self.output_dir, "eval"))
-      write_scalars(self._eval_writer, step, {
+      callbacks.write_scalars(self._eval_writer, step, {
           k: v for k, v in results.items()
           if k != "global_step" and isinstance(v, (int, float))})
       with open(os.path.join(self.output_dir, EVAL_LOG), "a",

@@ -1,0 +1,178 @@
+"""The callbacks the trainer runs `fit` with, and the files they leave.
+
+    MetricsLogger   every log_steps: a log line with the ETA, TensorBoard
+                    scalars (output_dir/train/) and a train_log.jsonl record
+    CheckpointSaver a checkpoint at the end of every Keras epoch (= every
+                    checkpoint interval)
+
+plus what a resumed run does with what an interrupted one left: log lines
+past its checkpoint, temporaries of a save that was killed.
+"""
+
+import datetime
+import json
+import math
+import os
+import time
+from typing import Dict, List
+
+from absl import logging
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.training import checkpoints
+
+TRAIN_LOG = "train_log.jsonl"
+EVAL_LOG = "eval_log.jsonl"
+
+
+def write_scalars(writer, step: int, values: Dict[str, float]):
+  """Scalars for TensorBoard's scalars dashboard."""
+  with writer.as_default(step=step):
+    for key, value in values.items():
+      tf.summary.scalar(key, value)
+  writer.flush()
+
+
+def mean_metrics(model: keras.Model) -> List[keras.metrics.Mean]:
+  """The model's `keras.metrics.Mean` metrics (losses, accuracies), flattened
+  out of the container Keras compiles the `metrics=` argument into."""
+  found = []
+
+  def visit(metric):
+    if isinstance(metric, keras.metrics.Mean):
+      found.append(metric)
+    for inner in getattr(metric, "metrics", []) or []:
+      visit(inner)
+  for metric in model.metrics:
+    visit(metric)
+  return found
+
+
+class MetricsLogger(keras.callbacks.Callback):
+  """Every `log_steps`: a log line with the ETA, TensorBoard and train_log.jsonl.
+
+  Losses and metrics are means over the steps since the previous line: the
+  result of each metric's state minus its state at that line. A Mean's state
+  (weighted sum, sum of weights) adds up over steps, so that is the exact
+  window mean; Keras resets the states at each epoch start, where the window
+  starts again (the progress bar keeps showing the epoch means).
+  """
+
+  def __init__(self, output_dir: str, schedule, *, log_steps: int,
+               batch_size: int, num_train_steps: int, seq_length: int = 0,
+               write: bool = True):
+    """`seq_length` (when not 0) adds tokens/s; only `write` writes files."""
+    super().__init__()
+    self.schedule = schedule
+    self.log_steps = log_steps
+    self.batch_size = batch_size
+    self.num_train_steps = num_train_steps
+    self.seq_length = seq_length
+    self.write = write
+    self.jsonl_path = os.path.join(output_dir, TRAIN_LOG)
+    self.writer = (tf.summary.create_file_writer(
+        os.path.join(output_dir, "train")) if write else None)
+    self._last_step = self._last_time = self._start_step = self._start = None
+    self._last_states = {}
+
+  def _step(self):
+    return int(self.model.optimizer.iterations.numpy())
+
+  def _window_means(self) -> Dict[str, float]:
+    # Every worker reads the same variables in the same order (a read of a
+    # metric variable is an all-reduce under MultiWorkerMirrored).
+    means = {}
+    for metric in mean_metrics(self.model):
+      state = [np.asarray(v.numpy(), np.float64) for v in metric.variables]
+      last = self._last_states.get(metric.name, [0.0] * len(state))
+      window = [s - l for s, l in zip(state, last)]
+      self._last_states[metric.name] = state
+      if not any(np.any(w != 0) for w in window):  # no step added to it
+        means[metric.name] = float("nan")
+        continue
+      means[metric.name] = float(metric.stateless_result(
+          [np.asarray(w, v.dtype) for w, v in zip(window, metric.variables)]))
+    return means
+
+  def on_train_begin(self, logs=None):
+    if self._start is None:
+      self._start_step, self._start = self._step(), time.time()
+    self._last_step, self._last_time = self._step(), time.time()
+
+  def on_epoch_begin(self, epoch, logs=None):
+    self._last_states = {}
+
+  def on_train_batch_end(self, batch, logs=None):
+    step = self._step()
+    if step - self._last_step < self.log_steps:
+      return
+    now = time.time()
+    record = {"step": step, **self._window_means()}
+    record["learning_rate"] = float(self.schedule(step - 1))
+    record["examples_per_second"] = (
+        (step - self._last_step) * self.batch_size /
+        max(now - self._last_time, 1e-9))
+    if self.seq_length:
+      record["tokens_per_second"] = (record["examples_per_second"] *
+                                     self.seq_length)
+    record["time"] = now
+    self._last_step, self._last_time = step, now
+    total = self.num_train_steps
+    eta = (now - self._start) / max(step - self._start_step, 1) * (total - step)
+    logging.info("step %d/%d (%.0f%%) loss %.4f, %.1f examples/s, ETA %s",
+                 step, total, 100 * step / total, record.get("loss", math.nan),
+                 record["examples_per_second"],
+                 datetime.timedelta(seconds=round(eta)))
+    if not self.write:
+      return
+    write_scalars(self.writer, step, {k: v for k, v in record.items()
+                                      if k not in ("step", "time")})
+    with open(self.jsonl_path, "a", encoding="utf-8") as f:
+      f.write(json.dumps(record) + "\n")
+
+
+class CheckpointSaver(keras.callbacks.Callback):
+  """Saves at the end of every Keras epoch (= every checkpoint interval)."""
+
+  def __init__(self, manager, on_save=None):
+    super().__init__()
+    self.manager = manager
+    self.on_save = on_save
+
+  def on_epoch_end(self, epoch, logs=None):
+    step = int(self.model.optimizer.iterations.numpy())
+    latest = self.manager.latest_checkpoint
+    if latest and latest.endswith(f"-{step}"):
+      return
+    path = self.manager.save(checkpoint_number=step)
+    logging.info("Saved checkpoint %s", path)
+    if self.on_save:
+      self.on_save(step)
+
+
+def drop_log_lines_after(path: str, step: int, key: str = "step"):
+  """A resumed run re-logs the steps after its checkpoint: drop the old ones."""
+  if not os.path.exists(path):
+    return
+  with open(path, encoding="utf-8") as f:
+    lines = [l for l in f if l.strip()]
+  kept = [l for l in lines if json.loads(l).get(key, 0) <= step]
+  if len(kept) != len(lines):
+    with open(path, "w", encoding="utf-8") as f:
+      f.writelines(kept)
+
+
+def remove_stale_temporaries(directory: str):
+  """A save killed midway leaves `<prefix>_temp*` files or folders (TF
+  writes there, then renames); they are garbage at the next start."""
+  best_dir = checkpoints.BEST_DIR
+  for pattern in ("*_temp*", os.path.join(best_dir, "*_temp*"),
+                  os.path.join(best_dir, checkpoints.BEST_FILE + ".tmp")):
+    for path in tf.io.gfile.glob(os.path.join(directory, pattern)):
+      logging.warning("Removing %s, left by a run killed while saving", path)
+      if tf.io.gfile.isdir(path):
+        tf.io.gfile.rmtree(path)
+      else:
+        tf.io.gfile.remove(path)
