@@ -4,7 +4,7 @@
     python -m benchmarks.crf_ner_baseline --data_dir=data/ner \
         --output_dir=data/ner_crf
 
-Reads {train,dev,test}.txt in the CoNLL layout with `albert_tf.data.ner_data`
+Reads {train,dev,test}.txt in the CoNLL layout with `albert_tf.data.conll`
 (any tag scheme; the CRF learns BIO tags), fits a linear-chain CRF
 (`sklearn_crfsuite`, L-BFGS with L1 + L2 penalties) on train.txt and reports
 entity precision/recall/F1, overall and per type, on the training sentences,
@@ -28,7 +28,7 @@ import unicodedata
 from absl import flags
 
 from albert_tf import cli_errors
-from albert_tf.data import ner_data
+from albert_tf.data import conll, ner_data
 from albert_tf.cli_errors import CommandLineError, error_line
 
 SPLITS = ("train", "dev", "test")
@@ -74,7 +74,7 @@ def sentence_features(tokens):
 
 def _read(data_dir, split):
   path = os.path.join(data_dir, f"{split}.txt")
-  data = ner_data.read_conll(path)
+  data = conll.read_conll(path)
   if not data.has_tags:
     raise ValueError(f"{path}: no tag column (the CRF needs gold tags in "
                      "train, dev and test)")
@@ -91,7 +91,7 @@ def run(data_dir, output_dir=None, max_iterations=100, c1=0.1, c2=0.1,
   train = data["train"].sentences
   if max_train_sentences > 0:
     train = train[:max_train_sentences]
-  gold = {split: [ner_data.to_bio(s, data[split].scheme)
+  gold = {split: [conll.to_bio(s, data[split].scheme)
                   for s in (train if split == "train" else d.sentences)]
           for split, d in data.items()}
   crf = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=c1, c2=c2,

@@ -1,9 +1,12 @@
-"""Tests for albert_tf.input_pipeline: parsing, sharding, bad shards, corrupt records."""
+"""Parsing, sharding, bad shards, corrupt records (albert_tf.data's
+pretraining_dataset, record_checks and corrupt_records)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf import features as F
+from albert_tf.data import corrupt_records
 from albert_tf.data import pretraining_dataset
 from albert_tf.data import record_checks
 from tests.pretraining_fixtures import PRED, SEQ, write_records
@@ -146,11 +149,11 @@ def test_corrupt_record_mid_file_fails_or_is_skipped(tmp_path):
   size = len(open(bad, "rb").read())
   _flip_byte(bad, size * 5 // 8 + 30)  # inside record 5 of 8
   record_checks.check_shards([good, bad], SEQ, PRED)  # first records are fine
-  scan = {r.path: r for r in record_checks.scan_tfrecords([good, bad])}
+  scan = {r.path: r for r in corrupt_records.scan_tfrecords([good, bad])}
   assert scan[good].error is None and scan[good].good_records == 8
   assert "corrupted record" in scan[bad].error
   assert scan[bad].good_records == 5
-  assert "bad.tfrecord" in record_checks.describe_corrupt_files(scan.values())
+  assert "bad.tfrecord" in corrupt_records.describe_corrupt_files(scan.values())
 
   with pytest.raises(tf.errors.DataLossError):
     list(pretraining_dataset.make_dataset([good, bad], 1, SEQ, PRED, is_training=False))
@@ -188,12 +191,12 @@ def test_records_dirs_need_markers_unless_allowed(tmp_path, caplog):
                      match=r"no _SUCCESS and no manifest\.json.*"
                      r"--allow_incomplete_input.*google-research/albert"):
     record_checks.check_records_dirs([path], SEQ, PRED)
-  (tmp_path / record_checks.SUCCESS_FILE).write_bytes(b"")
+  (tmp_path / F.SUCCESS_FILE).write_bytes(b"")
   with pytest.raises(record_checks.InputFileError, match=r"no manifest\.json \("):
     record_checks.check_records_dirs([path], SEQ, PRED)
   assert record_checks.check_records_dirs([path], SEQ, PRED, allow_incomplete=True) == {}
   assert "--allow_incomplete_input" in caplog.text
-  (tmp_path / record_checks.MANIFEST_FILE).write_text("{not json")
+  (tmp_path / F.MANIFEST_FILE).write_text("{not json")
   with pytest.raises(record_checks.InputFileError, match=r"manifest\.json: unreadable"):
     record_checks.check_records_dirs([path], SEQ, PRED)
 
@@ -230,14 +233,14 @@ def test_count_corrupt_records_is_what_skipping_drops(tmp_path, damage,
   else:
     data = data[:start + 20]
   open(path, "wb").write(bytes(data))
-  [count] = record_checks.count_corrupt_records([path], SEQ, PRED)
+  [count] = corrupt_records.count_corrupt_records([path], SEQ, PRED)
   assert (count.records, count.skipped, count.unparsable) == (records,
                                                               skipped, 0)
   assert bool(count.unaccounted_bytes) == unaccounted
   kept = pretraining_dataset.make_dataset([path], 1, SEQ, PRED, is_training=False,
                          skip_corrupt_records=True)
   assert sum(1 for _ in kept) == count.records - count.skipped == 6
-  report = record_checks.check_corrupt_fraction([count], 1.0, [path])
+  report = corrupt_records.check_corrupt_fraction([count], 1.0, [path])
   assert report["files"][path]["skipped"] == skipped
   with pytest.raises(record_checks.InputFileError, match="--max_corrupt_fraction=0.1"):
-    record_checks.check_corrupt_fraction([count], 0.1)
+    corrupt_records.check_corrupt_fraction([count], 0.1)

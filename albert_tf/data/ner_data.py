@@ -1,24 +1,10 @@
-"""CoNLL token-tagging data: read, check, convert tag schemes, window, score.
+"""CoNLL sentences as model windows; tags from logits, entity scores; raw text.
 
-    data = read_conll("data/ner/train.txt")          # scheme auto-detected
-    tags = convert(data.sentences[0].tags, data.scheme, "BIO")
+    data = conll.read_conll("data/ner/train.txt")
     windows = encode_sentences(data.sentences, tokenizer, label_map,
                                max_seq_length=128, doc_stride=64)
 
-The file layout is CoNLL's: one token per line with its tag in the last
-column (whitespace-separated, or tab-separated when the line has a tab, so a
-tab-separated token may contain spaces only to be refused), a blank line
-between sentences. A file without a tag column is unlabelled (prediction
-input). CRLF endings and a UTF-8 BOM are accepted; CoNLL-2003's
-`-DOCSTART-` lines are document markers and are skipped (counted).
-
-Tag schemes (`SCHEMES`): BIO (IOB2), IOB1, BIOES (IOBES) and BMES. Every
-scheme is turned into entity spans and back without loss; the model is
-always trained on BIO tags, and predictions are written in the file's own
-scheme. Gold tags are checked strictly (an `I-` after `O` under BIO is an
-error naming file:line); predicted tags are read as conlleval reads them
-(an `I-X` that does not continue an X starts one), which is also what
-`seqeval` does, so the F1 here is conlleval's.
+Reading the files and their tag schemes are `albert_tf.data.conll`.
 
 Tokens are split into pieces with the project tokenizer, each token on its
 own (SentencePiece's bare word-start piece "▁" in front of a token's other
@@ -29,10 +15,12 @@ the loss. A sentence longer than max_seq_length - 2 pieces is cut into
 windows that start every `doc_stride` pieces; each token is predicted from
 the window where it has the most context on its shorter side (as the
 original run_squad scores a token), so every token is predicted exactly once.
+
+The raw-text functions at the end (`split_text`, `encode_text`, `tag_text`)
+are the same encoding for one text without a CoNLL file: what serving does.
 """
 
 import dataclasses
-import re
 import unicodedata
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -42,243 +30,14 @@ from seqeval.metrics.sequence_labeling import get_entities
 
 from albert_tf import features as F
 from albert_tf.data import tokenization
+from albert_tf.data.conll import Sentence, convert, spans
 
-SCHEMES = ("BIO", "IOB1", "BIOES", "BMES")
-_SCHEME_ALIASES = {"BIO": "BIO", "IOB2": "BIO", "IOB": "BIO", "IOB1": "IOB1",
-                   "BIOES": "BIOES", "IOBES": "BIOES", "BILOU": "BIOES",
-                   "BMES": "BMES", "BMEO": "BMES"}
-# Prefixes each scheme may use (besides the tag "O").
-_PREFIXES = {"BIO": "BI", "IOB1": "BI", "BIOES": "BIES", "BMES": "BMES"}
-_TAG_RE = re.compile(r"^([BIESM])-(\S+)$")
 IGNORE = -1
-DOCSTART = "-DOCSTART-"
-
-
-class DataError(ValueError):
-  """Bad tagging data; the message starts with file:line."""
-
-
-@dataclasses.dataclass
-class Sentence:
-  tokens: List[str]
-  tags: Optional[List[str]]  # None when the file has no tag column
-  line: int                  # 1-based line of the first token
-
-
-@dataclasses.dataclass
-class ConllData:
-  file: str
-  sentences: List[Sentence]
-  scheme: str                # one of SCHEMES
-  has_tags: bool
-  docstarts: int = 0         # -DOCSTART- lines skipped
-
-  @property
-  def entity_types(self) -> List[str]:
-    types = set()
-    for s in self.sentences:
-      for tag in s.tags or ():
-        if tag != "O":
-          types.add(tag[2:])
-    return sorted(types)
-
-
-def canonical_scheme(name: Optional[str]) -> Optional[str]:
-  if not name:
-    return None
-  key = name.strip().upper()
-  if key not in _SCHEME_ALIASES:
-    raise ValueError(f"--tag_scheme must be one of {', '.join(SCHEMES)} (or "
-                     f"IOB2, IOBES), got {name!r}")
-  return _SCHEME_ALIASES[key]
-
-
-# ------------------------------------------------------------------ schemes
-def _split(tag: str) -> Tuple[str, Optional[str]]:
-  """("B", "PER") for "B-PER", ("O", None) for "O"."""
-  if tag == "O":
-    return "O", None
-  match = _TAG_RE.match(tag)
-  if not match:
-    raise ValueError(f"unknown tag {tag!r} (expected O or B-/I-/E-/S-/M- "
-                     "followed by a type, e.g. B-PER)")
-  return match.group(1), match.group(2)
-
-
-def detect_scheme(tag_lists: Sequence[Sequence[str]]) -> str:
-  """The scheme the tags are written in.
-
-  M → BMES; E or S (no M) → BIOES; only B/I: IOB1 when entities start
-  with I- (after O or after another type) and B- never starts one, else BIO.
-  """
-  prefixes, iob1, bio = set(), False, False
-  for tags in tag_lists:
-    prev = None
-    for tag in tags:
-      prefix, kind = _split(tag)
-      prefixes.add(prefix)
-      if prefix == "I" and prev != kind:
-        iob1 = True
-      if prefix == "B" and prev != kind:
-        bio = True  # IOB1 has B- only between two entities of one type
-      prev = kind
-  if "M" in prefixes:
-    if "I" in prefixes:
-      raise ValueError("the tags mix I- and M-: neither BIOES nor BMES")
-    return "BMES"
-  if prefixes & {"E", "S"}:
-    return "BIOES"
-  # Both kinds of evidence: a BIO file with a stray I- (reported by the
-  # strict BIO check, at its line).
-  return "IOB1" if iob1 and not bio else "BIO"
-
-
-def spans(tags: Sequence[str], scheme: str, strict: bool = True
-          ) -> List[Tuple[str, int, int]]:
-  """Entities of one sentence as (type, start, end) with end exclusive.
-
-  strict: the tags must be well formed under `scheme` (ValueError naming the
-  position otherwise). Not strict: read as conlleval reads them (predicted
-  tags), which is what `seqeval.metrics.sequence_labeling.get_entities` does.
-  """
-  allowed = _PREFIXES[scheme]
-  parsed = [_split(t) for t in tags]
-  if strict:
-    for i, (prefix, kind) in enumerate(parsed):
-      if prefix != "O" and prefix not in allowed:
-        raise ValueError(f"token {i + 1}: {tags[i]!r} is not a {scheme} tag")
-      prev_p, prev_k = parsed[i - 1] if i else ("O", None)
-      next_p, next_k = parsed[i + 1] if i + 1 < len(parsed) else ("O", None)
-      inside = prefix in "IEM" and not (scheme == "IOB1" and prefix == "I")
-      if inside and (prev_k != kind or prev_p not in "BIM"):
-        raise ValueError(f"token {i + 1}: {tags[i]!r} after {tags[i - 1] if i else 'the sentence start'!r} "
-                         f"does not continue an entity ({scheme})")
-      if scheme == "IOB1" and prefix == "B" and prev_k != kind:
-        raise ValueError(f"token {i + 1}: IOB1 uses B-{kind} only right after "
-                         f"another {kind} entity, here after {tags[i - 1] if i else 'the sentence start'!r}")
-      if scheme in ("BIOES", "BMES") and prefix in "BIM" and not (
-          next_k == kind and next_p in "IEM"):
-        raise ValueError(f"token {i + 1}: {tags[i]!r} is not followed by the "
-                         f"rest of its entity ({scheme} ends one with E-/S-)")
-  # Well-formed tags of every scheme read the same way as conlleval reads
-  # them (with M as I), so one reader serves both cases.
-  plain = ["O" if p == "O" else f"{'I' if p == 'M' else p}-{k}"
-           for p, k in parsed]
-  return [(kind, start, end + 1) for kind, start, end in get_entities(plain)]
-
-
-def from_spans(entities: Sequence[Tuple[str, int, int]], length: int,
-               scheme: str) -> List[str]:
-  """Tags of `length` tokens in `scheme` for (type, start, end) entities."""
-  tags = ["O"] * length
-  inner = "M" if scheme == "BMES" else "I"
-  prev_end, prev_kind = -1, None
-  for kind, start, end in sorted(entities, key=lambda e: e[1]):
-    if scheme in ("BIOES", "BMES") and end - start == 1:
-      tags[start] = f"S-{kind}"
-    else:
-      for i in range(start, end):
-        tags[i] = f"{inner}-{kind}"
-      if scheme == "IOB1":
-        if prev_end == start and prev_kind == kind:
-          tags[start] = f"B-{kind}"
-      else:
-        tags[start] = f"B-{kind}"
-      if scheme in ("BIOES", "BMES"):
-        tags[end - 1] = f"E-{kind}"
-    prev_end, prev_kind = end, kind
-  return tags
-
-
-def convert(tags: Sequence[str], source: str, target: str,
-            strict: bool = True) -> List[str]:
-  """Tags from one scheme to another (through entity spans, lossless)."""
-  return from_spans(spans(tags, source, strict), len(tags), target)
-
-
-# ------------------------------------------------------------------ reading
-def read_conll(path: str, tag_scheme: Optional[str] = None) -> ConllData:
-  """Reads and checks a CoNLL file; DataError names file:line on bad input."""
-  with open(path, "rb") as f:
-    raw = f.read()
-  sentences: List[Sentence] = []
-  tokens, tags, first_line = [], [], 0
-  columns = None
-  docstarts = 0
-
-  def flush():
-    if tokens:
-      sentences.append(Sentence(list(tokens), list(tags) if columns and
-                                columns > 1 else None, first_line))
-    tokens.clear()
-    tags.clear()
-
-  for number, line in enumerate(raw.split(b"\n"), 1):
-    where = f"{path}:{number}"
-    try:
-      text = line.decode("utf-8")
-    except UnicodeDecodeError as e:
-      raise DataError(f"{where}: not UTF-8 ({e.reason} at byte "
-                      f"{e.start})") from None
-    if number == 1:
-      text = text.lstrip("\ufeff")
-    text = text.rstrip("\r\n")
-    if not text.strip():
-      flush()
-      continue
-    fields = (text.split("\t") if "\t" in text else text.split())
-    fields = [x.strip(" ") for x in fields] if "\t" in text else fields
-    if fields[0] == DOCSTART:
-      docstarts += 1
-      flush()
-      continue
-    if columns is None:
-      columns = len(fields)
-    elif len(fields) != columns:
-      raise DataError(f"{where}: {len(fields)} column(s), the file's first "
-                      f"token line has {columns} (token [... ] tag)")
-    token = fields[0]
-    if not token or any(c.isspace() for c in token):
-      raise DataError(f"{where}: the token {token!r} is empty or contains "
-                      "whitespace (CoNLL tokens cannot)")
-    if not tokens:
-      first_line = number
-    tokens.append(token)
-    if columns > 1:
-      tag = fields[-1]
-      try:
-        _split(tag)
-      except ValueError as e:
-        raise DataError(f"{where}: {e}") from None
-      tags.append(tag)
-  flush()
-  if not sentences:
-    raise DataError(f"{path}: no sentences (empty file?)")
-  has_tags = bool(columns and columns > 1)
-  scheme = canonical_scheme(tag_scheme)
-  if has_tags:
-    if scheme is None:
-      try:
-        scheme = detect_scheme([s.tags for s in sentences])
-      except ValueError as e:
-        raise DataError(f"{path}: {e}") from None
-    for s in sentences:
-      try:
-        spans(s.tags, scheme, strict=True)
-      except ValueError as e:
-        match = re.match(r"token (\d+): ", str(e))
-        line = s.line + int(match.group(1)) - 1
-        raise DataError(f"{path}:{line}: {str(e)[match.end():]}") from None
-  return ConllData(path, sentences, scheme or "BIO", has_tags, docstarts)
 
 
 def bio_label_list(entity_types: Sequence[str]) -> List[str]:
   """The model's tags: O, then B-/I- of each type (sorted)."""
   return ["O"] + [f"{p}-{t}" for t in sorted(entity_types) for p in "BI"]
-
-
-def to_bio(sentence: Sentence, scheme: str) -> List[str]:
-  return convert(sentence.tags, scheme, "BIO")
 
 
 # ------------------------------------------------------------------ windows
