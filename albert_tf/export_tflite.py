@@ -36,18 +36,21 @@ with `ner_data.encode_text` and `ner_data.tag_text`:
         text, tokens, [info["label_list"][tag_ids[p]] for p in positions])
 """
 
+import dataclasses
 import json
 import os
 import shutil
 import tempfile
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
 from albert_tf import features as F
+from albert_tf import settings
 from albert_tf.data import ner_data
 from albert_tf.data.classifier_data import encode_pair
-from albert_tf.export_saved_model import METADATA_FILE
+from albert_tf.serving.saved_model import METADATA_FILE
 from albert_tf.tasks.record import ModelInfo
 from albert_tf.features import ENCODER_INPUTS, MASKED_LM_POSITIONS
 from albert_tf.data.tokenization import load_tokenizer
@@ -60,7 +63,8 @@ def read_export_metadata(saved_model_dir):
   if not os.path.exists(path):
     raise ValueError(f"{path} not found: --saved_model must be a version "
                      "directory written by albert_tf.export_saved_model")
-  return ModelInfo.read(path).to_dict()
+  # The record API reads old and new files alike; apps see the flat layout.
+  return ModelInfo.read(path).flat_dict()
 
 
 def tokenizer_of(saved_model_dir, metadata):
@@ -110,14 +114,16 @@ def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
 
 
 def _fixed_shape_saved_model(saved_model_dir, out_dir, max_seq_length,
-                             model_kind, max_predictions):
+                             max_predictions):
   """Re-saves serving_default with [1, L] inputs (TF Text ops left behind)."""
   # The source SavedModel also holds serve_text; loading it needs the ops.
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   loaded = tf.saved_model.load(saved_model_dir)
   serving = loaded.signatures["serving_default"]
-  names = ENCODER_INPUTS + ((MASKED_LM_POSITIONS,) if model_kind == "pretrainer"
-                         else ())
+  # The ids, then what else the task's serving_default takes (a
+  # pretrainer's masked_lm_positions: [1, max_predictions]).
+  names = ENCODER_INPUTS + tuple(sorted(
+      set(serving.structured_input_signature[1]) - set(ENCODER_INPUTS)))
   specs = [tf.TensorSpec([1, max_predictions if n == MASKED_LM_POSITIONS
                           else max_seq_length], tf.int32, name=n)
            for n in names]
@@ -150,8 +156,7 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
   tokenizer = tokenizer_of(saved_model, metadata)
 
   with tempfile.TemporaryDirectory() as tmp:
-    _fixed_shape_saved_model(saved_model, tmp, length, metadata["model"],
-                             max_predictions)
+    _fixed_shape_saved_model(saved_model, tmp, length, max_predictions)
     converter = tf.lite.TFLiteConverter.from_saved_model(
         tmp, signature_keys=["serving_default"])
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
@@ -189,7 +194,8 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
       "special_ids": metadata["special_ids"],
       "normalization": metadata["normalization"],
   }
-  for key in ("label_list", "num_labels", "token_level", "tag_scheme"):
+  for key in ("task", "label_list", "num_labels", "token_level",
+              "tag_scheme"):
     if key in metadata:
       info[key] = metadata[key]
   with open(os.path.splitext(output)[0] + ".json", "w", encoding="utf-8") as f:
@@ -213,37 +219,40 @@ def describe_io(tflite_path):
           "outputs": describe(runner.get_output_details())}
 
 
+@dataclasses.dataclass
+class TfliteSettings:
+  """The command line of export_tflite; the fields are the flags."""
+  saved_model: str = settings.field(
+      None, "A version directory written by albert_tf.export_saved_model.",
+      required=True)
+  output: str = settings.field(None, "Output .tflite path.", required=True)
+  quantize: str = settings.field("dynamic", "Quantization.",
+                                 choices=QUANTIZE_MODES)
+  representative_data: Optional[str] = settings.field(
+      None, "TSV of real text for int8 calibration.")
+  text_column: int = settings.field(
+      -1, "TSV column of the text (default: last).")
+  text_b_column: Optional[int] = settings.field(
+      None, "TSV column of text_b (pairs).")
+  num_calibration_examples: int = settings.field(
+      200, "Lines used for int8.")
+  max_predictions: int = settings.field(
+      20, "Pretrainer: masked positions per sequence.")
+  verbose: bool = settings.field(False, "Show the traceback of an error.")
+
+
 def main(argv):
   del argv
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  f = flags.FLAGS
-  info = convert(f.saved_model, f.output, f.quantize, f.representative_data,
-                 f.text_column, f.text_b_column, f.num_calibration_examples,
-                 f.max_predictions)
-  size = os.path.getsize(f.output) / 2**20
-  print(f"Wrote {f.output} ({size:.2f} MiB, quantize={f.quantize}); inputs "
+  s = settings.from_flags(TfliteSettings)
+  info = convert(s.saved_model, s.output, s.quantize, s.representative_data,
+                 s.text_column, s.text_b_column, s.num_calibration_examples,
+                 s.max_predictions)
+  size = os.path.getsize(s.output) / 2**20
+  print(f"Wrote {s.output} ({size:.2f} MiB, quantize={s.quantize}); inputs "
         f"{[(i['name'], i['shape']) for i in info['inputs']]}")
-
-
-def define_flags():
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  flags.DEFINE_string("saved_model", None, "A version directory written by "
-                      "albert_tf.export_saved_model.")
-  flags.DEFINE_string("output", None, "Output .tflite path.")
-  flags.DEFINE_enum("quantize", "dynamic", QUANTIZE_MODES, "Quantization.")
-  flags.DEFINE_string("representative_data", None, "TSV of real text for "
-                      "int8 calibration.")
-  flags.DEFINE_integer("text_column", -1, "TSV column of the text (default: "
-                       "last).")
-  flags.DEFINE_integer("text_b_column", None, "TSV column of text_b (pairs).")
-  flags.DEFINE_integer("num_calibration_examples", 200, "Lines used for int8.")
-  flags.DEFINE_integer("max_predictions", 20, "Pretrainer: masked positions "
-                       "per sequence.")
-  flags.DEFINE_bool("verbose", False, "Show the traceback of an error.")
-  flags.mark_flags_as_required(["saved_model", "output"])
 
 
 if __name__ == "__main__":
   from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
-  define_flags()
+  settings.define_flags(TfliteSettings)
   cli_errors.run_main(main)

@@ -17,7 +17,7 @@ last checkpoint. Writes to output_dir:
   ckpt-N.* + checkpoint   latest checkpoints (weights, optimizer, step)
   best/                   best weights by the dev metric + best.json
   albert_config.json      the encoder config
-  classifier_config.json  task, labels, max_seq_length (for export)
+  task_record.json        task, labels, max_seq_length (for export)
   run_fingerprint.json    config, task, tokenizer hash, optimizer (a rerun
                           with other settings stops; --overwrite starts over)
   <tokenizer file>        a copy of the spm model / vocab.txt
@@ -34,29 +34,40 @@ import json
 import os
 from typing import Optional
 
-from absl import flags
-
+from albert_tf import settings
 from albert_tf.training import finetuning
-from albert_tf.tasks import record
 from albert_tf.training import resolution
 from albert_tf.training import runtime
 from albert_tf import tasks
 from albert_tf.data.classifier_data import DataError
 from albert_tf.training.finetuning import FinetuneOptions
-from albert_tf.tasks.record import ModelInfo
 from albert_tf.tasks.classification import read_spec
 
 
 @dataclasses.dataclass
 class ClassifierOptions(FinetuneOptions):
-  """Everything `run` needs; field names are the command-line flags."""
+  """Everything `run` needs; the fields define the command-line flags."""
+  task_name: str = settings.field(
+      None, "sentiment, lcqmc, cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, "
+      "rte or tsv", required=True)
+  data_dir: str = settings.field(
+      None, "Directory with {train,dev,test} TSVs.", required=True)
   # The generic `tsv` task.
-  text_a_column: Optional[str] = None
-  text_b_column: Optional[str] = None
-  label_column: Optional[str] = None
-  label_list: Optional[str] = None  # comma-separated; empty: from train
-  regression: Optional[bool] = None  # tsv: scores, not classes
-  has_header: Optional[bool] = None
+  text_a_column: Optional[str] = settings.field(
+      None, "tsv task: text_a column (header name or 0-based index).")
+  text_b_column: Optional[str] = settings.field(
+      None, "tsv task: text_b column.")
+  label_column: Optional[str] = settings.field(
+      None, "tsv task: label column.")
+  label_list: Optional[str] = settings.field(
+      None, "tsv task: comma-separated labels (default: the distinct labels "
+      "of the train split).")
+  regression: Optional[bool] = settings.field(
+      None, "tsv task: the label column holds scores (default: when the "
+      "labels are non-integer numbers).")
+  has_header: Optional[bool] = settings.field(
+      None, "tsv task: first line is a header (default: when a column is "
+      "given by name).")
 
 
 def run(**kwargs):
@@ -93,8 +104,7 @@ def _run(o: ClassifierOptions):
       o.classifier_dropout, o.seed, o.max_train_examples, o.max_eval_examples)
   return finetuning.train_and_evaluate(
       o, task, config, strategy, f"{task.name}:{spec.name}",
-      _validate_splits(o, task), record.CLASSIFIER_CONFIG,
-      lambda: _write_run_files(o, task, config),
+      _validate_splits(o, task),
       lambda trainer, chief, best_step: _evaluate_and_predict(
           o, task, trainer, chief, best_step))
 
@@ -141,45 +151,10 @@ def _validate_splits(o: ClassifierOptions, task):
   return stats
 
 
-def _write_run_files(o: ClassifierOptions, task, config):
-  """albert_config.json, the tokenizer copy, classifier_config.json."""
-  tokenizer = task.tokenizer
-  finetuning.write_model_files(o.output_dir, config, tokenizer)
-  ModelInfo(task_name=task.spec.name, num_labels=task.spec.num_labels,
-            label_list=list(task.spec.label_list or []),
-            is_regression=task.spec.is_regression,
-            max_seq_length=o.max_seq_length,
-            tokenizer_file=os.path.basename(tokenizer.model_file),
-            tokenizer_kind=tokenizer.kind,
-            do_lower_case=tokenizer.do_lower_case,
-            text_pair=task.spec.columns["train"][1] is not None).write(
-                os.path.join(o.output_dir, record.CLASSIFIER_CONFIG))
-
-
-# ----------------------------------------------------------------- flags
-def define_flags():
-  f = flags
-  f.DEFINE_string("task_name", None, "sentiment, lcqmc, cola, sst-2, mrpc, "
-                  "sts-b, qqp, mnli, qnli, rte or tsv")
-  f.DEFINE_string("data_dir", None, "Directory with {train,dev,test} TSVs.")
-  finetuning.define_flags()
-  f.DEFINE_string("text_a_column", None, "tsv task: text_a column (header "
-                  "name or 0-based index).")
-  f.DEFINE_string("text_b_column", None, "tsv task: text_b column.")
-  f.DEFINE_string("label_column", None, "tsv task: label column.")
-  f.DEFINE_string("label_list", None, "tsv task: comma-separated labels "
-                  "(default: the distinct labels of the train split).")
-  f.DEFINE_bool("regression", None, "tsv task: the label column holds "
-                "scores (default: when the labels are non-integer numbers).")
-  f.DEFINE_bool("has_header", None, "tsv task: first line is a header "
-                "(default: when a column is given by name).")
-  f.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
-
-
 main = finetuning.main_for(ClassifierOptions, run)
 
 
 if __name__ == "__main__":
   from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
-  define_flags()
+  settings.define_flags(ClassifierOptions)
   cli_errors.run_main(main)

@@ -21,7 +21,7 @@ kept apart; then eval/predict with the best. Killed, the same command
 resumes at the last checkpoint. Writes to output_dir:
   ckpt-N.* + checkpoint, best/, albert_config.json, run_fingerprint.json,
   train/ eval/, train_log.jsonl, eval_log.jsonl   as run_classifier
-  tagger_config.json     tags, scheme, max_seq_length, tokenizer (for export)
+  task_record.json       tags, scheme, max_seq_length, tokenizer (for export)
   eval_results.json      entity_precision/recall/f1 (+ per type) of the dev
                          split with the best checkpoint (of the test split
                          when only --do_predict runs); test_* too when
@@ -37,24 +37,31 @@ import json
 import os
 from typing import Optional
 
-from absl import flags
-
+from albert_tf import settings
 from albert_tf.training import finetuning
-from albert_tf.data import ner_data
-from albert_tf.tasks import record
+from albert_tf.data import conll
 from albert_tf.training import resolution
 from albert_tf.training import runtime
 from albert_tf import tasks
 from albert_tf.training.finetuning import FinetuneOptions
-from albert_tf.tasks.record import ModelInfo
 from albert_tf.tasks.tagging import TASK_NAMES
 
 
 @dataclasses.dataclass
 class NerOptions(FinetuneOptions):
-  """Everything `run` needs; field names are the command-line flags."""
-  doc_stride: Optional[int] = None  # None: half a window
-  tag_scheme: Optional[str] = None  # None: detected from the files
+  """Everything `run` needs; the fields define the command-line flags."""
+  task_name: str = settings.field(
+      None, "peoples_daily_ner (data_prep.corpora's BIO files) or conll (any "
+      "CoNLL files).", choices=TASK_NAMES, required=True)
+  data_dir: str = settings.field(
+      None, "Directory with train.txt, dev.txt and test.txt in CoNLL layout.",
+      required=True)
+  doc_stride: Optional[int] = settings.field(
+      None, "Pieces between the starts of the windows of a sentence longer "
+      "than max_seq_length - 2 (default: half a window).")
+  tag_scheme: Optional[str] = settings.field(
+      None, "BIO (IOB2), IOB1, BIOES (IOBES) or BMES (default: detected from "
+      "the files).")
 
 
 def run(**kwargs):
@@ -69,7 +76,7 @@ def run(**kwargs):
   if options.task_name not in TASK_NAMES:
     raise ValueError(f"--task_name must be one of {', '.join(TASK_NAMES)}, "
                      f"got {options.task_name!r}")
-  ner_data.canonical_scheme(options.tag_scheme)  # a bad name fails here
+  conll.canonical_scheme(options.tag_scheme)  # a bad name fails here
   with runtime.dtype_policy(options.mixed_precision):
     return _run(options)
 
@@ -77,11 +84,12 @@ def run(**kwargs):
 def _run(o: NerOptions):
   strategy = finetuning.strategy(o)
   info = finetuning.recorded_info(o)
-  tagger_info = info if info and info.is_tagger else None
+  tagger_info = info if info and info.task == "tagging" else None
   max_seq_length = o.max_seq_length or (info and info.max_seq_length) or 128
   o = dataclasses.replace(
       o, max_seq_length=max_seq_length,
-      doc_stride=o.doc_stride or (tagger_info and tagger_info.doc_stride) or
+      doc_stride=o.doc_stride or (
+          tagger_info and tagger_info.task_config.get("doc_stride")) or
       max(1, (max_seq_length - 2) // 2),
       do_lower_case=(o.do_lower_case if o.do_lower_case is not None
                      else info.do_lower_case if info else None))
@@ -101,7 +109,6 @@ def _run(o: NerOptions):
   return finetuning.train_and_evaluate(
       o, task, config, strategy,
       f"tagging:{o.task_name}:{','.join(task.label_list)}", data_stats,
-      record.TAGGER_CONFIG, lambda: _write_run_files(o, task, config),
       lambda trainer, chief, best_step: _evaluate_and_predict(
           o, task, trainer, chief, best_step))
 
@@ -116,7 +123,7 @@ def _validate_splits(o: NerOptions, task):
       continue
     data, _, stats[split] = task.load_split(split)
     if needs_tags and not data.has_tags:
-      raise ner_data.DataError(f"{data.file}: the {split} split needs tags")
+      raise conll.DataError(f"{data.file}: the {split} split needs tags")
   return stats
 
 
@@ -149,39 +156,10 @@ def _evaluate_and_predict(o: NerOptions, task, trainer, chief, best_step):
   return result
 
 
-def _write_run_files(o: NerOptions, task, config):
-  """albert_config.json, the tokenizer copy, tagger_config.json."""
-  tokenizer = task.tokenizer
-  finetuning.write_model_files(o.output_dir, config, tokenizer)
-  ModelInfo(task_name=o.task_name, num_labels=len(task.label_list),
-            label_list=list(task.label_list), max_seq_length=o.max_seq_length,
-            tokenizer_file=os.path.basename(tokenizer.model_file),
-            tokenizer_kind=tokenizer.kind,
-            do_lower_case=tokenizer.do_lower_case, tag_scheme=task.scheme,
-            doc_stride=o.doc_stride, token_level=task.token_level()).write(
-                os.path.join(o.output_dir, record.TAGGER_CONFIG))
-
-
-# ----------------------------------------------------------------- flags
-def define_flags():
-  f = flags
-  f.DEFINE_enum("task_name", None, list(TASK_NAMES), "peoples_daily_ner "
-                "(data_prep.corpora's BIO files) or conll (any CoNLL files).")
-  f.DEFINE_string("data_dir", None, "Directory with train.txt, dev.txt and "
-                  "test.txt in CoNLL layout.")
-  finetuning.define_flags()
-  f.DEFINE_integer("doc_stride", None, "Pieces between the starts of the "
-                   "windows of a sentence longer than max_seq_length - 2 "
-                   "(default: half a window).")
-  f.DEFINE_string("tag_scheme", None, "BIO (IOB2), IOB1, BIOES (IOBES) or "
-                  "BMES (default: detected from the files).")
-  f.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
-
-
 main = finetuning.main_for(NerOptions, run)
 
 
 if __name__ == "__main__":
   from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
-  define_flags()
+  settings.define_flags(NerOptions)
   cli_errors.run_main(main)

@@ -15,7 +15,8 @@ The recipe, top to bottom in `run`:
 
 Written to --output_dir: ckpt-<step>.* + `checkpoint` (tf.train.CheckpointManager,
 layout of `albert_tf.training.checkpoints`: encoder, masked_lm_head,
-sentence_order_head, optimizer, step), albert_config.json, train/ and eval/
+sentence_order_head, optimizer, step), albert_config.json, task_record.json
+(task "pretraining", `albert_tf.tasks.record`), train/ and eval/
 TensorBoard events, train_log.jsonl (one JSON object per --log_steps) and
 eval_log.jsonl.
 
@@ -38,171 +39,120 @@ import albert_tf  # noqa: F401  (sets KERAS_BACKEND before keras is imported)
 import keras
 import tensorflow as tf
 
+from albert_tf import settings
+from albert_tf.data import corrupt_records
 from albert_tf.data import record_checks
 from albert_tf.training import optimization
 from albert_tf.training import output_dir
 from albert_tf.training import resolution
 from albert_tf.training import runtime
 from albert_tf import tasks
-from albert_tf.training.runtime import PRECISIONS, STRATEGIES
-from albert_tf.training.trainer import Trainer, TrainerSettings, write_scalars
+from albert_tf.training.runtime import PRECISIONS
+from albert_tf.training.callbacks import write_scalars
+from albert_tf.training.trainer import Trainer, TrainerSettings
 
-def define_flags(fv: flags.FlagValues = flags.FLAGS):
-  """Defines the flags on `fv`: the original run_pretraining.py names/defaults + TF2 ones."""
-  d = dict(flag_values=fv)
+
+@dataclasses.dataclass
+class Params(runtime.StrategySettings):
+  """The settings `run` reads; the fields are the command-line flags (the
+  original run_pretraining.py names and defaults, then the TF2 ones; the
+  strategy and original TPU flags come from runtime.StrategySettings)."""
   # --- as in google-research/albert run_pretraining.py
-  flags.DEFINE_string("albert_config_file", None,
-                      "albert_config.json of the model to train.", **d)
-  flags.DEFINE_string("preset", None, "Instead of --albert_config_file: a "
-                      "preset name of albert_tf.config.PRESETS.", **d)
-  flags.DEFINE_integer("vocab_size", 0, "If > 0, overrides the config's "
-                       "vocab_size (e.g. a preset's shape with your own "
-                       "vocabulary).", **d)
-  flags.DEFINE_string("spm_model_file", None, "If set (and --vocab_size is "
-                      "not), the config's vocab_size becomes this "
-                      "SentencePiece model's size.", **d)
-  flags.DEFINE_string("input_file", None, "Comma-separated TFRecord globs "
-                      "for training (and for eval without --eval_input_file).",
-                      **d)
-  flags.DEFINE_string("eval_input_file", None, "Comma-separated TFRecord "
-                      "globs for --do_eval; default: --input_file.", **d)
-  flags.DEFINE_string("output_dir", None, "Checkpoints, logs and eval "
-                      "results are written here.", **d)
-  flags.DEFINE_string("init_checkpoint", None, "Checkpoint (file prefix or "
-                      "directory) to take the initial weights from; ignored "
-                      "when --output_dir already has a checkpoint.", **d)
-  flags.DEFINE_bool("do_train", True, "Train (true by default, as in the "
-                    "original; --nodo_train --do_eval evaluates only).", **d)
-  flags.DEFINE_bool("do_eval", False, "Evaluate on --eval_input_file.", **d)
-  flags.DEFINE_integer("train_batch_size", 4096, "Global training batch.", **d)
-  flags.DEFINE_integer("eval_batch_size", 64, "Global eval batch.", **d)
-  flags.DEFINE_integer("max_seq_length", 512, "Must match the TFRecords.", **d)
-  flags.DEFINE_integer("max_predictions_per_seq", 20,
-                       "Must match the TFRecords.", **d)
-  flags.DEFINE_enum("optimizer", "lamb", list(optimization.OPTIMIZERS),
-                    "Optimizer.", **d)
-  flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate.", **d)
-  flags.DEFINE_float("poly_power", 1.0, "Power of the polynomial decay.", **d)
-  flags.DEFINE_integer("num_train_steps", 125000, "Training steps.", **d)
-  flags.DEFINE_integer("num_warmup_steps", 3125, "Linear warmup steps.", **d)
-  flags.DEFINE_integer("save_checkpoints_steps", 5000,
-                       "Checkpoint every this many steps.", **d)
-  flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.", **d)
-  flags.DEFINE_integer("iterations_per_loop", 1000, "Training steps per "
-                       "tf.function call (Keras steps_per_execution).", **d)
-  flags.DEFINE_integer("max_eval_steps", 100, "Eval batches at most.", **d)
+  albert_config_file: Optional[str] = settings.field(
+      None, "albert_config.json of the model to train.")
+  preset: Optional[str] = settings.field(
+      None, "Instead of --albert_config_file: a preset name of "
+      "albert_tf.config.PRESETS.")
+  vocab_size: int = settings.field(
+      0, "If > 0, overrides the config's vocab_size (e.g. a preset's shape "
+      "with your own vocabulary).")
+  spm_model_file: Optional[str] = settings.field(
+      None, "If set (and --vocab_size is not), the config's vocab_size "
+      "becomes this SentencePiece model's size.")
+  input_file: Optional[str] = settings.field(
+      None, "Comma-separated TFRecord globs for training (and for eval "
+      "without --eval_input_file).")
+  eval_input_file: Optional[str] = settings.field(
+      None, "Comma-separated TFRecord globs for --do_eval; default: "
+      "--input_file.")
+  output_dir: Optional[str] = settings.field(
+      None, "Checkpoints, logs and eval results are written here.")
+  init_checkpoint: Optional[str] = settings.field(
+      None, "Checkpoint (file prefix or directory) to take the initial "
+      "weights from; ignored when --output_dir already has a checkpoint.")
+  do_train: bool = settings.field(
+      True, "Train (true by default, as in the original; --nodo_train "
+      "--do_eval evaluates only).")
+  do_eval: bool = settings.field(False, "Evaluate on --eval_input_file.")
+  train_batch_size: int = settings.field(4096, "Global training batch.")
+  eval_batch_size: int = settings.field(64, "Global eval batch.")
+  max_seq_length: int = settings.field(512, "Must match the TFRecords.")
+  max_predictions_per_seq: int = settings.field(
+      20, "Must match the TFRecords.")
+  optimizer: str = settings.field("lamb", "Optimizer.",
+                                  choices=list(optimization.OPTIMIZERS))
+  learning_rate: float = settings.field(0.00176, "Peak learning rate.")
+  poly_power: float = settings.field(1.0, "Power of the polynomial decay.")
+  num_train_steps: int = settings.field(125000, "Training steps.")
+  num_warmup_steps: int = settings.field(3125, "Linear warmup steps.")
+  save_checkpoints_steps: int = settings.field(
+      5000, "Checkpoint every this many steps.")
+  keep_checkpoint_max: int = settings.field(5, "Checkpoints kept.")
+  iterations_per_loop: int = settings.field(
+      1000, "Training steps per tf.function call (Keras "
+      "steps_per_execution).")
+  max_eval_steps: int = settings.field(100, "Eval batches at most.")
   # --- TF2 additions
-  flags.DEFINE_enum("distribution_strategy", "default", list(STRATEGIES),
-                    "tf.distribute strategy; multi_worker_mirrored reads "
-                    "TF_CONFIG.", **d)
-  flags.DEFINE_string("tpu", None, "TPU address or name for "
-                      "--distribution_strategy=tpu ('' = local).", **d)
-  flags.DEFINE_integer("num_gpus", 0, "GPUs for mirrored (0 = all visible).",
-                       **d)
-  flags.DEFINE_string("mixed_precision", "none", "Compute dtype: "
-                      f"{'|'.join(PRECISIONS)} (Keras policy names accepted); "
-                      "variables, LayerNorm, softmax and losses stay "
-                      "float32. float16 adds dynamic loss scaling.", **d)
-  runtime.define_original_tpu_flags(fv)
-  flags.DEFINE_bool("verbose", False, "Show the traceback of an error.",
-                    **d)
-  flags.DEFINE_bool("overwrite", False, "Start over in an --output_dir that "
-                    "holds a run with other settings (deletes its files).",
-                    **d)
-  flags.DEFINE_bool("jit_compile", False, "XLA-compile the train step.", **d)
-  flags.DEFINE_integer("seed", 12345, "Initialisation and shuffling seed.", **d)
-  flags.DEFINE_integer("log_steps", 100, "Log metrics every this many steps "
-                       "(rounded up to a multiple of the steps per call).", **d)
-  flags.DEFINE_integer("shuffle_buffer_size", 1000, "Record shuffle buffer; "
-                       "0 reads files in order, round robin.", **d)
-  flags.DEFINE_bool("skip_corrupt_records", False, "Skip unreadable and "
-                    "unparsable records instead of stopping with an error "
-                    "that names the file. A pass over the files before "
-                    "training counts them per file: in the log and in "
-                    "output_dir/skipped_records.json.", **d)
-  flags.DEFINE_float("max_corrupt_fraction", 0.001, "With "
-                     "--skip_corrupt_records: stop before training when more "
-                     "than this share of the records would be skipped.",
-                     lower_bound=0.0, upper_bound=1.0, **d)
-  flags.DEFINE_bool("allow_incomplete_input", False, "Read TFRecord "
-                    "directories without data prep's _SUCCESS and "
-                    "manifest.json (records of other tools, e.g. "
-                    "google-research/albert's create_pretraining_data.py, or "
-                    "of a killed data prep run), and files the manifest does "
-                    "not list or lists with another size; each is a "
-                    "warning instead of an error.", **d)
-  flags.DEFINE_integer("input_timeout_secs", 600, "Stop with an error "
-                       "naming the file when an input file gives no record "
-                       "for this long, up to the first training batch (a "
-                       "named pipe, a hung mount); 0: wait forever.",
-                       lower_bound=0, **d)
-  flags.DEFINE_bool("eval_every_checkpoint", False, "With --do_eval, also "
-                    "evaluate at step 0 and at every checkpoint while "
-                    "training (eval_log.jsonl, TensorBoard eval/); the best checkpoint "
-                    "by masked_lm_accuracy is kept in output_dir/best/.", **d)
+  mixed_precision: str = settings.field(
+      "none", f"Compute dtype: {'|'.join(PRECISIONS)} (Keras policy names "
+      "accepted); variables, LayerNorm, softmax and losses stay float32. "
+      "float16 adds dynamic loss scaling.")
+  verbose: bool = settings.field(False, "Show the traceback of an error.")
+  overwrite: bool = settings.field(
+      False, "Start over in an --output_dir that holds a run with other "
+      "settings (deletes its files).")
+  jit_compile: bool = settings.field(False, "XLA-compile the train step.")
+  seed: int = settings.field(12345, "Initialisation and shuffling seed.")
+  log_steps: int = settings.field(
+      100, "Log metrics every this many steps (rounded up to a multiple of "
+      "the steps per call).")
+  shuffle_buffer_size: int = settings.field(
+      1000, "Record shuffle buffer; 0 reads files in order, round robin.")
+  skip_corrupt_records: bool = settings.field(
+      False, "Skip unreadable and unparsable records instead of stopping "
+      "with an error that names the file. A pass over the files before "
+      "training counts them per file: in the log and in "
+      "output_dir/skipped_records.json.")
+  max_corrupt_fraction: float = settings.field(
+      0.001, "With --skip_corrupt_records: stop before training when more "
+      "than this share of the records would be skipped.", lower_bound=0.0,
+      upper_bound=1.0)
+  allow_incomplete_input: bool = settings.field(
+      False, "Read TFRecord directories without data prep's _SUCCESS and "
+      "manifest.json (records of other tools, e.g. google-research/albert's "
+      "create_pretraining_data.py, or of a killed data prep run), and files "
+      "the manifest does not list or lists with another size; each is a "
+      "warning instead of an error.")
+  input_timeout_secs: int = settings.field(
+      600, "Stop with an error naming the file when an input file gives no "
+      "record for this long, up to the first training batch (a named pipe, "
+      "a hung mount); 0: wait forever.", lower_bound=0)
+  eval_every_checkpoint: bool = settings.field(
+      False, "With --do_eval, also evaluate at step 0 and at every "
+      "checkpoint while training (eval_log.jsonl, TensorBoard eval/); the "
+      "best checkpoint by masked_lm_accuracy is kept in output_dir/best/.")
 
 
-def params_from_argv(argv: Sequence[str]):
-  """Parses command-line style args (incl. --flagfile) into a params object.
+def params_from_argv(argv: Sequence[str]) -> Params:
+  """Parses command-line style args (incl. --flagfile) into a Params.
 
   For tests and scripts: `run(params_from_argv(["--preset=...", ...]))`
   behaves exactly as the command line, without a subprocess.
   """
   fv = flags.FlagValues()
-  define_flags(fv)
+  settings.define_flags(Params, fv)
   fv(["run_pretraining"] + list(argv))
-  return Params(**{name: fv[name].value for name in Params.field_names()})
-
-
-@dataclasses.dataclass
-class Params:
-  """The flag values `run` reads (same names as the flags)."""
-  albert_config_file: Optional[str]
-  preset: Optional[str]
-  vocab_size: int
-  spm_model_file: Optional[str]
-  input_file: Optional[str]
-  eval_input_file: Optional[str]
-  output_dir: Optional[str]
-  init_checkpoint: Optional[str]
-  do_train: bool
-  do_eval: bool
-  train_batch_size: int
-  eval_batch_size: int
-  max_seq_length: int
-  max_predictions_per_seq: int
-  optimizer: str
-  learning_rate: float
-  poly_power: float
-  num_train_steps: int
-  num_warmup_steps: int
-  save_checkpoints_steps: int
-  keep_checkpoint_max: int
-  iterations_per_loop: int
-  max_eval_steps: int
-  distribution_strategy: str
-  tpu: Optional[str]
-  num_gpus: int
-  mixed_precision: str
-  jit_compile: bool
-  seed: int
-  log_steps: int
-  shuffle_buffer_size: int
-  skip_corrupt_records: bool
-  eval_every_checkpoint: bool
-  overwrite: bool = False
-  max_corrupt_fraction: float = 0.001
-  allow_incomplete_input: bool = False
-  input_timeout_secs: int = 600
-  use_tpu: bool = False
-  tpu_name: Optional[str] = None
-  tpu_zone: Optional[str] = None
-  gcp_project: Optional[str] = None
-  num_tpu_cores: Optional[int] = None
-
-  @classmethod
-  def field_names(cls):
-    return [f.name for f in dataclasses.fields(cls)]
+  return settings.from_flags(Params, fv)
 
 
 # ------------------------------------------------------------ the recipe
@@ -262,6 +212,9 @@ def run(p: Params) -> Dict[str, float]:
 
 
 def _run(p: Params) -> Dict[str, float]:
+  """The recipe, top to bottom: strategy -> config and tokenizer -> the
+  records -> the output_dir (checked, then claimed) -> task -> trainer.
+  Nothing is written before every check has passed."""
   strategy = runtime.strategy_from_flags(
       p.distribution_strategy, p.tpu, p.num_gpus, p.use_tpu, p.tpu_name,
       p.tpu_zone, p.gcp_project, p.num_tpu_cores)
@@ -271,6 +224,7 @@ def _run(p: Params) -> Dict[str, float]:
       spm_model_file=p.spm_model_file, vocab_size=p.vocab_size,
       require_tokenizer=False)
   resolution.check_seq_length(p.max_seq_length, config)
+  train_files, eval_files, skipped_report = _check_inputs(p)
   settings = trainer_settings(p)
   fingerprint = output_dir.make_fingerprint(
       "pretraining", config, tokenizer,
@@ -278,9 +232,7 @@ def _run(p: Params) -> Dict[str, float]:
       p.mixed_precision)
   output_dir.check_output_dir(p.output_dir, fingerprint, p.overwrite)
 
-  train_files, eval_files, skipped_report = _check_inputs(p)
-
-  # Inputs are valid: only now is output_dir written.
+  # Everything is checked: only now is output_dir written.
   lock = None  # held until this function returns
   if chief:
     lock = output_dir.prepare_output_dir(p.output_dir, fingerprint,
@@ -288,7 +240,7 @@ def _run(p: Params) -> Dict[str, float]:
     config.to_json_file(os.path.join(p.output_dir, "albert_config.json"))
     if skipped_report is not None:
       logging.info("--skip_corrupt_records: the skipped records per file are "
-                   "in %s", record_checks.write_skipped_records(
+                   "in %s", corrupt_records.write_skipped_records(
                        p.output_dir, skipped_report))
       # Also beside the curves, where a run is looked at.
       write_scalars(tf.summary.create_file_writer(
@@ -300,6 +252,8 @@ def _run(p: Params) -> Dict[str, float]:
       eval_batch_size=p.eval_batch_size, max_eval_steps=p.max_eval_steps,
       seed=p.seed, shuffle_buffer_size=p.shuffle_buffer_size,
       skip_corrupt_records=p.skip_corrupt_records)
+  if chief:
+    task.record().write_beside(p.output_dir)  # task_record.json
   trainer = Trainer(task, config, settings, strategy)
   trainer.restore(p.init_checkpoint, training=p.do_train)
   if p.do_train:
@@ -351,8 +305,8 @@ def _read_inputs(p: Params, progress):
   record_checks.require_records(eval_files, non_empty, eval_flag)
   skipped_report = None
   if p.skip_corrupt_records:
-    skipped_report = record_checks.check_corrupt_fraction(
-        record_checks.count_corrupt_records(
+    skipped_report = corrupt_records.check_corrupt_fraction(
+        corrupt_records.count_corrupt_records(
             all_files, p.max_seq_length, p.max_predictions_per_seq,
             on_file=progress),
         p.max_corrupt_fraction, train_files)
@@ -369,10 +323,10 @@ def _read_inputs(p: Params, progress):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  run(Params(**{name: flags.FLAGS[name].value for name in Params.field_names()}))
+  run(settings.from_flags(Params))
 
 
 if __name__ == "__main__":
   from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
-  define_flags()
+  settings.define_flags(Params)
   cli_errors.run_main(main)

@@ -130,6 +130,7 @@ def run(classifier_dir, data_dir, out_dir, quick=False):
   from albert_tf.data import classifier_data
   from albert_tf.data import tokenization
   from albert_tf import export_saved_model, export_tflite
+  from albert_tf.modeling.models import AlbertClassifier
   os.makedirs(out_dir, exist_ok=True)
   repeats = 20 if quick else 100
   limit = 200 if quick else 2000
@@ -160,8 +161,7 @@ def run(classifier_dir, data_dir, out_dir, quick=False):
 
   # Keras reference probabilities.
   import tensorflow as tf
-  model = export_saved_model.build_model("classifier", _config(metadata),
-                                         metadata["num_labels"])
+  model = AlbertClassifier(_config(metadata), metadata["num_labels"])
   checkpoints.restore_weights(prefix, model)
   keras_probs = np.concatenate([
       tf.nn.softmax(model({k: v[i:i + 64] for k, v in features.items()})[

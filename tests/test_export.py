@@ -12,6 +12,9 @@ from albert_tf.data import classifier_data
 from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
 from albert_tf.config import AlbertConfig
+from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.models import AlbertClassifier, AlbertPretrainer
+from albert_tf.serving import saved_model
 from albert_tf.serving.text_graph import TextEncoder
 from tests import deploy_fixtures as fx
 from tests.numpy_reference import assert_close_to_scale
@@ -109,7 +112,9 @@ KINDS = {"encoder": ("sequence_output", "pooled_output"),
 
 
 def _save_random_checkpoint(kind, config, directory):
-  model = export_lib.build_model(kind, config, num_labels=3)
+  model = {"encoder": lambda: AlbertEncoder(config),
+           "classifier": lambda: AlbertClassifier(config, 3),
+           "pretrainer": lambda: AlbertPretrainer(config)}[kind]()
   prefix = os.path.join(directory, "ckpt-1")
   checkpoints.save_weights(model, prefix, config)
   return model, prefix
@@ -224,7 +229,7 @@ def test_refuses_existing_version_and_overwrites(sp_tokenizer, spm_file,
   with pytest.raises(export_lib.ExportError, match="already exists"):
     export_lib.export(version=7, **kwargs)
   assert os.path.exists(marker)  # untouched
-  assert export_lib.next_version(export_dir) == 8
+  assert saved_model.next_version(export_dir) == 8
   again = export_lib.export(version=7, overwrite=True, **kwargs)
   assert again == first and not os.path.exists(marker)
   assert sorted(os.listdir(export_dir)) == ["7"]

@@ -366,15 +366,15 @@ def unparsable_record_later_in_a_shard(data, tmp, caplog):
 def eval_only_keeps_the_recorded_settings(data, tmp, caplog):
   out = tmp / "out"
   run_classifier.run(**_options(data, out, max_seq_length=12))
-  recorded = (out / "classifier_config.json").read_bytes()
+  recorded = (out / "task_record.json").read_bytes()
   options = _options(data, out, do_train=False, do_predict=True)
   del options["max_seq_length"]  # as a user who does not repeat it
   run_classifier.run(**options)  # at the recorded length (default: 128)
-  assert (out / "classifier_config.json").read_bytes() == recorded
+  assert (out / "task_record.json").read_bytes() == recorded
   assert json.loads(recorded)["max_seq_length"] == 12
   # Evaluated at another length: what training recorded stays.
   run_classifier.run(**dict(options, max_seq_length=16))
-  assert (out / "classifier_config.json").read_bytes() == recorded
+  assert (out / "task_record.json").read_bytes() == recorded
 
 
 FAULTS = [truncated_latest_checkpoint, eval_only_without_a_checkpoint,

@@ -12,6 +12,7 @@ from albert_tf.training import checkpoints
 from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
 from albert_tf import fill_mask as fm
+from albert_tf.serving import fill_mask_graph as fmg
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.models import AlbertPretrainer
@@ -66,9 +67,9 @@ def test_each_mask_is_one_position_and_the_rest_tokenizes_as_in_context(
   for positions in ([ok[0]], [ok[1]], [ok[5]], [ok[-1]], ok[2:4],
                     [ok[1], ok[6], ok[-2]], ok):
     text, expected, _ = _masked(tokenizer, positions)
-    assert fm.MaskedTextTokenizer(tokenizer).encode(text) == expected, text
+    assert fmg.MaskedTextTokenizer(tokenizer).encode(text) == expected, text
   # "[MASK]" is never split into the pieces of "[", "mask", "]".
-  ids = fm.MaskedTextTokenizer(tokenizer).encode("the [MASK] fox")
+  ids = fmg.MaskedTextTokenizer(tokenizer).encode("the [MASK] fox")
   assert ids.count(tokenizer.mask_id) == 1
   assert ids[:2] + ids[-1:] == [tokenizer.cls_id] + tokenizer.encode(
       "the")[:1] + [tokenizer.sep_id]
@@ -86,9 +87,9 @@ EDGE_TEXTS = [
 
 def test_in_graph_encoding_matches_python(tokenizer):
   length = 64
-  encoder = fm.MaskedTextEncoder(tokenizer, length)
+  encoder = fmg.MaskedTextEncoder(tokenizer, length)
   got = encoder(tf.constant(EDGE_TEXTS))
-  python = fm.MaskedTextTokenizer(tokenizer)
+  python = fmg.MaskedTextTokenizer(tokenizer)
   for row, text in enumerate(EDGE_TEXTS):
     ids = python.encode(text)
     assert len(ids) <= length
@@ -103,7 +104,7 @@ def test_in_graph_encoding_matches_python(tokenizer):
     ) == positions
   assert got["masked_lm_positions"].shape == (len(EDGE_TEXTS), 3)
   # Truncated to max_seq_length: a [MASK] cut off is not counted.
-  short = fm.MaskedTextEncoder(tokenizer, 8)(tf.constant(
+  short = fmg.MaskedTextEncoder(tokenizer, 8)(tf.constant(
       ["今[MASK]天气很好很好[MASK]"]))
   assert short["input_ids"].shape == (1, 8)
   assert short["num_masks"].numpy().tolist() == [1]
@@ -115,7 +116,7 @@ def test_without_dummy_prefix_changes_only_the_word_start(tokenizer, spm_file):
   with open(spm_file, "rb") as f:
     proto = f.read()
   plain = spm.SentencePieceProcessor(model_proto=proto)
-  glued = spm.SentencePieceProcessor(model_proto=fm.without_dummy_prefix(proto))
+  glued = spm.SentencePieceProcessor(model_proto=fmg.without_dummy_prefix(proto))
   assert plain.encode("天气很好", out_type=str)[0].startswith("\u2581")
   assert not glued.encode("天气很好", out_type=str)[0].startswith("\u2581")
   assert glued.get_piece_size() == plain.get_piece_size()
@@ -209,7 +210,7 @@ def test_serve_fill_mask_signature_agrees_with_the_cli(trained, tokenizer,
   assert out["num_masks"].tolist() == [1, 2, 1]
   # The in-graph tokenizers survived saving and loading (see
   # MaskedTextEncoder: two SentencePiece models in one SavedModel).
-  python = fm.MaskedTextTokenizer(tokenizer)
+  python = fmg.MaskedTextTokenizer(tokenizer)
   for row, text in enumerate(texts):
     ids = python.encode(text)
     positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]

@@ -1,4 +1,4 @@
-"""Packaging (issue 13): pyproject.toml's dependencies and console scripts,
+"""Packaging: pyproject.toml's dependencies and console scripts,
 and an install of the package into a clean venv.
 
 requirements.txt is the one source of the version pins: pyproject.toml lists
@@ -134,6 +134,30 @@ def test_every_script_module_has_a_main_block(name):
             if isinstance(node, ast.If) and ast.unparse(node.test) in (
                 "__name__ == '__main__'", "'__main__' == __name__")]
   assert blocks, f"{path} has no `if __name__ == \"__main__\":` block"
+
+
+def _build_binaries():
+  """{py_binary name: its main} of BUILD."""
+  with open(os.path.join(ROOT, "BUILD"), encoding="utf-8") as f:
+    text = f.read()
+  binaries = {}
+  for block in re.findall(r"^py_binary\((.*?)^\)", text, re.S | re.M):
+    name = re.search(r'\bname\s*=\s*"([^"]+)"', block)
+    main = re.search(r'\bmain\s*=\s*"([^"]+)"', block)
+    binaries[name.group(1)] = main.group(1) if main else None
+  return binaries
+
+
+def test_every_albert_tf_script_is_a_build_binary():
+  """A command of the package (a new task family's too) is a py_binary of
+  BUILD whose main is its module's file."""
+  mains = set(_build_binaries().values())
+  modules = sorted(m for m in cli.SCRIPTS.values()
+                   if m.startswith("albert_tf."))
+  assert len(modules) >= 9, modules  # the nine of today, and new ones
+  missing = [m for m in modules
+             if m.replace(".", "/") + ".py" not in mains]
+  assert not missing, f"BUILD has no py_binary with main = {missing}"
 
 
 # ------------------------------------------------------- install into a venv

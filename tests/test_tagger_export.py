@@ -18,11 +18,13 @@ import tensorflow_text  # noqa: F401  (registers the ops serve_text needs)
 
 from albert_tf import run_ner
 from albert_tf.training import checkpoints
-from albert_tf.data import ner_data
+from albert_tf.data import conll, ner_data
 from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
 from albert_tf import export_tflite
 from albert_tf.config import AlbertConfig
+from albert_tf.modeling.models import AlbertTagger
+from albert_tf.serving import saved_model
 from albert_tf.serving.tagging_graph import TextTagger
 from tests import deploy_fixtures as fx
 from tests.fixtures_data import pd_corpus, spm_model  # noqa: F401  pylint: disable=unused-import
@@ -81,7 +83,7 @@ def sentences(n, seed, token_level):
                 if s >= start and e <= end]
       for j, i in enumerate(inside):
         tags[i] = ("B-" if j == 0 else "I-") + kind
-    out.append(ner_data.Sentence([t for t, _, _ in tokens], tags, 0))
+    out.append(conll.Sentence([t for t, _, _ in tokens], tags, 0))
   return out
 
 
@@ -128,13 +130,15 @@ def train_and_export(root, token_level, tokenizer_flag, tokenizer_file):
               seed=1, train_step=60, iterations_per_loop=20,
               log_every_steps=60, do_train=True, do_eval=False,
               **{tokenizer_flag: tokenizer_file})
-  info = json.loads((root / "ner" / "tagger_config.json").read_text())
-  assert info["token_level"] == token_level
+  info = json.loads((root / "ner" / "task_record.json").read_text())
+  assert info["task"] == "tagging"
+  assert info["task_config"] == {"tag_scheme": "BIO", "doc_stride": 10,
+                                 "token_level": token_level}
+  # No --model: the recorded task's (the tagger).
   path = export_lib.export(checkpoint=str(root / "ner"),
-                           export_dir=str(root / "saved_models" / "ner"),
-                           model="tagger")
+                           export_dir=str(root / "saved_models" / "ner"))
   # The Keras model with the checkpoint's weights: run_ner's predictions.
-  model = export_lib.build_model("tagger", config, len(info["label_list"]))
+  model = AlbertTagger(config, len(info["label_list"]))
   checkpoints.restore_weights(str(root / "ner"), model)
   return {"root": root, "path": path, "model": model, "tokenizer": tokenizer,
           "labels": info["label_list"], "level": token_level,
@@ -235,7 +239,7 @@ def test_tag_text_reads_tags_as_conlleval():
   # strict BIO give the same entities; the untagged last token is "".
   assert result["char_tags"][3:5] == ["I-PER", "I-PER"]
   assert result["char_tags"][-1] == "" and result["num_untagged_chars"] == 1
-  assert ner_data.spans(result["char_tags"][:-1], "BIO") == [
+  assert conll.spans(result["char_tags"][:-1], "BIO") == [
       (k, s, e) for k, s, e, _ in result["entities"]]
 
 
@@ -265,7 +269,7 @@ def test_in_graph_encode_matches_python(kind, level, spm_model, tmp_path):  # py
                                     err_msg=f"{name}: {text!r}")
     # encode_text is run_ner's encoding when the text fits one window.
     windows = ner_data.encode_sentences(
-        [ner_data.Sentence([t for t, _, _ in expected_tokens], None, 0)],
+        [conll.Sentence([t for t, _, _ in expected_tokens], None, 0)],
         tokenizer, None, MAX_SEQ, doc_stride=MAX_SEQ - 2)
     if expected_tokens and windows.num_windows == 1:
       window_rows += 1
@@ -320,9 +324,10 @@ def test_serving_default_matches_keras(name, request):
   assert out["tag_ids"].dtype == tf.int32
   np.testing.assert_array_equal(out["tag_ids"].numpy(), got.argmax(-1))
   with open(os.path.join(exported["path"], "assets.extra",
-                         export_lib.METADATA_FILE), encoding="utf-8") as f:
+                         saved_model.METADATA_FILE), encoding="utf-8") as f:
     meta = json.load(f)
   assert meta["model"] == "tagger" and meta["label_list"] == exported["labels"]
+  assert meta["task"] == "tagging" and meta["tag_scheme"] == "BIO"
   assert meta["token_level"] == exported["level"]
   assert meta["max_seq_length"] == MAX_SEQ
   assert meta["normalization"][0].startswith("split the raw text")
@@ -358,7 +363,7 @@ def test_serve_text_matches_run_ner_prediction(name, request):
     untagged += served[2]
     # run_ner's own prediction (windows, owner positions) of the same tokens.
     windows = ner_data.encode_sentences(
-        [ner_data.Sentence([t for t, _, _ in tokens], None, 0)], tokenizer,
+        [conll.Sentence([t for t, _, _ in tokens], None, 0)], tokenizer,
         None, MAX_SEQ, doc_stride=10)
     if windows.num_windows == 1 and tokens:
       one_window += 1
@@ -388,15 +393,15 @@ def test_serve_text_batch_edge_cases(char_wordpiece):
 def test_export_refuses_mismatched_checkpoints(char_wordpiece, tmp_path):
   ner_dir = char_wordpiece["root"] / "ner"
   export_dir = tmp_path / "sm"
-  with pytest.raises(export_lib.ExportError, match=r"is a tagger \(tagger_"
-                     "config.json beside it, written by run_ner\\): export "
+  with pytest.raises(export_lib.ExportError, match=r"is a tagger \(task_"
+                     "record.json beside it says task='tagging'\\): export "
                      "it with --model=tagger"):
     export_lib.export(checkpoint=str(ner_dir), export_dir=str(export_dir),
                       model="classifier")
   # An encoder-only checkpoint with a tagger's files beside it.
   encoder_dir = tmp_path / "encoder_only"
   encoder_dir.mkdir()
-  for name in ("tagger_config.json", "vocab.txt"):
+  for name in ("task_record.json", "vocab.txt"):
     shutil.copy(ner_dir / name, encoder_dir / name)
   checkpoints.save_weights(char_wordpiece["model"].encoder,
                            str(encoder_dir / "ckpt-1"),
@@ -405,9 +410,9 @@ def test_export_refuses_mismatched_checkpoints(char_wordpiece, tmp_path):
                      "cannot be exported as --model=tagger"):
     export_lib.export(checkpoint=str(encoder_dir), export_dir=str(export_dir),
                       model="tagger")
-  os.remove(encoder_dir / "tagger_config.json")
+  os.remove(encoder_dir / "task_record.json")
   with pytest.raises(export_lib.ExportError, match="--model=tagger needs the "
-                     "tagger_config.json run_ner writes beside --checkpoint="):
+                     "task_record.json run_ner writes beside --checkpoint"):
     export_lib.export(checkpoint=str(encoder_dir), export_dir=str(export_dir),
                       model="tagger", vocab_file=str(ner_dir / "vocab.txt"))
   assert not export_dir.exists()

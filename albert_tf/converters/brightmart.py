@@ -12,7 +12,7 @@ import re
 from albert_tf.converters.errors import ConversionError
 
 # brightmart's own layout: BERT-style names under layer_shared.
-_BRIGHTMART_LAYER_PARTS = {
+_BRIGHTMART_LAYER_MODULES = {
     "attention/self/query": "attention_1/self/query",
     "attention/self/key": "attention_1/self/key",
     "attention/self/value": "attention_1/self/value",
@@ -50,11 +50,11 @@ def brightmart_to_original(tensors):
       out["bert/encoder/embedding_hidden_mapping_in/kernel"] = value
     elif name.startswith(layer):
       module, _, leaf = name[len(layer):].rpartition("/")
-      if module not in _BRIGHTMART_LAYER_PARTS:
+      if module not in _BRIGHTMART_LAYER_MODULES:
         unconsumed.append(name)
         continue
       out["bert/encoder/transformer/group_0/inner_group_0/"
-          f"{_BRIGHTMART_LAYER_PARTS[module]}/{leaf}"] = value
+          f"{_BRIGHTMART_LAYER_MODULES[module]}/{leaf}"] = value
     elif re.match(r"^bert/encoder/layer_\d+/", name):
       raise ConversionError(
           f"{name}: brightmart checkpoint without layer sharing is not "

@@ -202,7 +202,7 @@ def huggingface_config(values, source="config.json"):
   return AlbertConfig.from_dict(kept, source=source)
 
 
-_HF_LAYER_PARTS = {
+_HF_LAYER_MODULES = {
     "attention.query": "attention_1/self/query",
     "attention.key": "attention_1/self/key",
     "attention.value": "attention_1/self/value",
@@ -247,9 +247,9 @@ def huggingface_to_original(state):
       continue
     if match:
       group, inner, part = match.groups()
-      if part in _HF_LAYER_PARTS:
+      if part in _HF_LAYER_MODULES:
         target = (f"bert/encoder/transformer/group_{group}/inner_group_{inner}/"
-                  f"{_HF_LAYER_PARTS[part]}")
+                  f"{_HF_LAYER_MODULES[part]}")
     elif module in _HF_FIXED:
       target = _HF_FIXED[module]
     elif key == "predictions.bias":

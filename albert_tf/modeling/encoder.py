@@ -8,6 +8,8 @@ the paper's ablation: share both sub-layers ("all"), only "attention", only
 the "ffn", or "none" (BERT).
 """
 
+import types
+
 import keras
 
 from albert_tf import features as F
@@ -134,8 +136,12 @@ class AlbertEncoder(keras.Model):
 
   @property
   def checkpoint_items(self):
-    """{checkpoint object name: trackable} (`training.checkpoints`)."""
-    return {"encoder": self}
+    """{checkpoint object name: trackable} (`training.checkpoints`).
+
+    Read-only: Keras's .keras loader walks every dict an attribute returns,
+    and a plain dict holding the encoder itself sends it round in a loop.
+    """
+    return types.MappingProxyType({"encoder": self})
 
   def get_config(self):
     return {"config": self.config.to_dict(),

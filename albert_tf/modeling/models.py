@@ -124,6 +124,12 @@ class AlbertPretrainer(keras.Model):
                      "sentence_order_loss", "sentence_order_accuracy")}
 
   @property
+  def checkpoint_items(self):
+    """{checkpoint object name: trackable} (`training.checkpoints`)."""
+    return {"encoder": self.encoder, "masked_lm_head": self.masked_lm_head,
+            "sentence_order_head": self.sentence_order_head}
+
+  @property
   def metrics(self):
     return list(self._trackers.values())
 
@@ -197,6 +203,11 @@ class AlbertClassifier(keras.Model):
     self.encoder = encoder
     self.classifier_head = classifier_head
 
+  @property
+  def checkpoint_items(self):
+    """{checkpoint object name: trackable} (`training.checkpoints`)."""
+    return {"encoder": self.encoder, "classifier_head": self.classifier_head}
+
   def get_config(self):
     return _model_config(self, num_labels=self.num_labels,
                          classifier_dropout=self.classifier_dropout)
@@ -241,6 +252,11 @@ class AlbertTagger(keras.Model):
     # frozen it is neither updated nor reported as gradient-less by Keras.
     # Its weights stay in checkpoints, for a classifier built from them.
     encoder.pooler.trainable = False
+
+  @property
+  def checkpoint_items(self):
+    """{checkpoint object name: trackable} (`training.checkpoints`)."""
+    return {"encoder": self.encoder, "tagger_head": self.tagger_head}
 
   def get_config(self):
     return _model_config(self, num_tags=self.num_tags,

@@ -3,9 +3,16 @@
     task = tasks.TASKS["classification"](spec, tokenizer, data_dir, 128)
     trainer = Trainer(task, config, settings, strategy)
 
-To add a family (token tagging, span QA, ...): write
-`albert_tf/tasks/<family>.py` with a `Task` subclass (see `tasks/base.py`
-for what it declares) and add its line below; docs/finetuning.md says more.
+A family is one file here and one line below. Its `Task` subclass
+(`tasks/base.py` says what it declares) builds its model, whose
+`checkpoint_items` name what the trainer checkpoints; says what it records
+beside the checkpoints (`record()`: task_record.json, `tasks/record.py`);
+and says what export_saved_model serves (`export_name`, `export_model`,
+`export_signatures`). Nothing else lists heads, checkpoint parts or export
+kinds. To add one (span QA, ...): write `albert_tf/tasks/<family>.py`, add
+its line below, and, when it has a command of its own, that command's file
+and its console-script line in `albert_tf/cli.py`; docs/finetuning.md says
+more.
 """
 
 from albert_tf.tasks.base import Task

@@ -1,10 +1,19 @@
 """What a task declares; the trainer (`albert_tf.training.trainer`) does the rest.
 
-The shape of Model Garden's `official/core/base_task.py`, kept small: a task
-builds its model from an AlbertConfig, its tf.data inputs, its loss and
-metrics, writes its predictions and names its export outputs. Strategy,
-checkpoints, resume, logs and the best-checkpoint bookkeeping are the
-trainer's, written once for every task.
+The shape of Model Garden's `official/core/base_task.py`, kept small. A task
+family says, in its one file:
+  * training: its model from an AlbertConfig (whose `checkpoint_items` name
+    what its checkpoints hold), its tf.data inputs, loss, metrics, dev
+    evaluation and test predictions;
+  * the record: `record()`, the `tasks.record.ModelInfo` written as
+    task_record.json beside its checkpoints (labels, length, tokenizer and
+    its own `task_config`);
+  * export: `export_name` (export_saved_model's --model), `export_model`
+    (the model to restore from a record) and `export_signatures` (what the
+    SavedModel serves), built from `albert_tf.serving.saved_model`.
+Strategy, checkpoints, resume, logs and the best-checkpoint bookkeeping are
+the trainer's, and the SavedModel's files export_saved_model's, written once
+for every task.
 """
 
 import math
@@ -15,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import features as F
+from albert_tf.tasks.record import ModelInfo
 
 
 class Task:
@@ -24,6 +34,8 @@ class Task:
   name: str = ""
   #: The dev metric (higher is better) that picks the best checkpoint.
   best_metric: Optional[str] = None
+  #: export_saved_model's --model value that means this family.
+  export_name: str = ""
 
   def build_model(self, config) -> keras.Model:
     """The Keras model of this task (random weights; the trainer restores)."""
@@ -59,13 +71,32 @@ class Task:
     test split is labelled (else {})."""
     return {}
 
-  @staticmethod
-  def export_outputs(outputs: Dict[str, tf.Tensor],
-                     num_labels: Optional[int] = None) -> Dict[str, tf.Tensor]:
-    """What the export signatures return, from the model's outputs.
+  def record(self) -> ModelInfo:
+    """What serving and later runs need beside the checkpoint; the
+    fine-tuning commands write it as task_record.json (`RECORD_FILE`)."""
+    return ModelInfo(task=self.name)
 
-    Static: export_saved_model calls it through the registry with what the
-    trained model recorded (its number of labels), without data.
+  # Export: classmethods, called by export_saved_model through the registry
+  # with the record beside the checkpoint, without data.
+  @classmethod
+  def export_model(cls, config, record: ModelInfo) -> keras.Model:
+    """The model to restore and serve (random weights until restored).
+
+    Raises ValueError, naming what is missing, when the record cannot say
+    (no labels, say).
+    """
+    raise NotImplementedError
+
+  @classmethod
+  def export_signatures(cls, model: keras.Model, record: ModelInfo,
+                        tokenizer, max_seq_length: int,
+                        text_pair: Optional[bool]) -> Dict[str, Callable]:
+    """{signature name: tf.function with an input_signature} to serve.
+
+    Must hold "serving_default" (int32 ids in, core TF ops only); may hold
+    "serve_text" (strings in, tokenized in the graph by max_seq_length).
+    text_pair: whether serve_text takes `text_b`; None: the family's
+    default (the record's). Raises ValueError for a request it cannot serve.
     """
     raise NotImplementedError
 

@@ -10,6 +10,9 @@ The TSV readers and the [CLS] a [SEP] b [SEP] encoding are
   * metrics: accuracy, plus F1 (mrpc, qqp) and Matthews correlation (CoLA,
     its official metric) from scikit-learn; Pearson and Spearman from SciPy
     for regression. `eval_metric` is the one that picks the best checkpoint.
+  * record and export (`--model=classifier`): labels, length, tokenizer and
+    whether serve_text takes pairs; serving_default and serve_text return
+    `logits` and softmax `probabilities` (regression: `logits`, the score).
 """
 
 import math
@@ -24,6 +27,8 @@ import tensorflow as tf
 from albert_tf.data import classifier_data as cd
 from albert_tf import features as F
 from albert_tf.modeling.models import AlbertClassifier
+from albert_tf.serving import saved_model
+from albert_tf.tasks import record as record_lib
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
 
 PREDICTIONS_FILE = "test_results.tsv"
@@ -66,6 +71,7 @@ class ClassificationTask(Task):
   """One TSV task (`classifier_data.TaskSpec`) encoded with one tokenizer."""
 
   best_metric = "eval_metric"
+  export_name = "classifier"
 
   def __init__(self, spec: cd.TaskSpec, tokenizer, data_dir: str,
                max_seq_length: int, eval_batch_size: int = 64,
@@ -177,11 +183,46 @@ class ClassificationTask(Task):
       return {}
     return compute_metrics(self.spec, features[F.LABEL_IDS], logits)
 
+  # --------------------------------------------------------- record / export
+  def record(self):
+    spec = self.spec
+    return record_lib.ModelInfo(
+        task=self.name, task_name=spec.name, num_labels=spec.num_labels,
+        label_list=list(spec.label_list or []),
+        max_seq_length=self.max_seq_length,
+        text_pair=spec.columns["train"][1] is not None,
+        **record_lib.tokenizer_fields(self.tokenizer))
+
+  @classmethod
+  def export_model(cls, config, record):
+    if not record.num_labels:
+      raise ValueError("--model=classifier needs --num_labels (or the "
+                       f"{record_lib.RECORD_FILE} run_classifier writes "
+                       "beside the checkpoint)")
+    return AlbertClassifier(config, record.num_labels)
+
+  @classmethod
+  def export_signatures(cls, model, record, tokenizer, max_seq_length,
+                        text_pair):
+    # Imported here: only export needs TF Text (the in-graph tokenizer).
+    from albert_tf.serving.text_graph import TextEncoder  # pylint: disable=g-import-not-at-top
+    text_pair = record.text_pair if text_pair is None else text_pair
+    encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
+    regression = record.task == "regression" or model.num_labels == 1
+
+    def run(features):
+      return cls.export_outputs(model(features, training=False), regression)
+
+    return {"serving_default": saved_model.ids_signature(run),
+            "serve_text": saved_model.signature(
+                lambda t: run(encoder(t["text"], t.get("text_b"))),
+                saved_model.text_specs(text_pair))}
+
   @staticmethod
-  def export_outputs(outputs, num_labels=None):
+  def export_outputs(outputs, regression=False):
     """Serving outputs: `logits`, and `probabilities` unless regression."""
     logits = tf.cast(outputs[F.LOGITS], tf.float32)
-    if num_labels == 1:  # regression: the logit is the score
+    if regression:  # the logit is the score
       return {F.LOGITS: logits}
     return {F.LOGITS: logits,
             F.PROBABILITIES: tf.nn.softmax(logits, axis=-1)}

@@ -7,6 +7,11 @@ its examples, which a per-example Keras loss cannot express. Inputs are
 stream with its shuffle seed offset by the step (the input position is not
 checkpointed, as in the original), so it reads new batches rather than
 replaying old ones.
+
+Export (`--model=pretrainer`): serving_default and serve_text (+
+`masked_lm_positions`) return the encoder outputs, `mlm_logits` and
+`sop_logits`; serve_fill_mask predicts the pieces of each [MASK] in a text
+(`albert_tf.fill_mask`).
 """
 
 import re
@@ -15,9 +20,12 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 
 from albert_tf import features as F
+from albert_tf.data import corrupt_records
 from albert_tf.data import pretraining_dataset
 from albert_tf.data import record_checks
 from albert_tf.modeling.models import AlbertPretrainer
+from albert_tf.serving import saved_model
+from albert_tf.tasks import record as record_lib
 from albert_tf.tasks.base import Task
 
 EVAL_KEYS = ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
@@ -29,6 +37,7 @@ class PretrainingTask(Task):
 
   name = "pretraining"
   best_metric = "masked_lm_accuracy"
+  export_name = "pretrainer"
 
   def __init__(self, train_files: List[str], eval_files: List[str],
                max_seq_length: int, max_predictions_per_seq: int,
@@ -80,8 +89,46 @@ class PretrainingTask(Task):
              "TPU drops a partial batch)" if tpu else ""))
     return {k: float(results[k]) for k in EVAL_KEYS}
 
+  def record(self):
+    # The lengths of the records it read go in task_config: the common
+    # max_seq_length is the default length of fine-tuning and export.
+    return record_lib.ModelInfo(
+        task=self.name, text_pair=True, task_config={
+            k: self.data_kwargs[k] for k in ("max_seq_length",
+                                             "max_predictions_per_seq")})
+
+  @classmethod
+  def export_model(cls, config, record):
+    return AlbertPretrainer(config)
+
+  @classmethod
+  def export_signatures(cls, model, record, tokenizer, max_seq_length,
+                        text_pair):
+    # Imported here: only export needs TF Text (the in-graph tokenizers).
+    from albert_tf.serving import fill_mask_graph  # pylint: disable=g-import-not-at-top
+    from albert_tf.serving.text_graph import TextEncoder  # pylint: disable=g-import-not-at-top
+    # Sentence pairs by default: the model was pretrained on them (SOP).
+    text_pair = True if text_pair is None else text_pair
+    encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
+
+    def run(features):
+      return cls.export_outputs(model(features, training=False))
+
+    def run_text(inputs):
+      return run({**encoder(inputs["text"], inputs.get("text_b")),
+                  F.MASKED_LM_POSITIONS: inputs[F.MASKED_LM_POSITIONS]})
+
+    return {
+        "serving_default": saved_model.ids_signature(
+            run, (F.MASKED_LM_POSITIONS,)),
+        "serve_text": saved_model.signature(
+            run_text, saved_model.text_specs(text_pair) +
+            [saved_model.int_spec(F.MASKED_LM_POSITIONS)]),
+        "serve_fill_mask": fill_mask_graph.serve_fill_mask_signature(
+            model, tokenizer, max_seq_length)}
+
   @staticmethod
-  def export_outputs(outputs, num_labels=None):
+  def export_outputs(outputs):
     """Serving outputs: encoder outputs, `mlm_logits` and `sop_logits`."""
     return {n: tf.cast(outputs[n], tf.float32) for n in (
         F.SEQUENCE_OUTPUT, F.POOLED_OUTPUT, F.MLM_LOGITS, F.SOP_LOGITS)}
@@ -98,12 +145,12 @@ class PretrainingTask(Task):
       if out_of_range:
         raise self._ids_error(files, int(out_of_range.group(2) or
                                          out_of_range.group(4))) from e
-      bad = record_checks.describe_corrupt_files(
-          record_checks.scan_tfrecords(files))
+      bad = corrupt_records.describe_corrupt_files(
+          corrupt_records.scan_tfrecords(files))
       if not bad:
         # Sound frames, but records that do not parse (later in a shard
         # than the first-record check looks): name the files.
-        counts = record_checks.count_corrupt_records(
+        counts = corrupt_records.count_corrupt_records(
             files, self.data_kwargs["max_seq_length"],
             self.data_kwargs["max_predictions_per_seq"])
         bad = "; ".join(c.describe() for c in counts if c.skipped)

@@ -1,7 +1,21 @@
-"""What a trained model needs beside its weights (task, labels,
-max_seq_length, tokenizer). run_classifier writes it as
-classifier_config.json, run_ner as tagger_config.json, export_saved_model as
-assets.extra/albert_export.json.
+"""The task record: what a trained model needs beside its weights.
+
+Every training command writes `task_record.json` beside its checkpoints:
+
+    {"task": "tagging",                 # the family's name in tasks.TASKS
+     "task_name": "conll", "label_list": [...], "num_labels": 5,
+     "max_seq_length": 128, "tokenizer_file": "spm.model",
+     "tokenizer_kind": "sentencepiece", "do_lower_case": true,
+     "text_pair": false,                # the fields every family serves with
+     "task_config": {"tag_scheme": "BIO", "doc_stride": 63,
+                     "token_level": "char"}}   # the family's own
+
+export_saved_model finds the task class by `task` and hands it the record;
+it writes the same fields (task_config flattened, as before) plus its own
+into assets.extra/albert_export.json. Outputs of older versions still load:
+their classifier_config.json (run_classifier) and tagger_config.json
+(run_ner) are read, never written, the flat fields a family owns going into
+task_config.
 """
 
 import dataclasses
@@ -14,31 +28,32 @@ import tensorflow as tf
 from albert_tf.training import checkpoints
 
 
-# ------------------------------------------------------------ model info
+# ------------------------------------------------------------ task record
+RECORD_FILE = "task_record.json"
+# Older outputs: read (after RECORD_FILE), never written.
 CLASSIFIER_CONFIG = "classifier_config.json"
 TAGGER_CONFIG = "tagger_config.json"
+LEGACY_RECORD_FILES = (CLASSIFIER_CONFIG, TAGGER_CONFIG)
 
 
 @dataclasses.dataclass
 class ModelInfo:
-  """What serving a trained model needs beside its weights and config.
+  """The task record (RECORD_FILE), and the export's albert_export.json.
 
-  One dataclass for run_classifier's classifier_config.json, run_ner's
-  tagger_config.json and the export's albert_export.json.
+  `task` names the family (`albert_tf.tasks.TASKS`); the common fields are
+  what every family serves with; `task_config` is the family's own (the
+  tagger's tag_scheme, doc_stride, token_level).
   """
-  task_name: Optional[str] = None
+  task: Optional[str] = None
+  task_name: Optional[str] = None  # the data set (sentiment, conll, ...)
   num_labels: Optional[int] = None
   label_list: List[str] = dataclasses.field(default_factory=list)
-  is_regression: bool = False
   max_seq_length: Optional[int] = None
   tokenizer_file: Optional[str] = None
   tokenizer_kind: Optional[str] = None
   do_lower_case: bool = True
   text_pair: bool = False
-  # Written by run_ner (tagger_config.json): label_list holds the BIO tags.
-  tag_scheme: Optional[str] = None   # the data files' scheme
-  doc_stride: Optional[int] = None
-  token_level: Optional[str] = None  # "char" or "word": what a token was
+  task_config: dict = dataclasses.field(default_factory=dict)
   # Written by export_saved_model only.
   model: Optional[str] = None
   version: Optional[int] = None
@@ -48,32 +63,80 @@ class ModelInfo:
   normalization: Optional[list] = None
 
   def to_dict(self) -> dict:
+    """The fields that are set (task_config always)."""
     return {k: v for k, v in dataclasses.asdict(self).items()
             if v is not None}
 
-  def write(self, path: str) -> None:
+  def flat_dict(self) -> dict:
+    """albert_export.json's layout: task_config's fields at the top level
+    and is_regression, as apps and export_tflite read them."""
+    values = self.to_dict()
+    own = values.pop("task_config")
+    values.update({k: v for k, v in own.items() if k not in values})
+    values["is_regression"] = self.task == "regression"
+    return values
+
+  def write(self, path: str, flat: bool = False) -> None:
+    values = self.flat_dict() if flat else self.to_dict()
     with tf.io.gfile.GFile(path, "w") as f:
-      f.write(json.dumps(self.to_dict(), indent=2, ensure_ascii=False))
+      f.write(json.dumps(values, indent=2, ensure_ascii=False))
+
+  def write_beside(self, directory: str) -> str:
+    """Writes directory/RECORD_FILE; returns its path."""
+    path = os.path.join(directory, RECORD_FILE)
+    self.write(path)
+    return path
 
   @classmethod
-  def read(cls, path: str) -> "ModelInfo":
-    with tf.io.gfile.GFile(path, "r") as f:
-      values = json.loads(f.read())
+  def from_dict(cls, values: dict, task: Optional[str] = None) -> "ModelInfo":
+    """A record from a parsed file; `task` when the file names none.
+
+    Fields this class does not know (a flat file's tag_scheme, ...) go into
+    task_config; is_regression, which `task` says now, is dropped.
+    """
     known = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in values.items() if k in known})
+    fields = {k: v for k, v in values.items() if k in known}
+    own = {k: v for k, v in values.items()
+           if k not in known and k != "is_regression"}
+    fields["task_config"] = dict(own, **(values.get("task_config") or {}))
+    fields.setdefault("task", task)
+    return cls(**fields)
 
   @classmethod
-  def read_beside(cls, checkpoint: str) -> Optional["ModelInfo"]:
-    """classifier_config.json or tagger_config.json beside a checkpoint, or
-    None."""
-    for name in (CLASSIFIER_CONFIG, TAGGER_CONFIG):
-      path = os.path.join(checkpoints.checkpoint_dir(checkpoint), name)
+  def read(cls, path: str, task: Optional[str] = None) -> "ModelInfo":
+    with tf.io.gfile.GFile(path, "r") as f:
+      return cls.from_dict(json.loads(f.read()), task)
+
+  @classmethod
+  def read_beside(cls, checkpoint_or_dir: str) -> Optional["ModelInfo"]:
+    """The record beside a checkpoint (prefix or directory), or None.
+
+    RECORD_FILE first; else an older output's classifier_config.json (task
+    "regression" or "classification") or tagger_config.json ("tagging").
+    """
+    directory = checkpoints.checkpoint_dir(checkpoint_or_dir)
+    path = os.path.join(directory, RECORD_FILE)
+    if tf.io.gfile.exists(path):
+      return cls.read(path)
+    for name in LEGACY_RECORD_FILES:
+      path = os.path.join(directory, name)
       if tf.io.gfile.exists(path):
-        return cls.read(path)
+        with tf.io.gfile.GFile(path, "r") as f:
+          values = json.loads(f.read())
+        task = ("tagging" if name == TAGGER_CONFIG else
+                "regression" if values.get("is_regression") else
+                "classification")
+        return cls.from_dict(values, task)
     return None
 
-  @property
-  def is_tagger(self) -> bool:
-    return self.token_level is not None
+
+# The one reader, also as a function: record.read_beside(checkpoint_or_dir).
+read_beside = ModelInfo.read_beside
 
 
+def tokenizer_fields(tokenizer) -> dict:
+  """The record's tokenizer fields: the copy of its file beside the
+  checkpoint (`finetuning.write_run_files`), its kind and lowercasing."""
+  return {"tokenizer_file": os.path.basename(tokenizer.model_file),
+          "tokenizer_kind": tokenizer.kind,
+          "do_lower_case": tokenizer.do_lower_case}

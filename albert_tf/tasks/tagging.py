@@ -1,7 +1,7 @@
 """Token tagging (NER): People's Daily 1998 NER and any CoNLL file.
 
-Reading, tag schemes, windows and the entity metric are `albert_tf.data.ner_data`;
-this file is what the trainer needs on top:
+Reading and tag schemes are `albert_tf.data.conll`, windows and the entity
+metric `albert_tf.data.ner_data`; this file is what the trainer needs on top:
 
   * inputs: every window of the train split in memory, batched as a pure
     function of (seed, step) (`tasks.base.step_indexed_inputs`);
@@ -13,7 +13,12 @@ this file is what the trainer needs on top:
     conlleval semantics), overall and per type; `entity_f1` picks the best
     checkpoint;
   * predictions: `test_predictions.txt`, one line per input token (token,
-    gold tag when the file has one, predicted tag) in the file's scheme.
+    gold tag when the file has one, predicted tag) in the file's scheme;
+  * record: the tags, and in task_config tag_scheme, doc_stride and
+    token_level (how serve_text splits raw text);
+  * export (`--model=tagger`): serving_default returns `logits` and
+    `tag_ids`; serve_text takes raw text and returns entities with
+    character offsets (`albert_tf.serving.tagging_graph.TextTagger`).
 """
 
 import os
@@ -24,8 +29,10 @@ import keras
 import tensorflow as tf
 
 from albert_tf import features as F
-from albert_tf.data import ner_data
+from albert_tf.data import conll, ner_data
 from albert_tf.modeling.models import AlbertTagger
+from albert_tf.serving import saved_model
+from albert_tf.tasks import record as record_lib
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
 
 PREDICTIONS_FILE = "test_predictions.txt"
@@ -44,6 +51,7 @@ class TaggingTask(Task):
 
   name = "tagging"
   best_metric = "entity_f1"
+  export_name = "tagger"
 
   def __init__(self, task_name: str, tokenizer, data_dir: str,
                max_seq_length: int, doc_stride: int,
@@ -60,7 +68,7 @@ class TaggingTask(Task):
     self.max_seq_length = max_seq_length
     self.doc_stride = doc_stride
     # People's Daily NER is written in BIO by data_prep.corpora.
-    self.tag_scheme = ner_data.canonical_scheme(
+    self.tag_scheme = conll.canonical_scheme(
         tag_scheme or ("BIO" if task_name == "peoples_daily_ner" else None))
     self.eval_batch_size = eval_batch_size
     self.classifier_dropout = classifier_dropout
@@ -78,12 +86,12 @@ class TaggingTask(Task):
   def split_file(self, split: str) -> str:
     return os.path.join(self.data_dir, SPLIT_FILES[split])
 
-  def read_split(self, split: str) -> ner_data.ConllData:
+  def read_split(self, split: str) -> conll.ConllData:
     path = self.split_file(split)
     if not os.path.exists(path):
-      raise ner_data.DataError(f"{path}: no such file (--data_dir needs "
-                               f"{SPLIT_FILES[split]} for the {split} split)")
-    data = ner_data.read_conll(path, self.tag_scheme)
+      raise conll.DataError(f"{path}: no such file (--data_dir needs "
+                            f"{SPLIT_FILES[split]} for the {split} split)")
+    data = conll.read_conll(path, self.tag_scheme)
     if self.max_examples[split]:
       data.sentences = data.sentences[:self.max_examples[split]]
     return data
@@ -94,13 +102,13 @@ class TaggingTask(Task):
       if not os.path.exists(self.split_file("train")):
         # An eval- or predict-only run from a checkpoint that is not a
         # run_ner output: nothing says which tags the model has.
-        raise ner_data.DataError(
+        raise conll.DataError(
             f"{self.split_file('train')}: no such file, and no "
-            "tagger_config.json beside --init_checkpoint: the tags "
+            f"{record_lib.RECORD_FILE} beside --init_checkpoint: the tags "
             "come from the train split or from a run_ner output_dir")
       train = self.load_split("train")[0]
       if not train.has_tags:
-        raise ner_data.DataError(f"{train.file}: the train split needs tags")
+        raise conll.DataError(f"{train.file}: the train split needs tags")
       self._label_list = ner_data.bio_label_list(train.entity_types)
     return self._label_list
 
@@ -127,7 +135,7 @@ class TaggingTask(Task):
         for s in data.sentences:
           for i, tag in enumerate(s.tags):
             if tag != "O" and tag[2:] not in known:
-              raise ner_data.DataError(
+              raise conll.DataError(
                   f"{data.file}:{s.line + i}: entity type {tag[2:]!r} is "
                   f"not among the model's ({', '.join(sorted(known))})")
       windows = ner_data.encode_sentences(
@@ -197,15 +205,15 @@ class TaggingTask(Task):
   def _metrics(self, split: str, predicted) -> Dict[str, float]:
     if split not in self._gold:  # once per split, not at every eval
       data = self.load_split(split)[0]
-      self._gold[split] = [ner_data.to_bio(s, data.scheme)
+      self._gold[split] = [conll.to_bio(s, data.scheme)
                            for s in data.sentences]
     return ner_data.entity_metrics(self._gold[split], predicted)
 
   def evaluate(self, model, strategy):
     data = self.load_split("dev")[0]
     if not data.has_tags:
-      raise ner_data.DataError(f"{data.file}: the dev split needs tags for "
-                               "--do_eval")
+      raise conll.DataError(f"{data.file}: the dev split needs tags for "
+                            "--do_eval")
     return self._metrics("dev", self.predicted_tags(model, "dev"))
 
   def predict(self, model, output_dir):
@@ -216,8 +224,52 @@ class TaggingTask(Task):
                                data.has_tags)
     return self._metrics("test", predicted) if data.has_tags else {}
 
+  # --------------------------------------------------------- record / export
+  def record(self):
+    return record_lib.ModelInfo(
+        task=self.name, task_name=self.task_name,
+        num_labels=len(self.label_list), label_list=list(self.label_list),
+        max_seq_length=self.max_seq_length,
+        task_config={"tag_scheme": self.scheme, "doc_stride": self.doc_stride,
+                     "token_level": self.token_level()},
+        **record_lib.tokenizer_fields(self.tokenizer))
+
+  @classmethod
+  def export_model(cls, config, record):
+    if not record.label_list:
+      raise ValueError(
+          f"--model=tagger needs the {record_lib.RECORD_FILE} run_ner writes "
+          "beside --checkpoint (tags, max_seq_length, token_level); none "
+          "found")
+    level = record.task_config.get("token_level")
+    if level not in ner_data.TOKEN_LEVELS:
+      raise ValueError(f"{record_lib.RECORD_FILE} beside --checkpoint: "
+                       f"token_level must be one of {ner_data.TOKEN_LEVELS}, "
+                       f"got {level!r}")
+    return AlbertTagger(config, len(record.label_list))
+
+  @classmethod
+  def export_signatures(cls, model, record, tokenizer, max_seq_length,
+                        text_pair):
+    if text_pair:
+      raise ValueError("--text_pair: a tagger's serve_text takes one text")
+    # Imported here: only export needs TF Text (the in-graph tokenizer).
+    from albert_tf.serving.tagging_graph import TextTagger  # pylint: disable=g-import-not-at-top
+    tagger = TextTagger.from_tokenizer(
+        tokenizer, max_seq_length, record.task_config["token_level"],
+        record.label_list)
+
+    def run(features):
+      return cls.export_outputs(model(features, training=False))
+
+    # Raw text -> tokens -> the model's tags -> entities with offsets.
+    return {"serving_default": saved_model.ids_signature(run),
+            "serve_text": saved_model.signature(
+                lambda t: tagger(t["text"], lambda f: run(f)[F.TAG_IDS]),
+                saved_model.text_specs(False))}
+
   @staticmethod
-  def export_outputs(outputs, num_labels=None):
+  def export_outputs(outputs):
     """Serving outputs: per-token `logits` [b, s, T] and `tag_ids` [b, s]."""
     logits = tf.cast(outputs[F.LOGITS], tf.float32)
     return {F.LOGITS: logits,

@@ -1,11 +1,12 @@
 """The one checkpoint layout of this project, and how to find and restore it.
 
 Every weights checkpoint that albert_tf writes (run_pretraining,
-run_classifier, convert_checkpoint) is a `tf.train.Checkpoint` with any
-subset of the attributes `encoder`, `masked_lm_head`, `sentence_order_head`,
-`classifier_head`, `tagger_head`, `optimizer` and `step`, with `albert_config.json` beside
-it. Restoring matches variables by these object paths, so an encoder saved
-by the pretrainer loads into a classifier and vice versa.
+run_classifier, run_ner, convert_checkpoint) is a `tf.train.Checkpoint` of a
+model's `checkpoint_items` (`encoder` plus its heads: `masked_lm_head`,
+`sentence_order_head`, `classifier_head`, `tagger_head`, ...) and, while
+training, `optimizer` and `step`, with `albert_config.json` beside it.
+Restoring matches variables by these object paths, so an encoder saved by
+the pretrainer loads into a classifier and vice versa.
 """
 
 import json
@@ -16,8 +17,6 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 
 CONFIG_NAME = "albert_config.json"
-PARTS = ("encoder", "masked_lm_head", "sentence_order_head", "classifier_head",
-         "tagger_head")
 
 
 BEST_DIR = "best"  # where the trainer keeps the best checkpoint by dev metric
@@ -67,15 +66,15 @@ def config_beside(path_or_dir):
 
 
 def model_parts(model):
-  """The checkpointable parts a model has, by their checkpoint names."""
-  if hasattr(model, "encoder"):
-    parts = {"encoder": model.encoder}
-  else:  # a bare AlbertEncoder
-    parts = {"encoder": model}
-  for name in PARTS[1:]:
-    if getattr(model, name, None) is not None:
-      parts[name] = getattr(model, name)
-  return parts
+  """The checkpointable parts of a model by their checkpoint object names:
+  the model's own `checkpoint_items`, so a new head is saved once its model
+  lists it."""
+  items = getattr(model, "checkpoint_items", None)
+  if items is None:
+    raise TypeError(f"{type(model).__name__} has no checkpoint_items (a "
+                    "dict {checkpoint object name: trackable}): it cannot "
+                    "be checkpointed")
+  return dict(items)
 
 
 def make_checkpoint(model, **extra):

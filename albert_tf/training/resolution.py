@@ -48,7 +48,7 @@ def resolve_model(preset: Optional[str] = None,
   Config: --preset or --albert_config_file when given, else the
   albert_config.json beside --init_checkpoint. When both exist they must
   agree on the architecture. Tokenizer: --spm_model_file / --vocab_file, else
-  the one recorded beside the checkpoint (classifier_config.json). The
+  the one recorded beside the checkpoint (task_record.json). The
   vocabulary size: --vocab_size when > 0; else, with no checkpoint to fit,
   the tokenizer's size; with a checkpoint, a tokenizer larger than the
   config's vocab_size is an error.

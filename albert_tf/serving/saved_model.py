@@ -1,0 +1,307 @@
+"""The building blocks of a versioned SavedModel for TF Serving.
+
+A task family (`albert_tf.tasks`) says what its signatures compute
+(`Task.export_signatures`, made of `signature` and `ids_signature` here);
+`make_archive` puts them with the model into a `keras.export.ExportArchive`,
+and `write_version` writes export_dir/<version>/ with the tokenizer in
+assets/, albert_export.json and the TF Serving warmup requests in
+assets.extra/, through a hidden temporary directory renamed into place, so a
+polling server never sees half a model.
+"""
+
+import dataclasses
+import inspect
+import os
+import shutil
+import tempfile
+from typing import Callable, Dict, List, Sequence
+
+from absl import logging
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import features as F
+
+METADATA_FILE = "albert_export.json"
+WARMUP_FILE = "tf_serving_warmup_requests"
+
+
+# ---------------------------------------------------------------- signatures
+def int_spec(name: str) -> tf.TensorSpec:
+  """int32 [batch, length] input `name`."""
+  return tf.TensorSpec([None, None], tf.int32, name=name)
+
+
+def text_specs(text_pair: bool) -> List[tf.TensorSpec]:
+  """string [batch] `text` (+ `text_b` for pairs)."""
+  specs = [tf.TensorSpec([None], tf.string, name="text")]
+  if text_pair:
+    specs.append(tf.TensorSpec([None], tf.string, name="text_b"))
+  return specs
+
+
+def signature(fn: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]],
+              specs: Sequence[tf.TensorSpec]):
+  """A tf.function whose inputs are named by `specs`; fn gets them as a dict.
+
+  What fn reads beyond the model (an in-graph tokenizer: a tf.Module it
+  closes over) is found and saved by `make_archive`.
+  """
+  names = [s.name for s in specs]
+
+  def serve(*args):
+    return fn(dict(zip(names, args)))
+
+  return tf.function(serve, input_signature=list(specs), autograph=False)
+
+
+def ids_signature(run: Callable, extra_inputs: Sequence[str] = ()):
+  """serving_default: int32 `input_ids`, `input_mask`, `segment_ids` (+
+  extra_inputs, e.g. masked_lm_positions) -> run(features). Core TF ops only:
+  a stock tensorflow_model_server runs it."""
+  return signature(run, [int_spec(n) for n in
+                         F.ENCODER_INPUTS + tuple(extra_inputs)])
+
+
+def _modules_read_by(fn, found=None, depth=0) -> Dict[int, tf.Module]:
+  """The tf.Modules (not Keras layers) a function closes over, directly or
+  through the functions it closes over (a few levels)."""
+  found = {} if found is None else found
+  fn = getattr(fn, "python_function", fn)
+  if depth > 4 or not callable(fn):
+    return found
+  owner = getattr(fn, "__self__", None)
+  candidates = [owner] if owner is not None else []
+  if inspect.isfunction(fn) or inspect.ismethod(fn):
+    candidates += [cell.cell_contents for cell in
+                   (getattr(fn, "__closure__", None) or ())
+                   if _has_contents(cell)]
+  for value in candidates:
+    if isinstance(value, tf.Module) and not isinstance(value,
+                                                       keras.layers.Layer):
+      found.setdefault(id(value), value)
+    elif callable(value) and not isinstance(value, keras.layers.Layer):
+      _modules_read_by(value, found, depth + 1)
+  return found
+
+
+def _has_contents(cell) -> bool:
+  try:
+    cell.cell_contents  # pylint: disable=pointless-statement
+    return True
+  except ValueError:  # an empty cell
+    return False
+
+
+def make_archive(model: keras.Model, signatures: Dict[str, Callable]):
+  """A `keras.export.ExportArchive` of model with these endpoints.
+
+  Args:
+    model: the built model whose weights the signatures use.
+    signatures: {name: tf.function with an input_signature}; must hold
+      "serving_default" (TF Serving's default), which comes first.
+  Raises:
+    ValueError: no serving_default.
+  """
+  if "serving_default" not in signatures:
+    raise ValueError(f"the export signatures {sorted(signatures)} have no "
+                     "serving_default")
+  archive = keras.export.ExportArchive()
+  archive.track(model)
+  for fn in signatures.values():
+    # Lookup tables and tokenizer models are saved only when tracked.
+    for module in _modules_read_by(fn).values():
+      archive.track(module)
+  for name in ["serving_default"] + sorted(set(signatures) -
+                                           {"serving_default"}):
+    fn = signatures[name]
+    fn.get_concrete_function()  # traced once: the archive takes it as is
+    archive.add_endpoint(name, fn)
+  return archive
+
+
+def takes_text_b(signatures: Dict[str, Callable]) -> bool:
+  """Whether serve_text has a `text_b` input (a pair model)."""
+  fn = signatures.get("serve_text")
+  return fn is not None and any(s.name == "text_b"
+                                for s in fn.input_signature)
+
+
+# ---------------------------------------------------------------- files
+def export_metadata(record, model, version, checkpoint, config, tokenizer,
+                    signatures):
+  """What albert_export.json holds: the task record (a
+  `tasks.record.ModelInfo`) with the tokenizer as exported and what was
+  exported (--model, version, checkpoint prefix, config, special ids, the
+  text rules an app applies)."""
+  return dataclasses.replace(
+      record, model=model, version=version, checkpoint=checkpoint,
+      albert_config=config.to_dict(), tokenizer_kind=tokenizer.kind,
+      tokenizer_file=os.path.basename(tokenizer.model_file),
+      do_lower_case=tokenizer.do_lower_case,
+      text_pair=takes_text_b(signatures),
+      label_list=record.label_list or [str(i) for i in range(
+          record.num_labels or 0)],
+      special_ids={"pad": tokenizer.pad_id, "unk": tokenizer.unk_id,
+                   "cls": tokenizer.cls_id, "sep": tokenizer.sep_id,
+                   "mask": tokenizer.mask_id},
+      normalization=normalization_rules(
+          tokenizer, record.task_config.get("token_level")))
+
+
+def write_warmup_requests(path, serving_default, max_seq_length, tokenizer,
+                          batch_sizes=(1, 4)):
+  """PredictionLog records for serving_default (TF Serving warms up on load).
+
+  Its ids inputs get `[CLS] [SEP]` rows of max_seq_length; any other int
+  input (a pretrainer's masked_lm_positions) one 0 per row.
+  """
+  # Imported here: only export needs the serving protos.
+  from tensorflow_serving.apis import model_pb2  # pylint: disable=g-import-not-at-top
+  from tensorflow_serving.apis import predict_pb2  # pylint: disable=g-import-not-at-top
+  from tensorflow_serving.apis import prediction_log_pb2  # pylint: disable=g-import-not-at-top
+  with tf.io.TFRecordWriter(path) as writer:
+    for batch in batch_sizes:
+      ids = np.full([batch, max_seq_length], tokenizer.pad_id, np.int32)
+      ids[:, 0], ids[:, 1] = tokenizer.cls_id, tokenizer.sep_id
+      rows = {F.INPUT_IDS: ids, F.INPUT_MASK: (ids != tokenizer.pad_id)
+              .astype(np.int32), F.SEGMENT_IDS: np.zeros_like(ids)}
+      request = predict_pb2.PredictRequest(
+          model_spec=model_pb2.ModelSpec(signature_name="serving_default"))
+      for spec in serving_default.input_signature:
+        value = rows.get(spec.name, np.zeros([batch, 1], np.int32))
+        request.inputs[spec.name].CopyFrom(tf.make_tensor_proto(value))
+      log = prediction_log_pb2.PredictionLog(
+          predict_log=prediction_log_pb2.PredictLog(request=request))
+      writer.write(log.SerializeToString())
+  return len(batch_sizes)
+
+
+def write_version(archive, export_dir, version, tokenizer, metadata,
+                  serving_default, overwrite=False):
+  """Writes export_dir/<version>/ and returns its path.
+
+  The archive, assets/<tokenizer file>, assets.extra/METADATA_FILE
+  (metadata: a `tasks.record.ModelInfo`, written flat) and the warmup
+  requests, in a dot-named temporary directory (TF Serving loads only
+  integer names) renamed into place; an existing version is swapped out
+  when overwrite.
+  """
+  final_dir = os.path.join(export_dir, str(version))
+  os.makedirs(export_dir, exist_ok=True)
+  remove_stale_temporaries(export_dir)
+  tmp_dir = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=export_dir)
+  try:
+    archive.write_out(tmp_dir, verbose=False)
+    assets = os.path.join(tmp_dir, "assets")
+    extra = os.path.join(tmp_dir, "assets.extra")
+    os.makedirs(assets, exist_ok=True)
+    os.makedirs(extra, exist_ok=True)
+    shutil.copyfile(tokenizer.model_file, os.path.join(
+        assets, os.path.basename(tokenizer.model_file)))
+    write_warmup_requests(os.path.join(extra, WARMUP_FILE), serving_default,
+                          metadata.max_seq_length, tokenizer)
+    metadata.write(os.path.join(extra, METADATA_FILE), flat=True)
+    make_world_readable(tmp_dir)
+    if os.path.exists(final_dir):
+      if not overwrite:
+        raise FileExistsError(final_dir)
+      old = tempfile.mkdtemp(prefix=f".old-{version}-", dir=export_dir)
+      os.rename(final_dir, os.path.join(old, "v"))
+      os.rename(tmp_dir, final_dir)
+      shutil.rmtree(old)
+    else:
+      os.rename(tmp_dir, final_dir)
+  finally:
+    if os.path.exists(tmp_dir):
+      shutil.rmtree(tmp_dir)
+  return final_dir
+
+
+def next_version(export_dir):
+  """1 + the largest integer version directory in export_dir (1 if none)."""
+  if not os.path.isdir(export_dir):
+    return 1
+  versions = [int(d) for d in os.listdir(export_dir) if d.isdigit()]
+  return max(versions, default=0) + 1
+
+
+def remove_stale_temporaries(export_dir):
+  """`.tmp-*` / `.old-*` folders of exports killed midway: removed, logged.
+
+  (Two exports into one export_dir at the same moment are not supported:
+  this would delete the other's temporary folder.)
+  """
+  for name in os.listdir(export_dir):
+    if name.startswith((".tmp-", ".old-")):
+      path = os.path.join(export_dir, name)
+      logging.warning("Removing %s, left by an export that was killed",
+                      path)
+      shutil.rmtree(path, ignore_errors=True)
+
+
+def make_world_readable(directory):
+  """0755 folders, 0644 files: TF Serving often runs as another user, and
+  mkdtemp creates 0700."""
+  os.chmod(directory, 0o755)
+  for parent, dirs, files in os.walk(directory):
+    for name in dirs:
+      os.chmod(os.path.join(parent, name), 0o755)
+    for name in files:
+      os.chmod(os.path.join(parent, name), 0o644)
+
+
+# ---------------------------------------------------------------- app rules
+def normalization_rules(tokenizer, token_level=None):
+  """The text rules an app must apply before the tokenizer (for the JSON).
+
+  token_level: a tagger's ("char"/"word"): its text is split into tokens
+  first and each token goes through the rules on its own.
+  """
+  if token_level:
+    return tagger_text_rules(tokenizer, token_level)
+  if tokenizer.kind == "sentencepiece":
+    steps = ["collapse every run of whitespace (Python str.isspace) to one "
+             "space; strip leading/trailing whitespace",
+             "replace `` and '' with \""]
+    if tokenizer.do_lower_case:
+      steps += ["Unicode NFKD", "drop combining characters "
+                "(unicodedata.combining != 0)", "lowercase"]
+    steps.append("SentencePiece encode (the model's own normalizer runs "
+                 "inside); a piece ending in <digit>',' is re-encoded "
+                 "without the ',' and followed by ','")
+  else:
+    steps = ["drop U+0000, U+FFFD and Cc/Cf characters except \\t \\n \\r",
+             "collapse every run of whitespace to one space; strip"]
+    if tokenizer.do_lower_case:
+      steps += ["lowercase", "Unicode NFD", "drop non-spacing marks (Mn)"]
+    steps.append("split on whitespace, punctuation (ASCII symbols + Unicode "
+                 "P*) and CJK ideographs (each its own word); WordPiece "
+                 "longest-match-first with '##' continuations; a word over "
+                 "100 characters or with an unknown piece is [UNK]")
+  steps.append("pack [CLS] a [SEP] (b [SEP]); truncate the longer segment "
+               "first to max_seq_length; pad with the pad id; input_mask 1 "
+               "for real tokens; segment_ids 0 for a, 1 for b")
+  return steps
+
+
+def tagger_text_rules(tokenizer, token_level):
+  """What a tagger's app does to raw text (ner_data.encode_text/tag_text)."""
+  split = ("every non-whitespace character (not str.isspace) is a token"
+           if token_level == "char" else
+           "a run of letters, digits and combining marks outside the CJK "
+           "ideographs is one token; every other non-whitespace character "
+           "(each CJK ideograph, each punctuation mark) is a token alone")
+  per_token = normalization_rules(tokenizer)[:-1]
+  return ([f"split the raw text into tokens (token_level={token_level}): "
+           f"{split}; keep each token's code-point offsets",
+           "each token on its own:"] + [f"  {step}" for step in per_token] +
+          ["  SentencePiece: drop a bare leading '\u2581' piece when other "
+           "pieces follow; a token with no piece is the unknown piece",
+           "pack [CLS] the pieces of every token [SEP], cut after "
+           "max_seq_length - 2 pieces; pad; tokens whose first piece is past "
+           "the cut are not tagged",
+           "a token's tag is tag_ids at its first piece; entities as "
+           "conlleval reads BIO tags, from the first character of the first "
+           "token to the last character of the last token"])
