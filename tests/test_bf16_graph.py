@@ -93,10 +93,10 @@ def test_float32_graph_has_no_float_casts():
 
 def test_bfloat16_outputs_close_to_float32():
   """Same weights, both policies: bfloat16 keeps 8 significant bits, so a
-  six-layer forward pass lands within about 1% (rms) of float32. Measured
-  here on an AMD EPYC: rms 0.7% (sequence_output) and 1.0% (mlm_logits),
-  worst entry 1.5% of the largest magnitude; the bounds leave 3x room for
-  other kernels (AMX) and seeds."""
+  six-layer forward pass lands within about 1% (rms) of float32. The bounds
+  leave about 3x room over the observed errors (benchmarks/README.md,
+  "Numerical figures behind test bounds") for other kernels (AMX) and
+  seeds."""
   config = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=64,
                         num_hidden_layers=6, num_attention_heads=4,
                         intermediate_size=128, max_position_embeddings=64)

@@ -33,25 +33,28 @@ def _numpy_weights(encoder):
       "proj_w": n(emb.projection.kernel), "proj_b": n(emb.projection.bias)},
       "pool_w": n(encoder.pooler.kernel), "pool_b": n(encoder.pooler.bias)}
   cfg = encoder.config
+  if cfg.share != "all":  # one block per layer, each its own group
+    weights["groups"] = [[_block_numpy(b)] for b in encoder.blocks]
+    return weights
   blocks = iter(encoder.blocks)
-  groups = []
-  for _ in range(cfg.num_hidden_groups):
-    group = []
-    for _ in range(cfg.inner_group_num):
-      b = next(blocks)
-      a, f = b.attention, b.ffn
-      group.append({
-          "q_w": n(a.query_kernel), "q_b": n(a.query_bias),
-          "k_w": n(a.key_kernel), "k_b": n(a.key_bias),
-          "v_w": n(a.value_kernel), "v_b": n(a.value_bias),
-          "o_w": n(a.output_dense.kernel), "o_b": n(a.output_dense.bias),
-          "ln_g": n(a.layer_norm.gamma), "ln_b": n(a.layer_norm.beta),
-          "i_w": n(f.intermediate_dense.kernel), "i_b": n(f.intermediate_dense.bias),
-          "f_w": n(f.output_dense.kernel), "f_b": n(f.output_dense.bias),
-          "ln1_g": n(f.layer_norm.gamma), "ln1_b": n(f.layer_norm.beta)})
-    groups.append(group)
-  weights["groups"] = groups
+  weights["groups"] = [[_block_numpy(next(blocks))
+                        for _ in range(cfg.inner_group_num)]
+                       for _ in range(cfg.num_hidden_groups)]
   return weights
+
+
+def _block_numpy(b):
+  n = lambda v: v.numpy().astype(np.float64)  # noqa: E731
+  a, f = b.attention, b.ffn
+  return {
+      "q_w": n(a.query_kernel), "q_b": n(a.query_bias),
+      "k_w": n(a.key_kernel), "k_b": n(a.key_bias),
+      "v_w": n(a.value_kernel), "v_b": n(a.value_bias),
+      "o_w": n(a.output_dense.kernel), "o_b": n(a.output_dense.bias),
+      "ln_g": n(a.layer_norm.gamma), "ln_b": n(a.layer_norm.beta),
+      "i_w": n(f.intermediate_dense.kernel), "i_b": n(f.intermediate_dense.bias),
+      "f_w": n(f.output_dense.kernel), "f_b": n(f.output_dense.bias),
+      "ln1_g": n(f.layer_norm.gamma), "ln1_b": n(f.layer_norm.beta)}
 
 
 def _randomize(model, seed=1):
@@ -101,17 +104,41 @@ def test_one_block_is_reused_for_every_layer(tiny_config):
   # 4 layers but the parameters of one: adding layers adds no weights.
   deeper = AlbertEncoder(tiny_config.replace(num_hidden_layers=12))
   assert count_params(deeper) == count_params(encoder)
-  out = deeper(_inputs(tiny_config))
-  assert out["sequence_output"].shape == (3, 10, 16)
+  assert count_params(deeper) == _share_mode_counts(tiny_config)["all"]
 
 
 def test_output_all_layers(tiny_config):
   encoder = AlbertEncoder(tiny_config, output_all_layers=True)
-  out = encoder(_inputs(tiny_config))
+  _randomize(encoder, seed=2)
+  feats = _inputs(tiny_config)
+  out = encoder(feats)
   assert len(out["encoder_outputs"]) == 4
+  # With one group, layer k's output is the NumPy pass cut after k layers.
+  weights = _numpy_weights(encoder)
+  for k, layer_output in enumerate(out["encoder_outputs"], 1):
+    expected, _ = numpy_reference.forward(
+        weights, feats["input_ids"], feats["input_mask"], feats["segment_ids"],
+        k, tiny_config.num_attention_heads)
+    assert_close_to_scale(layer_output.numpy(), expected, rel=1e-5)
   # The same tensor (the last layer's output is the sequence output): exact.
   np.testing.assert_array_equal(out["encoder_outputs"][-1],
                                 out["sequence_output"])
+
+
+def _share_mode_counts(c):
+  """Parameters per share mode from the architecture's formulas."""
+  V, E, H, I, L = (c.vocab_size, c.embedding_size, c.hidden_size,
+                   c.intermediate_size, c.num_hidden_layers)
+  # word + position + token type tables, LayerNorm(E), projection E->H;
+  # the pooler H->H.
+  fixed = (V + c.max_position_embeddings + c.type_vocab_size) * E + 2 * E + (
+      E * H + H) + (H * H + H)
+  attention = 4 * (H * H + H) + 2 * H  # q, k, v, output dense; LayerNorm
+  ffn = (H * I + I) + (I * H + H) + 2 * H  # two dense layers; LayerNorm
+  return {"all": fixed + attention + ffn,
+          "attention": fixed + attention + L * ffn,
+          "ffn": fixed + L * attention + ffn,
+          "none": fixed + L * (attention + ffn)}
 
 
 def test_share_modes_match_paper_table_4():
@@ -121,12 +148,40 @@ def test_share_modes_match_paper_table_4():
     with keras.StatelessScope(initialize_variables=False):  # shapes only
       counts[share] = count_params(AlbertEncoder(base.replace(share=share)))
     keras.backend.clear_session()
-  # Embeddings + projection + pooler 4,595,712; attention sub-layer
-  # 2,363,904 and FFN sub-layer 4,723,968 per distinct copy (12 layers).
+  assert counts == _share_mode_counts(base)
   assert counts == {"all": 11_683_584, "attention": 63_647_232,
                     "ffn": 37_686_528, "none": 89_650_176}
   # Paper Table 4 (ALBERT base, E=128) rounds these to 12M, 64M, 38M, 89M.
   assert [round(counts[k] / 1e6) for k in ("all", "attention", "ffn")] == [12, 64, 38]
+
+
+@pytest.mark.parametrize("share", ["attention", "ffn", "none"])
+def test_share_mode_shares_exactly_its_sublayer(tiny_config, share):
+  config = tiny_config.replace(share=share)
+  encoder = AlbertEncoder(config)
+  blocks = encoder.blocks
+  assert len(blocks) == config.num_hidden_layers == 4
+  for kind in ("attention", "ffn"):
+    layers = [getattr(b, kind) for b in blocks]
+    distinct = {id(l) for l in layers}
+    variables = {id(v) for l in layers for v in l.weights}
+    if share == kind:  # one sub-layer object, the same variables every layer
+      assert distinct == {id(layers[0])}
+      assert variables == {id(v) for v in layers[0].weights}
+    else:  # one per layer, no variable in common
+      assert len(distinct) == 4
+      assert len(variables) == 4 * len(layers[0].weights)
+  assert count_params(encoder) == _share_mode_counts(config)[share]
+  # The layers apply their own sub-layers in order: the NumPy pass with the
+  # weights read from each layer's block gives the same output.
+  _randomize(encoder, seed=5)
+  feats = _inputs(config)
+  seq, pooled = numpy_reference.forward(
+      _numpy_weights(encoder), feats["input_ids"], feats["input_mask"],
+      feats["segment_ids"], 4, config.num_attention_heads)
+  out = encoder(feats)
+  assert_close_to_scale(out["sequence_output"].numpy(), seq, rel=1e-5)
+  assert_close_to_scale(out["pooled_output"].numpy(), pooled, rel=1e-5)
 
 
 def test_padding_does_not_change_real_positions(tiny_config):
@@ -151,12 +206,51 @@ def test_pretrainer_outputs_and_losses(tiny_config):
   model = AlbertPretrainer(tiny_config)
   feats = _inputs(tiny_config)
   feats["masked_lm_positions"] = np.array([[1, 2], [3, 0], [4, 5]], "int32")
-  out = model(feats)
-  assert out["mlm_logits"].shape == (3, 2, 60)
-  assert out["sop_logits"].shape == (3, 2)
   # MLM output matrix is tied to the word embeddings: no extra [V, E] matrix.
   extra = count_params(model) - count_params(model.encoder)
   assert extra == (16 * 8 + 8) + 2 * 8 + 60 + (16 * 2 + 2)
+  # Zero word embeddings (the tied output matrix) and a zero SOP dense: every
+  # logit is the head's bias, so the losses have closed forms.
+  from albert_tf.modeling.models import pretraining_losses
+  word = model.encoder.embedding.word_embeddings.embeddings
+  word.assign(np.zeros(word.shape, "float32"))
+  for v in model.sentence_order_head.dense.weights:
+    v.assign(np.zeros(v.shape, "float32"))
+  labels = {"masked_lm_ids": np.array([[7, 3], [7, 9], [0, 7]]),
+            "masked_lm_weights": np.array([[1, 1], [1, 0], [1, 1]], "float32"),
+            "next_sentence_labels": np.array([[0], [1], [1]])}
+  out = model(feats)
+  assert out["mlm_logits"].shape == (3, 2, 60)
+  np.testing.assert_array_equal(out["mlm_logits"], 0.0)
+  np.testing.assert_array_equal(out["sop_logits"], 0.0)
+  losses = pretraining_losses(out, labels)
+  # Uniform logits: log V per token (5 weighted, denominator 5 + 1e-5) and
+  # log 2 per example; argmax is id 0, which 1 of the 5 weighted ids is, and
+  # SOP label 0, which 1 of 3 is.
+  np.testing.assert_allclose(losses["masked_lm_loss"],
+                             5 * np.log(60) / (5 + 1e-5), rtol=1e-6)
+  np.testing.assert_allclose(losses["sentence_order_loss"], np.log(2),
+                             rtol=1e-6)
+  np.testing.assert_allclose(losses["masked_lm_accuracy"], 1 / 5, rtol=1e-6)
+  np.testing.assert_allclose(losses["sentence_order_accuracy"], 1 / 3,
+                             rtol=1e-6)
+  # Bias 2 on id 7 and 1 on SOP class 1: a target 7 costs log(59 + e^2) - 2,
+  # any other log(59 + e^2); label 1 costs log(1 + e) - 1, label 0 log(1 + e).
+  # The weight-0 prediction (id 9) is left out.
+  model.masked_lm_head.output_bias.assign(np.eye(60, dtype="float32")[7] * 2)
+  model.sentence_order_head.dense.bias.assign(np.array([0, 1], "float32"))
+  losses = pretraining_losses(model(feats), labels)
+  z = np.log(59 + np.exp(2))
+  mlm = (3 * (z - 2) + 2 * z) / (5 + 1e-5)
+  sop = np.log(1 + np.e) - 2 / 3
+  np.testing.assert_allclose(losses["masked_lm_loss"], mlm, rtol=1e-6)
+  np.testing.assert_allclose(losses["sentence_order_loss"], sop, rtol=1e-6)
+  np.testing.assert_allclose(losses["loss"], mlm + sop, rtol=1e-6)
+  np.testing.assert_allclose(losses["masked_lm_accuracy"], 3 / 5, rtol=1e-6)
+  np.testing.assert_allclose(losses["sentence_order_accuracy"], 2 / 3,
+                             rtol=1e-6)
+  assert (float(losses["masked_lm_count"]),
+          float(losses["sentence_order_count"])) == (5.0, 3.0)
 
 
 def test_pretrainer_fit_reduces_loss(tiny_config):

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from albert_tf.data import ner_data
+from albert_tf.data import conll, ner_data
 from albert_tf import run_ner
 from albert_tf.config import AlbertConfig
 from albert_tf.data.tokenization import load_tokenizer
@@ -57,7 +57,7 @@ def synthetic_sentences(n, seed, min_len=4, max_len=12):
       else:
         tokens.append(str(rng.choice(list(FILLER))))
         tags.append("O")
-    out.append(ner_data.Sentence(tokens, tags, 0))
+    out.append(conll.Sentence(tokens, tags, 0))
   return out
 
 
@@ -66,7 +66,7 @@ def write_conll(path, sentences, scheme="BIO", sep=" ", crlf=False,
   end = "\r\n" if crlf else "\n"
   with open(path, "w", encoding="utf-8", newline="") as f:
     for s in sentences:
-      tags = ner_data.convert(s.tags, "BIO", scheme) if s.tags else None
+      tags = conll.convert(s.tags, "BIO", scheme) if s.tags else None
       for i, token in enumerate(s.tokens):
         f.write(f"{token}{sep}{tags[i]}{end}" if with_tags and tags
                 else f"{token}{end}")
@@ -82,36 +82,66 @@ BIO_CASES = [
 ]
 
 
-@pytest.mark.parametrize("scheme", ner_data.SCHEMES)
+@pytest.mark.parametrize("scheme", conll.SCHEMES)
 def test_scheme_round_trip(scheme):
   for bio in BIO_CASES:
-    other = ner_data.convert(bio, "BIO", scheme)
-    assert ner_data.convert(other, scheme, "BIO") == bio
-    assert ner_data.spans(other, scheme) == ner_data.spans(bio, "BIO")
+    other = conll.convert(bio, "BIO", scheme)
+    assert conll.convert(other, scheme, "BIO") == bio
+    assert conll.spans(other, scheme) == conll.spans(bio, "BIO")
 
 
 def test_scheme_spellings():
   bio = BIO_CASES[0]
-  assert ner_data.convert(bio, "BIO", "BIOES") == [
+  assert conll.convert(bio, "BIO", "BIOES") == [
       "B-PER", "E-PER", "O", "S-LOC", "B-LOC", "I-LOC", "E-LOC", "O"]
-  assert ner_data.convert(bio, "BIO", "BMES") == [
+  assert conll.convert(bio, "BIO", "BMES") == [
       "B-PER", "E-PER", "O", "S-LOC", "B-LOC", "M-LOC", "E-LOC", "O"]
-  assert ner_data.convert(bio, "BIO", "IOB1") == [
+  assert conll.convert(bio, "BIO", "IOB1") == [
       "I-PER", "I-PER", "O", "I-LOC", "B-LOC", "I-LOC", "I-LOC", "O"]
 
 
-@pytest.mark.parametrize("scheme", ner_data.SCHEMES)
+@pytest.mark.parametrize("scheme", conll.SCHEMES)
 def test_scheme_detected(tmp_path, scheme):
   path = tmp_path / "x.txt"
-  write_conll(path, [ner_data.Sentence(["a", "b", "c", "d", "e", "f", "g",
+  write_conll(path, [conll.Sentence(["a", "b", "c", "d", "e", "f", "g",
                                         "h"], BIO_CASES[0], 0)], scheme)
-  assert ner_data.read_conll(str(path)).scheme == scheme
+  assert conll.read_conll(str(path)).scheme == scheme
 
 
 def test_predicted_tags_read_as_conlleval():
   # An I- after O starts an entity, as conlleval and seqeval read it.
-  assert ner_data.spans(["O", "I-PER", "I-PER", "I-LOC"], "BIO",
+  assert conll.spans(["O", "I-PER", "I-PER", "I-LOC"], "BIO",
                         strict=False) == [("PER", 1, 3), ("LOC", 3, 4)]
+
+
+def test_entity_metrics_per_type_by_hand():
+  gold = [["B-PER", "I-PER", "O", "B-LOC", "O", "B-PER"],
+          ["B-ORG", "I-ORG", "O", "B-LOC", "I-LOC", "O"],
+          ["O", "B-PER", "O"]]
+  predicted = [["B-PER", "I-PER", "O", "B-LOC", "O", "O"],
+               ["B-ORG", "I-ORG", "O", "B-LOC", "O", "B-LOC"],
+               ["B-ORG", "B-PER", "O"]]
+  # Gold: PER 0-2, LOC 3, PER 5 | ORG 0-2, LOC 3-5 | PER 1 (PER 3, LOC 2,
+  # ORG 1). Predicted: PER 0-2 ok, LOC 3 ok | ORG 0-2 ok, LOC 3-4 (gold is
+  # 3-5) wrong, LOC 5 wrong | ORG 0 wrong, PER 1 ok.
+  # PER: 2 right of 2 predicted, 3 gold: P 1, R 2/3, F1 0.8.
+  # LOC: 1 of 3 predicted, 2 gold: P 1/3, R 1/2, F1 0.4.
+  # ORG: 1 of 2 predicted, 1 gold: P 1/2, R 1, F1 2/3.
+  # All: 4 right of 7 predicted, 6 gold: P 4/7, R 2/3, F1 8/13.
+  # Tokens: 4 of 15 differ (S1 5; S2 4, 5; S3 0).
+  expected = {
+      "PER_precision": 1.0, "PER_recall": 2 / 3, "PER_f1": 0.8,
+      "PER_support": 3,
+      "LOC_precision": 1 / 3, "LOC_recall": 1 / 2, "LOC_f1": 0.4,
+      "LOC_support": 2,
+      "ORG_precision": 1 / 2, "ORG_recall": 1.0, "ORG_f1": 2 / 3,
+      "ORG_support": 1,
+      "entity_precision": 4 / 7, "entity_recall": 2 / 3,
+      "entity_f1": 8 / 13, "token_accuracy": 11 / 15,
+      "num_sentences": 3, "num_tokens": 15, "num_gold_entities": 6,
+      "num_predicted_entities": 7}
+  metrics = ner_data.entity_metrics(gold, predicted)
+  assert metrics == pytest.approx(expected, rel=1e-12)
 
 
 # ------------------------------------------------------------ reading
@@ -119,7 +149,7 @@ def test_reader_crlf_bom_docstart_tabs_and_words(tmp_path):
   path = tmp_path / "x.txt"
   path.write_bytes("\ufeff-DOCSTART- -X- O\r\n\r\nalpha\tNNP\tB-PER\r\n"
                    "beta\tVB\tO\r\n\r\n\r\ngamma\tNN\tB-LOC\r\n".encode())
-  data = ner_data.read_conll(str(path))
+  data = conll.read_conll(str(path))
   assert [s.tokens for s in data.sentences] == [["alpha", "beta"], ["gamma"]]
   assert [s.tags for s in data.sentences] == [["B-PER", "O"], ["B-LOC"]]
   assert data.docstarts == 1 and data.scheme == "BIO"
@@ -144,8 +174,8 @@ def test_reader_errors_name_file_and_line(tmp_path, content, message):
   path = tmp_path / "x.txt"
   path.write_bytes(content.encode("utf-8", "surrogateescape")
                    if "\xff" not in content else content.encode("latin-1"))
-  with pytest.raises(ner_data.DataError) as e:
-    ner_data.read_conll(str(path))
+  with pytest.raises(conll.DataError) as e:
+    conll.read_conll(str(path))
   assert message in str(e.value)
   assert "\n" not in str(e.value)
 
@@ -153,14 +183,14 @@ def test_reader_errors_name_file_and_line(tmp_path, content, message):
 def test_forced_scheme_rejects_what_it_does_not_allow(tmp_path):
   path = tmp_path / "x.txt"
   path.write_text("a S-PER\n", encoding="utf-8")
-  with pytest.raises(ner_data.DataError, match=r"x.txt:1: 'S-PER' is not a "
+  with pytest.raises(conll.DataError, match=r"x.txt:1: 'S-PER' is not a "
                      "BIO tag"):
-    ner_data.read_conll(str(path), "BIO")
+    conll.read_conll(str(path), "BIO")
   # Valid IOB1 (detected as such), but not IOB2 when that is what is asked.
   path.write_text("a O\nb I-PER\n", encoding="utf-8")
-  assert ner_data.read_conll(str(path)).scheme == "IOB1"
-  with pytest.raises(ner_data.DataError, match=r"x.txt:2: 'I-PER' after 'O'"):
-    ner_data.read_conll(str(path), "IOB2")
+  assert conll.read_conll(str(path)).scheme == "IOB1"
+  with pytest.raises(conll.DataError, match=r"x.txt:2: 'I-PER' after 'O'"):
+    conll.read_conll(str(path), "IOB2")
 
 
 # ------------------------------------------------------------ windows
@@ -169,7 +199,7 @@ def test_alignment_oracle_long_sentences_and_pieces(workdir):
   tok = tokenizer(workdir)
   sentences = synthetic_sentences(20, seed=3, min_len=30, max_len=90)
   # Word tokens of several pieces, and one sentence 3x the window.
-  sentences.append(ner_data.Sentence(
+  sentences.append(conll.Sentence(
       ["alpha", "beta", "abc", "gamma", "delta"] * 4,
       ["B-ORG", "I-ORG", "O", "B-PER", "O"] * 4, 0))
   max_seq_length = 16
@@ -210,7 +240,7 @@ def test_window_starts_cover_everything():
 
 def test_only_first_piece_labelled(workdir):
   tok = tokenizer(workdir)
-  sentence = ner_data.Sentence(["alpha", "的"], ["B-PER", "O"], 0)
+  sentence = conll.Sentence(["alpha", "的"], ["B-PER", "O"], 0)
   labels = ner_data.bio_label_list(["PER"])
   windows = ner_data.encode_sentences([sentence], tok, {
       t: i for i, t in enumerate(labels)}, 8, 3)
@@ -272,15 +302,21 @@ def test_run_ner_learns_and_reports_seqeval_f1(trained):
   out = root / "out"
   eval_results = json.loads((out / "eval_results.json").read_text())
   assert eval_results["split"] == "dev"
-  for key in ("entity_precision", "entity_recall", "entity_f1", "PER_f1",
-              "LOC_f1", "ORG_f1", "test_entity_f1"):
-    assert key in eval_results
+  # Per type, the gold entities counted from the B- tags written to the dev
+  # and test files (synthetic_sentences tags in BIO).
+  import collections  # pylint: disable=g-import-not-at-top
+  for prefix, sentences in (("", synthetic_sentences(60, seed=2)),
+                            ("test_", test)):
+    counts = collections.Counter(t[2:] for s in sentences for t in s.tags
+                                 if t.startswith("B-"))
+    assert {k: eval_results[f"{prefix}{k}_support"] for k in counts} == counts
+    assert eval_results[f"{prefix}num_gold_entities"] == sum(counts.values())
   assert eval_results["entity_f1"] > 0.9, eval_results
   rows = read_predictions(out / "test_predictions.txt")
   # Exactly the input tokens, in order, with gold in the file's scheme.
   assert [[r[0] for r in s] for s in rows] == [s.tokens for s in test]
   assert [[r[1] for r in s] for s in rows] == [
-      ner_data.convert(s.tags, "BIO", "BIOES") for s in test]
+      conll.convert(s.tags, "BIO", "BIOES") for s in test]
   assert all(len(r) == 3 for s in rows for r in s)
   from seqeval.metrics import f1_score
   f1_from_file = f1_score([[r[1] for r in s] for s in rows],
@@ -288,8 +324,10 @@ def test_run_ner_learns_and_reports_seqeval_f1(trained):
   assert 0.5 < f1_from_file < 1.0
   assert eval_results["test_entity_f1"] == pytest.approx(f1_from_file,
                                                          abs=1e-12)
-  info = json.loads((out / "tagger_config.json").read_text())
-  assert info["tag_scheme"] == "BIOES" and info["token_level"] == "char"
+  info = json.loads((out / "task_record.json").read_text())
+  assert info["task"] == "tagging"
+  assert info["task_config"]["tag_scheme"] == "BIOES"
+  assert info["task_config"]["token_level"] == "char"
   assert info["label_list"][0] == "O" and len(info["label_list"]) == 7
   assert result["data"]["test"]["long_sentences"] > 0
 
@@ -316,7 +354,7 @@ def test_run_ner_unknown_type_in_dev_names_line(trained, workdir, tmp_path):
   data.mkdir()
   (data / "dev.txt").write_text("张 B-PER\n的 O\n\n社 B-XYZ\n",
                                 encoding="utf-8")
-  with pytest.raises(ner_data.DataError, match=r"dev.txt:4: entity type "
+  with pytest.raises(conll.DataError, match=r"dev.txt:4: entity type "
                      "'XYZ' is not among the model's"):
     run_ner.run(**options(workdir, data, tmp_path / "o",
                           init_checkpoint=str(root / "out"),
@@ -330,8 +368,8 @@ def test_run_ner_eval_only_without_tags_says_where_they_come_from(
   data = tmp_path / "data"
   data.mkdir()
   (data / "dev.txt").write_text("张 B-PER\n的 O\n", encoding="utf-8")
-  with pytest.raises(ner_data.DataError, match=r"train.txt: no such file, "
-                     "and no tagger_config.json beside --init_checkpoint"):
+  with pytest.raises(conll.DataError, match=r"train.txt: no such file, "
+                     "and no task_record.json beside --init_checkpoint"):
     run_ner.run(**options(workdir, data, tmp_path / "o", do_train=False,
                           do_eval=True))
   assert not os.path.exists(tmp_path / "o")

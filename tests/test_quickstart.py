@@ -109,27 +109,46 @@ def test_quick_start_runs_as_written(tmp_path):
 
   # The classes came from train.tsv's text labels, not a regression.
   import json  # pylint: disable=g-import-not-at-top
-  info = json.loads((tmp_path / "clf" / "classifier_config.json").read_text())
+  info = json.loads((tmp_path / "clf" / "task_record.json").read_text())
   assert info["label_list"] == ["negative", "positive"]
-  assert not info["is_regression"]
+  assert info["task"] == "classification"
 
   # The SavedModel serves text; the .tflite runs in LiteRT.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-  loaded = tf.saved_model.load(str(tmp_path / "saved_models" / "my_clf" / "1"))
-  out = loaded.signatures["serve_text"](
-      text=tf.constant(["the bright summer garden", "a cold winter road"]))
-  probs = out["probabilities"].numpy()
-  assert probs.shape == (2, 2)
-  np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-5)
-
+  # Both against the fine-tuned Keras classifier restored from clf/, fed by
+  # the Python tokenizer stored in the export.
   from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
-  interpreter = Interpreter(model_path=str(tmp_path / "my_clf.tflite"))
-  interpreter.allocate_tensors()
-  for detail in interpreter.get_input_details():
-    interpreter.set_tensor(detail["index"], np.ones(detail["shape"],
-                                                   detail["dtype"]))
-  interpreter.invoke()
-  logits = [interpreter.get_tensor(d["index"])
-            for d in interpreter.get_output_details()]
-  assert any(l.shape[-1] == 2 and np.isfinite(l).all() for l in logits)
+  from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.classifier_data import encode_pair  # pylint: disable=g-import-not-at-top
+  from albert_tf.export_tflite import read_export_metadata, tokenizer_of  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling.models import AlbertClassifier  # pylint: disable=g-import-not-at-top
+  from albert_tf.training.checkpoints import restore_weights  # pylint: disable=g-import-not-at-top
+  texts = ["the bright summer garden", "a cold winter road"]
+  saved_model = str(tmp_path / "saved_models" / "my_clf" / "1")
+  metadata = read_export_metadata(saved_model)
+  tokenizer = tokenizer_of(saved_model, metadata)
+  rows = [encode_pair(tokenizer, t, None, metadata["max_seq_length"])[:3]
+          for t in texts]
+  features = {name: np.array([r[i] for r in rows], np.int32) for i, name in
+              enumerate(("input_ids", "input_mask", "segment_ids"))}
+  model = AlbertClassifier(AlbertConfig.from_json_file(
+      tmp_path / "clf" / "albert_config.json"), 2)
+  model(features)  # built, so that every part is restored
+  restore_weights(str(tmp_path / "clf"), model)
+  keras_probs = tf.nn.softmax(model(features)["logits"]).numpy()
+
+  loaded = tf.saved_model.load(saved_model)
+  out = loaded.signatures["serve_text"](text=tf.constant(texts))
+  # Float32 graphs of the same weights; the in-graph tokenizer must give the
+  # Python tokenizer's ids for the probabilities to agree.
+  np.testing.assert_allclose(out["probabilities"].numpy(), keras_probs,
+                             atol=1e-5)
+
+  runner = Interpreter(model_path=str(tmp_path / "my_clf.tflite")
+                       ).get_signature_runner("serving_default")
+  tflite_probs = np.concatenate([
+      runner(**{k: v[i:i + 1] for k, v in features.items()})["probabilities"]
+      for i in range(len(texts))])
+  # --quantize=dynamic: int8 weights, tests/test_tflite.py's bound.
+  np.testing.assert_allclose(tflite_probs, keras_probs, atol=5e-2)

@@ -96,7 +96,7 @@ def test_sentiment_end_to_end(workdir):
              for e in train_log)
   rows = (out / "test_results.tsv").read_text().splitlines()
   assert rows[0] == "index\tprediction\tprob_0\tprob_1" and len(rows) == 33
-  for name in ("albert_config.json", "vocab.txt", "classifier_config.json",
+  for name in ("albert_config.json", "vocab.txt", "task_record.json",
                "checkpoint", "best/checkpoint", "run_fingerprint.json"):
     assert (out / name).exists(), name
 
@@ -229,30 +229,35 @@ def test_encoding_and_truncation(workdir):
   assert features["label_ids"].tolist() == [1, 0]
 
 
-def test_metrics_match_the_libraries():
-  from scipy import stats
-  from sklearn import metrics
-  rng = np.random.default_rng(0)
-  x, y = rng.normal(size=50), rng.normal(size=50)
-  x[:5] = x[5]  # ties
-  result = compute_metrics(cd.get_task("sts-b"), y, x)
-  assert result["spearman"] == pytest.approx(stats.spearmanr(x, y)[0])
-  assert result["pearson"] == pytest.approx(stats.pearsonr(x, y)[0])
-  assert result["eval_metric"] == pytest.approx(
-      (result["pearson"] + result["spearman"]) / 2)
+def test_metrics_on_hand_computed_examples():
+  # scores s = [1, 2, 2, 3, 7], labels l = [1, 3, 2, 4, 5]; both means 3.
+  # Pearson: s - 3 = [-2, -1, -1, 0, 4], l - 3 = [-2, 0, -1, 1, 2]:
+  #   sum of products 4 + 0 + 1 + 0 + 8 = 13, sums of squares 22 and 10,
+  #   r = 13 / sqrt(220) = 0.876460.
+  # Spearman: ranks of s [1, 2.5, 2.5, 4, 5] (the tie shares 2 and 3), of l
+  #   [1, 3, 2, 4, 5]; minus the mean 3: [-2, -.5, -.5, 1, 2] and
+  #   [-2, 0, -1, 1, 2]: products 9.5, squares 9.5 and 10,
+  #   rho = 9.5 / sqrt(95) = sqrt(0.95) = 0.974679.
+  scores, labels = np.array([1, 2, 2, 3, 7.0]), np.array([1, 3, 2, 4, 5.0])
+  result = compute_metrics(cd.get_task("sts-b"), labels, scores)
+  assert result["pearson"] == pytest.approx(13 / np.sqrt(220), rel=1e-12)
+  assert result["spearman"] == pytest.approx(np.sqrt(0.95), rel=1e-12)
+  assert result["eval_metric"] == result["corr"] == pytest.approx(
+      (13 / np.sqrt(220) + np.sqrt(0.95)) / 2, rel=1e-12)
+  assert result["num_examples"] == 5
   # A constant prediction has no correlation (not nan, which never wins).
-  assert compute_metrics(cd.get_task("sts-b"), y, np.ones(50))["corr"] == 0.0
+  assert compute_metrics(cd.get_task("sts-b"), labels, np.ones(5))["corr"] == 0.0
 
   labels = np.array([1, 1, 0, 0, 1, 0])
   logits = np.array([[0, 1], [1, 0], [0, 1], [1, 0], [0, 1], [1, 0]])
   result = compute_metrics(cd.get_task("mrpc"), labels, logits)
   assert result["accuracy"] == pytest.approx(4 / 6)
   assert result["f1"] == pytest.approx(2 / 3)  # tp 2, fp 1, fn 1
-  # CoLA is scored by Matthews correlation, as in the original.
+  # CoLA is scored by Matthews correlation, as in the original:
+  # (tp tn - fp fn) / sqrt((tp + fp)(tp + fn)(tn + fp)(tn + fn)) with tp 2,
+  # tn 2, fp 1, fn 1 = 3 / 9.
   result = compute_metrics(cd.get_task("cola"), labels, logits)
-  assert result["mcc"] == pytest.approx(
-      metrics.matthews_corrcoef(labels, logits.argmax(-1)))
-  assert result["mcc"] == pytest.approx(1 / 3)
+  assert result["mcc"] == pytest.approx(1 / 3, rel=1e-12)
   assert result["eval_metric"] == result["mcc"]
 
 
@@ -268,7 +273,8 @@ def test_labelled_tsv_test_split_is_scored(workdir, tmp_path):
   result = run_classifier.run(
       task_name="tsv", data_dir=str(tmp_path), output_dir=str(out),
       text_a_column="review", label_column="label", label_list="neg,pos",
-      train_step=4, do_predict=True, **base_options(workdir))
+      train_step=4, do_train=True, do_eval=True, do_predict=True,
+      **base_options(workdir))
   saved = json.loads((out / "eval_results.json").read_text())
   assert saved["test_num_examples"] == 12
   assert saved["test_accuracy"] == result["test"]["accuracy"]
@@ -286,7 +292,7 @@ def test_labelled_tsv_test_split_is_scored(workdir, tmp_path):
   result = run_classifier.run(
       task_name="tsv", data_dir=str(tmp_path), output_dir=str(out),
       text_a_column="review", label_column="label", label_list="neg,pos",
-      train_step=4, do_train=False, do_predict=True,
+      train_step=4, do_train=False, do_eval=True, do_predict=True,
       **base_options(workdir))
   assert "test" not in result
   assert len((out / "test_results.tsv").read_text().splitlines()) == 13

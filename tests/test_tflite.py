@@ -26,6 +26,7 @@ from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
 from albert_tf import export_tflite
 from albert_tf.config import AlbertConfig
+from albert_tf.modeling.models import AlbertClassifier
 from tests import deploy_fixtures as fx
 
 MAX_SEQ = 64
@@ -39,7 +40,7 @@ def exported(tmp_path_factory):
   tokenizer = tokenization.load_tokenizer(spm_model_file=spm_file)
   config = AlbertConfig.from_preset("albert_tiny_zh").replace(
       vocab_size=tokenizer.vocab_size)
-  model = export_lib.build_model("classifier", config, num_labels=2)
+  model = AlbertClassifier(config, num_labels=2)
   prefix = str(root / "ck" / "ckpt-1")
   checkpoints.save_weights(model, prefix, config)
   path = export_lib.export(checkpoint=prefix, export_dir=str(root / "sm"),
@@ -70,7 +71,18 @@ def test_tflite_matches_keras(quantize, exported):
       for n in ("input_ids", "input_mask", "segment_ids")]
   assert {o["name"] for o in info["outputs"]} == {"logits", "probabilities"}
   with open(output[:-len(".tflite")] + ".json", encoding="utf-8") as f:
-    assert json.load(f)["normalization"]
+    # What an app must do to text before the model: SentencePiece, lower case.
+    assert json.load(f)["normalization"] == [
+        "collapse every run of whitespace (Python str.isspace) to one "
+        "space; strip leading/trailing whitespace",
+        "replace `` and '' with \"", "Unicode NFKD",
+        "drop combining characters (unicodedata.combining != 0)", "lowercase",
+        "SentencePiece encode (the model's own normalizer runs inside); a "
+        "piece ending in <digit>',' is re-encoded without the ',' and "
+        "followed by ','",
+        "pack [CLS] a [SEP] (b [SEP]); truncate the longer segment first to "
+        "max_seq_length; pad with the pad id; input_mask 1 for real tokens; "
+        "segment_ids 0 for a, 1 for b"]
   assert os.path.exists(os.path.join(os.path.dirname(output), "spm.model"))
 
   runner = Interpreter(model_path=output).get_signature_runner(
