@@ -38,7 +38,8 @@ PRETRAIN_FLAGS = "configs/pretrain_albert_tiny_zh_demo.flags"
 # step near 1 s on 2 cores; 10 predictions = 15% of 64.
 SEQ, PREDS = 64, 10
 
-# Budgets per mode. "full" is what README reports; "fast" is the smoke run.
+# Budgets per mode. "full" is what docs/demo_report_full.md reports; "fast"
+# is the smoke run.
 BUDGETS = {
     "full": {"max_documents": 0, "max_reviews": 0, "vocab_size": 8000,
              "dupe_factor": 2, "pretrain_steps": 720,
@@ -71,7 +72,8 @@ BUDGETS = {
               "bench_batch": 2, "bench_repetitions": 1},
 }
 
-# Measured wall-clock seconds per stage on the 2-core machine (README).
+# Wall-clock seconds per stage on a 2-core CPU, for the progress estimates
+# (measured runs: docs/demo_report_full.md).
 ESTIMATES = {
     "full": {"corpus": 20, "vocab": 55, "tfrecords": 30, "pretrain": 800,
              "eval": 20, "finetune": 380, "ner": 450, "export": 25, "tflite": 20,

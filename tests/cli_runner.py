@@ -1,19 +1,19 @@
 """`python -m <module> ...` for the tests, without paying start-up each time.
 
-Every command-line test pays Python + TensorFlow + Keras start-up (4.3 s of
-user CPU for `python -c "import tensorflow, keras"` on the AMD EPYC test
-machine) before the first line of ours runs. A zygote process imports them
-once and forks one child per command (copy-on-write), which runs the
-module as `python -m` would: its own argv, working directory, environment,
-stdout and stderr, exit code, thread joins and atexit handlers. The zygote
-runs no TensorFlow op, so the child starts with no TF thread pools and
-builds its own, as a fresh process would. Forking a process that has
-threads is safe only for threads that hold no lock at the fork: after the
-imports the zygote has OpenBLAS's idle pool thread (it registers fork
-handlers) and one idle TensorFlow thread, and `serve` stops if more appear.
-What a fork does not reproduce: Python's finalisation and C++ static
-destructors at exit (the child leaves with os._exit); a test about how a
-process ends must use `subprocess`.
+Every command-line test pays Python + TensorFlow + Keras start-up (several
+seconds of CPU for `import tensorflow, keras`; the figure is in
+benchmarks/README.md, "Test-suite time") before the first line of ours runs.
+A zygote process imports them once and forks one child per command
+(copy-on-write), which runs the module as `python -m` would: its own argv,
+working directory, environment, stdout and stderr, exit code, thread joins
+and atexit handlers. The zygote runs no TensorFlow op, so the child starts
+with no TF thread pools and builds its own, as a fresh process would.
+Forking a process that has threads is safe only for threads that hold no
+lock at the fork: after the imports the zygote has OpenBLAS's idle pool
+thread (it registers fork handlers) and one idle TensorFlow thread, and
+`serve` stops if more appear. What a fork does not reproduce: Python's
+finalisation and C++ static destructors at exit (the child leaves with
+os._exit); a test about how a process ends must use `subprocess`.
 
 Written by hand: multiprocessing's "forkserver" start method has the same
 idea, but runs Python functions, not modules with their own flags and exit
