@@ -77,6 +77,9 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   config, pretrainer, report, heads = reader(checkpoint, albert_config_file)
   parts = {"encoder": pretrainer.encoder}
   parts.update({h: getattr(pretrainer, h) for h in heads})
+  checkpoints.check_finite([v for part in parts.values()
+                            for v in part.variables],
+                           f"--checkpoint={checkpoint}")
   os.makedirs(output_dir, exist_ok=True)
   path = tf.train.Checkpoint(**parts).save(os.path.join(output_dir, "ckpt"))
   config.to_json_file(os.path.join(output_dir, checkpoints.CONFIG_NAME))

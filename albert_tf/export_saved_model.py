@@ -62,7 +62,7 @@ from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.serving import saved_model
 from albert_tf.tasks.record import RECORD_FILE, ModelInfo
 from albert_tf.training import resolution
-from albert_tf.training.checkpoints import restore_weights
+from albert_tf.training.checkpoints import check_finite, restore_weights
 
 ENCODER = "encoder"  # --model without a task: the encoder's outputs
 
@@ -145,6 +145,7 @@ def _restore(checkpoint, keras_model, model):
         f"{', '.join(report['missing'])}: it cannot be exported as "
         f"--model={model} (export it as --model=encoder, or give a "
         "checkpoint written by the matching training script)")
+  check_finite(keras_model, f"--checkpoint={report['prefix']}")
   return report
 
 

@@ -52,6 +52,7 @@ from albert_tf.data import ner_data
 from albert_tf.data.classifier_data import encode_pair
 from albert_tf.serving.saved_model import METADATA_FILE
 from albert_tf.tasks.record import ModelInfo
+from albert_tf.training.checkpoints import check_finite
 from albert_tf.features import ENCODER_INPUTS, MASKED_LM_POSITIONS
 from albert_tf.data.tokenization import load_tokenizer
 
@@ -119,6 +120,7 @@ def _fixed_shape_saved_model(saved_model_dir, out_dir, max_seq_length,
   # The source SavedModel also holds serve_text; loading it needs the ops.
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   loaded = tf.saved_model.load(saved_model_dir)
+  check_finite(loaded.variables, f"--saved_model={saved_model_dir}")
   serving = loaded.signatures["serving_default"]
   # The ids, then what else the task's serving_default takes (a
   # pretrainer's masked_lm_positions: [1, max_predictions]).

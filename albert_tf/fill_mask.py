@@ -22,7 +22,7 @@ from albert_tf import features as F
 from albert_tf import settings
 from albert_tf.training import resolution
 from albert_tf.serving.fill_mask_graph import MaskedTextTokenizer, predict_masks
-from albert_tf.training.checkpoints import restore_weights
+from albert_tf.training.checkpoints import check_finite, restore_weights
 from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.data.tokenization import MASK_TOKEN, SPM_UNDERLINE
 
@@ -76,6 +76,7 @@ def load(checkpoint, albert_config_file=None, spm_model_file=None,
         f"--checkpoint={report['prefix']} has no masked_lm_head: fill-mask "
         "needs a checkpoint written by run_pretraining (or converted with "
         "its MLM head)")
+  check_finite(model, f"--checkpoint={report['prefix']}")
   return model, tokenizer
 
 

@@ -3,7 +3,8 @@
     MetricsLogger   every log_steps: a log line with the ETA, TensorBoard
                     scalars (output_dir/train/) and a train_log.jsonl record
     CheckpointSaver a checkpoint at the end of every Keras epoch (= every
-                    checkpoint interval)
+                    checkpoint interval), of finite weights only
+    StopOnNonFiniteLoss  a NaN or inf training loss stops fit with one line
 
 plus what a resumed run does with what an interrupted one left: log lines
 past its checkpoint, temporaries of a save that was killed.
@@ -133,19 +134,68 @@ class MetricsLogger(keras.callbacks.Callback):
       f.write(json.dumps(record) + "\n")
 
 
-class CheckpointSaver(keras.callbacks.Callback):
-  """Saves at the end of every Keras epoch (= every checkpoint interval)."""
+def _not_saved(manager) -> str:
+  """What is left on disk when training stops on non-finite values."""
+  latest = manager.latest_checkpoint
+  return ("stopped without saving this step; " +
+          (f"the last finite checkpoint, {latest}, is kept" if latest else
+           "no checkpoint was written") +
+          " (a lower --learning_rate?)")
 
-  def __init__(self, manager, on_save=None):
+
+class StopOnNonFiniteLoss(keras.callbacks.TerminateOnNaN):
+  """Keras's TerminateOnNaN, raising a one-line error with the step and the
+  learning rate before anything saves or logs the step.
+
+  It reads the loss fit already logs at the end of each step execution (the
+  epoch's running mean: a NaN or inf in any step of the execution shows in
+  it), so the check costs nothing.
+  """
+
+  def __init__(self, schedule, manager):
+    super().__init__(raise_error=True)
+    self.schedule = schedule
+    self.manager = manager
+
+  def on_batch_end(self, batch, logs=None):
+    try:
+      super().on_batch_end(batch, logs)
+    except RuntimeError:
+      step = int(self.model.optimizer.iterations.numpy())
+      calls = self.model.steps_per_execution
+      where = (f"; steps {step - calls + 1}-{step} ran as one "
+               "--iterations_per_loop call" if calls > 1 else "")
+      loss = float(np.mean(logs["loss"]))  # [1] under MultiWorkerMirrored
+      rate = float(self.schedule(step - 1))
+      raise checkpoints.NonFiniteError(
+          f"training loss is {loss} at step {step} (learning rate {rate:g}"
+          f"{where}): {_not_saved(self.manager)}") from None
+
+
+class CheckpointSaver(keras.callbacks.Callback):
+  """Saves at the end of every Keras epoch (= every checkpoint interval),
+  never weights that are not finite (a finite loss does not prove them so:
+  the step's update comes after it)."""
+
+  def __init__(self, manager, on_save=None, schedule=None):
     super().__init__()
     self.manager = manager
     self.on_save = on_save
+    self.schedule = schedule
 
   def on_epoch_end(self, epoch, logs=None):
     step = int(self.model.optimizer.iterations.numpy())
     latest = self.manager.latest_checkpoint
     if latest and latest.endswith(f"-{step}"):
       return
+    where = f"after step {step}"
+    if self.schedule:
+      where += f" (learning rate {float(self.schedule(step - 1)):g})"
+    try:
+      checkpoints.check_finite(self.model.trainable_variables, where)
+    except checkpoints.NonFiniteError as e:
+      raise checkpoints.NonFiniteError(
+          f"{e}: {_not_saved(self.manager)}") from None
     path = self.manager.save(checkpoint_number=step)
     logging.info("Saved checkpoint %s", path)
     if self.on_save:

@@ -82,6 +82,46 @@ def make_checkpoint(model, **extra):
   return tf.train.Checkpoint(**model_parts(model), **extra)
 
 
+class NonFiniteError(ValueError):
+  """Weights or a training loss that are NaN or inf (one line for the CLIs)."""
+
+
+def _variable_name(variable):
+  return getattr(variable, "path", None) or variable.name.split(":")[0]
+
+
+def check_finite(model_or_variables, where):
+  """Raises NonFiniteError if a floating-point variable holds NaN or inf.
+
+  Args:
+    model_or_variables: a model, layer or module (its `variables`), or a
+      list of variables.
+    where: what holds them, for the message (e.g. "--checkpoint=…").
+  Raises:
+    NonFiniteError: naming the first variable that is not finite, how many
+      of its values are NaN and inf, and how many variables are affected.
+  """
+  variables = getattr(model_or_variables, "variables", model_or_variables)
+  variables = [v for v in variables if tf.as_dtype(v.dtype).is_floating]
+  if not variables:
+    return
+  # One reduction when all is well, as at every checkpoint save; the
+  # per-variable counts only once something is wrong.
+  if bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v))
+                         for v in variables])):
+    return
+  bad = [v for v in variables if not bool(tf.reduce_all(
+      tf.math.is_finite(v)))]
+  first = bad[0]
+  nan = int(tf.reduce_sum(tf.cast(tf.math.is_nan(first), tf.int64)))
+  inf = int(tf.reduce_sum(tf.cast(tf.math.is_inf(first), tf.int64)))
+  others = (f" (and {len(bad) - 1} more of the {len(variables)} variables)"
+            if len(bad) > 1 else "")
+  raise NonFiniteError(
+      f"{where}: the weights are not finite: {_variable_name(first)} has "
+      f"{nan} NaN and {inf} inf of its {int(tf.size(first))} values{others}")
+
+
 def save_weights(model, prefix, config=None):
   """Writes a weights-only checkpoint (and albert_config.json) at `prefix`."""
   path = make_checkpoint(model).write(prefix)

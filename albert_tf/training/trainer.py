@@ -14,6 +14,9 @@ metrics, predictions):
     tf.train.CheckpointManager in output_dir (the latest `keep` of them). A
     SIGKILL at any moment loses at most the steps since the last one; the
     same command resumes there, at the same learning rate;
+  * a NaN or inf training loss stops the run with one line (step, loss,
+    learning rate), and weights that are not finite are never saved nor
+    restored: the latest checkpoint stays the last finite one;
   * one Keras "epoch" is one checkpoint interval, so the progress bar counts
     the steps to the next checkpoint; the log line adds the run's ETA;
   * eval at checkpoints (when the settings ask), and the best checkpoint by
@@ -204,6 +207,10 @@ class Trainer:
             f"--init_checkpoint={init_checkpoint} does not fit the model "
             f"config: {e}") from None
       logging.info("Initialised weights from %s: %s", init_checkpoint, report)
+    if resumed or init_checkpoint:
+      checkpoints.check_finite(
+          self.model.trainable_variables,
+          resumed or f"--init_checkpoint={init_checkpoint}")
     elif not training:
       raise ValueError(
           f"--output_dir={self.output_dir} holds no checkpoint and no "
@@ -262,12 +269,16 @@ class Trainer:
     log_steps = math.ceil(s.log_steps / self.steps_per_execution) * (
         self.steps_per_execution)
     fit_callbacks = [
+        # First: a non-finite loss stops before the step is logged or saved.
+        callbacks.StopOnNonFiniteLoss(self.schedule, self.manager),
         callbacks.MetricsLogger(
             self.output_dir, self.schedule, log_steps=log_steps,
             batch_size=s.train_batch_size, num_train_steps=s.num_train_steps,
             seq_length=s.seq_length, write=self.chief),
-        callbacks.CheckpointSaver(self.manager, on_save=(
-            lambda step: self.evaluate()) if s.eval_at_checkpoints else None),
+        callbacks.CheckpointSaver(
+            self.manager, schedule=self.schedule, on_save=(
+                lambda step: self.evaluate()) if s.eval_at_checkpoints
+            else None),
     ]
     for steps_per_epoch, epochs in segments(self.step, s.num_train_steps,
                                             s.checkpoint_steps):
