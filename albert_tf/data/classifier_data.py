@@ -149,6 +149,13 @@ def make_tsv_task(text_a_column, label_column=None, text_b_column=None,
   if not has_header and any(isinstance(c, str) for c in (a, b, label)):
     raise ValueError("named columns need a header line (has_header=True)")
   labels = tuple(label_list) if label_list else None
+  twice = sorted({x for x in labels or () if labels.count(x) > 1})
+  if twice:
+    # Each label is one output column: a repeated one would be two classes
+    # of one name, and the second could never be predicted by name.
+    raise ValueError(f"--label_list={','.join(labels)}: "
+                     f"{', '.join(map(repr, twice))} given more than once "
+                     "(each label once)")
   if labels is not None and len(set(labels)) < 2:
     raise ValueError(f"--label_list={','.join(labels)}: a classifier needs "
                      "at least two classes")

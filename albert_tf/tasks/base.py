@@ -17,7 +17,7 @@ for every task.
 """
 
 import math
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import keras
 import numpy as np
@@ -36,6 +36,9 @@ class Task:
   best_metric: Optional[str] = None
   #: export_saved_model's --model value that means this family.
   export_name: str = ""
+  #: What `predict` writes in output_dir: --overwrite deletes these along
+  #: with the trainer's files (`albert_tf.training.output_dir.RUN_FILES`).
+  output_files: Tuple[str, ...] = ()
 
   def build_model(self, config) -> keras.Model:
     """The Keras model of this task (random weights; the trainer restores)."""

@@ -72,6 +72,7 @@ class ClassificationTask(Task):
 
   best_metric = "eval_metric"
   export_name = "classifier"
+  output_files = (PREDICTIONS_FILE,)
 
   def __init__(self, spec: cd.TaskSpec, tokenizer, data_dir: str,
                max_seq_length: int, eval_batch_size: int = 64,

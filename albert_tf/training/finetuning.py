@@ -85,7 +85,8 @@ class FinetuneOptions(runtime.StrategySettings):
   jit_compile: bool = settings.field(False, "XLA-compile the train step.")
   overwrite: bool = settings.field(
       False, "Start over in an --output_dir that holds a run with other "
-      "settings (deletes its files).")
+      "settings (deletes that run's checkpoints, logs, events and results; "
+      "other files there stay).")
   predict_batch_size: int = settings.field(
       0, "Batch for --do_predict (original name; 0: --eval_batch_size).")
   save_checkpoints_steps: int = settings.field(
@@ -131,7 +132,7 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
   fingerprint = output_dir.make_fingerprint(
       task_fingerprint, config, task.tokenizer,
       settings.optimizer_fingerprint() if o.do_train else None,
-      o.mixed_precision)
+      o.mixed_precision, o.train_batch_size)
   output_dir.check_output_dir(o.output_dir, fingerprint, o.overwrite)
   result = {"output_dir": o.output_dir, "data": data_stats}
 
@@ -139,8 +140,9 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
   # Held until this function returns: no second run writes here meanwhile.
   lock = None
   if chief:
-    lock = output_dir.prepare_output_dir(o.output_dir, fingerprint,
-                                         o.overwrite)
+    lock = output_dir.prepare_output_dir(
+        o.output_dir, fingerprint, o.overwrite,
+        keep=(task.tokenizer.model_file, o.albert_config_file))
     # An eval- or predict-only run leaves what training recorded alone.
     if o.do_train or record.read_beside(o.output_dir) is None:
       write_run_files(o.output_dir, config, task)

@@ -1,19 +1,27 @@
-"""An output_dir belongs to one run: its fingerprint and its lock.
+"""An output_dir belongs to one run: its fingerprint, its lock, its files.
 
 The fingerprint is what a run in an output_dir was started with. A rerun
-with another architecture, task, tokenizer or optimizer stops with one line
-instead of resuming from weights that mean something else.
+with another architecture, task, tokenizer, optimizer or batch size stops
+with one line instead of resuming from weights that mean something else.
+--overwrite deletes the files a run writes there (`RUN_FILES`) and nothing
+else: data, notes or another tool's output in the folder stay as they are.
 """
 
 import json
 import os
-import shutil
-from typing import Optional
+import re
+from typing import Dict, Iterable, Optional, Sequence
 
+from absl import logging
 import tensorflow as tf
 
+from albert_tf import features
+from albert_tf import tasks
 from albert_tf.config import AlbertConfig
 from albert_tf.data.tokenization import file_sha256
+from albert_tf.tasks import record
+from albert_tf.training import callbacks
+from albert_tf.training import checkpoints
 from albert_tf.training.resolution import ARCHITECTURE_FIELDS
 from albert_tf.training.runtime import RunConfigError, canonical_precision
 
@@ -24,21 +32,26 @@ FINGERPRINT_FILE = "run_fingerprint.json"
 
 def make_fingerprint(task: str, config: AlbertConfig, tokenizer,
                      optimizer: Optional[dict],
-                     precision: Optional[str] = None) -> dict:
+                     precision: Optional[str] = None,
+                     train_batch_size: Optional[int] = None) -> dict:
   """What an output_dir's checkpoints mean: compared on every rerun.
 
-  optimizer and precision are None for runs that do not train (float16
-  adds loss-scale variables to the optimizer state: a checkpoint of one
-  precision does not resume under the other).
+  optimizer, precision and train_batch_size are None for runs that do not
+  train (float16 adds loss-scale variables to the optimizer state: a
+  checkpoint of one precision does not resume under the other). A field an
+  older run did not record is None there: not compared, and filled in by
+  the next training run (`prepare_output_dir`).
   """
+  training = optimizer is not None
   return {
       "task": task,
       "albert_config": {k: getattr(config, k) for k in ARCHITECTURE_FIELDS},
       "tokenizer_sha256": (file_sha256(tokenizer.model_file)
                            if tokenizer is not None else None),
       "optimizer": optimizer,
-      "mixed_precision": (canonical_precision(precision)
-                          if optimizer is not None else None),
+      "mixed_precision": canonical_precision(precision) if training else None,
+      # The steps and the learning-rate schedule count batches of this size.
+      "train_batch_size": train_batch_size if training else None,
   }
 
 
@@ -124,21 +137,107 @@ def lock_output_dir(output_dir: str):
   return handle
 
 
+# ------------------------------------------------------------ its files
+_CKPT = r"ckpt-\d+\.(index|data-\d+-of-\d+)"  # tf.train.CheckpointManager's
+_EVENTS = r"events\.out\.tfevents\..+"  # tf.summary's
+# What training, eval and predict runs write in output_dir, by folder (full
+# matches of the names): --overwrite deletes these and nothing else. The
+# tokenizer copy (`finetuning.write_run_files`) is the file the previous
+# run's task record names.
+RUN_FILES: Dict[str, Sequence[str]] = {
+    "": (_CKPT, "checkpoint", re.escape(FINGERPRINT_FILE) + r"(\.tmp)?",
+         *map(re.escape, (
+             checkpoints.CONFIG_NAME, record.RECORD_FILE,
+             *record.LEGACY_RECORD_FILES, callbacks.TRAIN_LOG,
+             callbacks.EVAL_LOG, features.SKIPPED_RECORDS_FILE,
+             # The commands' results (run_pretraining, run_classifier,
+             # run_ner) and the task families' test predictions.
+             "eval_results.json", "eval_results.txt", "test_results.json",
+             *sorted({name for task in tasks.TASKS.values()
+                      for name in task.output_files})))),
+    "train": (_EVENTS,),
+    "eval": (_EVENTS,),
+    checkpoints.BEST_DIR: (_CKPT, "checkpoint", re.escape(
+        checkpoints.BEST_FILE) + r"(\.tmp)?"),
+}
+# Folders of the run's own: a save killed midway (`<prefix>_temp*`), a
+# multi-worker run's scratch checkpoints (`.worker_N`).
+RUN_DIRS = r"ckpt-\d+_temp.*|\.worker_\d+"
+
+
+def _resolved(path: str) -> str:
+  return path.rstrip("/") if "://" in path else os.path.realpath(path)
+
+
+def check_inputs_outside(output_dir: str, flag: str, value: str,
+                         files: Iterable[str]) -> None:
+  """Raises RunConfigError when one of `files` (what `flag`=`value` reads)
+  lies in output_dir: a run's records and its checkpoints are not one
+  folder (a glob of it would read checkpoints, --overwrite would start
+  over in the corpus)."""
+  root = _resolved(output_dir)
+  for path in files:
+    if _resolved(path).startswith(root + "/"):
+      raise RunConfigError(
+          f"{flag}={value} reads {path}, which is inside --output_dir="
+          f"{output_dir}: write checkpoints and logs to a folder of their "
+          "own (another --output_dir)")
+
+
+def _recorded_tokenizer(output_dir: str) -> Optional[str]:
+  """The tokenizer copy the last fine-tuning run put in output_dir."""
+  try:
+    info = record.read_beside(output_dir)
+  except (ValueError, tf.errors.OpError):  # a record killed mid-write
+    return None
+  name = info.tokenizer_file if info else None
+  return name if name and os.path.basename(name) == name else None
+
+
+def remove_run_files(output_dir: str, keep: Iterable[str] = ()) -> list:
+  """Deletes what a run wrote in output_dir (`RUN_FILES`, `RUN_DIRS`, the
+  tokenizer copy), never the lock, nor a path in `keep` (the new run's own
+  inputs: a tokenizer or config file that lies there). A folder of the
+  run's (train/, eval/, best/) goes once nothing else is left in it.
+  Returns the paths deleted."""
+  keep = {_resolved(p) for p in keep if p}
+  tokenizer = _recorded_tokenizer(output_dir)
+  removed = []
+  for folder, patterns in sorted(RUN_FILES.items(), reverse=True):
+    directory = os.path.join(output_dir, folder) if folder else output_dir
+    if not tf.io.gfile.isdir(directory):
+      continue
+    files = re.compile("|".join(patterns) if folder or not tokenizer else
+                       "|".join([*patterns, re.escape(tokenizer)]))
+    for name in tf.io.gfile.listdir(directory):
+      name = name.rstrip("/")
+      path = os.path.join(directory, name)
+      if _resolved(path) in keep:
+        continue
+      if tf.io.gfile.isdir(path):
+        if not folder and re.fullmatch(RUN_DIRS, name):
+          tf.io.gfile.rmtree(path)
+          removed.append(path)
+      elif files.fullmatch(name):
+        tf.io.gfile.remove(path)
+        removed.append(path)
+    if folder and not tf.io.gfile.listdir(directory):
+      tf.io.gfile.rmtree(directory)
+  return removed
+
+
 def prepare_output_dir(output_dir: str, fingerprint: dict,
-                       overwrite: bool = False):
-  """Creates and locks output_dir, empties it on --overwrite, writes the
+                       overwrite: bool = False, keep: Iterable[str] = ()):
+  """Creates and locks output_dir, deletes the run files there on
+  --overwrite (`remove_run_files`; `keep`: the run's inputs), writes the
   fingerprint. Returns the lock (see `lock_output_dir`): keep it."""
   tf.io.gfile.makedirs(output_dir)
   lock = lock_output_dir(output_dir)
   if overwrite:
-    for name in tf.io.gfile.listdir(output_dir):
-      if name == LOCK_FILE:
-        continue
-      path = os.path.join(output_dir, name.rstrip("/"))
-      if tf.io.gfile.isdir(path):
-        shutil.rmtree(path) if os.path.isdir(path) else tf.io.gfile.rmtree(path)
-      else:
-        tf.io.gfile.remove(path)
+    removed = remove_run_files(output_dir, keep)
+    if removed:
+      logging.info("--overwrite: deleted %d files of the earlier run in %s",
+                   len(removed), output_dir)
   path = os.path.join(output_dir, FINGERPRINT_FILE)
   saved = {}
   if tf.io.gfile.exists(path):

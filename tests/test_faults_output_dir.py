@@ -1,0 +1,207 @@
+"""Faults of output_dirs: one row per fault (in-process, tiny configs).
+
+An output_dir belongs to one job: --overwrite deletes only the files a run
+writes there, a run does not write into the folder of its own records, a
+resume with another batch size is refused (an older output_dir, which did
+not record it, still resumes), and a label list names each class once.
+"""
+
+import json
+import logging
+import pathlib
+import shutil
+
+import pytest
+
+from albert_tf import run_classifier
+from albert_tf import run_pretraining as rp
+from albert_tf.training import output_dir
+from albert_tf.training.runtime import RunConfigError
+from tests.test_faults import _options
+from tests.test_faults import data  # noqa: F401  pylint: disable=unused-import
+from tests.pretraining_fixtures import tiny_argv
+
+LEGACY = pathlib.Path(__file__).resolve().parent / "legacy_v1"
+
+
+def _jsonl(path, key):
+  return [json.loads(l)[key] for l in path.read_text().splitlines()
+          if l.strip()]
+
+
+def _files(directory):
+  return {str(p.relative_to(directory)): p.read_bytes()
+          for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def _left_after_removing_run_files(out, tmp):
+  """What remove_run_files leaves of a copy of out (out is not touched)."""
+  copy = tmp / "copy"
+  shutil.rmtree(copy, ignore_errors=True)
+  shutil.copytree(out, copy)
+  output_dir.remove_run_files(str(copy))
+  return sorted(str(p.relative_to(copy)) for p in copy.rglob("*"))
+
+
+# ------------------------------------------------------------ the rows
+def overwrite_deletes_only_the_runs_files(data, tmp, caplog):
+  out = tmp / "out"
+  run_classifier.run(**_options(data, out, do_predict=True))
+  # Everything the run wrote is a run file (a new file of the trainer, a
+  # command or a task must be listed in output_dir.RUN_FILES).
+  assert _left_after_removing_run_files(out, tmp) == [output_dir.LOCK_FILE]
+  assert (out / "test_results.tsv").exists() and (out / "best").is_dir()
+  # A user's files beside the run's, some with names close to its own.
+  other = {"notes.txt": b"keep me\n", "corpus/part-0.txt": b"text\n",
+           "train/README": b"mine\n", "best/notes.txt": b"best so far\n",
+           "ckpt-notes.txt": b"x", "checkpoint.bak": b"y",
+           "eval/events.txt": b"z"}
+  for name, content in other.items():
+    (out / name).parent.mkdir(exist_ok=True)
+    (out / name).write_bytes(content)
+  # Another learning rate (so --overwrite is needed), fewer steps, the
+  # tokenizer copy the first run wrote as this run's tokenizer (kept).
+  vocab = (out / "vocab.txt").read_bytes()
+  with caplog.at_level(logging.INFO, logger="absl"):
+    result = run_classifier.run(**_options(
+        data, out, learning_rate=0.02, train_step=2,
+        vocab_file=str(out / "vocab.txt"), overwrite=True))
+  assert result["num_train_steps"] == 2
+  said = [r.getMessage() for r in caplog.records
+          if r.getMessage().startswith("--overwrite")]
+  assert said == [f"--overwrite: deleted 18 files of the earlier run in {out}"]
+  files = _files(out)
+  assert {k: files.get(k) for k in other} == other  # byte-identical
+  assert files["vocab.txt"] == vocab
+  assert sorted(p.name for p in out.glob("ckpt-*")) == [
+      "ckpt-2.data-00000-of-00001", "ckpt-2.index", "ckpt-notes.txt"]
+  assert not (out / "test_results.tsv").exists()  # the first run's
+  assert _jsonl(out / "eval_log.jsonl", "global_step") == [0, 2]
+  assert _jsonl(out / "train_log.jsonl", "step") == [1, 2]
+  assert json.loads((out / output_dir.FINGERPRINT_FILE).read_text())[
+      "optimizer"]["learning_rate"] == 0.02
+  # Its own folders go once empty: train/ of the first run had events only.
+  shutil.rmtree(out / "corpus")
+  (out / "train" / "README").unlink()
+  (out / "best" / "notes.txt").unlink()
+  (out / "eval" / "events.txt").unlink()
+  assert _left_after_removing_run_files(out, tmp) == [
+      output_dir.LOCK_FILE, "checkpoint.bak", "ckpt-notes.txt", "notes.txt"]
+
+
+def pretraining_output_dir_holds_its_records(data, tmp, caplog):
+  (tmp / "pre").mkdir()
+  argv = tiny_argv(tmp / "pre", "--do_eval", "--eval_every_checkpoint",
+                   "--skip_corrupt_records")
+  records = tmp / "pre" / "data"
+  before = _files(records)
+  for flag, extra in (("--input_file", []), ("--eval_input_file", [
+      f"--input_file={tmp}/pre/data/part-0.tfrecord",
+      f"--eval_input_file={tmp}/pre/out/held/part-1.tfrecord"])):
+    out = records if flag == "--input_file" else tmp / "pre" / "out"
+    if extra:
+      (out / "held").mkdir(parents=True)
+      shutil.copy(records / "part-1.tfrecord", out / "held")
+    value = f"{records}/*.tfrecord" if not extra else (
+        f"{out}/held/part-1.tfrecord")
+    inside = (f"{records}/part-0.tfrecord" if not extra else value)
+    with pytest.raises(RunConfigError) as error:
+      rp.run(rp.params_from_argv(argv + extra + [f"--output_dir={out}",
+                                                 "--overwrite"]))
+    assert str(error.value) == (
+        f"{flag}={value} reads {inside}, which is inside --output_dir={out}: "
+        "write checkpoints and logs to a folder of their own (another "
+        "--output_dir)")
+  assert _files(records) == before  # not a record deleted, nothing added
+  assert sorted(p.name for p in (tmp / "pre" / "out").rglob("*")) == [
+      "held", "part-1.tfrecord"]
+  # The same run into a folder of its own: everything it wrote (best/,
+  # eval_results.txt, skipped_records.json, ...) is a run file.
+  out = tmp / "pre" / "own"
+  rp.run(rp.params_from_argv(argv + [f"--output_dir={out}",
+                                     "--num_train_steps=3"]))
+  assert {"best", "eval_results.txt", "skipped_records.json",
+          "task_record.json"} <= {p.name for p in out.iterdir()}
+  assert _left_after_removing_run_files(out, tmp) == [output_dir.LOCK_FILE]
+
+
+def resume_with_another_train_batch_size(data, tmp, caplog):
+  out = tmp / "out"
+  run_classifier.run(**_options(data, out, train_step=2, do_eval=False))
+  before = _files(out)
+  with pytest.raises(RunConfigError) as error:
+    run_classifier.run(**_options(data, out, train_step=4, do_eval=False,
+                                  train_batch_size=4))
+  assert str(error.value) == (
+      f"--output_dir={out} holds a run with other settings (train_batch_size "
+      "8 there vs 4 now): pass --overwrite to start over, or choose another "
+      "--output_dir")
+  assert _files(out) == before
+  # A predict-only run does not train: any batch size predicts.
+  run_classifier.run(**_options(data, out, do_train=False, do_eval=False,
+                                do_predict=True, train_batch_size=4))
+  assert json.loads((out / output_dir.FINGERPRINT_FILE).read_text())[
+      "train_batch_size"] == 8
+
+
+def older_output_dir_without_a_batch_size_resumes(data, tmp, caplog):
+  # tests/legacy_v1/classifier: written before the fingerprint had
+  # train_batch_size; the TSVs are those of its make_fixture.sh.
+  out = tmp / "classifier"
+  shutil.copytree(LEGACY / "classifier", out)
+  assert "train_batch_size" not in json.loads(
+      (out / output_dir.FINGERPRINT_FILE).read_text())
+  (tmp / "tsv").mkdir()
+  (tmp / "tsv" / "train.tsv").write_text("label\ttext\n" + (
+      "pos\tgood movie\npos\tvery fun film\nneg\tbad plot\nneg\tdull acting\n"
+      * 4), encoding="utf-8")
+  (tmp / "tsv" / "dev.tsv").write_text(
+      "label\ttext\npos\tthe film was good\nneg\tthe plot was bad\n",
+      encoding="utf-8")
+  options = dict(task_name="tsv", data_dir=str(tmp / "tsv"),
+                 text_a_column="text", label_column="label",
+                 albert_config_file=str(LEGACY / "albert_config.json"),
+                 vocab_file=str(LEGACY / "vocab.txt"), output_dir=str(out),
+                 max_seq_length=16, train_batch_size=4, train_step=6,
+                 save_checkpoints_steps=2, learning_rate=0.01, do_train=True,
+                 do_eval=True)
+  with caplog.at_level(logging.INFO, logger="absl"):
+    result = run_classifier.run(**options)
+  assert result["num_train_steps"] == 6
+  assert [r.getMessage() for r in caplog.records
+          if r.getMessage().startswith("Resumed")] == [
+              f"Resumed from {out}/ckpt-4"]
+  assert _jsonl(out / "eval_log.jsonl", "global_step") == [0, 2, 4, 6]
+  # Filled in by the resume: the next one is compared.
+  assert json.loads((out / output_dir.FINGERPRINT_FILE).read_text())[
+      "train_batch_size"] == 4
+  with pytest.raises(RunConfigError, match=r"\(train_batch_size 4 there vs 2 "
+                     r"now\)"):
+    run_classifier.run(**dict(options, train_batch_size=2, train_step=8))
+
+
+def duplicate_labels_in_label_list(data, tmp, caplog):
+  (tmp / "train.tsv").write_text("text\tlabel\n好\tno\n很好\tyes\n",
+                                 encoding="utf-8")
+  for labels, twice in (("no,yes,no", "'no'"),
+                        ("a,b,a,c,b", "'a', 'b'")):
+    with pytest.raises(ValueError) as error:
+      run_classifier.run(**_options(
+          data, tmp / "out", task_name="tsv", data_dir=str(tmp),
+          text_a_column="text", label_column="label", label_list=labels,
+          do_eval=False))
+    assert str(error.value) == (f"--label_list={labels}: {twice} given more "
+                                "than once (each label once)")
+  assert not (tmp / "out").exists()
+
+
+FAULTS = [overwrite_deletes_only_the_runs_files,
+          pretraining_output_dir_holds_its_records,
+          resume_with_another_train_batch_size,
+          older_output_dir_without_a_batch_size_resumes,
+          duplicate_labels_in_label_list]
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.__name__ for f in FAULTS])
+def test_fault(fault, data, tmp_path, caplog):
+  fault(data, tmp_path, caplog)
