@@ -42,6 +42,15 @@ SUCCESS_FILE = "_SUCCESS"
 MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = "albert_tf.pretraining_records"
 MANIFEST_VERSION = 1
+# The rest of data prep's layout (data_prep.outputs): shards named
+# SHARD_PREFIX-SSSSS-of-NNNNN SHARD_SUFFIX, files being written TEMP_PREFIX...
+# until complete, the pipeline's counts in SUMMARY_FILE. Any of them beside
+# records marks a data prep folder (record_checks.check_records_dirs).
+SHARD_PREFIX = "pretrain"
+SHARD_SUFFIX = ".tfrecord"
+SHARD_GLOB = f"{SHARD_PREFIX}-*-of-*{SHARD_SUFFIX}"
+TEMP_PREFIX = ".tmp-"
+SUMMARY_FILE = "summary.json"
 # Pretraining's report of the records it skipped, in its output_dir.
 SKIPPED_RECORDS_FILE = "skipped_records.json"
 

@@ -62,6 +62,13 @@ class NerOptions(FinetuneOptions):
   tag_scheme: Optional[str] = settings.field(
       None, "BIO (IOB2), IOB1, BIOES (IOBES) or BMES (default: detected from "
       "the files).")
+  strict_tags: bool = settings.field(
+      False, "Stop at the first gold tag that does not continue or close an "
+      "entity in its scheme (an I-PER after O, an M-PER or E-PER at the "
+      "sentence start, an entity BIOES leaves open), naming file:line. "
+      "Without it such tags are read as conlleval and seqeval read them (an "
+      "inside tag that continues no entity starts one), counted, and named "
+      "in one warning per file.")
 
 
 def run(**kwargs):
@@ -103,7 +110,7 @@ def _run(o: NerOptions):
       tag_scheme=o.tag_scheme, eval_batch_size=o.eval_batch_size,
       classifier_dropout=o.classifier_dropout, seed=o.seed,
       max_train_examples=o.max_train_examples,
-      max_eval_examples=o.max_eval_examples)
+      max_eval_examples=o.max_eval_examples, strict_tags=o.strict_tags)
   # The splits are read first: the train split's tags are the model's.
   data_stats = _validate_splits(o, task)
   return finetuning.train_and_evaluate(

@@ -110,7 +110,8 @@ class Params(runtime.StrategySettings):
   verbose: bool = settings.field(False, "Show the traceback of an error.")
   overwrite: bool = settings.field(
       False, "Start over in an --output_dir that holds a run with other "
-      "settings (deletes its files).")
+      "settings (deletes that run's checkpoints, logs, events and results; "
+      "other files there stay).")
   jit_compile: bool = settings.field(False, "XLA-compile the train step.")
   seed: int = settings.field(12345, "Initialisation and shuffling seed.")
   log_steps: int = settings.field(
@@ -128,11 +129,13 @@ class Params(runtime.StrategySettings):
       "than this share of the records would be skipped.", lower_bound=0.0,
       upper_bound=1.0)
   allow_incomplete_input: bool = settings.field(
-      False, "Read TFRecord directories without data prep's _SUCCESS and "
-      "manifest.json (records of other tools, e.g. google-research/albert's "
-      "create_pretraining_data.py, or of a killed data prep run), and files "
-      "the manifest does not list or lists with another size; each is a "
-      "warning instead of an error.")
+      False, "Read a folder in data prep's layout (its shards, summary.json "
+      "or .tmp-* files) without its _SUCCESS and manifest.json (a killed "
+      "data prep run), and files the manifest does not list or lists with "
+      "another size; each is a warning instead of an error. Records with no "
+      "data prep file beside them (other tools', e.g. google-research/"
+      "albert's create_pretraining_data.py) need no flag: they are read with "
+      "a warning.")
   input_timeout_secs: int = settings.field(
       600, "Stop with an error naming the file when an input file gives no "
       "record for this long, up to the first training batch (a named pipe, "
@@ -229,14 +232,15 @@ def _run(p: Params) -> Dict[str, float]:
   fingerprint = output_dir.make_fingerprint(
       "pretraining", config, tokenizer,
       settings.optimizer_fingerprint() if p.do_train else None,
-      p.mixed_precision)
+      p.mixed_precision, p.train_batch_size)
   output_dir.check_output_dir(p.output_dir, fingerprint, p.overwrite)
 
   # Everything is checked: only now is output_dir written.
   lock = None  # held until this function returns
   if chief:
-    lock = output_dir.prepare_output_dir(p.output_dir, fingerprint,
-                                         p.overwrite)
+    lock = output_dir.prepare_output_dir(
+        p.output_dir, fingerprint, p.overwrite,
+        keep=(p.albert_config_file, p.spm_model_file))
     config.to_json_file(os.path.join(p.output_dir, "albert_config.json"))
     if skipped_report is not None:
       logging.info("--skip_corrupt_records: the skipped records per file are "
@@ -293,6 +297,12 @@ def _read_inputs(p: Params, progress):
   eval_files = record_checks.expand_input_files(
       p.eval_input_file or p.input_file) if p.do_eval else []
   for files, flag in ((train_files, "--input_file"), (eval_files, eval_flag)):
+    output_dir.check_inputs_outside(
+        p.output_dir, flag, p.eval_input_file if flag == "--eval_input_file"
+        else p.input_file, files)
+  # Eval on the train files: checked, and warned about, once.
+  for files, flag in dict.fromkeys(((tuple(train_files), "--input_file"),
+                                    (tuple(eval_files), eval_flag))):
     record_checks.check_records_dirs(
         files, p.max_seq_length, p.max_predictions_per_seq,
         spm_model_file=p.spm_model_file,

@@ -18,13 +18,9 @@ from apache_beam.io.filesystems import FileSystems
 from albert_tf import cli_errors
 from albert_tf.data.tokenization import file_sha256
 from albert_tf.features import (MANIFEST_FILE, MANIFEST_FORMAT,
-                                MANIFEST_VERSION, SUCCESS_FILE)
+                                MANIFEST_VERSION, SHARD_PREFIX, SHARD_SUFFIX,
+                                SUCCESS_FILE, SUMMARY_FILE, TEMP_PREFIX)
 from data_prep.reading import SKIP_REASONS, input_sizes
-
-SHARD_PREFIX = "pretrain"
-SHARD_SUFFIX = ".tfrecord"
-SUMMARY_FILE = "summary.json"
-TEMP_PREFIX = ".tmp-"
 
 
 def shard_name(output_dir, index, num_shards):

@@ -1,6 +1,8 @@
 """Parsing, sharding, bad shards, corrupt records (albert_tf.data's
 pretraining_dataset, record_checks and corrupt_records)."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -186,10 +188,18 @@ def test_globs_never_match_hidden_files(tmp_path):
 
 
 def test_records_dirs_need_markers_unless_allowed(tmp_path, caplog):
+  # No data prep file beside them: another tool's records, read with one
+  # warning.
   path = write_records(tmp_path / "part-0.tfrecord", 2)
+  assert record_checks.check_records_dirs([path], SEQ, PRED) == {}
+  assert caplog.text.count("written elsewhere") == 1
+  # Data prep's shard name without its markers: a killed run, refused.
+  os.rename(path, tmp_path / "pretrain-00000-of-00001.tfrecord")
+  path = str(tmp_path / "pretrain-00000-of-00001.tfrecord")
   with pytest.raises(record_checks.InputFileError,
-                     match=r"no _SUCCESS and no manifest\.json.*"
-                     r"--allow_incomplete_input.*google-research/albert"):
+                     match=r"no _SUCCESS and no manifest\.json \(.*beside "
+                     r"data prep's pretrain-00000-of-00001\.tfrecord, .*"
+                     r"killed.*--allow_incomplete_input"):
     record_checks.check_records_dirs([path], SEQ, PRED)
   (tmp_path / F.SUCCESS_FILE).write_bytes(b"")
   with pytest.raises(record_checks.InputFileError, match=r"no manifest\.json \("):

@@ -36,7 +36,7 @@ COMMANDS = {
     "data_prep.create_pretraining_data": ("CreateDataSettings", 26),
     "albert_tf.run_pretraining": ("Params", 43),
     "albert_tf.run_classifier": ("ClassifierOptions", 49),
-    "albert_tf.run_ner": ("NerOptions", 45),
+    "albert_tf.run_ner": ("NerOptions", 46),
     "albert_tf.export_tflite": ("TfliteSettings", 9),
     "albert_tf.export_saved_model": ("ExportSettings", 14),
 }

@@ -13,10 +13,13 @@ input). CRLF endings and a UTF-8 BOM are accepted; CoNLL-2003's
 Tag schemes (`SCHEMES`): BIO (IOB2), IOB1, BIOES (IOBES) and BMES. Every
 scheme is turned into entity spans and back without loss; the model is
 always trained on BIO tags, and predictions are written in the file's own
-scheme. Gold tags are checked strictly (an `I-` after `O` under BIO is an
-error naming file:line); predicted tags are read as conlleval reads them
-(an `I-X` that does not continue an X starts one), which is also what
-`seqeval` does, so the F1 here is conlleval's.
+scheme. A gold tag the scheme does not have is an error naming file:line;
+a stray one (an `I-` after `O` under BIO, an `M-PER` at the sentence start
+under BMES, an entity that BIOES leaves open: what a sentence split inside
+a name leaves) is read as conlleval and seqeval read it (an `I-X` that does
+not continue an X starts one), counted and named in one warning per file,
+or with strict_tags an error. Predicted tags are read the same way, so the
+F1 here is seqeval's (conlleval's, for BIO).
 
 How sentences become model windows, the entity metric and the predictions
 file are `albert_tf.data.ner_data`.
@@ -26,6 +29,7 @@ import dataclasses
 import re
 from typing import List, Optional, Sequence, Tuple
 
+from absl import logging
 from seqeval.metrics.sequence_labeling import get_entities
 
 SCHEMES = ("BIO", "IOB1", "BIOES", "BMES")
@@ -56,6 +60,7 @@ class ConllData:
   scheme: str                # one of SCHEMES
   has_tags: bool
   docstarts: int = 0         # -DOCSTART- lines skipped
+  stray_tags: int = 0        # gold tags out of place (see `stray_tags`)
 
   @property
   def entity_types(self) -> List[str]:
@@ -117,35 +122,68 @@ def detect_scheme(tag_lists: Sequence[Sequence[str]]) -> str:
   return "IOB1" if iob1 and not bio else "BIO"
 
 
+def stray_tags(tags: Sequence[str], scheme: str) -> List[Tuple[int, str]]:
+  """Tags of one sentence that are out of place under `scheme`, but readable.
+
+  Such a tag does not continue an entity (an I-/M-/E- at the sentence start,
+  after O or after another type) or leaves its entity open (BIOES and BMES
+  end one with E-/S-): what a sentence split inside a name leaves, and what
+  `spans(..., strict=False)` reads as conlleval and seqeval do.
+
+  Returns:
+    (index, why) for each such tag, why a one-line message.
+  Raises:
+    ValueError ("token N: ...") for a tag `scheme` does not have, or an IOB1
+    B- that does not follow an entity of its type: the file is not written
+    in `scheme` at all.
+  """
+  allowed = _PREFIXES[scheme]
+  parsed = [_split(t) for t in tags]
+  stray = []
+  for i, (prefix, kind) in enumerate(parsed):
+    if prefix != "O" and prefix not in allowed:
+      raise ValueError(f"token {i + 1}: {tags[i]!r} is not a {scheme} tag")
+    prev_p, prev_k = parsed[i - 1] if i else ("O", None)
+    next_p, next_k = parsed[i + 1] if i + 1 < len(parsed) else ("O", None)
+    after = tags[i - 1] if i else "the sentence start"
+    if scheme == "IOB1" and prefix == "B" and prev_k != kind:
+      raise ValueError(f"token {i + 1}: IOB1 uses B-{kind} only right after "
+                       f"another {kind} entity, here after {after!r}")
+    inside = prefix in "IEM" and not (scheme == "IOB1" and prefix == "I")
+    if inside and (prev_k != kind or prev_p not in "BIM"):
+      stray.append((i, f"{tags[i]!r} after {after!r} does not continue an "
+                       f"entity ({scheme})"))
+    elif scheme in ("BIOES", "BMES") and prefix in "BIM" and not (
+        next_k == kind and next_p in "IEM"):
+      stray.append((i, f"{tags[i]!r} is not followed by the rest of its "
+                       f"entity ({scheme} ends one with E-/S-)"))
+  return stray
+
+
 def spans(tags: Sequence[str], scheme: str, strict: bool = True
           ) -> List[Tuple[str, int, int]]:
   """Entities of one sentence as (type, start, end) with end exclusive.
 
   strict: the tags must be well formed under `scheme` (ValueError naming the
-  position otherwise). Not strict: read as conlleval reads them (predicted
-  tags), which is what `seqeval.metrics.sequence_labeling.get_entities` does.
+  position of the first `stray_tags` otherwise). Not strict: read as
+  seqeval's `get_entities` reads them (predicted tags, and gold tags with
+  stray ones); see below.
   """
-  allowed = _PREFIXES[scheme]
   parsed = [_split(t) for t in tags]
   if strict:
-    for i, (prefix, kind) in enumerate(parsed):
-      if prefix != "O" and prefix not in allowed:
-        raise ValueError(f"token {i + 1}: {tags[i]!r} is not a {scheme} tag")
-      prev_p, prev_k = parsed[i - 1] if i else ("O", None)
-      next_p, next_k = parsed[i + 1] if i + 1 < len(parsed) else ("O", None)
-      inside = prefix in "IEM" and not (scheme == "IOB1" and prefix == "I")
-      if inside and (prev_k != kind or prev_p not in "BIM"):
-        raise ValueError(f"token {i + 1}: {tags[i]!r} after {tags[i - 1] if i else 'the sentence start'!r} "
-                         f"does not continue an entity ({scheme})")
-      if scheme == "IOB1" and prefix == "B" and prev_k != kind:
-        raise ValueError(f"token {i + 1}: IOB1 uses B-{kind} only right after "
-                         f"another {kind} entity, here after {tags[i - 1] if i else 'the sentence start'!r}")
-      if scheme in ("BIOES", "BMES") and prefix in "BIM" and not (
-          next_k == kind and next_p in "IEM"):
-        raise ValueError(f"token {i + 1}: {tags[i]!r} is not followed by the "
-                         f"rest of its entity ({scheme} ends one with E-/S-)")
-  # Well-formed tags of every scheme read the same way as conlleval reads
-  # them (with M as I), so one reader serves both cases.
+    stray = stray_tags(tags, scheme)
+    if stray:
+      raise ValueError(f"token {stray[0][0] + 1}: {stray[0][1]}")
+  # One reader for every scheme (M read as I): seqeval's default reading,
+  # which is conlleval's for BIO and IOB1 (an I-X that continues no X
+  # starts one, an entity ends where the next tag does not continue it) and
+  # extends it to S- and E-, which conlleval.pl does not have (its E- is
+  # IOE's, and it runs S-X S-X together into one entity). seqeval it is,
+  # because the dev metric is seqeval's: the gold entities the model trains
+  # on are the ones it is scored against. Under BIOES `O E-PER E-PER` is two
+  # one-token entities (B-PER B-PER), and BMES `M-PER E-PER` at the sentence
+  # start one two-token entity (B-PER I-PER). Well-formed tags of every
+  # scheme read the same either way.
   plain = ["O" if p == "O" else f"{'I' if p == 'M' else p}-{k}"
            for p, k in parsed]
   return [(kind, start, end + 1) for kind, start, end in get_entities(plain)]
@@ -181,8 +219,14 @@ def convert(tags: Sequence[str], source: str, target: str,
 
 
 # ------------------------------------------------------------------ reading
-def read_conll(path: str, tag_scheme: Optional[str] = None) -> ConllData:
-  """Reads and checks a CoNLL file; DataError names file:line on bad input."""
+def read_conll(path: str, tag_scheme: Optional[str] = None,
+               strict_tags: bool = False) -> ConllData:
+  """Reads and checks a CoNLL file; DataError names file:line on bad input.
+
+  Stray gold tags (`stray_tags`) are counted in ConllData.stray_tags and
+  named in one warning (the count and the first three file:line places);
+  strict_tags makes the first of them a DataError instead.
+  """
   with open(path, "rb") as f:
     raw = f.read()
   sentences: List[Sentence] = []
@@ -240,6 +284,7 @@ def read_conll(path: str, tag_scheme: Optional[str] = None) -> ConllData:
     raise DataError(f"{path}: no sentences (empty file?)")
   has_tags = bool(columns and columns > 1)
   scheme = canonical_scheme(tag_scheme)
+  stray = []  # (line, tag) of every stray tag, in file order
   if has_tags:
     if scheme is None:
       try:
@@ -248,13 +293,29 @@ def read_conll(path: str, tag_scheme: Optional[str] = None) -> ConllData:
         raise DataError(f"{path}: {e}") from None
     for s in sentences:
       try:
-        spans(s.tags, scheme, strict=True)
+        problems = stray_tags(s.tags, scheme)
       except ValueError as e:
         match = re.match(r"token (\d+): ", str(e))
         line = s.line + int(match.group(1)) - 1
         raise DataError(f"{path}:{line}: {str(e)[match.end():]}") from None
-  return ConllData(path, sentences, scheme or "BIO", has_tags, docstarts)
+      if problems and strict_tags:
+        raise DataError(f"{path}:{s.line + problems[0][0]}: "
+                        f"{problems[0][1]}")
+      stray.extend((s.line + i, s.tags[i]) for i, _ in problems)
+  if stray:
+    places = ", ".join(f"{path}:{line} {tag!r}" for line, tag in stray[:3])
+    more = f", and {len(stray) - 3} more" if len(stray) > 3 else ""
+    logging.warning(
+        "%s: %d %s tag(s) do not continue or close an entity (%s%s); read "
+        "as conlleval and seqeval read them: an inside tag that continues "
+        "no entity starts one, and an entity left open ends at its last "
+        "tag (--strict_tags makes this an error)", path, len(stray), scheme,
+        places, more)
+  return ConllData(path, sentences, scheme or "BIO", has_tags, docstarts,
+                   len(stray))
 
 
 def to_bio(sentence: Sentence, scheme: str) -> List[str]:
-  return convert(sentence.tags, scheme, "BIO")
+  """The sentence's gold tags in BIO, stray ones read as `spans` reads them
+  (read_conll has checked the rest)."""
+  return convert(sentence.tags, scheme, "BIO", strict=False)

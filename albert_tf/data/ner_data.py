@@ -108,7 +108,10 @@ def encode_sentences(sentences: Sequence[Sentence], tokenizer,
       piece_ids.extend(cache[token])
     labels = None
     if label_map is not None and sentence.tags is not None:
-      labels = [label_map[t] for t in convert(sentence.tags, scheme, "BIO")]
+      # Not strict: conll.read_conll has checked the tags and let stray
+      # ones through, to be read as the dev metric reads them.
+      labels = [label_map[t] for t in convert(sentence.tags, scheme, "BIO",
+                                              strict=False)]
     starts = window_starts(len(piece_ids), max_pieces, doc_stride)
     long_sentences += len(starts) > 1
     best = [(-1.0, -1, -1)] * len(sentence.tokens)

@@ -4,14 +4,16 @@ the first record of every shard).
 Checks before the first step (`run_pretraining` runs them in this order):
   * `expand_input_files` never matches hidden files (".tmp-*" shards that a
     data prep run is still writing, or left when killed), as a shell glob.
-  * `check_records_dirs`: each directory of input files must hold data
-    prep's `_SUCCESS` and `manifest.json` (else the run was killed, failed or
-    is still running), every file must be listed in the manifest with its
-    size, and the manifest's max_seq_length, max_predictions_per_seq and
-    tokenizer sha256 must match the run. `allow_incomplete` (the
-    --allow_incomplete_input flag) lets directories without them through,
-    such as records written by other tools (google-research/albert's
-    create_pretraining_data.py), with a warning.
+  * `check_records_dirs`: a directory of input files in data prep's layout
+    must hold its `_SUCCESS` and `manifest.json` (else the run was killed,
+    failed or is still running), every file must be listed in the manifest
+    with its size, and the manifest's max_seq_length,
+    max_predictions_per_seq and tokenizer sha256 must match the run.
+    `allow_incomplete` (the --allow_incomplete_input flag) lets such a
+    directory without its markers through, with a warning. Records with no
+    data prep file beside them were written elsewhere (google-research/
+    albert's create_pretraining_data.py, data prep's --output_file): they
+    are read, with one warning.
   * `check_shards` reads the first record of every file (cheap) and names
     the file whose record is unreadable or whose lengths disagree with the
     flags; `require_records` turns "no file holds a record" into an error
@@ -26,6 +28,7 @@ training, `--skip_corrupt_records`) are `albert_tf.data.corrupt_records`.
 """
 
 
+import fnmatch
 import glob
 import json
 import os
@@ -40,13 +43,10 @@ from albert_tf import features as F
 from albert_tf.data.corrupt_records import reader_message
 from albert_tf.data.pretraining_dataset import InputFileError, make_dataset
 from albert_tf.data.tokenization import file_sha256
-from albert_tf.features import MANIFEST_FILE, MANIFEST_FORMAT, SUCCESS_FILE
+from albert_tf.features import (MANIFEST_FILE, MANIFEST_FORMAT, SHARD_GLOB,
+                                SUCCESS_FILE, SUMMARY_FILE, TEMP_PREFIX)
 
-_INCOMPLETE_HINT = (
-    "pass --allow_incomplete_input to read the files as they are (needed "
-    "for records written by other tools, e.g. google-research/albert's "
-    "create_pretraining_data.py or --output_file, which write no _SUCCESS "
-    "or manifest)")
+_INCOMPLETE_HINT = "pass --allow_incomplete_input to read the files as they are"
 
 
 
@@ -109,6 +109,15 @@ def _unfinished_note(pattern: str) -> str:
 
 
 # ------------------------------------------------------ data prep's markers
+def data_prep_files(directory: str) -> List[str]:
+  """The names in `directory` that data prep writes (sorted): its markers,
+  summary.json, shards named as it names them, its `.tmp-*` files."""
+  own = (SUCCESS_FILE, MANIFEST_FILE, SUMMARY_FILE)
+  return sorted(name for name in tf.io.gfile.listdir(directory)
+                if name.rstrip("/") in own or name.startswith(TEMP_PREFIX)
+                or fnmatch.fnmatchcase(name, SHARD_GLOB))
+
+
 def _read_manifest(path: str) -> dict:
   try:
     with tf.io.gfile.GFile(path, "rb") as f:
@@ -133,17 +142,23 @@ def check_records_dirs(files: Sequence[str], max_seq_length: int,
                        flag: str = "--input_file") -> Dict[str, dict]:
   """Checks each directory of `files` against data prep's markers.
 
-  Each directory must hold `_SUCCESS` and `manifest.json` (data prep writes
-  them last: without them the run was killed, failed or is still writing),
-  list every file with its size, and have been written with this
-  max_seq_length and max_predictions_per_seq, and, when spm_model_file is
-  given, with the SentencePiece model of that sha256.
+  A directory with no data prep file (`data_prep_files`) holds records
+  written elsewhere (google-research/albert's create_pretraining_data.py,
+  data prep's --output_file): nothing here says how, so they are read, with
+  one warning for all such directories (check_shards still checks their
+  first records' lengths). Any other directory is data prep's: it must hold
+  `_SUCCESS` and `manifest.json` (data prep writes them last: without them
+  the run was killed, failed or is still writing), list every file with its
+  size, and have been written with this max_seq_length and
+  max_predictions_per_seq, and, when spm_model_file is given, with the
+  SentencePiece model of that sha256.
 
   Args:
     files: the input files (expand_input_files).
-    allow_incomplete: missing markers, unlisted files and size differences
-      are warnings instead of errors (--allow_incomplete_input). Length and
-      tokenizer mismatches stay errors.
+    allow_incomplete: in a data prep directory, missing markers, unlisted
+      files and size differences are warnings instead of errors
+      (--allow_incomplete_input). Length and tokenizer mismatches stay
+      errors.
     flag: the flag that named the files, for the messages.
   Returns:
     {directory: manifest dict} of the directories that have one.
@@ -156,15 +171,21 @@ def check_records_dirs(files: Sequence[str], max_seq_length: int,
     by_dir.setdefault(os.path.dirname(path) or ".", []).append(path)
   manifests = {}
   spm_sha256 = None
+  elsewhere = []  # (directory, files) of records without data prep files
   for directory, paths in sorted(by_dir.items()):
+    own = data_prep_files(directory)
+    if not own:
+      elsewhere.append((directory, len(paths)))
+      continue
     missing = [name for name in (SUCCESS_FILE, MANIFEST_FILE)
-               if not tf.io.gfile.exists(os.path.join(directory, name))]
+               if name not in own]
     if missing:
+      shown = ", ".join(own[:3]) + (", ..." if len(own) > 3 else "")
       message = (
           f"{directory}: no {' and no '.join(missing)} (the files data prep "
-          f"writes last), so its run there was killed, failed or is still "
-          f"writing, and the shards may be partial or missing ({flag} "
-          f"matched {len(paths)} file(s) there)")
+          f"writes last) beside data prep's {shown}, so its run there was "
+          f"killed, failed or is still writing, and the shards may be "
+          f"partial or missing ({flag} matched {len(paths)} file(s) there)")
       if not allow_incomplete:
         raise InputFileError(f"{message}. Rerun data prep with --overwrite, "
                              f"or {_INCOMPLETE_HINT}")
@@ -214,6 +235,17 @@ def check_records_dirs(files: Sequence[str], max_seq_length: int,
                              "as it is")
       if problem:
         logging.warning("--allow_incomplete_input: %s", problem)
+  if elsewhere:
+    shown = ", ".join(d for d, _ in elsewhere[:3]) + (
+        ", ..." if len(elsewhere) > 3 else "")
+    logging.warning(
+        "%s: %d file(s) of %s with no data prep file beside them (no %s, "
+        "%s, %s or %s shard): read as records written elsewhere (e.g. "
+        "google-research/albert's create_pretraining_data.py, or data "
+        "prep's --output_file); only their first records' lengths are "
+        "checked, not their tokenizer", shown,
+        sum(n for _, n in elsewhere), flag, SUCCESS_FILE, MANIFEST_FILE,
+        SUMMARY_FILE, SHARD_GLOB)
   return manifests
 
 

@@ -46,19 +46,22 @@ class TaggingTask(Task):
   """CoNLL {train,dev,test}.txt in data_dir, encoded with one tokenizer.
 
   label_list: the model's BIO tags (from a fine-tuned checkpoint); default:
-  O plus B-/I- of every entity type of the train split.
+  O plus B-/I- of every entity type of the train split. strict_tags: a
+  stray gold tag (`conll.stray_tags`) is an error, not a counted warning.
   """
 
   name = "tagging"
   best_metric = "entity_f1"
   export_name = "tagger"
+  output_files = (PREDICTIONS_FILE,)
 
   def __init__(self, task_name: str, tokenizer, data_dir: str,
                max_seq_length: int, doc_stride: int,
                label_list: Optional[Sequence[str]] = None,
                tag_scheme: Optional[str] = None, eval_batch_size: int = 64,
                classifier_dropout: float = 0.1, seed: int = 12345,
-               max_train_examples: int = 0, max_eval_examples: int = 0):
+               max_train_examples: int = 0, max_eval_examples: int = 0,
+               strict_tags: bool = False):
     if task_name not in TASK_NAMES:
       raise ValueError(f"--task_name must be one of {', '.join(TASK_NAMES)}, "
                        f"got {task_name!r}")
@@ -70,6 +73,7 @@ class TaggingTask(Task):
     # People's Daily NER is written in BIO by data_prep.corpora.
     self.tag_scheme = conll.canonical_scheme(
         tag_scheme or ("BIO" if task_name == "peoples_daily_ner" else None))
+    self.strict_tags = strict_tags
     self.eval_batch_size = eval_batch_size
     self.classifier_dropout = classifier_dropout
     self.seed = seed
@@ -91,7 +95,7 @@ class TaggingTask(Task):
     if not os.path.exists(path):
       raise conll.DataError(f"{path}: no such file (--data_dir needs "
                             f"{SPLIT_FILES[split]} for the {split} split)")
-    data = conll.read_conll(path, self.tag_scheme)
+    data = conll.read_conll(path, self.tag_scheme, self.strict_tags)
     if self.max_examples[split]:
       data.sentences = data.sentences[:self.max_examples[split]]
     return data
@@ -147,6 +151,7 @@ class TaggingTask(Task):
                "long_sentences": windows.long_sentences,
                "unknown_tokens": windows.unknown_tokens,
                "docstarts_skipped": data.docstarts,
+               "stray_tags": data.stray_tags,
                "scheme": data.scheme if data.has_tags else None}
       logging.info(
           "[%s] %s: %d sentences, %d tokens (%s), %d windows of "
