@@ -18,4 +18,3 @@ def tiny_config():
   return AlbertConfig(vocab_size=60, embedding_size=8, hidden_size=16,
                       num_hidden_layers=4, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=32)
-

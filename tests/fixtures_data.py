@@ -66,3 +66,16 @@ def tiny_spm_model(directory, lines, vocab_size):
   return train_vocab.train_sentencepiece(
       corpus, os.path.join(str(directory), "spm"), vocab_size=vocab_size,
       character_coverage=1.0, hard_vocab_limit=False)
+
+
+def write_tiny_vocab_and_config(root, chars):
+  """vocab.txt (the five special tokens + `chars`) and a one-layer
+  config.json under `root`, for the fine-tuning fault tests."""
+  from albert_tf.config import AlbertConfig
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(chars)
+  (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+  AlbertConfig(vocab_size=len(vocab), embedding_size=8, hidden_size=16,
+               num_hidden_layers=1, num_attention_heads=2,
+               intermediate_size=32, max_position_embeddings=32,
+               initializer_range=0.2).to_json_file(root / "config.json")
+  return root

@@ -29,6 +29,7 @@ from albert_tf.training import resolution
 from albert_tf.config import AlbertConfig
 from albert_tf.tasks.classification import ClassificationTask
 from albert_tf.data.tokenization import load_tokenizer
+from tests.fixtures_data import write_tiny_vocab_and_config
 from tests.pretraining_fixtures import tiny_argv
 
 CHARS = "好差很不是的电影书手机质量服务一般"
@@ -37,12 +38,7 @@ CHARS = "好差很不是的电影书手机质量服务一般"
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
   root = tmp_path_factory.mktemp("faults")
-  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(CHARS)
-  (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-  AlbertConfig(vocab_size=len(vocab), embedding_size=8, hidden_size=16,
-               num_hidden_layers=1, num_attention_heads=2,
-               intermediate_size=32, max_position_embeddings=32,
-               initializer_range=0.2).to_json_file(root / "config.json")
+  write_tiny_vocab_and_config(root, CHARS)
   rng = np.random.default_rng(0)
   for split, n in (("train", 32), ("dev", 16), ("test", 8)):
     rows = [f"{i % 2}\t{''.join(rng.choice(list(CHARS), 6))}"
