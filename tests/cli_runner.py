@@ -26,8 +26,7 @@ interpreters, so that they run as they would for a user, without TF. So does
 a command whose environment sets what a fresh interpreter decides at import
 time (an environment variable TF or oneDNN reads when loaded, another
 PYTHONPATH) gets a fresh interpreter. Tests that must signal the process
-themselves, and the README's Quick start (a newcomer's exact path), use
-`subprocess` directly.
+themselves use `subprocess` directly.
 """
 
 import atexit

@@ -13,11 +13,11 @@ import os
 import pathlib
 import re
 import shlex
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+
+from tests import cli_runner
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -100,11 +100,11 @@ def test_quick_start_runs_as_written(tmp_path):
   env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2",
              CUDA_VISIBLE_DEVICES="")
   for command in quick_start_commands():
-    argv = shlex.split(command)
-    module = argv[2]
-    argv = [sys.executable] + argv[1:] + OVERRIDES.get(module, [])
-    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600)
+    argv = shlex.split(command)[2:]  # the module and its flags
+    # `python -m`, forked from a process that has imported TF for the
+    # albert_tf commands (tests/cli_runner says what that reproduces).
+    proc = cli_runner.run_module(argv + OVERRIDES.get(argv[0], []),
+                                 cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 0, (command, proc.stderr[-3000:])
 
   # The classes came from train.tsv's text labels, not a regression.

@@ -251,12 +251,12 @@ def test_mixed_bfloat16_loss_finite_layer_norm_float32(tmp_path):
 # ------------------------------------------------------------ kill + resume
 @pytest.mark.slow
 def test_sigkill_after_first_checkpoint_then_resume(tmp_path):
-  common = ["--num_train_steps=120", "--save_checkpoints_steps=20",
+  common = ["--num_train_steps=60", "--save_checkpoints_steps=20",
             "--iterations_per_loop=10", "--log_steps=10"]
   clean = tmp_path / "clean"
   clean.mkdir()
   assert rp.run(rp.params_from_argv(tiny_argv(clean, *common)))[
-      "global_step"] == 120
+      "global_step"] == 60
 
   killed = tmp_path / "killed"
   killed.mkdir()
@@ -276,9 +276,9 @@ def test_sigkill_after_first_checkpoint_then_resume(tmp_path):
   latest = tf.train.latest_checkpoint(str(out))
   saved_step = int(tf.train.load_checkpoint(latest).get_tensor(
       "step/.ATTRIBUTES/VARIABLE_VALUE"))
-  assert saved_step % 20 == 0 and 0 < saved_step < 120, saved_step
+  assert saved_step % 20 == 0 and 0 < saved_step < 60, saved_step
 
-  assert rp.run(rp.params_from_argv(argv))["global_step"] == 120
+  assert rp.run(rp.params_from_argv(argv))["global_step"] == 60
   log = _log(out)
   first_after = [r for r in log if r["step"] > saved_step]
   assert first_after[0]["step"] == saved_step + 10  # continued, not restarted
