@@ -132,6 +132,13 @@ def flags_parser(argv, other_options=None):
   return rest[:1] + extra
 
 
+class Interrupted(Exception):
+  """A run that stopped on a signal after saving (a SIGTERM before a
+  preemption): one line, and the exit code of a process the signal ended,
+  so a scheduler sees the job as not finished."""
+  exit_code = 128 + 15
+
+
 def one_line_errors(main_fn, also=()):
   """Wraps an absl main: ValueError/OSError (and the exception classes in
   `also`) print one line, or, with --verbose, the traceback."""
@@ -139,6 +146,8 @@ def one_line_errors(main_fn, also=()):
   def wrapped(argv):
     try:
       return main_fn(argv)
+    except Interrupted as e:
+      _print_error_and_exit(e, e.exit_code)
     except Exception as e:  # pylint: disable=broad-except
       if not isinstance(e, (ValueError, OSError) + tuple(also)) and (
           not _is_tf_error(e)):

@@ -88,13 +88,72 @@ def _cli(argv):
 
 
 # ------------------------------------------------------------ kill + resume
-@pytest.mark.slow
-def test_classifier_sigkill_then_resume_matches_uninterrupted(data, tmp_path):
-  common = ["--train_step=240", "--eval_every_steps=40",
-            "--iterations_per_loop=1", "--log_every_steps=20"]
-  clean = tmp_path / "clean"
-  proc = _cli(_argv(data, clean, *common))
+_KILL_RUN = ["--train_step=240", "--eval_every_steps=40",
+             "--iterations_per_loop=1", "--log_every_steps=20"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(data, tmp_path_factory):
+  """The reference of the kill and SIGTERM tests: the same run, unbroken."""
+  clean = tmp_path_factory.mktemp("clean")
+  proc = _cli(_argv(data, clean, *_KILL_RUN))
   assert proc.returncode == 0, proc.stderr[-3000:]
+  return clean
+
+
+@pytest.mark.slow
+def test_classifier_sigterm_saves_the_step_and_resumes(data, tmp_path,
+                                                       uninterrupted):
+  argv = _argv(data, tmp_path, *_KILL_RUN)
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "albert_tf.run_classifier", *argv], cwd=REPO,
+      env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  deadline = time.time() + 120
+  log_file = tmp_path / "train_log.jsonl"
+  # Past the first checkpoint (40) and its eval: mid-interval.
+  while not (log_file.exists() and any(r["step"] > 40
+                                       for r in _jsonl(log_file))):
+    assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+    assert time.time() < deadline, "no step past 40 within 120 s"
+    time.sleep(0.01)
+  os.kill(proc.pid, signal.SIGTERM)
+  stderr = proc.communicate(timeout=60)[1].decode()
+  assert proc.returncode == 143, stderr[-3000:]
+  errors = [l for l in stderr.splitlines() if l.startswith("error: ")]
+  assert len(errors) == 1 and "stopped by SIGTERM at step " in errors[0]
+  saved_step = int(errors[0].split("at step ")[1].split()[0])
+  assert 40 < saved_step < 240
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith(
+      f"ckpt-{saved_step}")
+
+  proc = _cli(argv)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  log = _jsonl(log_file)
+  ref_log = {r["step"]: r for r in _jsonl(uninterrupted / "train_log.jsonl")}
+  assert [r["step"] for r in log] == sorted(ref_log)  # no step logged twice
+  # Each logged loss is the mean over the steps since the last log line;
+  # the first one after the resume covers only the steps after saved_step.
+  boundary = -(-saved_step // 20) * 20
+  for r in log:
+    np.testing.assert_allclose(r["learning_rate"],
+                               ref_log[r["step"]]["learning_rate"], rtol=1e-6)
+    if not saved_step < r["step"] <= boundary:
+      np.testing.assert_allclose(r["loss"], ref_log[r["step"]]["loss"],
+                                 rtol=1e-4, atol=1e-4 * max(
+                                     v["loss"] for v in ref_log.values()))
+  ref = json.loads((uninterrupted / "eval_results.json").read_text())
+  got = json.loads((tmp_path / "eval_results.json").read_text())
+  assert (got["best_step"], got["eval_accuracy"]) == (ref["best_step"],
+                                                      ref["eval_accuracy"])
+  steps = lambda d: [r["global_step"] for r in _jsonl(d / "eval_log.jsonl")]
+  assert steps(tmp_path) == steps(uninterrupted) == list(range(0, 241, 40))
+
+
+@pytest.mark.slow
+def test_classifier_sigkill_then_resume_matches_uninterrupted(data, tmp_path,
+                                                              uninterrupted):
+  common = _KILL_RUN
+  clean = uninterrupted
 
   killed = tmp_path / "killed"
   argv = _argv(data, killed, *common)

@@ -5,6 +5,8 @@
     CheckpointSaver a checkpoint at the end of every Keras epoch (= every
                     checkpoint interval), of finite weights only
     StopOnNonFiniteLoss  a NaN or inf training loss stops fit with one line
+    SaveOnSignal    after a SIGTERM (a scheduler's notice before preemption),
+                    a checkpoint at the current step, then fit stops
 
 plus what a resumed run does with what an interrupted one left: log lines
 past its checkpoint, temporaries of a save that was killed.
@@ -14,6 +16,8 @@ import datetime
 import json
 import math
 import os
+import signal
+import threading
 import time
 from typing import Dict, List
 
@@ -107,7 +111,9 @@ class MetricsLogger(keras.callbacks.Callback):
 
   def on_train_batch_end(self, batch, logs=None):
     step = self._step()
-    if step - self._last_step < self.log_steps:
+    # At multiples of log_steps, also after a resume between two of them
+    # (a SIGTERM's save): its first window is then the shorter one.
+    if step // self.log_steps == self._last_step // self.log_steps:
       return
     now = time.time()
     record = {"step": step, **self._window_means()}
@@ -200,6 +206,78 @@ class CheckpointSaver(keras.callbacks.Callback):
     logging.info("Saved checkpoint %s", path)
     if self.on_save:
       self.on_save(step)
+
+
+class SaveOnSignal(keras.callbacks.Callback):
+  """A SIGTERM saves a checkpoint at the current step and stops fit.
+
+  What Keras's BackupAndRestore and TF's PreemptionCheckpointHandler do for
+  a preemption notice, written here for this trainer's own checkpoints: the
+  same command then resumes at exactly this step (the inputs skip to it).
+  `watch()` installs the handler for as long as the trainer trains; the
+  signal only sets a flag, read after each step execution, so a save never
+  starts inside a step. Under MultiWorkerMirrored the workers agree on the
+  flag first (a signal may reach one of them only), and all save together.
+  """
+
+  def __init__(self, manager, strategy, signals=(signal.SIGTERM,)):
+    super().__init__()
+    self.manager = manager
+    self.strategy = strategy
+    self.signals = signals
+    self.received = None   # the signal's name, once one came
+    self.saved = None      # the path saved after it
+    self._any_worker = None
+
+  def watch(self):
+    """Context manager: the handler is ours inside it (main thread only)."""
+    callback = self
+
+    class _Watch:
+      def __enter__(self):
+        self.previous = {}
+        if threading.current_thread() is threading.main_thread():
+          for number in callback.signals:
+            self.previous[number] = signal.signal(number, callback._handle)
+
+      def __exit__(self, *exc):
+        for number, handler in self.previous.items():
+          signal.signal(number, handler)
+
+    return _Watch()
+
+  def _handle(self, number, frame):
+    del frame
+    self.received = signal.Signals(number).name
+
+  def _agreed(self) -> bool:
+    if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+      return self.received is not None
+    if self._any_worker is None:
+      strategy = self.strategy
+
+      @tf.function
+      def any_worker(flag):
+        return strategy.run(lambda f: tf.distribute.get_replica_context()
+                            .all_reduce(tf.distribute.ReduceOp.MAX, f),
+                            args=(flag,))
+      self._any_worker = any_worker
+    flag = self._any_worker(tf.constant(int(self.received is not None)))
+    return bool(self.strategy.experimental_local_results(flag)[0].numpy())
+
+  def on_train_batch_end(self, batch, logs=None):
+    if self.saved or not self._agreed():
+      return
+    step = int(self.model.optimizer.iterations.numpy())
+    latest = self.manager.latest_checkpoint
+    if not (latest and latest.endswith(f"-{step}")):
+      checkpoints.check_finite(self.model.trainable_variables,
+                               f"at step {step}, on {self.received}")
+      latest = self.manager.save(checkpoint_number=step)
+    self.saved = latest
+    self.received = self.received or "SIGTERM (on another worker)"
+    logging.warning("%s at step %d: saved %s", self.received, step, latest)
+    self.model.stop_training = True
 
 
 def drop_log_lines_after(path: str, step: int, key: str = "step"):

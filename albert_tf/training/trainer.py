@@ -13,7 +13,8 @@ metrics, predictions):
   * checkpoints of weights, optimizer state and step through
     tf.train.CheckpointManager in output_dir (the latest `keep` of them). A
     SIGKILL at any moment loses at most the steps since the last one; the
-    same command resumes there, at the same learning rate;
+    same command resumes there, at the same learning rate. A SIGTERM (a
+    scheduler's notice before preemption) saves at the current step first;
   * a NaN or inf training loss stops the run with one line (step, loss,
     learning rate), and weights that are not finite are never saved nor
     restored: the latest checkpoint stays the last finite one;
@@ -40,6 +41,7 @@ from typing import Dict, List, Optional
 from absl import logging
 import tensorflow as tf
 
+from albert_tf import cli_errors
 from albert_tf.training import callbacks
 from albert_tf.training import checkpoints
 from albert_tf.training import keras_compat
@@ -263,14 +265,18 @@ class Trainer:
                       "--num_train_steps=%d (raise it to train further)",
                       self.output_dir, self.step, s.num_train_steps)
       return
-    # At step 0, and after a kill between a checkpoint and its eval.
-    if s.eval_at_checkpoints and self.step not in self.evaluated:
+    # At step 0, and after a kill between a checkpoint and its eval (not at
+    # a SIGTERM's save, which lies between two checkpoint intervals).
+    if (s.eval_at_checkpoints and self.step not in self.evaluated
+        and self.step % s.checkpoint_steps == 0):
       self.evaluate()
     log_steps = math.ceil(s.log_steps / self.steps_per_execution) * (
         self.steps_per_execution)
+    on_signal = callbacks.SaveOnSignal(self.manager, self.strategy)
     fit_callbacks = [
         # First: a non-finite loss stops before the step is logged or saved.
         callbacks.StopOnNonFiniteLoss(self.schedule, self.manager),
+        on_signal,
         callbacks.MetricsLogger(
             self.output_dir, self.schedule, log_steps=log_steps,
             batch_size=s.train_batch_size, num_train_steps=s.num_train_steps,
@@ -280,16 +286,27 @@ class Trainer:
                 lambda step: self.evaluate()) if s.eval_at_checkpoints
             else None),
     ]
-    for steps_per_epoch, epochs in segments(self.step, s.num_train_steps,
-                                            s.checkpoint_steps):
-      dataset = self.task.build_inputs(
-          "train", self.strategy, s.train_batch_size, start_step=self.step,
-          num_steps=s.num_train_steps)
-      epoch0 = self.step // s.checkpoint_steps
-      self.task.guard_input_errors(lambda: self.model.fit(
-          dataset, initial_epoch=epoch0, epochs=epoch0 + epochs,
-          steps_per_epoch=steps_per_epoch, callbacks=fit_callbacks,
-          verbose=1 if self.chief else 0, shuffle=False))
+    with on_signal.watch():
+      for steps_per_epoch, epochs in segments(self.step, s.num_train_steps,
+                                              s.checkpoint_steps):
+        dataset = self.task.build_inputs(
+            "train", self.strategy, s.train_batch_size, start_step=self.step,
+            num_steps=s.num_train_steps)
+        epoch0 = self.step // s.checkpoint_steps
+        self.task.guard_input_errors(lambda: self.model.fit(
+            dataset, initial_epoch=epoch0, epochs=epoch0 + epochs,
+            steps_per_epoch=steps_per_epoch, callbacks=fit_callbacks,
+            verbose=1 if self.chief else 0, shuffle=False))
+        if self.step >= s.num_train_steps:
+          break
+        if (on_signal.received and not on_signal.saved and not isinstance(
+            self.strategy, tf.distribute.MultiWorkerMirroredStrategy)):
+          on_signal.on_train_batch_end(None)  # it came between two fit calls
+        if on_signal.saved:
+          raise cli_errors.Interrupted(
+              f"stopped by {on_signal.received} at step {self.step} of "
+              f"{s.num_train_steps}: saved {on_signal.saved}; the same "
+              "command resumes there")
 
   # --------------------------------------------------------- eval
   def _logged_evals(self) -> Dict[int, dict]:
