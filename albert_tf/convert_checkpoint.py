@@ -55,6 +55,22 @@ __all__ = [
 ]
 
 
+def _refuse_a_training_run(output_dir):
+  """A training run's folder is not overwritten: its `checkpoint` index and
+  albert_config.json would then name the conversion, and the run's next
+  start would train from it over its own ckpt-N."""
+  from albert_tf.training import output_dir as run_dir  # pylint: disable=g-import-not-at-top
+  if not os.path.isdir(output_dir):
+    return
+  marks = [name for name in sorted(os.listdir(output_dir))
+           if name in (run_dir.FINGERPRINT_FILE, "train_log.jsonl",
+                       "eval_log.jsonl")]
+  if marks:
+    raise ValueError(
+        f"--output_dir={output_dir} holds a training run ({marks[0]}): "
+        "convert into a new folder, and pass it as --init_checkpoint")
+
+
 def convert(source, checkpoint, output_dir, albert_config_file=None,
             log=print):
   """Converts a checkpoint to the project layout in `output_dir`.
@@ -74,6 +90,7 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
                                     tf.io.gfile.glob(checkpoint + ".*")):
     raise FileNotFoundError(f"--checkpoint={checkpoint} does not exist (no "
                             "such file, directory or checkpoint prefix)")
+  _refuse_a_training_run(output_dir)
   config, pretrainer, report, heads = reader(checkpoint, albert_config_file)
   parts = {"encoder": pretrainer.encoder}
   parts.update({h: getattr(pretrainer, h) for h in heads})

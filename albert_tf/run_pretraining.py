@@ -237,40 +237,43 @@ def _run(p: Params) -> Dict[str, float]:
 
   # Everything is checked: only now is output_dir written.
   lock = None  # held until this function returns
-  if chief:
-    lock = output_dir.prepare_output_dir(
-        p.output_dir, fingerprint, p.overwrite,
-        keep=(p.albert_config_file, p.spm_model_file))
-    config.to_json_file(os.path.join(p.output_dir, "albert_config.json"))
-    if skipped_report is not None:
-      logging.info("--skip_corrupt_records: the skipped records per file are "
-                   "in %s", corrupt_records.write_skipped_records(
-                       p.output_dir, skipped_report))
-      # Also beside the curves, where a run is looked at.
-      write_scalars(tf.summary.create_file_writer(
-          os.path.join(p.output_dir, "train")), 0,
-                    {"skipped_records": skipped_report["skipped"]})
-  keras.utils.set_random_seed(p.seed)
-  task = tasks.TASKS["pretraining"](
-      train_files, eval_files, p.max_seq_length, p.max_predictions_per_seq,
-      eval_batch_size=p.eval_batch_size, max_eval_steps=p.max_eval_steps,
-      seed=p.seed, shuffle_buffer_size=p.shuffle_buffer_size,
-      skip_corrupt_records=p.skip_corrupt_records)
-  if chief:
-    task.record().write_beside(p.output_dir)  # task_record.json
-  trainer = Trainer(task, config, settings, strategy)
-  trainer.restore(p.init_checkpoint, training=p.do_train)
-  if p.do_train:
-    trainer.train()
-  results = {"global_step": trainer.step}
-  if p.do_eval:
-    # An eval of this very checkpoint was made while training: reuse it.
-    results = (settings.eval_at_checkpoints and
-               trainer.evaluated.get(trainer.step)) or trainer.evaluate()
+  try:
     if chief:
-      write_eval_results(p.output_dir, results)
-  trainer.finish()
-  del lock  # the run is over: another may write here
+      lock = output_dir.prepare_output_dir(
+          p.output_dir, fingerprint, p.overwrite,
+          keep=(p.albert_config_file, p.spm_model_file))
+      config.to_json_file(os.path.join(p.output_dir, "albert_config.json"))
+      if skipped_report is not None:
+        logging.info("--skip_corrupt_records: the skipped records per file are "
+                     "in %s", corrupt_records.write_skipped_records(
+                         p.output_dir, skipped_report))
+        # Also beside the curves, where a run is looked at.
+        write_scalars(tf.summary.create_file_writer(
+            os.path.join(p.output_dir, "train")), 0,
+                      {"skipped_records": skipped_report["skipped"]})
+    keras.utils.set_random_seed(p.seed)
+    task = tasks.TASKS["pretraining"](
+        train_files, eval_files, p.max_seq_length, p.max_predictions_per_seq,
+        eval_batch_size=p.eval_batch_size, max_eval_steps=p.max_eval_steps,
+        seed=p.seed, shuffle_buffer_size=p.shuffle_buffer_size,
+        skip_corrupt_records=p.skip_corrupt_records)
+    if chief:
+      task.record().write_beside(p.output_dir)  # task_record.json
+    trainer = Trainer(task, config, settings, strategy)
+    trainer.restore(p.init_checkpoint, training=p.do_train)
+    if p.do_train:
+      trainer.train()
+    results = {"global_step": trainer.step}
+    if p.do_eval:
+      # An eval of this very checkpoint was made while training: reuse it.
+      results = (settings.eval_at_checkpoints and
+                 trainer.evaluated.get(trainer.step)) or trainer.evaluate()
+      if chief:
+        write_eval_results(p.output_dir, results)
+    trainer.finish()
+  finally:
+    if lock is not None:  # over, or failed: another run may write here
+      lock.close()
   return results
 
 

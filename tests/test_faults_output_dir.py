@@ -195,7 +195,98 @@ def duplicate_labels_in_label_list(data, tmp, caplog):
   assert not (tmp / "out").exists()
 
 
+def checkpoint_index_missing_or_rewritten(data, tmp, caplog):
+  out = tmp / "out"
+  run_classifier.run(**_options(data, out))  # ckpt-2, ckpt-4
+  ckpt4 = {p.name: p.read_bytes() for p in out.glob("ckpt-4.*")}
+  # 1. The `checkpoint` index is gone: the files decide, and it says so.
+  (out / "checkpoint").unlink()
+  with caplog.at_level(logging.INFO, logger="absl"):
+    result = run_classifier.run(**_options(data, out, train_step=6))
+  assert result["num_train_steps"] == 6
+  said = [r.getMessage() for r in caplog.records]
+  assert f"Resumed from {out}/ckpt-4" in said
+  assert (f"{out}: resuming by the checkpoint files: ckpt-2, ckpt-4 are not "
+          f"in the `checkpoint` index (there is no index file); the latest is "
+          f"{out}/ckpt-4") in said
+  assert {p.name: p.read_bytes() for p in out.glob("ckpt-4.*")} == ckpt4
+  assert _jsonl(out / "eval_log.jsonl", "global_step") == [0, 2, 4, 6]
+  # 2. Another tool's tf.train.Checkpoint.save rewrote the index (ckpt-1,
+  # no step): refused, and nothing of the run changes.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.train.Checkpoint(v=tf.Variable(1.0)).save(str(out / "ckpt"))
+  before = _files(out)
+  with pytest.raises(ValueError) as error:
+    run_classifier.run(**_options(data, out, train_step=8))
+  assert str(error.value) == (
+      f"{out}/ckpt-1 was not written by this trainer (it holds no step, its "
+      f"name says 1): move it out of {out}, or pass --overwrite to start "
+      "over")
+  assert _files(out) == before
+  # 3. Only the index rewritten, to name a checkpoint elsewhere: refused.
+  for name in ("ckpt-1.index", "ckpt-1.data-00000-of-00001"):
+    (out / name).unlink()
+  tf.compat.v1.train.update_checkpoint_state(str(out), str(tmp / "x-9"))
+  with pytest.raises(ValueError, match=r"^the `checkpoint` index in .* names "
+                     r".*x-9, which is not one of the checkpoints this "
+                     r"trainer wrote there \(ckpt-4, ckpt-6\)"):
+    run_classifier.run(**_options(data, out, train_step=8))
+
+
+def convert_checkpoint_into_a_training_run(data, tmp, caplog):
+  from albert_tf import convert_checkpoint  # pylint: disable=g-import-not-at-top
+  out = tmp / "out"
+  run_classifier.run(**_options(data, out, train_step=2))
+  before = _files(out)
+  with pytest.raises(ValueError) as error:
+    convert_checkpoint.convert("original", str(out), str(out))
+  assert str(error.value) == (
+      f"--output_dir={out} holds a training run (eval_log.jsonl): convert "
+      "into a new folder, and pass it as --init_checkpoint")
+  assert _files(out) == before
+
+
+def files_cut_short_by_a_kill(data, tmp, caplog):
+  out = tmp / "out"
+  run_classifier.run(**_options(data, out))
+  # A kill mid-write: half of a last eval_log line, and of a train_log one.
+  for name in ("eval_log.jsonl", "train_log.jsonl"):
+    with open(out / name, "a", encoding="utf-8") as f:
+      f.write('{"global_step": 6, "accur')
+  with caplog.at_level(logging.INFO, logger="absl"):
+    run_classifier.run(**_options(data, out, train_step=6))
+  cut = [r.getMessage() for r in caplog.records if "cut short" in
+         r.getMessage()]
+  assert cut[0] == (f"{out}/eval_log.jsonl:4: the last line is cut short "
+                    "(Unterminated string starting at; a run killed while "
+                    "writing it): dropped")
+  assert _jsonl(out / "eval_log.jsonl", "global_step") == [0, 2, 4, 6]
+  assert _jsonl(out / "train_log.jsonl", "step") == [1, 2, 3, 4, 5, 6]
+  # A bad line with lines after it is no kill: named, not dropped.
+  lines = (out / "eval_log.jsonl").read_text().splitlines()
+  (out / "eval_log.jsonl").write_text("\n".join(
+      lines[:1] + ["{oops"] + lines[1:]) + "\n")
+  before = _files(out)
+  with pytest.raises(ValueError) as error:
+    run_classifier.run(**_options(data, out, train_step=8))
+  assert str(error.value).startswith(
+      f"{out}/eval_log.jsonl:2: not a JSON record (")
+  assert _files(out) == before
+  # A fingerprint that is not JSON: named, with what to do.
+  (out / output_dir.FINGERPRINT_FILE).write_text('{"task": "sentiment", ')
+  with pytest.raises(RunConfigError) as error:
+    run_classifier.run(**_options(data, out, train_step=8))
+  assert str(error.value) == (
+      f"{out}/{output_dir.FINGERPRINT_FILE} is not valid JSON (Expecting "
+      "property name enclosed in double quotes, line 1): written by another "
+      "tool or cut short; it records the run's settings, so pass --overwrite "
+      "to start over, or choose another --output_dir")
+
+
 FAULTS = [overwrite_deletes_only_the_runs_files,
+          files_cut_short_by_a_kill,
+          checkpoint_index_missing_or_rewritten,
+          convert_checkpoint_into_a_training_run,
           pretraining_output_dir_holds_its_records,
           resume_with_another_train_batch_size,
           older_output_dir_without_a_batch_size_resumes,

@@ -258,12 +258,14 @@ class SaveOnSignal(keras.callbacks.Callback):
 
       @tf.function
       def any_worker(flag):
-        return strategy.run(lambda f: tf.distribute.get_replica_context()
-                            .all_reduce(tf.distribute.ReduceOp.MAX, f),
-                            args=(flag,))
+        # The value is made on each replica's device (an input from outside
+        # has none, which the collective refuses).
+        return strategy.run(lambda: tf.distribute.get_replica_context()
+                            .all_reduce(tf.distribute.ReduceOp.SUM,
+                                        tf.identity(flag)))
       self._any_worker = any_worker
-    flag = self._any_worker(tf.constant(int(self.received is not None)))
-    return bool(self.strategy.experimental_local_results(flag)[0].numpy())
+    flag = self._any_worker(tf.constant(float(self.received is not None)))
+    return float(self.strategy.experimental_local_results(flag)[0]) > 0
 
   def on_train_batch_end(self, batch, logs=None):
     if self.saved or not self._agreed():
@@ -280,16 +282,42 @@ class SaveOnSignal(keras.callbacks.Callback):
     self.model.stop_training = True
 
 
+def read_jsonl(path: str) -> List[dict]:
+  """The records of a JSONL log (train_log.jsonl, eval_log.jsonl).
+
+  A last line cut short (a kill or a full disk mid-write) is dropped with a
+  warning naming it; a bad line before the last is an error naming it.
+  """
+  if not os.path.exists(path):
+    return []
+  with open(path, encoding="utf-8") as f:
+    lines = [(n, l) for n, l in enumerate(f, 1) if l.strip()]
+  records = []
+  for position, (number, line) in enumerate(lines):
+    try:
+      records.append(json.loads(line))
+    except json.JSONDecodeError as e:
+      if position < len(lines) - 1:
+        raise ValueError(
+            f"{path}:{number}: not a JSON record ({e.msg}), and lines follow "
+            "it: edited by hand? Fix or delete the line, or pass "
+            "--overwrite to start over") from None
+      logging.warning("%s:%d: the last line is cut short (%s; a run killed "
+                      "while writing it): dropped", path, number, e.msg)
+  return records
+
+
 def drop_log_lines_after(path: str, step: int, key: str = "step"):
-  """A resumed run re-logs the steps after its checkpoint: drop the old ones."""
+  """A resumed run re-logs the steps after its checkpoint: drop the old ones
+  (and a last line cut short)."""
   if not os.path.exists(path):
     return
   with open(path, encoding="utf-8") as f:
-    lines = [l for l in f if l.strip()]
-  kept = [l for l in lines if json.loads(l).get(key, 0) <= step]
-  if len(kept) != len(lines):
+    count = sum(1 for l in f if l.strip())
+  kept = [r for r in read_jsonl(path) if r.get(key, 0) <= step]
+  if len(kept) != count:
     with open(path, "w", encoding="utf-8") as f:
-      f.writelines(kept)
+      f.writelines(json.dumps(r) + "\n" for r in kept)
 
 
 def remove_stale_temporaries(directory: str):

@@ -12,6 +12,7 @@ the pretrainer loads into a classifier and vice versa.
 import json
 import os
 
+from absl import logging
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
@@ -169,3 +170,81 @@ def restore_weights(path_or_dir, model, parts=None):
         f"Checkpoint {prefix} does not match this model's config "
         f"(wrong albert_config.json or preset?): {e}") from None
   return {"restored": sorted(present), "missing": missing, "prefix": prefix}
+
+
+# ---------------------------------------------------------------- run state
+STEP_KEY = "step/.ATTRIBUTES/VARIABLE_VALUE"  # the trainer's step variable
+
+
+def reconcile_state(directory, name="ckpt"):
+  """Makes the `checkpoint` index of a training directory agree with the
+  `<name>-N.index` files in it, or refuses the directory.
+
+  tf.train.CheckpointManager trusts the index alone: with the index
+  deleted, or rewritten by another tool's tf.train.Checkpoint.save, a run
+  would start at step 0 and overwrite the checkpoints it did not see.
+  Here the files decide:
+    * every `<name>-N` must hold the trainer's step variable equal to N
+      (what the trainer writes), else the directory is refused naming it;
+    * the index may only name such files; one that names anything else was
+      rewritten by another tool, and the directory is refused;
+    * files the index does not list (the index is missing, or a kill came
+      between a save and its index update) are added to it, with a warning.
+  Returns the steps of the checkpoints found.
+  """
+  found = {}
+  for index in tf.io.gfile.glob(os.path.join(directory, f"{name}-*.index")):
+    prefix = index[:-len(".index")]
+    number = prefix.rsplit("-", 1)[1]
+    if not number.isdigit():
+      continue
+    try:
+      reader = tf.train.load_checkpoint(prefix)
+      step = (int(reader.get_tensor(STEP_KEY))
+              if reader.has_tensor(STEP_KEY) else None)
+    except (tf.errors.OpError, ValueError):
+      continue  # unreadable: the trainer's restore falls back past it
+    if step != int(number):
+      raise ValueError(
+          f"{prefix} was not written by this trainer (it holds "
+          f"{'no step' if step is None else f'step {step}'}, its name says "
+          f"{number}): move it out of {directory}, or pass --overwrite to "
+          "start over")
+    found[int(number)] = prefix
+  state = tf.train.get_checkpoint_state(directory)
+  listed = list(state.all_model_checkpoint_paths) if state else []
+  if state and state.model_checkpoint_path not in listed:
+    listed.append(state.model_checkpoint_path)
+  ours = {os.path.basename(p) for p in found.values()}
+  foreign = [p for p in listed if os.path.basename(p) not in ours]
+  if foreign:
+    raise ValueError(
+        f"the `checkpoint` index in {directory} names {foreign[0]}, which "
+        "is not one of the checkpoints this trainer wrote there "
+        f"({', '.join(sorted(ours, key=_number)) or 'none'}): it was "
+        "rewritten by another tool? Delete the `checkpoint` file to resume "
+        "from the latest of them, or pass --overwrite to start over")
+  unlisted = sorted(set(ours) - {os.path.basename(p) for p in listed},
+                    key=_number)
+  if unlisted:
+    latest = found[max(found)]
+    logging.warning(
+        "%s: resuming by the checkpoint files: %s %s not in the `checkpoint` "
+        "index%s; the latest is %s", directory, ", ".join(unlisted),
+        "is" if len(unlisted) == 1 else "are",
+        "" if state else " (there is no index file)", latest)
+    # Names relative to the directory, and the times, as CheckpointManager
+    # writes them (it manages, and so restores, only checkpoints newer than
+    # last_preserved_timestamp).
+    times = [tf.io.gfile.stat(found[n] + ".index").mtime_nsec / 1e9
+             for n in sorted(found)]
+    tf.compat.v1.train.update_checkpoint_state(
+        directory, os.path.basename(latest), all_model_checkpoint_paths=[
+            os.path.basename(found[n]) for n in sorted(found)],
+        all_model_checkpoint_timestamps=times,
+        last_preserved_timestamp=min(times) - 1)
+  return sorted(found)
+
+
+def _number(name):
+  return int(name.rsplit("-", 1)[1])

@@ -139,29 +139,32 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
   # Every input is valid: only now is output_dir written.
   # Held until this function returns: no second run writes here meanwhile.
   lock = None
-  if chief:
-    lock = output_dir.prepare_output_dir(
-        o.output_dir, fingerprint, o.overwrite,
-        keep=(task.tokenizer.model_file, o.albert_config_file))
-    # An eval- or predict-only run leaves what training recorded alone.
-    if o.do_train or record.read_beside(o.output_dir) is None:
-      write_run_files(o.output_dir, config, task)
-  keras.utils.set_random_seed(o.seed)
-  trainer = Trainer(task, config, settings, strategy_)
-  trainer.restore(o.init_checkpoint, training=o.do_train)
-  start = time.time()
-  if o.do_train:
-    trainer.train()
-    result["train_wall_s"] = round(time.time() - start, 2)
-    result["num_train_steps"] = settings.num_train_steps
-  # Eval and predict with the best checkpoint by the dev metric, if kept.
-  best_step = trainer.restore_best()
-  result["best_step"] = trainer.step if best_step is None else best_step
-  result.update(evaluate_and_predict(trainer, chief, result["best_step"]))
-  logging.info("Results: %s", {k: v for k, v in result.items()
-                               if k not in ("data", "eval", "test")})
-  trainer.finish()
-  del lock  # the run is over: another may write here
+  try:
+    if chief:
+      lock = output_dir.prepare_output_dir(
+          o.output_dir, fingerprint, o.overwrite,
+          keep=(task.tokenizer.model_file, o.albert_config_file))
+      # An eval- or predict-only run leaves what training recorded alone.
+      if o.do_train or record.read_beside(o.output_dir) is None:
+        write_run_files(o.output_dir, config, task)
+    keras.utils.set_random_seed(o.seed)
+    trainer = Trainer(task, config, settings, strategy_)
+    trainer.restore(o.init_checkpoint, training=o.do_train)
+    start = time.time()
+    if o.do_train:
+      trainer.train()
+      result["train_wall_s"] = round(time.time() - start, 2)
+      result["num_train_steps"] = settings.num_train_steps
+    # Eval and predict with the best checkpoint by the dev metric, if kept.
+    best_step = trainer.restore_best()
+    result["best_step"] = trainer.step if best_step is None else best_step
+    result.update(evaluate_and_predict(trainer, chief, result["best_step"]))
+    logging.info("Results: %s", {k: v for k, v in result.items()
+                                 if k not in ("data", "eval", "test")})
+    trainer.finish()
+  finally:
+    if lock is not None:  # over, or failed: another run may write here
+      lock.close()
   return result
 
 

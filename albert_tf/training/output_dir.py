@@ -86,8 +86,7 @@ def check_output_dir(output_dir: str, fingerprint: dict,
           + (" (or --overwrite, which deletes them, to start over)"
              if training else ""))
     return
-  with tf.io.gfile.GFile(path, "r") as f:
-    saved = json.loads(f.read())
+  saved = _read_fingerprint(path)
   wanted = json.loads(json.dumps(fingerprint))
   # A section that one side leaves open (None: e.g. no optimizer in an
   # eval-only run) is not compared.
@@ -104,6 +103,18 @@ def check_output_dir(output_dir: str, fingerprint: dict,
         f"--output_dir={output_dir} holds a run with other settings ("
         + "; ".join(diff) + "): pass --overwrite to start over, or choose "
         "another --output_dir")
+
+
+def _read_fingerprint(path: str) -> dict:
+  with tf.io.gfile.GFile(path, "r") as f:
+    text = f.read()
+  try:
+    return json.loads(text)
+  except json.JSONDecodeError as e:
+    raise RunConfigError(
+        f"{path} is not valid JSON ({e.msg}, line {e.lineno}): written by "
+        "another tool or cut short; it records the run's settings, so pass "
+        "--overwrite to start over, or choose another --output_dir") from None
 
 
 LOCK_FILE = ".run.lock"
@@ -241,8 +252,7 @@ def prepare_output_dir(output_dir: str, fingerprint: dict,
   path = os.path.join(output_dir, FINGERPRINT_FILE)
   saved = {}
   if tf.io.gfile.exists(path):
-    with tf.io.gfile.GFile(path, "r") as f:
-      saved = json.loads(f.read())
+    saved = _read_fingerprint(path)
   # check_output_dir compared every section both sides set; a section the
   # earlier run left open (an eval-only run has no optimizer) is filled in
   # by the first training run, so that later reruns compare it. An eval-only

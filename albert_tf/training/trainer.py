@@ -130,6 +130,8 @@ class Trainer:
         self.output_dir, f".worker_{strategy.cluster_resolver.task_id}")
     tf.io.gfile.makedirs(self.ckpt_dir)
     callbacks.remove_stale_temporaries(self.ckpt_dir)
+    # The ckpt-N files decide, not only the `checkpoint` index.
+    checkpoints.reconcile_state(self.ckpt_dir)
 
     existing = tf.train.latest_checkpoint(self.ckpt_dir)
     start = int(existing.rsplit("-", 1)[1]) if existing else 0
@@ -310,11 +312,7 @@ class Trainer:
 
   # --------------------------------------------------------- eval
   def _logged_evals(self) -> Dict[int, dict]:
-    path = os.path.join(self.output_dir, EVAL_LOG)
-    if not os.path.exists(path):
-      return {}
-    with open(path, encoding="utf-8") as f:
-      records = [json.loads(l) for l in f if l.strip()]
+    records = callbacks.read_jsonl(os.path.join(self.output_dir, EVAL_LOG))
     return {r.get("global_step"): r for r in records}
 
   def evaluate(self) -> Dict[str, float]:
