@@ -283,7 +283,43 @@ def files_cut_short_by_a_kill(data, tmp, caplog):
       "to start over, or choose another --output_dir")
 
 
+def never_beats_step_0(data, tmp, caplog):
+  from albert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
+  out = tmp / "out"
+  # A learning rate of 0: every eval equals step 0's, none beats it.
+  with caplog.at_level(logging.INFO, logger="absl"):
+    result = run_classifier.run(**_options(data, out, learning_rate=0.0,
+                                           do_predict=True))
+  assert (result["best_step"], result["never_beat_step_0"]) == (0, True)
+  warning = checkpoints.NEVER_BEAT_STEP_0 % out
+  said = [r.getMessage() for r in caplog.records]
+  assert said.count(warning) == 1
+  # Exporting (or predicting from) that output_dir says it again.
+  caplog.clear()
+  with caplog.at_level(logging.INFO, logger="absl"):
+    assert checkpoints.latest_checkpoint(str(out)).endswith("best/ckpt-0")
+  assert [r.getMessage() for r in caplog.records] == [warning]
+  # A run that learns (the label is in the first character) says nothing
+  # of the kind.
+  learnable = tmp / "learnable"
+  learnable.mkdir()
+  shutil.copy(data / "vocab.txt", learnable)
+  shutil.copy(data / "config.json", learnable)
+  for split, n in (("train", 32), ("dev", 16)):
+    (learnable / f"{split}.tsv").write_text("".join(
+        f"{i % 2}\t{'好差'[i % 2]}的电影{'很不是'[i % 3]}\n" for i in range(n)),
+        encoding="utf-8")
+  caplog.clear()
+  with caplog.at_level(logging.INFO, logger="absl"):
+    result = run_classifier.run(**_options(
+        learnable, tmp / "learns", train_step=30, eval_every_steps=10))
+  assert "never_beat_step_0" not in result and result["best_step"] > 0
+  assert not [r for r in caplog.records
+              if "no checkpoint beat the dev metric" in r.getMessage()]
+
+
 FAULTS = [overwrite_deletes_only_the_runs_files,
+          never_beats_step_0,
           files_cut_short_by_a_kill,
           checkpoint_index_missing_or_rewritten,
           convert_checkpoint_into_a_training_run,

@@ -49,9 +49,20 @@ def best_checkpoint(directory):
   if not tf.io.gfile.exists(record):
     return None
   with tf.io.gfile.GFile(record) as f:
-    prefix = os.path.join(directory, BEST_DIR, json.loads(f.read())[
-        "checkpoint"])
-  return prefix if tf.io.gfile.exists(prefix + ".index") else None
+    best = json.loads(f.read())
+  prefix = os.path.join(directory, BEST_DIR, best["checkpoint"])
+  if not tf.io.gfile.exists(prefix + ".index"):
+    return None
+  if best.get("step") == 0:
+    logging.warning(NEVER_BEAT_STEP_0, directory)
+  return prefix
+
+
+# Said when a fine-tuning run's best checkpoint is its untrained start.
+NEVER_BEAT_STEP_0 = (
+    "%s: no checkpoint beat the dev metric of step 0, so its best checkpoint "
+    "is the untrained one (the task head as initialised): check the "
+    "learning rate, the labels and the steps")
 
 
 def checkpoint_dir(path_or_dir):

@@ -158,6 +158,9 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
     # Eval and predict with the best checkpoint by the dev metric, if kept.
     best_step = trainer.restore_best()
     result["best_step"] = trainer.step if best_step is None else best_step
+    if best_step == 0 and trainer.step > 0:
+      logging.warning(checkpoints.NEVER_BEAT_STEP_0, o.output_dir)
+      result["never_beat_step_0"] = True
     result.update(evaluate_and_predict(trainer, chief, result["best_step"]))
     logging.info("Results: %s", {k: v for k, v in result.items()
                                  if k not in ("data", "eval", "test")})
