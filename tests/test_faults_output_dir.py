@@ -318,7 +318,50 @@ def never_beats_step_0(data, tmp, caplog):
               if "no checkpoint beat the dev metric" in r.getMessage()]
 
 
+def tokenizer_of_the_init_checkpoint(data, tmp, caplog):
+  from albert_tf.config import PRESETS  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.tokenization import load_tokenizer  # pylint: disable=g-import-not-at-top
+  from albert_tf.training import resolution  # pylint: disable=g-import-not-at-top
+  special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+  (tmp / "vocab_a.txt").write_text("\n".join(special + list("好差很不是的")))
+  (tmp / "vocab_b.txt").write_text("\n".join(special + list("电影书手机质")))
+  # A pretraining output_dir of the albert_tiny_zh shape with vocab a.
+  pretrained = tmp / "pretrained"
+  pretrained.mkdir()
+  PRESETS["albert_tiny_zh"].replace(vocab_size=11).to_json_file(
+      pretrained / "albert_config.json")
+  tokenizer_a = load_tokenizer(None, str(tmp / "vocab_a.txt"), True)
+  fingerprint = output_dir.make_fingerprint(
+      "pretraining", PRESETS["albert_tiny_zh"], tokenizer_a, None)
+  (pretrained / output_dir.FINGERPRINT_FILE).write_text(
+      json.dumps(fingerprint))
+  # 1. --preset with the checkpoint's own tokenizer: the preset's
+  # vocab_size (21128) gives way to the checkpoint's, as its tokenizer does.
+  config, _ = resolution.resolve_model(
+      preset="albert_tiny_zh", init_checkpoint=str(pretrained),
+      vocab_file=str(tmp / "vocab_a.txt"))
+  assert (config.vocab_size, config.hidden_size) == (11, 312)
+  # 2. Another tokenizer of the same size: refused, both named.
+  with pytest.raises(RunConfigError) as error:
+    resolution.resolve_model(preset="albert_tiny_zh",
+                             init_checkpoint=str(pretrained),
+                             vocab_file=str(tmp / "vocab_b.txt"))
+  sha = lambda name: output_dir.file_sha256(str(tmp / name))[:12]
+  assert str(error.value) == (
+      f"--vocab_file={tmp}/vocab_b.txt (sha256 {sha('vocab_b.txt')}…) is not "
+      f"the tokenizer --init_checkpoint={pretrained} was trained with (sha256 "
+      f"{sha('vocab_a.txt')}…, in {pretrained}/{output_dir.FINGERPRINT_FILE}):"
+      " pass the tokenizer it was pretrained with")
+  # 3. Through the command: run_classifier refuses before writing anything.
+  with pytest.raises(RunConfigError, match="is not the tokenizer"):
+    run_classifier.run(**_options(
+        data, tmp / "out", albert_config_file=None, preset="albert_tiny_zh",
+        init_checkpoint=str(pretrained), vocab_file=str(tmp / "vocab_b.txt")))
+  assert not (tmp / "out").exists()
+
+
 FAULTS = [overwrite_deletes_only_the_runs_files,
+          tokenizer_of_the_init_checkpoint,
           never_beats_step_0,
           files_cut_short_by_a_kill,
           checkpoint_index_missing_or_rewritten,

@@ -76,6 +76,10 @@ def resolve_model(preset: Optional[str] = None,
         "No model config: give --preset or --albert_config_file, or an "
         f"{checkpoint_flag} with {checkpoints.CONFIG_NAME} beside it")
   if beside is not None:
+    # A preset's vocab_size is a default, like its tokenizer: with a
+    # checkpoint, the checkpoint's (or --vocab_size) is the one compared.
+    if preset and not albert_config_file:
+      config = config.replace(vocab_size=vocab_size or beside.vocab_size)
     diff = architecture_diff(beside, config)
     if diff:
       raise RunConfigError(
@@ -101,6 +105,10 @@ def resolve_model(preset: Optional[str] = None,
     raise RunConfigError("Give --spm_model_file or --vocab_file (the "
                          "tokenizer the model was trained with)")
 
+  if tokenizer is not None and init_checkpoint:
+    _check_tokenizer_of_checkpoint(tokenizer, init_checkpoint,
+                                   checkpoint_flag, spm_model_file or
+                                   vocab_file)
   if vocab_size:
     config = config.replace(vocab_size=vocab_size)
   elif tokenizer is not None and not init_checkpoint:
@@ -111,6 +119,37 @@ def resolve_model(preset: Optional[str] = None,
         f"but the model config has vocab_size={config.vocab_size} (pass the "
         "tokenizer the checkpoint was pretrained with)")
   return config, tokenizer
+
+
+def _check_tokenizer_of_checkpoint(tokenizer, init_checkpoint, flag, given):
+  """The tokenizer must be the one the checkpoint was trained with, where
+  its run recorded it (run_fingerprint.json's sha256): another tokenizer of
+  the same size would train on the wrong pieces without an error."""
+  import json  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.tokenization import file_sha256  # pylint: disable=g-import-not-at-top
+  from albert_tf.training import output_dir  # pylint: disable=g-import-not-at-top
+  run_dir = checkpoints.checkpoint_dir(init_checkpoint)
+  if os.path.basename(os.path.normpath(run_dir)) == checkpoints.BEST_DIR:
+    run_dir = os.path.dirname(os.path.normpath(run_dir))
+  path = os.path.join(run_dir, output_dir.FINGERPRINT_FILE)
+  if not tf.io.gfile.exists(path):
+    return
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      recorded = json.loads(f.read()).get("tokenizer_sha256")
+  except ValueError:
+    return  # refused with its name when that output_dir is resumed
+  if not recorded:
+    return
+  sha = file_sha256(tokenizer.model_file)
+  if sha != recorded:
+    flag_name = "--vocab_file" if tokenizer.kind == "wordpiece" else (
+        "--spm_model_file")
+    raise RunConfigError(
+        f"{flag_name}={given} (sha256 {sha[:12]}…) is not the tokenizer "
+        f"{flag}={init_checkpoint} was trained with (sha256 "
+        f"{recorded[:12]}…, in {path}): pass the tokenizer it was "
+        "pretrained with")
 
 
 def check_seq_length(max_seq_length: int, config: AlbertConfig) -> None:
