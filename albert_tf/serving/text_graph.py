@@ -135,8 +135,14 @@ class TextEncoder(tf.Module):
       self._keep_pattern = f"{punct}|{cjk}"
       # BERT's limit is 100 characters; tf-text counts bytes, so the byte limit
       # is set out of the way and tokenize() checks characters.
+      # An empty line of vocab.txt holds an id that no piece maps to (the
+      # Python tokenizer never makes an empty piece); FastWordpieceTokenizer
+      # refuses empty tokens, so the id keeps a name no word can match (a
+      # word has no spaces).
+      vocab = [token or f"[empty vocab line {i + 1}]"
+               for i, token in enumerate(vocab)]
       self._wordpiece = tf_text.FastWordpieceTokenizer(
-          vocab=list(vocab), suffix_indicator="##", max_bytes_per_word=400,
+          vocab=vocab, suffix_indicator="##", max_bytes_per_word=400,
           token_out_type=tf.int32, unknown_token=unk_token,
           no_pretokenization=True, support_detokenization=False)
       self._unk_token = unk_token
