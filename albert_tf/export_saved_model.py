@@ -127,7 +127,8 @@ def encoder_signatures(model, tokenizer, max_seq_length, text_pair):
     outputs = model(features, training=False)
     return {n: tf.cast(outputs[n], tf.float32) for n in F.ENCODER_OUTPUTS}
 
-  return {"serving_default": saved_model.ids_signature(run),
+  return {"serving_default": saved_model.ids_signature(
+              run, vocab_size=model.config.vocab_size),
           "serve_text": saved_model.signature(
               lambda t: run(encoder(t["text"], t.get("text_b"))),
               saved_model.text_specs(bool(text_pair)))}

@@ -1,6 +1,7 @@
 """SavedModel export: in-graph tokenizer == Python tokenizer, signatures == Keras."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -170,6 +171,21 @@ def test_export_signatures_match_keras(kind, sp_tokenizer, spm_file, tmp_path):
   if kind == "pretrainer":
     assert by_ids["mlm_logits"].shape == (len(texts), 4, config.vocab_size)
     assert by_ids["sop_logits"].shape == (len(texts), 2)
+
+  # Malformed ids: an InvalidArgumentError naming the input, never the
+  # logits of a wrapped or clipped id.
+  serve = loaded.signatures["serving_default"]
+  for value, said in ((-1, "input_ids: a negative token id"),
+                      (config.vocab_size, "input_ids: a token id >= "
+                       f"vocab_size={config.vocab_size}")):
+    ids = features["input_ids"].copy()
+    ids[0, 1] = value
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(said)):
+      serve(**{**ids_inputs, "input_ids": tf.constant(ids)})
+  for name in ("input_mask", "segment_ids"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(
+        f"{name}: another shape than input_ids")):
+      serve(**{**ids_inputs, name: ids_inputs[name][:, :-1]})
 
   if kind == "classifier":
     _check_signature_defs(path)

@@ -56,12 +56,39 @@ def signature(fn: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]],
   return tf.function(serve, input_signature=list(specs), autograph=False)
 
 
-def ids_signature(run: Callable, extra_inputs: Sequence[str] = ()):
+def ids_signature(run: Callable, extra_inputs: Sequence[str] = (),
+                  vocab_size: int = 0):
   """serving_default: int32 `input_ids`, `input_mask`, `segment_ids` (+
   extra_inputs, e.g. masked_lm_positions) -> run(features). Core TF ops only:
-  a stock tensorflow_model_server runs it."""
-  return signature(run, [int_spec(n) for n in
-                         F.ENCODER_INPUTS + tuple(extra_inputs)])
+  a stock tensorflow_model_server runs it. With vocab_size, malformed inputs
+  are an InvalidArgumentError naming the input (`checked_ids`)."""
+  checked = ((lambda f: run(checked_ids(f, vocab_size))) if vocab_size
+             else run)
+  return signature(checked, [int_spec(n) for n in
+                             F.ENCODER_INPUTS + tuple(extra_inputs)])
+
+
+def checked_ids(features: Dict[str, tf.Tensor], vocab_size: int):
+  """features, once their ids and shapes are what the model reads.
+
+  Without these checks a negative id would wrap to the last rows of the
+  embedding table on some kernels, an id >= vocab_size would read zeros or
+  fail deep in a gather, and an input_mask of another length would be
+  broadcast or ignored (oneDNN), all without a word.
+  """
+  ids = features[F.INPUT_IDS]
+  checks = [
+      tf.debugging.assert_non_negative(
+          ids, message=f"{F.INPUT_IDS}: a negative token id"),
+      tf.debugging.assert_less(
+          ids, tf.constant(vocab_size, ids.dtype),
+          message=f"{F.INPUT_IDS}: a token id >= vocab_size={vocab_size}")]
+  for name in (F.INPUT_MASK, F.SEGMENT_IDS):
+    checks.append(tf.debugging.assert_equal(
+        tf.shape(features[name]), tf.shape(ids),
+        message=f"{name}: another shape than {F.INPUT_IDS}"))
+  with tf.control_dependencies(checks):
+    return {name: tf.identity(value) for name, value in features.items()}
 
 
 def _modules_read_by(fn, found=None, depth=0) -> Dict[int, tf.Module]:

@@ -214,7 +214,8 @@ class ClassificationTask(Task):
     def run(features):
       return cls.export_outputs(model(features, training=False), regression)
 
-    return {"serving_default": saved_model.ids_signature(run),
+    return {"serving_default": saved_model.ids_signature(
+                run, vocab_size=model.config.vocab_size),
             "serve_text": saved_model.signature(
                 lambda t: run(encoder(t["text"], t.get("text_b"))),
                 saved_model.text_specs(text_pair))}

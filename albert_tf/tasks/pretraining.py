@@ -120,7 +120,7 @@ class PretrainingTask(Task):
 
     return {
         "serving_default": saved_model.ids_signature(
-            run, (F.MASKED_LM_POSITIONS,)),
+            run, (F.MASKED_LM_POSITIONS,), model.config.vocab_size),
         "serve_text": saved_model.signature(
             run_text, saved_model.text_specs(text_pair) +
             [saved_model.int_spec(F.MASKED_LM_POSITIONS)]),

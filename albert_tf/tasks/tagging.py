@@ -268,7 +268,8 @@ class TaggingTask(Task):
       return cls.export_outputs(model(features, training=False))
 
     # Raw text -> tokens -> the model's tags -> entities with offsets.
-    return {"serving_default": saved_model.ids_signature(run),
+    return {"serving_default": saved_model.ids_signature(
+                run, vocab_size=model.config.vocab_size),
             "serve_text": saved_model.signature(
                 lambda t: tagger(t["text"], lambda f: run(f)[F.TAG_IDS]),
                 saved_model.text_specs(False))}
