@@ -31,6 +31,13 @@ def _python_files(folder):
         yield os.path.relpath(os.path.join(dirpath, name), ROOT)
 
 
+def test_build_file_parses():
+  """Starlark's syntax is Python's for a BUILD file: a stray token (a line
+  with a lone comma once) fails Bazel before any check below runs."""
+  ast.parse(open(os.path.join(ROOT, "BUILD"), encoding="utf-8").read(),
+            "BUILD")
+
+
 def test_every_target_src_exists():
   targets = _targets()
   assert len(targets) > 10
