@@ -115,6 +115,10 @@ class CreateDataSettings:
                                  "instead of one line.")
   progress_interval_secs: float = settings.field(
       10.0, "Seconds between two progress lines in the log.")
+  input_timeout_secs: int = settings.field(
+      600, "Stop with an error naming the file when an input file gives no "
+      "byte for this long (a named pipe, a hung mount); 0: wait forever.",
+      lower_bound=0)
   input_file_mode: str = settings.field("r", _IGNORED_HELP)
   do_permutation: bool = settings.field(False, _IGNORED_HELP)
   parallel: bool = settings.field(False, _IGNORED_HELP)
@@ -176,7 +180,8 @@ def main(argv):
                 pipeline_args=argv[1:], max_line_bytes=s.max_line_bytes,
                 skip_bad_inputs=s.skip_bad_inputs,
                 max_sentences_per_document=s.max_sentences_per_document,
-                progress_interval_secs=s.progress_interval_secs)
+                progress_interval_secs=s.progress_interval_secs,
+                input_timeout_secs=s.input_timeout_secs)
   if s.output_file:
     output_files = outputs.output_file_paths(s.output_file)
     if flags.FLAGS["num_shards"].present and s.num_shards != len(output_files):

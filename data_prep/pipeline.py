@@ -45,7 +45,7 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
                  num_shards=4, overwrite=False, pipeline_args=(),
                  max_line_bytes=100_000, split_bytes=None,
                  skip_bad_inputs=False, max_sentences_per_document=10_000,
-                 progress_interval_secs=10.0):
+                 progress_interval_secs=10.0, input_timeout_secs=600):
   """Checks inputs, runs the pipeline to completion, returns the summary dict.
 
   Args:
@@ -71,6 +71,9 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
       a warning (missing blank lines between documents?).
     progress_interval_secs: seconds between two progress lines in the log
       (see data_prep.progress).
+    input_timeout_secs: an input whose first byte does not come within
+      this many seconds (a named pipe, a hung mount) is an error naming it;
+      0: wait forever.
   Raises:
     ValueError: before any work, for a glob that matches nothing, an
       unreadable tokenizer file, output_dir holding a previous run, or a
@@ -85,6 +88,7 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
   pipeline_options, runner, runner_line = runners.choose_runner(
       pipeline_args, progress_lib.progress_request_secs(progress_interval_secs))
   paths = reading.match_inputs(input_file)
+  reading.check_inputs_respond(paths, input_timeout_secs)
   input_bytes = dict(zip(paths, reading.input_sizes(paths)))
   tokenizer = _load_tokenizer(spm_model_file, vocab_file, do_lower_case)
   tokenizer_info = outputs.describe_tokenizer(tokenizer)

@@ -354,6 +354,22 @@ def _blocking_shard_cli(b, tmp_path, context):
       "--allow_incomplete_input", "--input_timeout_secs=2")
 
 
+# --- a data prep input whose reads block: a named pipe that no one writes
+def _blocking_corpus_cli(b, tmp_path, context):
+  pipe = tmp_path / "corpus-part-2.txt"
+  os.mkfifo(pipe)
+  context["pipe"] = str(pipe)
+  context["out"] = tmp_path / "out"
+  return "data_prep.create_pretraining_data", _data_prep_argv(
+      f"{b['corpus']},{pipe}", context["out"], b["spm"]) + [
+          "--input_timeout_secs=2"]
+
+
+def _check_pipe_named_nothing_written(b, tmp_path, outcome):  # pylint: disable=unused-argument
+  assert outcome.context["pipe"] in outcome.cli.stderr
+  assert not os.path.exists(outcome.context["out"])
+
+
 def _check_pipe_named(b, tmp_path, outcome):  # pylint: disable=unused-argument
   assert outcome.context["pipe"] in outcome.cli.stderr
   assert not (tmp_path / "pretrain" / "train").exists()
@@ -540,6 +556,15 @@ FAULTS = [
           _cli(_blocking_shard_cli, fresh=True),
           error=r"no record from .*pretrain-00000-of-00001\.tfrecord within "
                 r"--input_timeout_secs=2 seconds", check=_check_pipe_named),
+    Fault("blocking_corpus",
+          "data prep with a named pipe without a writer among its inputs, "
+          "--input_timeout_secs=2 (cli)",
+          "one line naming the file and --input_timeout_secs after 2 s (not "
+          "a hang); no output_dir",
+          _cli(_blocking_corpus_cli),
+          error=r"no record from --input_file .*corpus-part-2\.txt within "
+                r"--input_timeout_secs=2 seconds",
+          check=_check_pipe_named_nothing_written),
     Fault("sigkilled_data_prep",
           "data prep SIGKILLed as soon as its output_dir appears, then "
           "pretraining on that folder",
