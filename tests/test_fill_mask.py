@@ -228,6 +228,13 @@ def test_serve_fill_mask_signature_agrees_with_the_cli(trained, tokenizer,
   # The padding row of a text with fewer masks is marked as such.
   assert out["top_k_ids"][0, 1].tolist() == [-1] * 4
   assert out["top_k_probabilities"][0, 1].tolist() == [0.0] * 4
+  assert out["num_masks_past_length"].tolist() == [0, 0, 0]
+  # More masks than fit: the answered ones and the cut ones are counted.
+  many = "[MASK]" * (MAX_SEQ + 10)
+  out = loaded.signatures["serve_fill_mask"](text=tf.constant([many, texts[1]]),
+                                             top_k=tf.constant(2))
+  assert out["num_masks"].numpy().tolist() == [MAX_SEQ - 2, 2]  # [CLS] [SEP]
+  assert out["num_masks_past_length"].numpy().tolist() == [12, 0]
 
 
 # ------------------------------------------------------ bad input

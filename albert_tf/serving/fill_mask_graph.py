@@ -161,7 +161,10 @@ class MaskedTextEncoder(tf.Module):
             F.INPUT_MASK: tf.cast(input_mask, tf.int32),
             F.SEGMENT_IDS: tf.cast(segment_ids, tf.int32),
             F.MASKED_LM_POSITIONS: positions.to_tensor(0),
-            "num_masks": tf.cast(positions.row_lengths(), tf.int32)}
+            "num_masks": tf.cast(positions.row_lengths(), tf.int32),
+            # The [MASK]s of the text that truncation cut off.
+            "num_masks_past_length": tf.cast(
+                parts.row_lengths() - 1 - positions.row_lengths(), tf.int32)}
 
 
 # ------------------------------------------------------- predictions
@@ -187,8 +190,11 @@ def serve_fill_mask_signature(model, tokenizer, max_seq_length):
   Inputs: string `text` [batch] with [MASK]s, int32 scalar `top_k`.
   Outputs: `top_k_ids` int32, `top_k_pieces` string and
   `top_k_probabilities` float32 [batch, M, top_k], `masked_lm_positions`
-  int32 [batch, M] and `num_masks` int32 [batch]; rows of a text with fewer
-  than M masks are padded with id -1, piece "" and probability 0.
+  int32 [batch, M], `num_masks` int32 [batch] (the masks answered) and
+  `num_masks_past_length` int32 [batch] (masks of the text past
+  max_seq_length, which truncation cut off: not answered); rows of a text
+  with fewer than M masks are padded with id -1, piece "" and
+  probability 0.
   """
   encoder = MaskedTextEncoder(tokenizer, max_seq_length, name="fill_mask")
   pieces = tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size))
@@ -207,7 +213,8 @@ def serve_fill_mask_signature(model, tokenizer, max_seq_length):
                                  ""),
         "top_k_probabilities": tf.where(real, probabilities, 0.0),
         F.MASKED_LM_POSITIONS: features[F.MASKED_LM_POSITIONS],
-        "num_masks": features["num_masks"]}
+        "num_masks": features["num_masks"],
+        "num_masks_past_length": features["num_masks_past_length"]}
 
   # The archive saves `encoder` (its tokenizers) as the function closes
   # over it (`serving.saved_model.make_archive`).
