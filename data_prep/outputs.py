@@ -44,6 +44,11 @@ def _existing_outputs(output_dir):
 
 def prepare_output_dir(output_dir, overwrite):
   """Creates output_dir; refuses (or with overwrite, deletes) a previous run."""
+  if "://" not in output_dir and os.path.exists(output_dir) and not (
+      os.path.isdir(output_dir)):
+    raise ValueError(cli_errors.error_line(
+        f"{output_dir!r} is a file, not a folder", "--output_dir",
+        "name a folder (it is created), or use --output_file for one file"))
   existing = _existing_outputs(output_dir)
   if existing and not overwrite:
     raise ValueError(cli_errors.error_line(

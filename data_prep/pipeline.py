@@ -23,6 +23,7 @@ at all (no _SUCCESS, no manifest).
 import dataclasses
 import logging
 import os
+import re
 import uuid
 
 import apache_beam as beam
@@ -135,6 +136,12 @@ def _check_arguments(dupe_factor, num_shards, max_sentences_per_document,
         "--progress_interval_secs"))
 
 
+# "OSError: [Errno 28] No space left on device: '/path'" in a runner's text.
+_IO_ERROR = re.compile(
+    r"((?:OS|IO|FileExists|FileNotFound|Permission|IsADirectory|"
+    r"NotADirectory)Error): (\[Errno \d+\] [^\n\[]*?)(?: \[while running|\n|$)")
+
+
 def _run_beam(runner, pipeline_options, progress, build):
   """Runs the pipeline that build(pipeline) makes, with progress lines.
 
@@ -149,9 +156,18 @@ def _run_beam(runner, pipeline_options, progress, build):
     progress.log_final(p.result)
   except Exception as e:  # pylint: disable=broad-except
     # Runners wrap a worker's exception in their own (often as text only).
-    bad = reading.BadInputError.find_in(_error_text(e))
+    text = _error_text(e)
+    bad = reading.BadInputError.find_in(text)
     if bad is None:
-      raise
+      io_error = _IO_ERROR.search(text)
+      if io_error is None:
+        raise
+      # A full disk, a permission, a folder deleted under the run: the
+      # worker's OSError, which the runner hands over as text.
+      raise ValueError(
+          f"{io_error.group(1)} while running the pipeline ({io_error.group(2)}"
+          f"): nothing was marked done; fix it and rerun with --overwrite"
+      ) from None
     raise ValueError(cli_errors.error_line(
         f"input file {bad[0]!r} is truncated or corrupt ({bad[1]}); nothing "
         "was marked done", "--input_file",

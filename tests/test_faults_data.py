@@ -354,6 +354,18 @@ def _blocking_shard_cli(b, tmp_path, context):
       "--allow_incomplete_input", "--input_timeout_secs=2")
 
 
+# --- an --output_dir that is a file
+def _output_dir_is_a_file_cli(b, tmp_path, context):
+  (tmp_path / "out").write_text("notes\n")
+  context["out"] = tmp_path / "out"
+  return "data_prep.create_pretraining_data", _data_prep_argv(
+      b["corpus"], tmp_path / "out", b["spm"])
+
+
+def _file_untouched(b, tmp_path, outcome):  # pylint: disable=unused-argument
+  assert outcome.context["out"].read_text() == "notes\n"
+
+
 # --- a data prep input whose reads block: a named pipe that no one writes
 def _blocking_corpus_cli(b, tmp_path, context):
   pipe = tmp_path / "corpus-part-2.txt"
@@ -556,6 +568,13 @@ FAULTS = [
           _cli(_blocking_shard_cli, fresh=True),
           error=r"no record from .*pretrain-00000-of-00001\.tfrecord within "
                 r"--input_timeout_secs=2 seconds", check=_check_pipe_named),
+    Fault("output_dir_is_a_file",
+          "data prep with --output_dir naming an existing file (cli)",
+          "one line (before, a Beam traceback from WriteShards); the file "
+          "untouched",
+          _cli(_output_dir_is_a_file_cli),
+          error=r"is a file, not a folder, --output_dir",
+          check=_file_untouched),
     Fault("blocking_corpus",
           "data prep with a named pipe without a writer among its inputs, "
           "--input_timeout_secs=2 (cli)",
@@ -664,3 +683,27 @@ def test_input_timeout_counts_from_the_last_progress():
                      r"within --input_timeout_secs=0\.5 seconds"):
     record_checks.with_input_timeout(stalls, 0.5)
   assert time.monotonic() - started < 2
+
+
+def test_a_workers_io_error_is_one_line_naming_the_path():
+  """A full disk in a Beam worker reaches the command as the runner's text
+  (here what the DirectRunner raises for an OSError in WriteShards)."""
+  from data_prep import pipeline  # pylint: disable=g-import-not-at-top
+
+  class Progress:
+    def __enter__(self):
+      return self
+
+    def __exit__(self, *exc):
+      return False
+
+  def build(p):
+    raise RuntimeError("OSError: [Errno 28] No space left on device: "
+                       "'/data/out/pretrain-00001-of-00004.tfrecord' "
+                       "[while running 'WriteShards/Write']")
+  with pytest.raises(ValueError) as error:
+    pipeline._run_beam("DirectRunner", None, Progress(), build)  # pylint: disable=protected-access
+  assert str(error.value) == (
+      "OSError while running the pipeline ([Errno 28] No space left on "
+      "device: '/data/out/pretrain-00001-of-00004.tfrecord'): nothing was "
+      "marked done; fix it and rerun with --overwrite")
