@@ -13,7 +13,12 @@ writes a folder that keras-hub loads like any of its own presets:
 + assets/tokenizer/vocabulary.spm from `tokenizer.save_to_preset`). The
 backbone gives the encoder's sequence and pooled outputs; the MLM/SOP heads
 are not part of a backbone preset. `convert_checkpoint --source=keras_hub`
-reads such a folder back.
+reads such a folder back. The preset is written in a dot-folder beside
+output_dir (`.tmp-keras-hub-NAME-XXXXXXXX`) and renamed into place when
+complete; a previous preset (--overwrite) is swapped out only then. A
+failure leaves the previous one as it was and no dot-folder; those of a
+killed export are removed (or the previous preset put back) at the next
+start, with a warning.
 
 Known difference: keras-hub's AlbertTokenizer runs the SentencePiece model
 only. It skips albert_tf's text normalisation before it
@@ -29,11 +34,15 @@ SentencePiece only) and configs keras-hub's AlbertBackbone cannot express
 GELU, layer_norm_eps other than 1e-12).
 """
 
+import contextlib
 import dataclasses
 import os
+import re
 import shutil
 import tempfile
 from typing import Optional
+
+from absl import logging
 
 from albert_tf import settings
 from albert_tf.training import checkpoints
@@ -55,6 +64,89 @@ def _check_output_dir(output_dir, overwrite):
         "replace it, or choose another directory")
 
 
+def _temporary_prefixes(output_dir):
+  """(prefix of the folder being written, of a previous preset being
+  swapped out), both beside output_dir."""
+  name = os.path.basename(os.path.normpath(os.path.abspath(output_dir)))
+  return f".tmp-keras-hub-{name}-", f".old-keras-hub-{name}-"
+
+
+def remove_stale_temporaries(output_dir):
+  """The dot-folders of a killed export to the same output_dir, logged.
+
+  A `.tmp-` one (a half preset) is removed. An `.old-` one holds the
+  previous preset, swapped out in the instant before the new one was
+  renamed in: it is put back when output_dir is missing, else removed.
+  Only PREFIX + mkdtemp's 8 characters match, so another preset's folders
+  are left alone. (Two exports to one output_dir at the same moment are not
+  supported.)
+  """
+  parent = os.path.dirname(os.path.abspath(output_dir))
+  tmp_prefix, old_prefix = _temporary_prefixes(output_dir)
+  for entry in sorted(os.listdir(parent)):
+    path = os.path.join(parent, entry)
+    if not re.match(f"(?:{re.escape(tmp_prefix)}|{re.escape(old_prefix)})"
+                    r"[a-z0-9_]{8}$", entry):
+      continue
+    previous = os.path.join(path, "previous")
+    if entry.startswith(old_prefix) and os.path.isdir(previous) and (
+        not os.path.exists(output_dir)):
+      logging.warning("Restoring %s from %s, left by an export that was "
+                      "killed while replacing it", output_dir, path)
+      os.rename(previous, output_dir)
+    else:
+      logging.warning("Removing %s, left by an export that was killed", path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _write_preset(output_dir, backbone, hub_tokenizer):
+  """Saves the preset in a dot-folder beside output_dir, then renames it
+  into place (a previous preset is swapped out and removed after): a
+  failure or a kill never leaves a half preset under the requested name,
+  and a failure leaves the previous one as it was.
+
+  Raises:
+    OSError: one line naming --output_dir (disk full, permission).
+  """
+  parent = os.path.dirname(os.path.abspath(output_dir))
+  tmp_prefix, old_prefix = _temporary_prefixes(output_dir)
+  tmp_dir = old_dir = None
+  created = not os.path.isdir(parent)
+  done = False
+  try:
+    os.makedirs(parent, exist_ok=True)
+    tmp_dir = tempfile.mkdtemp(prefix=tmp_prefix, dir=parent)
+    backbone.save_to_preset(tmp_dir)
+    hub_tokenizer.save_to_preset(tmp_dir)
+    os.chmod(tmp_dir, 0o755)  # mkdtemp makes 0700
+    if os.path.exists(output_dir):
+      old_dir = tempfile.mkdtemp(prefix=old_prefix, dir=parent)
+      previous = os.path.join(old_dir, "previous")
+      os.rename(output_dir, previous)
+      try:
+        os.rename(tmp_dir, output_dir)
+      except OSError:
+        os.rename(previous, output_dir)
+        raise
+      shutil.rmtree(old_dir, ignore_errors=True)
+    else:
+      os.rename(tmp_dir, output_dir)
+    done = True
+  except OSError as e:
+    raise OSError(e.errno, f"{e.strerror or e}: cannot write --output_dir="
+                  f"{output_dir} (nothing there was replaced)") from e
+  finally:
+    if tmp_dir and os.path.exists(tmp_dir):
+      shutil.rmtree(tmp_dir, ignore_errors=True)
+    # Never the previous preset, should putting it back have failed: the
+    # next start restores it from there.
+    if old_dir and os.path.isdir(old_dir) and not os.listdir(old_dir):
+      os.rmdir(old_dir)
+    if created and not done:
+      with contextlib.suppress(OSError):
+        os.rmdir(parent)  # only if empty
+
+
 def export(checkpoint, output_dir, albert_config_file=None,
            spm_model_file=None, overwrite=False, log=print):
   """Writes a keras-hub preset of `checkpoint` to `output_dir`; returns it.
@@ -70,6 +162,8 @@ def export(checkpoint, output_dir, albert_config_file=None,
     ValueError (one line, naming the flag or file) before anything is
     written: no or a WordPiece tokenizer, a config keras-hub cannot
     express, a checkpoint that does not fit, a non-empty output_dir.
+    OSError (one line, naming --output_dir): the preset could not be
+    written (disk full, permission); a previous one is left as it was.
   """
   config, tokenizer = resolution.resolve_model(
       albert_config_file=albert_config_file, init_checkpoint=checkpoint,
@@ -88,6 +182,9 @@ def export(checkpoint, output_dir, albert_config_file=None,
     source = albert_config_file or os.path.join(
         checkpoints.checkpoint_dir(checkpoint), checkpoints.CONFIG_NAME)
     raise KerasHubExportError(f"{source}: {e}") from None
+  parent = os.path.dirname(os.path.abspath(output_dir))
+  if os.path.isdir(parent):
+    remove_stale_temporaries(output_dir)
   _check_output_dir(output_dir, overwrite)
 
   encoder = AlbertEncoder(config)
@@ -99,21 +196,7 @@ def export(checkpoint, output_dir, albert_config_file=None,
   with open(tokenizer.model_file, "rb") as f:
     hub_tokenizer = keras_hub.models.AlbertTokenizer(proto=f.read())
 
-  parent = os.path.dirname(os.path.abspath(output_dir))
-  os.makedirs(parent, exist_ok=True)
-  # Written beside the target and renamed into place: a killed export leaves
-  # a dot-folder, never a half preset under the requested name.
-  tmp_dir = tempfile.mkdtemp(prefix=".tmp-keras-hub-", dir=parent)
-  try:
-    backbone.save_to_preset(tmp_dir)
-    hub_tokenizer.save_to_preset(tmp_dir)
-    os.chmod(tmp_dir, 0o755)  # mkdtemp makes 0700
-    if os.path.isdir(output_dir):
-      shutil.rmtree(output_dir)
-    os.rename(tmp_dir, output_dir)
-  finally:
-    if os.path.exists(tmp_dir):
-      shutil.rmtree(tmp_dir)
+  _write_preset(output_dir, backbone, hub_tokenizer)
   log(f"Exported {report['prefix']} as a keras-hub AlbertBackbone preset: "
       f"{output_dir}")
   if tokenizer.do_lower_case:

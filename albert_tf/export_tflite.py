@@ -19,9 +19,18 @@ is needed (the pip LiteRT interpreter no longer has one).
            (real token ids from a TSV via the Python tokenizer); ops without
            an int8 kernel stay float. Loses the most accuracy.
 
-Writes PATH.tflite, the tokenizer file beside it and PATH.json: input/output
-names, shapes and dtypes, the special ids, labels and the normalisation rules
-an app must apply before tokenizing.
+Writes PATH.tflite, its tokenizer beside it, named after it
+(PATH.spm.model, or PATH.vocab.txt for a WordPiece vocab, so models
+exported into one folder keep their own), and PATH.json: input/output names,
+shapes and dtypes, the tokenizer file's name, the special ids, labels and
+the normalisation rules an app must apply before tokenizing.
+
+The three files are written in a dot-named scratch folder inside the output
+folder (`.tmp-NAME.tflite-XXXXXXXX`, which also holds the converter's
+fixed-shape SavedModel) and renamed into place once all are complete: a
+failure or a kill leaves the files already at PATH as they were. The
+scratch folder is removed when the command ends; one left by a killed
+export of the same PATH is removed at the next start, with a warning.
 
 A tagger (`export_saved_model --model=tagger`) converts the same way: outputs
 `logits` [1, L, tags] and `tag_ids` [1, L]; PATH.json adds its tags
@@ -36,13 +45,16 @@ with `ner_data.encode_text` and `ner_data.tag_text`:
         text, tokens, [info["label_list"][tag_ids[p]] for p in positions])
 """
 
+import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
 import tempfile
 from typing import Optional
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -57,6 +69,14 @@ from albert_tf.features import ENCODER_INPUTS, MASKED_LM_POSITIONS
 from albert_tf.data.tokenization import load_tokenizer
 
 QUANTIZE_MODES = ("none", "float16", "dynamic", "int8")
+# The tokenizer copy beside PATH.tflite: PATH + this suffix, by kind.
+TOKENIZER_SUFFIXES = {"sentencepiece": ".spm.model", "wordpiece": ".vocab.txt"}
+
+
+def tokenizer_copy_name(output, tokenizer_kind):
+  """The name of the tokenizer file written beside `output` (no folder)."""
+  stem = os.path.splitext(os.path.basename(output))[0]
+  return stem + TOKENIZER_SUFFIXES[tokenizer_kind]
 
 
 def read_export_metadata(saved_model_dir):
@@ -143,9 +163,17 @@ def _fixed_shape_saved_model(saved_model_dir, out_dir, max_seq_length,
 def convert(saved_model, output, quantize="dynamic", representative_data=None,
             text_column=-1, text_b_column=None, num_calibration_examples=200,
             max_predictions=20):
-  """Writes output (.tflite), the tokenizer beside it and output's .json.
+  """Writes output (.tflite), its tokenizer and its .json.
+
+  The tokenizer is output's stem + `.spm.model` / `.vocab.txt`
+  (`tokenizer_copy_name`), the JSON output's stem + `.json`; each is
+  renamed into place only once all three are complete (see the module
+  docstring).
 
   Returns the metadata dict written to the JSON.
+  Raises:
+    OSError: writing failed (disk full, permission); one line naming
+      --output, and what was replaced (normally nothing).
   """
   if quantize not in QUANTIZE_MODES:
     raise ValueError(f"--quantize must be one of {QUANTIZE_MODES}, got "
@@ -156,53 +184,135 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
   metadata = read_export_metadata(saved_model)
   length = metadata["max_seq_length"]
   tokenizer = tokenizer_of(saved_model, metadata)
+  # Read before anything is written: a bad TSV is no write error.
+  examples = read_representative_tsv(
+      representative_data, tokenizer, length, text_column, text_b_column,
+      num_calibration_examples, metadata.get("token_level")
+  ) if quantize == "int8" else None
+  names = {"model": os.path.basename(output),
+           "tokenizer": tokenizer_copy_name(output,
+                                            metadata["tokenizer_kind"]),
+           "json": os.path.splitext(os.path.basename(output))[0] + ".json"}
+  if len(set(names.values())) < len(names):
+    raise ValueError(f"--output={output}: its .json or tokenizer file would "
+                     "have the model's own name (end it in .tflite)")
 
-  with tempfile.TemporaryDirectory() as tmp:
-    _fixed_shape_saved_model(saved_model, tmp, length, max_predictions)
-    converter = tf.lite.TFLiteConverter.from_saved_model(
-        tmp, signature_keys=["serving_default"])
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    if quantize == "float16":
-      converter.optimizations = [tf.lite.Optimize.DEFAULT]
-      converter.target_spec.supported_types = [tf.float16]
-    elif quantize == "dynamic":
-      converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    elif quantize == "int8":
-      examples = read_representative_tsv(
-          representative_data, tokenizer, length, text_column, text_b_column,
-          num_calibration_examples, metadata.get("token_level"))
-      converter.optimizations = [tf.lite.Optimize.DEFAULT]
-      converter.representative_dataset = lambda: (dict(e) for e in examples)
-      # Token ids stay int32; ops without an int8 kernel fall back to float.
-      converter.target_spec.supported_ops = [
-          tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
-    flatbuffer = converter.convert()
-
-  os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-  with open(output, "wb") as f:
-    f.write(flatbuffer)
-  tokenizer_copy = os.path.join(os.path.dirname(os.path.abspath(output)),
-                                metadata["tokenizer_file"])
-  shutil.copyfile(tokenizer.model_file, tokenizer_copy)
-
-  info = {
-      "model_file": os.path.basename(output), "quantize": quantize,
-      "source_saved_model": os.path.abspath(saved_model),
-      "model": metadata["model"], "max_seq_length": length,
-      **describe_io(output),
-      "tokenizer_kind": metadata["tokenizer_kind"],
-      "tokenizer_file": metadata["tokenizer_file"],
-      "do_lower_case": metadata["do_lower_case"],
-      "special_ids": metadata["special_ids"],
-      "normalization": metadata["normalization"],
-  }
-  for key in ("task", "label_list", "num_labels", "token_level",
-              "tag_scheme"):
-    if key in metadata:
-      info[key] = metadata[key]
-  with open(os.path.splitext(output)[0] + ".json", "w", encoding="utf-8") as f:
-    json.dump(info, f, indent=2, ensure_ascii=False)
+  with _scratch_folder(output) as (scratch, replaced):
+    flatbuffer = _convert_in(scratch, saved_model, length, max_predictions,
+                             quantize, examples)
+    _write_bytes(os.path.join(scratch, names["model"]), flatbuffer)
+    with open(tokenizer.model_file, "rb") as f:
+      _write_bytes(os.path.join(scratch, names["tokenizer"]), f.read())
+    info = {
+        "model_file": names["model"], "quantize": quantize,
+        "source_saved_model": os.path.abspath(saved_model),
+        "model": metadata["model"], "max_seq_length": length,
+        **describe_io(os.path.join(scratch, names["model"])),
+        "tokenizer_kind": metadata["tokenizer_kind"],
+        "tokenizer_file": names["tokenizer"],
+        "do_lower_case": metadata["do_lower_case"],
+        "special_ids": metadata["special_ids"],
+        "normalization": metadata["normalization"],
+    }
+    for key in ("task", "label_list", "num_labels", "token_level",
+                "tag_scheme"):
+      if key in metadata:
+        info[key] = metadata[key]
+    _write_bytes(os.path.join(scratch, names["json"]), json.dumps(
+        info, indent=2, ensure_ascii=False).encode("utf-8"))
+    # The JSON, which names the other two, last.
+    folder = os.path.dirname(os.path.abspath(output))
+    for key in ("tokenizer", "model", "json"):
+      os.replace(os.path.join(scratch, names[key]),
+                 os.path.join(folder, names[key]))
+      replaced.append(names[key])
   return info
+
+
+def _convert_in(scratch, saved_model, length, max_predictions, quantize,
+                examples):
+  """The .tflite flatbuffer; the fixed-shape SavedModel goes to scratch."""
+  fixed = os.path.join(scratch, "saved_model")
+  _fixed_shape_saved_model(saved_model, fixed, length, max_predictions)
+  converter = tf.lite.TFLiteConverter.from_saved_model(
+      fixed, signature_keys=["serving_default"])
+  converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+  if quantize == "float16":
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_types = [tf.float16]
+  elif quantize == "dynamic":
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+  elif quantize == "int8":
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: (dict(e) for e in examples)
+    # Token ids stay int32; ops without an int8 kernel fall back to float.
+    converter.target_spec.supported_ops = [
+        tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
+  return converter.convert()
+
+
+def _write_bytes(path, data):
+  """Writes data to path and syncs it: some file systems report a full
+  disk only at the sync or the close."""
+  with open(path, "wb") as f:
+    f.write(data)
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _scratch_prefix(output):
+  return f".tmp-{os.path.basename(output)}-"
+
+
+def remove_stale_scratch(output):
+  """Scratch folders of a killed export of the same output: removed, logged.
+
+  Only `.tmp-NAME-` + mkdtemp's 8 characters, so another output's scratch
+  (`.tmp-NAME-x.tflite-…`) is left alone. (Two exports to one output at
+  the same moment are not supported: this would delete the other's.)
+  """
+  folder = os.path.dirname(os.path.abspath(output))
+  stale = re.compile(re.escape(_scratch_prefix(output)) + r"[a-z0-9_]{8}$")
+  for name in sorted(os.listdir(folder)):
+    if stale.match(name):
+      path = os.path.join(folder, name)
+      logging.warning("Removing %s, left by an export_tflite that was killed",
+                      path)
+      if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+      else:
+        os.remove(path)
+
+
+@contextlib.contextmanager
+def _scratch_folder(output):
+  """Yields (a dot-named folder beside output, a list the caller fills with
+  the names it has renamed into place).
+
+  The folder is removed at the end, and the output folder too when this
+  created it and the export failed. An OSError (disk full, permission)
+  comes out as one line naming --output and what was replaced.
+  """
+  folder = os.path.dirname(os.path.abspath(output))
+  created = not os.path.isdir(folder)
+  scratch, replaced, done = None, [], False
+  try:
+    os.makedirs(folder, exist_ok=True)
+    remove_stale_scratch(output)
+    scratch = tempfile.mkdtemp(prefix=_scratch_prefix(output), dir=folder)
+    yield scratch, replaced
+    done = True
+  except OSError as e:
+    kept = (f"replaced {', '.join(replaced)}; the rest left as it was"
+            if replaced else "nothing there was replaced")
+    raise OSError(e.errno, f"{e.strerror or e}: cannot write --output="
+                  f"{output} ({kept})") from e
+  finally:
+    if scratch:
+      shutil.rmtree(scratch, ignore_errors=True)
+    if created and not done:
+      with contextlib.suppress(OSError):
+        os.rmdir(folder)  # only if empty
 
 
 def describe_io(tflite_path):

@@ -3,7 +3,12 @@
   python -m data_prep.train_vocab --input='corpus/*.txt' \
       --model_prefix=vocab/spm --vocab_size=8000
 
-writes vocab/spm.model and vocab/spm.vocab. Settings follow the original
+writes vocab/spm.model and vocab/spm.vocab. Both are written in a
+dot-named folder beside them (`vocab/.tmp-spm-XXXXXXXX`) and renamed into
+place (the .model last) once both are complete, so a failure (a full disk)
+or a kill while writing leaves a previous vocabulary there as it was; the
+folder of a killed run is removed at the next start, with a warning.
+Settings follow the original
 ALBERT vocabulary: unigram model, [CLS]/[SEP]/[MASK] as control symbols (never
 produced from text, so user text cannot forge them), no BOS/EOS. The text is
 passed through `albert_tf.data.tokenization.normalize` first, the same function the
@@ -20,11 +25,16 @@ command-line helpers at the end are shared with create_pretraining_data.
 import dataclasses
 import glob
 import gzip
+import io
 import itertools
 import os
 import random
 import re
+import shutil
+import tempfile
 from typing import Optional
+
+from absl import logging
 
 from albert_tf import cli_errors
 from albert_tf import settings
@@ -89,6 +99,8 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
     ValueError: a glob matches no file, or SentencePiece refuses the corpus
       (e.g. it supports fewer pieces than vocab_size with hard_vocab_limit;
       the message then names the largest size it supports).
+    OSError: PREFIX.model / PREFIX.vocab could not be written (disk full,
+      permission); one line naming them, and nothing replaced.
   """
   import sentencepiece as spm
   paths = []
@@ -113,10 +125,15 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
   spm.set_random_generator_seed(seed)
   sentences = sample_sentences(iter_sentences(paths, do_lower_case),
                                input_sentence_size, seed)
+  # The model comes back as bytes and this writes both files: SentencePiece
+  # ignores a failed write (to a full disk it "writes" a truncated model
+  # and returns), and bytes without the path make the same corpus give the
+  # same file wherever it is written.
+  model = io.BytesIO()
   try:
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences),
-        model_prefix=model_prefix,
+        model_writer=model,
         vocab_size=vocab_size,
         model_type="unigram",
         character_coverage=character_coverage,
@@ -129,7 +146,71 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
         minloglevel=2)
   except RuntimeError as e:
     raise ValueError(explain_sentencepiece_error(str(e))) from e
+  _write_model_and_vocab(model_prefix, model.getvalue())
   return model_prefix + ".model"
+
+
+def vocab_text(model_proto):
+  """PREFIX.vocab as SentencePiece writes it: `piece<TAB>score` per line."""
+  import sentencepiece as spm
+  processor = spm.SentencePieceProcessor(model_proto=model_proto)
+  # C++'s default float output is %g.
+  return "".join(f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n"
+                 for i in range(processor.get_piece_size()))
+
+
+def _write_bytes(path, data):
+  """Writes data to path and syncs it: some file systems report a full
+  disk only at the sync or the close."""
+  with open(path, "wb") as f:
+    f.write(data)
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def remove_stale_temporaries(model_prefix):
+  """`.tmp-NAME-XXXXXXXX` folders beside PREFIX of a killed run of the same
+  --model_prefix: removed, logged. (Two runs to one prefix at the same
+  moment are not supported: this would delete the other's.)"""
+  directory = os.path.dirname(model_prefix) or "."
+  stale = re.compile(re.escape(f".tmp-{os.path.basename(model_prefix)}-")
+                     + r"[a-z0-9_]{8}$")
+  for name in sorted(os.listdir(directory)):
+    if stale.match(name):
+      path = os.path.join(directory, name)
+      logging.warning("Removing %s, left by a train_vocab that was killed",
+                      path)
+      shutil.rmtree(path, ignore_errors=True)
+
+
+def _write_model_and_vocab(model_prefix, model_proto):
+  """PREFIX.model and PREFIX.vocab, renamed into place once both are written.
+
+  Raises:
+    OSError: one line naming both files and --model_prefix (disk full,
+      permission), saying what was replaced (normally nothing).
+  """
+  directory = os.path.dirname(model_prefix) or "."
+  name = os.path.basename(model_prefix)
+  tmp_dir, replaced = None, []
+  try:
+    remove_stale_temporaries(model_prefix)
+    tmp_dir = tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=directory)
+    _write_bytes(os.path.join(tmp_dir, name + ".model"), model_proto)
+    _write_bytes(os.path.join(tmp_dir, name + ".vocab"),
+                 vocab_text(model_proto).encode("utf-8"))
+    for suffix in (".vocab", ".model"):  # the model, which is read, last
+      os.replace(os.path.join(tmp_dir, name + suffix), model_prefix + suffix)
+      replaced.append(model_prefix + suffix)
+  except OSError as e:
+    raise OSError(e.errno, error_line(
+        f"{e.strerror or e}: cannot write {model_prefix}.model and "
+        f"{model_prefix}.vocab", "--model_prefix",
+        f"replaced {replaced[0]} only" if replaced else
+        "nothing there was replaced")) from e
+  finally:
+    if tmp_dir:
+      shutil.rmtree(tmp_dir, ignore_errors=True)
 
 
 def explain_sentencepiece_error(message):

@@ -33,7 +33,7 @@ COMMANDS = {
     "albert_tf.export_keras_hub": ("KerasHubExportSettings", 6),
     "data_prep.train_vocab": ("TrainVocabSettings", 10),
     "data_prep.corpora": ("CorporaSettings", 7),
-    "data_prep.create_pretraining_data": ("CreateDataSettings", 26),
+    "data_prep.create_pretraining_data": ("CreateDataSettings", 27),
     "albert_tf.run_pretraining": ("Params", 43),
     "albert_tf.run_classifier": ("ClassifierOptions", 49),
     "albert_tf.run_ner": ("NerOptions", 46),

@@ -71,19 +71,24 @@ def test_tflite_matches_keras(quantize, exported):
       for n in ("input_ids", "input_mask", "segment_ids")]
   assert {o["name"] for o in info["outputs"]} == {"logits", "probabilities"}
   with open(output[:-len(".tflite")] + ".json", encoding="utf-8") as f:
-    # What an app must do to text before the model: SentencePiece, lower case.
-    assert json.load(f)["normalization"] == [
-        "collapse every run of whitespace (Python str.isspace) to one "
-        "space; strip leading/trailing whitespace",
-        "replace `` and '' with \"", "Unicode NFKD",
-        "drop combining characters (unicodedata.combining != 0)", "lowercase",
-        "SentencePiece encode (the model's own normalizer runs inside); a "
-        "piece ending in <digit>',' is re-encoded without the ',' and "
-        "followed by ','",
-        "pack [CLS] a [SEP] (b [SEP]); truncate the longer segment first to "
-        "max_seq_length; pad with the pad id; input_mask 1 for real tokens; "
-        "segment_ids 0 for a, 1 for b"]
-  assert os.path.exists(os.path.join(os.path.dirname(output), "spm.model"))
+    info = json.load(f)
+  # The tokenizer beside it is named after the model, and the JSON says so.
+  assert info["tokenizer_file"] == f"tiny_{quantize}.spm.model"
+  with open(output[:-len(".tflite")] + ".spm.model", "rb") as f, open(
+      os.path.join(exported["saved_model"], "assets", "spm.model"), "rb") as g:
+    assert f.read() == g.read()
+  # What an app must do to text before the model: SentencePiece, lower case.
+  assert info["normalization"] == [
+      "collapse every run of whitespace (Python str.isspace) to one "
+      "space; strip leading/trailing whitespace",
+      "replace `` and '' with \"", "Unicode NFKD",
+      "drop combining characters (unicodedata.combining != 0)", "lowercase",
+      "SentencePiece encode (the model's own normalizer runs inside); a "
+      "piece ending in <digit>',' is re-encoded without the ',' and "
+      "followed by ','",
+      "pack [CLS] a [SEP] (b [SEP]); truncate the longer segment first to "
+      "max_seq_length; pad with the pad id; input_mask 1 for real tokens; "
+      "segment_ids 0 for a, 1 for b"]
 
   runner = Interpreter(model_path=output).get_signature_runner(
       "serving_default")
