@@ -266,6 +266,65 @@ def test_classifier_mirrored_and_multi_worker_match_default(data, tmp_path):
   assert not (tmp_path / "multi_worker" / ".worker_1").exists()
 
 
+@pytest.mark.slow
+def test_multi_worker_sigterm_to_one_worker_saves_on_both(data, tmp_path):
+  """A preemption notice reaches one worker: the workers agree on it, both
+  save the same step and stop; the same commands then finish the run."""
+  out = tmp_path / "multi_worker"
+  argv = _argv(data, out, "--train_step=200", "--eval_every_steps=50",
+               "--log_every_steps=1", "--iterations_per_loop=1",
+               "--nodo_eval", "--distribution_strategy=multi_worker_mirrored")
+  cluster = {"worker": [f"127.0.0.1:{_free_port()}" for _ in range(2)]}
+
+  def start():
+    return [subprocess.Popen(
+        [sys.executable, "-m", "albert_tf.run_classifier", *argv], cwd=REPO,
+        env=_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {
+            "type": "worker", "index": i}})),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for i in range(2)]
+
+  procs = start()
+  try:
+    deadline = time.time() + 180
+    log = out / "train_log.jsonl"
+    while not (log.exists() and any(r["step"] >= 2 for r in _jsonl(log))):
+      assert all(p.poll() is None for p in procs), procs[0].stderr.read(
+          ).decode()[-3000:]
+      assert time.time() < deadline, "no step 2 within 180 s"
+      time.sleep(0.01)
+    os.kill(procs[1].pid, signal.SIGTERM)  # the non-chief worker only
+    errors = []
+    for proc in procs:
+      stderr = proc.communicate(timeout=120)[1].decode()
+      assert proc.returncode == 143, stderr[-3000:]
+      errors += [l for l in stderr.splitlines() if l.startswith("error: ")]
+  finally:
+    for proc in procs:
+      if proc.poll() is None:
+        proc.kill()
+  steps = {int(e.split("at step ")[1].split()[0]) for e in errors}
+  assert len(errors) == 2 and len(steps) == 1, errors
+  saved_step = steps.pop()
+  assert 2 <= saved_step < 200
+  assert "stopped by SIGTERM at step" in errors[0] + errors[1]
+  assert "SIGTERM (on another worker)" in errors[0] + errors[1]
+  assert tf.train.latest_checkpoint(str(out)).endswith(f"ckpt-{saved_step}")
+
+  procs = start()
+  try:
+    for proc in procs:
+      stderr = proc.communicate(timeout=300)[1].decode()
+      assert proc.returncode == 0, stderr[-3000:]
+  finally:
+    for proc in procs:
+      if proc.poll() is None:
+        proc.kill()
+  assert [r["step"] for r in _jsonl(out / "train_log.jsonl")] == list(
+      range(1, 201))  # every step once: none trained twice
+  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-200")
+  assert not (out / ".worker_1").exists()
+
+
 # ------------------------------------------------------------ TensorBoard
 def _scalars(event_dir):
   """{tag: [(step, value)]} read back with tensorboard's own reader."""
