@@ -212,6 +212,8 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
         "tokenizer_file": names["tokenizer"],
         "do_lower_case": metadata["do_lower_case"],
         "special_ids": metadata["special_ids"],
+        # Ids at or above it are refused (serving.tflite_runner).
+        "vocab_size": (metadata.get("albert_config") or {}).get("vocab_size"),
         "normalization": metadata["normalization"],
     }
     for key in ("task", "label_list", "num_labels", "token_level",

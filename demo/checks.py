@@ -28,7 +28,7 @@ def _reviews(test_tsv, count):
 def compare_serving_and_tflite(saved_model, tflite_path, test_tsv, out):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-  from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving.tflite_runner import TFLiteRunner  # pylint: disable=g-import-not-at-top
   from albert_tf.data.classifier_data import encode_pair  # pylint: disable=g-import-not-at-top
   from albert_tf.export_tflite import read_export_metadata, tokenizer_of  # pylint: disable=g-import-not-at-top
 
@@ -38,8 +38,7 @@ def compare_serving_and_tflite(saved_model, tflite_path, test_tsv, out):
 
   metadata = read_export_metadata(saved_model)
   tokenizer = tokenizer_of(saved_model, metadata)
-  runner = Interpreter(model_path=tflite_path).get_signature_runner(
-      "serving_default")
+  runner = TFLiteRunner(tflite_path)  # checks the inputs against NAME.json
   tflite_probs = []
   for text in texts:
     ids, mask, segments, _ = encode_pair(tokenizer, text, None,

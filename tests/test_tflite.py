@@ -99,7 +99,40 @@ def test_tflite_matches_keras(quantize, exported):
   assert np.all(np.isfinite(probs))
   diff = np.abs(probs - exported["keras_probs"]).max()
   assert diff <= BOUNDS[quantize], (quantize, diff)
+  if quantize == "none":
+    _check_the_input_contract(output, features, probs)
   float_model = output.replace(quantize, "none")
   if quantize in ("dynamic", "int8") and os.path.exists(float_model):
     # int8 weights: about a quarter of the float32 file.
     assert os.path.getsize(output) < 0.4 * os.path.getsize(float_model)
+
+
+def _check_the_input_contract(output, features, probs):
+  """serving.tflite_runner: the same outputs, and one line for each input
+  the interpreter would misread or fail on without a name."""
+  from albert_tf.serving.tflite_runner import TFLiteInputError, TFLiteRunner  # pylint: disable=g-import-not-at-top
+  runner = TFLiteRunner(output)
+  one = {k: v[:1] for k, v in features.items()}
+  np.testing.assert_array_equal(runner(**one)["probabilities"], probs[:1])
+  vocab_size = runner.vocab_size
+  assert vocab_size == runner.info["vocab_size"] > 0
+  cases = [
+      ({"input_ids": np.where(np.arange(MAX_SEQ) == 3, -1, one["input_ids"])},
+       "input_ids: a negative token id (-1 at position [0, 3])"),
+      ({"input_ids": np.where(np.arange(MAX_SEQ) == 5, vocab_size,
+                              one["input_ids"])},
+       f"input_ids: a token id >= vocab_size={vocab_size} ({vocab_size} at "
+       "position [0, 5])"),
+      ({"input_mask": one["input_mask"][:, :-1]},
+       f"input_mask: shape [1, {MAX_SEQ - 1}], but {output} takes [1, "
+       f"{MAX_SEQ}] (one sequence, padded or cut to its max_seq_length="
+       f"{MAX_SEQ})"),
+      ({"input_ids": features["input_ids"][:2]},
+       f"input_ids: shape [2, {MAX_SEQ}], but {output} takes [1, {MAX_SEQ}]"),
+      ({"token_type_ids": one["segment_ids"]},
+       f"token_type_ids: not an input of {output} (it takes input_ids, "
+       "input_mask, segment_ids)")]
+  for change, said in cases:
+    with pytest.raises(TFLiteInputError) as error:
+      runner(**{**one, **change})
+    assert str(error.value).startswith(said), str(error.value)
