@@ -66,7 +66,7 @@ from albert_tf.serving.saved_model import METADATA_FILE
 from albert_tf.tasks.record import ModelInfo
 from albert_tf.training.checkpoints import check_finite
 from albert_tf.features import ENCODER_INPUTS, MASKED_LM_POSITIONS
-from albert_tf.data.tokenization import load_tokenizer
+from albert_tf.data.tokenization import load_tokenizer, write_synced
 
 QUANTIZE_MODES = ("none", "float16", "dynamic", "int8")
 # The tokenizer copy beside PATH.tflite: PATH + this suffix, by kind.
@@ -200,9 +200,9 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
   with _scratch_folder(output) as (scratch, replaced):
     flatbuffer = _convert_in(scratch, saved_model, length, max_predictions,
                              quantize, examples)
-    _write_bytes(os.path.join(scratch, names["model"]), flatbuffer)
+    write_synced(os.path.join(scratch, names["model"]), flatbuffer)
     with open(tokenizer.model_file, "rb") as f:
-      _write_bytes(os.path.join(scratch, names["tokenizer"]), f.read())
+      write_synced(os.path.join(scratch, names["tokenizer"]), f.read())
     info = {
         "model_file": names["model"], "quantize": quantize,
         "source_saved_model": os.path.abspath(saved_model),
@@ -220,7 +220,7 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
                 "tag_scheme"):
       if key in metadata:
         info[key] = metadata[key]
-    _write_bytes(os.path.join(scratch, names["json"]), json.dumps(
+    write_synced(os.path.join(scratch, names["json"]), json.dumps(
         info, indent=2, ensure_ascii=False).encode("utf-8"))
     # The JSON, which names the other two, last.
     folder = os.path.dirname(os.path.abspath(output))
@@ -251,15 +251,6 @@ def _convert_in(scratch, saved_model, length, max_predictions, quantize,
     converter.target_spec.supported_ops = [
         tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
   return converter.convert()
-
-
-def _write_bytes(path, data):
-  """Writes data to path and syncs it: some file systems report a full
-  disk only at the sync or the close."""
-  with open(path, "wb") as f:
-    f.write(data)
-    f.flush()
-    os.fsync(f.fileno())
 
 
 def _scratch_prefix(output):

@@ -39,6 +39,7 @@ from absl import logging
 from albert_tf import cli_errors
 from albert_tf import settings
 from albert_tf.data import tokenization
+from albert_tf.data.tokenization import write_synced
 from albert_tf.cli_errors import CommandLineError, error_line
 
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
@@ -159,15 +160,6 @@ def vocab_text(model_proto):
                  for i in range(processor.get_piece_size()))
 
 
-def _write_bytes(path, data):
-  """Writes data to path and syncs it: some file systems report a full
-  disk only at the sync or the close."""
-  with open(path, "wb") as f:
-    f.write(data)
-    f.flush()
-    os.fsync(f.fileno())
-
-
 def remove_stale_temporaries(model_prefix):
   """`.tmp-NAME-XXXXXXXX` folders beside PREFIX of a killed run of the same
   --model_prefix: removed, logged. (Two runs to one prefix at the same
@@ -196,8 +188,8 @@ def _write_model_and_vocab(model_prefix, model_proto):
   try:
     remove_stale_temporaries(model_prefix)
     tmp_dir = tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=directory)
-    _write_bytes(os.path.join(tmp_dir, name + ".model"), model_proto)
-    _write_bytes(os.path.join(tmp_dir, name + ".vocab"),
+    write_synced(os.path.join(tmp_dir, name + ".model"), model_proto)
+    write_synced(os.path.join(tmp_dir, name + ".vocab"),
                  vocab_text(model_proto).encode("utf-8"))
     for suffix in (".vocab", ".model"):  # the model, which is read, last
       os.replace(os.path.join(tmp_dir, name + suffix), model_prefix + suffix)

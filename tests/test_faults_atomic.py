@@ -93,7 +93,7 @@ def test_tflite_disk_full_keeps_the_previous_model(saved_models, tmp_path,
   system_tmp.mkdir()
   monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))
   at_the_fault = {}
-  write = _fail_halfway(export_tflite._write_bytes,  # pylint: disable=protected-access
+  write = _fail_halfway(export_tflite.write_synced,  # pylint: disable=protected-access
                         ".tflite")
 
   def write_and_look(path, data):
@@ -102,7 +102,7 @@ def test_tflite_disk_full_keeps_the_previous_model(saved_models, tmp_path,
                         scratch=sorted(os.listdir(os.path.dirname(path))),
                         system_tmp=os.listdir(system_tmp))
     return write(path, data)
-  monkeypatch.setattr(export_tflite, "_write_bytes", write_and_look)
+  monkeypatch.setattr(export_tflite, "write_synced", write_and_look)
   code, stderr = _one_line_error(lambda: export_tflite.convert(
       saved_models["b"][0], output, quantize="none"))
   assert (code, stderr) == (1, (
@@ -181,8 +181,8 @@ def test_train_vocab_disk_full_keeps_the_previous_model(tmp_path, monkeypatch):
   vocab = tmp_path / "vocab"
   previous = _files(vocab)
   assert sorted(previous) == ["spm.model", "spm.vocab"]
-  monkeypatch.setattr(train_vocab, "_write_bytes", _fail_halfway(
-      train_vocab._write_bytes, ".model"))  # pylint: disable=protected-access
+  monkeypatch.setattr(train_vocab, "write_synced", _fail_halfway(
+      train_vocab.write_synced, ".model"))  # pylint: disable=protected-access
   code, stderr = _one_line_error(lambda: _train(tmp_path, "b", LINES_B))
   prefix = vocab / "spm"
   # The path, not the corpus.

@@ -312,3 +312,13 @@ def file_sha256(path: str) -> str:
     for chunk in iter(lambda: f.read(1 << 20), b""):
       digest.update(chunk)
   return digest.hexdigest()
+
+
+def write_synced(path: str, data: bytes) -> None:
+  """Writes data to path and syncs it: some file systems report a full disk
+  only at the sync or the close (the atomic writes of train_vocab and
+  export_tflite, which rename such files into place)."""
+  with open(path, "wb") as f:
+    f.write(data)
+    f.flush()
+    os.fsync(f.fileno())
