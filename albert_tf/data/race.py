@@ -1,0 +1,394 @@
+"""RACE multiple-choice reading comprehension: read, encode, score.
+
+    data = read_race("data/RACE", split="dev")
+    features, counts = encode_race(data.examples, tokenizer)
+    scores = accuracy_by_level(data.examples, predicted)  # predicted: [n]
+
+Layouts `read_race` accepts (`LAYOUTS`):
+  * RACE's own tree, `RACE/{train,dev,test}/{middle,high}/*.txt`, each file
+    one JSON article {"article", "questions", "options", "answers", "id"}:
+    the RACE root (`split` picks train/dev/test), the directory that holds
+    RACE/, a split directory (middle/ and high/ in it) or a level directory.
+  * The merged `all.txt` of the original run_race (one JSON article per
+    line, as `cat *.txt > all.txt` leaves it), given as a file or found in a
+    level directory in place of the article files. A level directory with
+    both reads the article files and warns that all.txt was skipped: the
+    same articles would be read twice.
+Files are read in sorted order, middle before high (as the original), so the
+order of questions is deterministic. An article without "answers" is
+unlabelled (label None); one without "id" is named after its file (and line,
+in all.txt). The level comes from the level directory, else from the id or
+the file name ("high123.txt" is high), else it is "".
+
+Each question becomes four sequences `[CLS] article [SEP] qa [SEP]` (segment
+0 up to the first [SEP], 1 after it), qa being `qa_text(question, option)`.
+As in the original race_utils, qa keeps its last `max_qa_length` pieces and
+the article is cut from its end to make room; the model scores each
+sequence and a softmax over the four picks the answer.
+
+Plain Python and numpy (no TensorFlow), like the other readers here.
+"""
+
+import collections
+import dataclasses
+import json
+import os
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from absl import logging
+import numpy as np
+
+from albert_tf import features as F
+
+SPLITS = ("train", "dev", "test")
+LEVELS = ("middle", "high")          # the original's reading order
+LETTERS = "ABCD"
+NUM_CHOICES = 4
+MERGED_FILE = "all.txt"
+LAYOUTS = ("the RACE root with split= (RACE/{train,dev,test}/), the "
+           "directory holding RACE/, a split directory (middle/, high/), a "
+           "level directory of *.txt articles, or a merged all.txt (one JSON "
+           "article per line)")
+_KEYS = "article, questions, options, answers and id"
+
+
+class RaceError(ValueError):
+  """Bad RACE data or arguments; the message names the file and place."""
+
+
+@dataclasses.dataclass
+class Question:
+  id: str                    # article id + "-" + question index
+  level: str                 # "middle", "high", or "" when unknown
+  article: str
+  question: str
+  options: List[str]         # 4 options, in the order of labels A-D
+  label: Optional[int]       # 0-3, None when the file has no answers
+
+
+@dataclasses.dataclass
+class RaceData:
+  examples: List[Question]
+  counts: Dict[str, int]     # files, articles, questions, middle, high,
+                             # no_level, unlabelled (the last four: questions)
+  source: str                # the directory or file read
+
+
+def qa_text(question: str, option: str) -> str:
+  """The text paired with the article for one option.
+
+  As the original (race_utils.RaceProcessor.read_examples, `question.replace(
+  "_", option)`): when the question has a "_" blank, EVERY "_" is replaced by
+  the option (str.replace), so "___" repeats it three times; otherwise the
+  option follows the question after one space.
+  """
+  if "_" in question:
+    return question.replace("_", option)
+  return question + " " + option
+
+
+# ------------------------------------------------------------------ reading
+def _level_of(name: str) -> str:
+  for level in LEVELS:
+    if name.startswith(level):
+      return level
+  return ""
+
+
+def _resolve(path: str, split: Optional[str]) -> Tuple[str, List[Tuple]]:
+  """(directory or file read, [(file, level of its directory)])."""
+  if split is not None and split not in SPLITS:
+    raise RaceError(f"{path}: split must be one of {', '.join(SPLITS)}, got "
+                    f"{split!r}")
+  if os.path.isfile(path):
+    return path, [(path, _level_dir(os.path.dirname(path)))]
+  if not os.path.isdir(path):
+    raise RaceError(f"{path}: no such file or directory (expected {LAYOUTS})")
+  if not _has_dirs(path, SPLITS + LEVELS) and _has_dirs(
+      os.path.join(path, "RACE"), SPLITS):
+    path = os.path.join(path, "RACE")
+  if _has_dirs(path, SPLITS):
+    if split is None:
+      raise RaceError(f"{path}: is a RACE root ({', '.join(SPLITS)}); pass "
+                      "split= to pick one")
+    path = os.path.join(path, split)
+    if not os.path.isdir(path):
+      raise RaceError(f"{path}: no such directory (the RACE root has no "
+                      f"{split} split)")
+  elif split is not None and os.path.basename(
+      os.path.normpath(path)) in set(SPLITS) - {split}:
+    raise RaceError(f"{path}: is not the {split} split (split={split!r})")
+  levels = [lv for lv in LEVELS if os.path.isdir(os.path.join(path, lv))]
+  files = []
+  for directory in [os.path.join(path, lv) for lv in levels] or [path]:
+    files.extend((f, _level_dir(directory)) for f in _txt_files(directory))
+  if not files:
+    raise RaceError(f"{path}: no .txt files found (expected {LAYOUTS})")
+  return path, files
+
+
+def _has_dirs(directory: str, names: Sequence[str]) -> bool:
+  return any(os.path.isdir(os.path.join(directory, n)) for n in names)
+
+
+def _level_dir(directory: str) -> str:
+  name = os.path.basename(os.path.normpath(directory))
+  return name if name in LEVELS else ""
+
+
+def _txt_files(directory: str) -> List[str]:
+  names = sorted(n for n in os.listdir(directory) if n.endswith(".txt") and
+                 os.path.isfile(os.path.join(directory, n)))
+  if MERGED_FILE in names and len(names) > 1:
+    names.remove(MERGED_FILE)
+    logging.warning("%s: %s skipped: the directory also has %d article "
+                    "files (%s), which are read instead", directory,
+                    MERGED_FILE, len(names), ", ".join(names[:3]))
+  return [os.path.join(directory, n) for n in names]
+
+
+def _articles(path: str):
+  """Yields (line or None, JSON value): one article file, or JSON lines."""
+  try:
+    with open(path, encoding="utf-8-sig") as f:
+      text = f.read()
+  except UnicodeDecodeError as e:
+    raise RaceError(f"{path}: not UTF-8 text ({e})") from None
+  try:
+    yield None, json.loads(text)
+    return
+  except json.JSONDecodeError as e:
+    lines = [(i, line) for i, line in enumerate(text.splitlines(), 1)
+             if line.strip()]
+    if len(lines) < 2:
+      raise RaceError(f"{path}: not JSON ({e}); expected one JSON article "
+                      f"with keys {_KEYS}") from None
+  for number, line in lines:
+    try:
+      yield number, json.loads(line)
+    except json.JSONDecodeError as e:
+      raise RaceError(f"{path}:{number}: not JSON ({e}); expected one JSON "
+                      f"article per line with keys {_KEYS}") from None
+
+
+def _questions(where: str, data, default_id: str, levels: Sequence[str]
+               ) -> List[Question]:
+  """The questions of one parsed article, checked.
+
+  `levels`: the level of the file's directory and of its name; the first
+  known one of (directory, article id, file name) is the questions' level.
+  """
+  if not isinstance(data, dict):
+    raise RaceError(f"{where}: expected a JSON object with keys {_KEYS}, got "
+                    f"{type(data).__name__}")
+  missing = [k for k in ("article", "questions", "options") if k not in data]
+  if missing:
+    raise RaceError(f"{where}: missing key(s) "
+                    f"{', '.join(repr(k) for k in missing)} (expected "
+                    f"{_KEYS}; answers and id may be left out)")
+  article, questions, options = (data["article"], data["questions"],
+                                 data["options"])
+  answers = data.get("answers")
+  if not isinstance(article, str):
+    raise RaceError(f"{where}: 'article' is {type(article).__name__} "
+                    "(expected a string)")
+  for key, value in (("questions", questions), ("options", options),
+                     ("answers", answers)):
+    if not isinstance(value, list) and (key != "answers" or
+                                        value is not None):
+      raise RaceError(f"{where}: {key!r} is {type(value).__name__} (expected "
+                      "a list with one entry per question)")
+  if len(options) != len(questions) or (
+      answers is not None and len(answers) != len(questions)):
+    got = "none" if answers is None else len(answers)
+    raise RaceError(f"{where}: {len(questions)} questions, {len(options)} "
+                    f"option lists and {got} answers (expected one of each "
+                    "per question)")
+  article_id = str(data.get("id") or default_id)
+  level = levels[0] or _level_of(article_id) or levels[1]
+  out = []
+  for i, question in enumerate(questions):
+    choices = options[i]
+    if not isinstance(question, str):
+      raise RaceError(f"{where}: question {i}: is {type(question).__name__} "
+                      "(expected a string)")
+    if (not isinstance(choices, list) or len(choices) != NUM_CHOICES or
+        not all(isinstance(c, str) for c in choices)):
+      got = (f"{len(choices)} options" if isinstance(choices, list) else
+             f"options of type {type(choices).__name__}")
+      raise RaceError(f"{where}: question {i}: {got} (expected "
+                      f"{NUM_CHOICES} strings)")
+    label = None
+    if answers is not None:
+      if answers[i] not in tuple(LETTERS):
+        raise RaceError(f"{where}: question {i}: answer {answers[i]!r} "
+                        f"(expected one of {', '.join(LETTERS)})")
+      label = LETTERS.index(answers[i])
+    out.append(Question(f"{article_id}-{i}", level, article, question,
+                        list(choices), label))
+  return out
+
+
+def _warn_places(what: str, places: List[str]) -> None:
+  more = f", and {len(places) - 3} more" if len(places) > 3 else ""
+  logging.warning("%d %s (%s%s)", len(places), what, ", ".join(places[:3]),
+                  more)
+
+
+def read_race(path: str, split: Optional[str] = None) -> RaceData:
+  """Reads RACE questions from any of the layouts in `LAYOUTS`.
+
+  Args:
+    path: RACE root, its parent, a split or level directory, or a file
+      (one article, or one article per line as all.txt).
+    split: "train", "dev" or "test"; needed when `path` is the RACE root.
+  Returns:
+    RaceData. Articles without questions and repeated question ids are kept
+    as they are and named in one warning each.
+  Raises:
+    RaceError: one line naming the file (and line of all.txt, and question
+      index) and what was expected.
+  """
+  source, files = _resolve(path, split)
+  examples, empty = [], []
+  articles = 0
+  for file, level in files:
+    base = os.path.basename(file)
+    for line, data in _articles(file):
+      where = file if line is None else f"{file}:{line}"
+      default_id = base if line is None else f"{base}:{line}"
+      questions = _questions(where, data, default_id,
+                             (level, _level_of(base)))
+      articles += 1
+      if not questions:
+        empty.append(where)
+      examples.extend(questions)
+  if empty:
+    _warn_places("articles have no questions", empty)
+  seen = collections.Counter(q.id for q in examples)
+  repeated = [i for i, c in seen.items() if c > 1]
+  if repeated:
+    _warn_places("question ids occur more than once (the same article read "
+                 "twice?)", repeated)
+  counts = {"files": len(files), "articles": articles,
+            "questions": len(examples)}
+  for level in LEVELS:
+    counts[level] = sum(q.level == level for q in examples)
+  counts["no_level"] = sum(not q.level for q in examples)
+  counts["unlabelled"] = sum(q.label is None for q in examples)
+  logging.info("RACE %s: %s", source, counts)
+  return RaceData(examples, counts, source)
+
+
+# ----------------------------------------------------------------- encoding
+def encode_race(examples: Sequence[Question], tokenizer,
+                max_seq_length: int = 512, max_qa_length: int = 128
+                ) -> Tuple[Dict[str, np.ndarray], Dict[str, int]]:
+  """Model inputs for RACE questions, four sequences per question.
+
+  Each article is tokenised once (cached by its text). The arrays take
+  3 x 4 x max_seq_length x 4 bytes per question (24 KiB at 512): encode
+  the 88k training questions of RACE in slices.
+
+  Args:
+    examples: Questions (from `read_race`).
+    tokenizer: an `albert_tf.data.tokenization.AlbertTokenizer` (uses
+      `encode`, `cls_id`, `sep_id`, `pad_id`).
+    max_seq_length: length of each sequence, special tokens included.
+    max_qa_length: qa keeps its last this many pieces (the original's rule).
+  Returns:
+    (features, counts). features: F.INPUT_IDS, F.INPUT_MASK, F.SEGMENT_IDS
+    int32 [n, 4, max_seq_length] and F.LABEL_IDS int32 [n] (-1 when
+    unlabelled). counts: questions, articles_truncated and qa_truncated
+    (questions with that part cut in at least one choice).
+  Raises:
+    ValueError: max_qa_length not in [1, max_seq_length - 3], which would
+      leave qa no room or [CLS] article [SEP] qa [SEP] too long.
+    RaceError: a question without 4 options.
+  """
+  if not 1 <= max_qa_length <= max_seq_length - 3:
+    raise ValueError(f"max_qa_length must be between 1 and max_seq_length - 3 "
+                     f"= {max_seq_length - 3} (the 3 for [CLS] and two "
+                     f"[SEP]), got {max_qa_length}")
+  shape = (len(examples), NUM_CHOICES, max_seq_length)
+  input_ids = np.full(shape, tokenizer.pad_id, np.int32)
+  input_mask = np.zeros(shape, np.int32)
+  segment_ids = np.zeros(shape, np.int32)
+  label_ids = np.full([len(examples)], -1, np.int32)
+  cache = {}
+  articles_truncated = qa_truncated = 0
+  for n, question in enumerate(examples):
+    if len(question.options) != NUM_CHOICES:
+      raise RaceError(f"question {question.id}: {len(question.options)} "
+                      f"options (expected {NUM_CHOICES})")
+    if question.article not in cache:
+      cache[question.article] = np.asarray(
+          tokenizer.encode(question.article), np.int32)
+    article = cache[question.article]
+    cut_article = cut_qa = False
+    for c, option in enumerate(question.options):
+      qa = tokenizer.encode(qa_text(question.question, option))
+      if len(qa) > max_qa_length:
+        qa, cut_qa = qa[-max_qa_length:], True
+      room = max_seq_length - 3 - len(qa)
+      context = article
+      if len(context) > room:
+        context, cut_article = context[:room], True
+      second = len(context) + 2       # first position of segment 1
+      end = second + len(qa) + 1
+      input_ids[n, c, 0] = tokenizer.cls_id
+      input_ids[n, c, 1:second - 1] = context
+      input_ids[n, c, second - 1] = tokenizer.sep_id
+      input_ids[n, c, second:end - 1] = qa
+      input_ids[n, c, end - 1] = tokenizer.sep_id
+      input_mask[n, c, :end] = 1
+      segment_ids[n, c, second:end] = 1
+    articles_truncated += cut_article
+    qa_truncated += cut_qa
+    if question.label is not None:
+      label_ids[n] = question.label
+  features = {F.INPUT_IDS: input_ids, F.INPUT_MASK: input_mask,
+              F.SEGMENT_IDS: segment_ids, F.LABEL_IDS: label_ids}
+  counts = {"questions": len(examples),
+            "articles_truncated": articles_truncated,
+            "qa_truncated": qa_truncated}
+  logging.info("RACE encoded (max_seq_length %d, max_qa_length %d): %s",
+               max_seq_length, max_qa_length, counts)
+  return features, counts
+
+
+# ------------------------------------------------------------------ scoring
+def accuracy_by_level(examples: Sequence[Question],
+                      predicted: Sequence[int]) -> Dict[str, float]:
+  """Accuracy over all questions and per level, as RACE results are given.
+
+  Returns:
+    {"accuracy", "accuracy_middle", "accuracy_high", "num_middle",
+    "num_high"}: fractions in [0, 1] and question counts; a level without
+    questions has neither key. Questions of no level count only in
+    "accuracy".
+  Raises:
+    ValueError: `predicted` is not one answer per question, or no questions.
+    RaceError: a question has no label.
+  """
+  if len(predicted) != len(examples):
+    raise ValueError(f"{len(predicted)} predictions for {len(examples)} "
+                     "questions (expected one per question)")
+  if not examples:
+    raise ValueError("no questions to score")
+  unlabelled = [q.id for q in examples if q.label is None]
+  if unlabelled:
+    raise RaceError(f"question {unlabelled[0]}: no answer to score against "
+                    f"({len(unlabelled)} unlabelled questions; accuracy "
+                    "needs labelled data)")
+  total, correct = collections.Counter(), collections.Counter()
+  for question, guess in zip(examples, predicted):
+    total[question.level] += 1
+    correct[question.level] += int(guess) == question.label
+  result = {"accuracy": sum(correct.values()) / len(examples)}
+  present = [lv for lv in LEVELS if total[lv]]
+  for level in present:
+    result[f"accuracy_{level}"] = correct[level] / total[level]
+  for level in present:
+    result[f"num_{level}"] = total[level]
+  return result
