@@ -22,6 +22,8 @@ SCRIPTS = {
     "albert-pretrain": "albert_tf.run_pretraining",
     "albert-classify": "albert_tf.run_classifier",
     "albert-ner": "albert_tf.run_ner",
+    "albert-squad": "albert_tf.run_squad",
+    "albert-race": "albert_tf.run_race",
     "albert-export": "albert_tf.export_saved_model",
     "albert-export-tflite": "albert_tf.export_tflite",
     "albert-export-keras-hub": "albert_tf.export_keras_hub",
@@ -49,6 +51,8 @@ def _entry_point(name):
 pretrain = _entry_point("albert-pretrain")
 classify = _entry_point("albert-classify")
 ner = _entry_point("albert-ner")
+squad = _entry_point("albert-squad")
+race = _entry_point("albert-race")
 export = _entry_point("albert-export")
 export_tflite = _entry_point("albert-export-tflite")
 export_keras_hub = _entry_point("albert-export-keras-hub")

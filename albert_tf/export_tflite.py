@@ -79,13 +79,18 @@ def tokenizer_copy_name(output, tokenizer_kind):
   return stem + TOKENIZER_SUFFIXES[tokenizer_kind]
 
 
-def read_export_metadata(saved_model_dir):
+def read_export_record(saved_model_dir) -> ModelInfo:
   path = os.path.join(saved_model_dir, "assets.extra", METADATA_FILE)
   if not os.path.exists(path):
     raise ValueError(f"{path} not found: --saved_model must be a version "
                      "directory written by albert_tf.export_saved_model")
-  # The record API reads old and new files alike; apps see the flat layout.
-  return ModelInfo.read(path).flat_dict()
+  # The record API reads old and new files alike.
+  return ModelInfo.read(path)
+
+
+def read_export_metadata(saved_model_dir):
+  """The export's metadata in the flat layout apps see."""
+  return read_export_record(saved_model_dir).flat_dict()
 
 
 def tokenizer_of(saved_model_dir, metadata):
@@ -181,7 +186,8 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
   if quantize == "int8" and not representative_data:
     raise ValueError("--quantize=int8 needs --representative_data=TSV (real "
                      "text to calibrate the activation ranges)")
-  metadata = read_export_metadata(saved_model)
+  record = read_export_record(saved_model)
+  metadata = record.flat_dict()
   length = metadata["max_seq_length"]
   tokenizer = tokenizer_of(saved_model, metadata)
   # Read before anything is written: a bad TSV is no write error.
@@ -216,8 +222,9 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
         "vocab_size": (metadata.get("albert_config") or {}).get("vocab_size"),
         "normalization": metadata["normalization"],
     }
-    for key in ("task", "label_list", "num_labels", "token_level",
-                "tag_scheme"):
+    # And what the family records for apps (a tagger's token_level, span
+    # QA's doc_stride and max_query_length, ...).
+    for key in ("task", "label_list", "num_labels", *record.task_config):
       if key in metadata:
         info[key] = metadata[key]
     write_synced(os.path.join(scratch, names["json"]), json.dumps(

@@ -78,15 +78,16 @@ def pad_batch(inputs, seq, vocab_size, seed=1):
   rng = np.random.default_rng(seed)
   padded = {}
   for name, value in inputs.items():
-    extra = seq - value.shape[1]
+    # The sequence axis is the last ([batch, seq], or [batch, choices, seq]).
+    shape = value.shape[:-1] + (seq - value.shape[-1],)
     if name == F.INPUT_IDS:
-      fill = rng.integers(5, vocab_size, (value.shape[0], extra))
+      fill = rng.integers(5, vocab_size, shape)
     else:
-      fill = np.zeros((value.shape[0], extra))
+      fill = np.zeros(shape)
     if name == F.MASKED_LM_POSITIONS:  # positions index the text: unchanged
       padded[name] = value
     else:
-      padded[name] = np.concatenate([value, fill.astype(value.dtype)], 1)
+      padded[name] = np.concatenate([value, fill.astype(value.dtype)], -1)
   return padded
 
 
@@ -201,7 +202,7 @@ def run_variable_sequence_test(model, inputs, sequence_outputs, seq=16):
   others (pooled, logits) entirely, to 1e-5 of their magnitude."""
   short = _outputs(model, inputs)
   padded = _outputs(model, pad_batch(inputs, seq, model.config.vocab_size))
-  length = inputs[F.INPUT_IDS].shape[1]
+  length = inputs[F.INPUT_IDS].shape[-1]
   assert sorted(padded) == sorted(short)
   for name, value in short.items():
     if name in sequence_outputs:

@@ -53,6 +53,31 @@ CASES = {
                        "--output_dir={tmp}/out", "--do_train"], "task_name"),
         "unknown flag": (["--doc_strides=64"], "doc_strides"),
     },
+    "albert_tf.run_squad": {
+        "missing file": ([f"--train_file={MISSING}.json",
+                          "--output_dir={tmp}/out", "--preset=albert_tiny_zh",
+                          f"--spm_model_file={MISSING}.model", "--do_train"],
+                         MISSING),
+        "bad value": (["--train_file={tmp}/t.json", "--output_dir={tmp}/out",
+                       "--do_train", "--doc_stride=0"], "doc_stride"),
+        "unknown flag": (["--max_question_length=64"],
+                         "max_question_length"),
+    },
+    "albert_tf.run_race": {
+        "missing file": ([f"--data_dir={MISSING}", "--output_dir={tmp}/out",
+                          "--preset=albert_tiny_zh",
+                          f"--spm_model_file={MISSING}.model", "--do_train"],
+                         MISSING),
+        "bad value": (["--data_dir={tmp}", "--output_dir={tmp}/out",
+                       "--do_train", "--task_name=dream"], "task_name"),
+        "unknown flag": (["--max_qa_len=64"], "max_qa_len"),
+    },
+    "data_prep.cloze": {
+        "missing flag": (["--max_documents=5"], "output_dir"),
+        "bad value": (["--output_dir={tmp}/c", "--max_documents=many"],
+                      "max_documents"),
+        "unknown flag": (["--queries=3"], "queries"),
+    },
     "albert_tf.export_saved_model": {
         "missing file": ([f"--checkpoint={MISSING}", "--export_dir={tmp}/sm",
                           "--preset=albert_tiny_zh"], MISSING),
@@ -134,6 +159,9 @@ VERBOSE = {
     "albert_tf.run_pretraining": "missing file",
     "albert_tf.run_classifier": "missing file",
     "albert_tf.run_ner": "missing file",
+    "albert_tf.run_squad": "missing file",
+    "albert_tf.run_race": "missing file",
+    "data_prep.cloze": "missing flag",
     "albert_tf.export_saved_model": "missing file",
     "albert_tf.export_tflite": "missing file",
     "albert_tf.convert_checkpoint": "missing file",
@@ -165,12 +193,14 @@ def test_every_cli_reports_bad_input_in_one_line(tmp_path):
   verbose = [(module, CASES[module][case][0] + ["--verbose"])
              for module, case in VERBOSE.items()]
   (tmp_path / "verbose").mkdir()
-  # Forked from zygotes that imported TF once (tests/cli_runner.py), 4 at a time.
-  with concurrent.futures.ThreadPoolExecutor(4) as pool:
+  # Forked from zygotes that imported TF once (tests/cli_runner.py), 2 at a
+  # time: one zygote per thread, and each costs a TF import (4 threads made
+  # the file no faster on 2 cores, at two more imports).
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
     procs = list(pool.map(lambda job: _run(job[0], job[2], tmp_path), jobs))
     verbose_procs = list(pool.map(
         lambda job: _run(job[0], job[1], tmp_path / "verbose"), verbose))
-  cli_runner.close_idle(keep=1)  # the other three held TF for nothing
+  cli_runner.close_idle(keep=1)  # the other one held TF for nothing
   failures = []
   for (module, case, _, word), proc in zip(jobs, procs):
     lines = [l for l in proc.stderr.splitlines()

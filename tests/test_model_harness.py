@@ -19,6 +19,8 @@ from albert_tf.data import tokenization
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.models import (AlbertClassifier, AlbertPretrainer,
                                        AlbertTagger)
+from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
+from albert_tf.modeling import span_qa
 from albert_tf.tasks.classification import ClassificationTask
 from albert_tf.tasks.pretraining import EVAL_KEYS, PretrainingTask
 from albert_tf.tasks.tagging import TaggingTask
@@ -48,6 +50,8 @@ class ModelSpec:
   # Embedding + 2 per distinct block (attention, ffn) + the MLM head's.
   num_layer_norms: int
   with_positions: bool = False
+  # Inputs with a choice axis: [batch, choices, seq].
+  num_choices: int = 0
 
 
 MODELS = {
@@ -68,11 +72,22 @@ MODELS = {
     "tagger": ModelSpec(
         lambda: AlbertTagger(CONFIG, 5), ("encoder", "tagger_head"),
         (F.LOGITS,), (F.LOGITS,), 5),
+    "span_qa": ModelSpec(
+        lambda: span_qa.AlbertSpanQA(CONFIG), ("encoder", "span_head"),
+        (span_qa.START_LOGITS, span_qa.END_LOGITS),
+        (span_qa.START_LOGITS, span_qa.END_LOGITS), 5),
+    "multiple_choice": ModelSpec(
+        lambda: AlbertMultipleChoice(CONFIG, 3),
+        ("encoder", "choice_head"), (), (F.LOGITS,), 5, num_choices=3),
 }
 
 
 def _inputs(spec):
   inputs = H.encoder_batch(CONFIG.vocab_size, batch=3, seq=SEQ)
+  if spec.num_choices:  # each question's choices: the rows, shifted
+    inputs = {k: np.stack([np.roll(v, c, axis=0)
+                           for c in range(spec.num_choices)], 1)
+              for k, v in inputs.items()}
   if spec.with_positions:
     inputs[F.MASKED_LM_POSITIONS] = np.array([[1, 4], [2, 3], [0, 6]],
                                              np.int32)
@@ -114,6 +129,86 @@ def test_mixed_bfloat16(built):
 def test_variable_sequence_length(built):
   spec, model, inputs = built
   H.run_variable_sequence_test(model, inputs, spec.sequence_outputs, seq=16)
+
+
+# ------------------------------------------------------------ SQuAD v2 head
+# Its start logits are masked with -1e30 off the context and its beams are
+# indices, so the value checks compare the finite float outputs to scale and
+# the indices exactly; the rest is the shared harness.
+V2_FLOAT = (span_qa.START_TOP_LOG_PROBS, span_qa.END_TOP_LOG_PROBS,
+            span_qa.CLS_LOGITS)
+V2_INDEX = (span_qa.START_TOP_INDEX, span_qa.END_TOP_INDEX)
+
+
+def _v2():
+  return span_qa.AlbertSpanQA(CONFIG, version_2_with_negative=True,
+                              start_n_top=2, end_n_top=2)
+
+
+@pytest.fixture(scope="module")
+def v2_built():
+  model = _v2()
+  H.randomize_weights(model, seed=1)
+  return model, H.encoder_batch(CONFIG.vocab_size, batch=3, seq=SEQ)
+
+
+def test_span_qa_v2_config_saving_and_checkpoint(v2_built, tmp_path):
+  model, inputs = v2_built
+  H.run_config_round_trip(model, inputs)
+  H.run_saving_test(model, inputs, tmp_path)
+  other = _v2()
+  H.randomize_weights(other, seed=2)
+  H.run_checkpoint_test(model, other, tmp_path, ("encoder", "span_head"))
+
+
+def test_span_qa_v2_masks_the_question_and_padding(v2_built):
+  model, inputs = v2_built
+  out = model(inputs, training=False)
+  mask = span_qa.p_mask(inputs[F.INPUT_MASK], inputs[F.SEGMENT_IDS]).numpy()
+  # Context is segment 1 before the last real piece; [CLS] may answer.
+  expected = np.ones_like(mask)
+  expected[:, 0] = 0
+  expected[0, SEQ // 2:SEQ - 1] = 0
+  np.testing.assert_array_equal(mask, expected)
+  allowed = [set(np.flatnonzero(row == 0)) for row in mask]
+  for index in (out[span_qa.START_TOP_INDEX].numpy(),
+                out[span_qa.END_TOP_INDEX].numpy()):
+    for row, ok in zip(index, allowed):
+      # Beams may only fall where the mask allows, unless fewer positions
+      # are allowed than beams (then the top_k fills with masked ones).
+      assert len(set(row.tolist()) & ok) == min(len(ok), len(set(row)))
+
+
+def test_span_qa_v2_variable_sequence_length(v2_built):
+  model, inputs = v2_built
+  short = model(inputs, training=False)
+  padded = model(H.pad_batch(inputs, 16, CONFIG.vocab_size), training=False)
+  for name in V2_INDEX:
+    np.testing.assert_array_equal(padded[name], short[name], err_msg=name)
+  for name in V2_FLOAT:
+    assert_close_to_scale(np.asarray(padded[name]), np.asarray(short[name]),
+                          rel=1e-5)
+
+
+def test_span_qa_v2_mixed_bfloat16(v2_built):
+  model, inputs = v2_built
+  previous = keras.config.dtype_policy()
+  keras.config.set_dtype_policy("mixed_bfloat16")
+  try:
+    mixed = _v2()
+  finally:
+    keras.config.set_dtype_policy(previous)
+  H.copy_weights(model, mixed)
+  norms = [layer for layer in mixed._flatten_layers()  # pylint: disable=protected-access
+           if isinstance(layer, keras.layers.LayerNormalization)]
+  assert len(norms) == 6 and all(n.compute_dtype == "float32" for n in norms)
+  got, want = mixed(inputs, training=False), model(inputs, training=False)
+  for name in V2_FLOAT:
+    assert got[name].dtype == tf.float32, name
+  # The answer class reads no beam: within bf16 rounding of float32.
+  scale = float(np.abs(want[span_qa.CLS_LOGITS]).max())
+  np.testing.assert_allclose(got[span_qa.CLS_LOGITS], want[span_qa.CLS_LOGITS],
+                             atol=5e-2 * scale + 1e-3, rtol=0)
 
 
 class _ClassifierWithAuxHead(AlbertClassifier):

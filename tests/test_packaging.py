@@ -29,6 +29,8 @@ EXPECTED_SCRIPTS = {
     "albert-pretrain": "albert_tf.run_pretraining",
     "albert-classify": "albert_tf.run_classifier",
     "albert-ner": "albert_tf.run_ner",
+    "albert-squad": "albert_tf.run_squad",
+    "albert-race": "albert_tf.run_race",
     "albert-export": "albert_tf.export_saved_model",
     "albert-export-tflite": "albert_tf.export_tflite",
     "albert-export-keras-hub": "albert_tf.export_keras_hub",

@@ -35,8 +35,11 @@ COMMANDS = {
     "data_prep.corpora": ("CorporaSettings", 7),
     "data_prep.create_pretraining_data": ("CreateDataSettings", 27),
     "albert_tf.run_pretraining": ("Params", 43),
-    "albert_tf.run_classifier": ("ClassifierOptions", 49),
-    "albert_tf.run_ner": ("NerOptions", 46),
+    "albert_tf.run_classifier": ("ClassifierOptions", 50),
+    "albert_tf.run_ner": ("NerOptions", 47),
+    "albert_tf.run_squad": ("SquadOptions", 53),
+    "albert_tf.run_race": ("RaceOptions", 45),
+    "data_prep.cloze": ("ClozeSettings", 6),
     "albert_tf.export_tflite": ("TfliteSettings", 9),
     "albert_tf.export_saved_model": ("ExportSettings", 14),
 }

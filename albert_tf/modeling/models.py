@@ -58,16 +58,34 @@ def pretraining_losses(outputs, features):
           "sentence_order_count": tf.cast(tf.size(labels), tf.float32)}
 
 
-def _model_config(model, **fields):
-  """get_config of the models here: the AlbertConfig as a dict, the model's
-  own constructor arguments, name, trainable and the dtype policy."""
+def minimize(model, compute_losses):
+  """One optimizer step of a model that computes its own losses.
+
+  compute_losses() returns a dict of float32 scalars with "loss" (the batch
+  mean on this replica); returns that dict. Under tf.distribute gradients
+  are summed over replicas, so the loss is divided by their number first.
+  """
+  with tf.GradientTape() as tape:
+    losses = compute_losses()
+    loss = losses["loss"] / tf.distribute.get_strategy().num_replicas_in_sync
+    if hasattr(model.optimizer, "scale_loss"):  # float16 loss scaling
+      loss = model.optimizer.scale_loss(loss)
+  grads = tape.gradient(loss, model.trainable_variables)
+  model.optimizer.apply(grads, model.trainable_variables)
+  return losses
+
+
+def model_config(model, **fields):
+  """get_config of the models (here, span_qa, multiple_choice): the
+  AlbertConfig as a dict, the model's own constructor arguments, name,
+  trainable and the dtype policy."""
   return {"config": model.config.to_dict(), **fields, "name": model.name,
           "trainable": model.trainable,
           "dtype": keras.dtype_policies.serialize(model.dtype_policy)}
 
 
-def _model_kwargs(config):
-  """Constructor kwargs from `_model_config`'s dict (the policy restored)."""
+def model_kwargs(config):
+  """Constructor kwargs from `model_config`'s dict (the policy restored)."""
   config = dict(config)
   if isinstance(config.get("dtype"), dict):
     config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
@@ -149,26 +167,18 @@ class AlbertPretrainer(keras.Model):
     return {name: t.result() for name, t in self._trackers.items()}
 
   def train_step(self, data):
-    with tf.GradientTape() as tape:
-      losses = self._step_losses(data, training=True)
-      # Gradients are summed over replicas: average over the global batch.
-      replicas = tf.distribute.get_strategy().num_replicas_in_sync
-      loss = losses["loss"] / replicas
-      if hasattr(self.optimizer, "scale_loss"):
-        loss = self.optimizer.scale_loss(loss)
-    grads = tape.gradient(loss, self.trainable_variables)
-    self.optimizer.apply(grads, self.trainable_variables)
-    return self._update_trackers(losses)
+    return self._update_trackers(
+        minimize(self, lambda: self._step_losses(data, training=True)))
 
   def test_step(self, data):
     return self._update_trackers(self._step_losses(data, training=False))
 
   def get_config(self):
-    return _model_config(self)
+    return model_config(self)
 
   @classmethod
   def from_config(cls, config):
-    return cls(**_model_kwargs(config))
+    return cls(**model_kwargs(config))
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -209,12 +219,12 @@ class AlbertClassifier(keras.Model):
     return {"encoder": self.encoder, "classifier_head": self.classifier_head}
 
   def get_config(self):
-    return _model_config(self, num_labels=self.num_labels,
+    return model_config(self, num_labels=self.num_labels,
                          classifier_dropout=self.classifier_dropout)
 
   @classmethod
   def from_config(cls, config):
-    return cls(**_model_kwargs(config))
+    return cls(**model_kwargs(config))
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -259,9 +269,9 @@ class AlbertTagger(keras.Model):
     return {"encoder": self.encoder, "tagger_head": self.tagger_head}
 
   def get_config(self):
-    return _model_config(self, num_tags=self.num_tags,
+    return model_config(self, num_tags=self.num_tags,
                          classifier_dropout=self.classifier_dropout)
 
   @classmethod
   def from_config(cls, config):
-    return cls(**_model_kwargs(config))
+    return cls(**model_kwargs(config))

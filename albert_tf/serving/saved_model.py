@@ -28,9 +28,9 @@ WARMUP_FILE = "tf_serving_warmup_requests"
 
 
 # ---------------------------------------------------------------- signatures
-def int_spec(name: str) -> tf.TensorSpec:
-  """int32 [batch, length] input `name`."""
-  return tf.TensorSpec([None, None], tf.int32, name=name)
+def int_spec(name: str, shape=(None, None)) -> tf.TensorSpec:
+  """int32 input `name`, [batch, length] by default."""
+  return tf.TensorSpec(list(shape), tf.int32, name=name)
 
 
 def text_specs(text_pair: bool) -> List[tf.TensorSpec]:
@@ -57,15 +57,17 @@ def signature(fn: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]],
 
 
 def ids_signature(run: Callable, extra_inputs: Sequence[str] = (),
-                  vocab_size: int = 0):
+                  vocab_size: int = 0, shape=(None, None)):
   """serving_default: int32 `input_ids`, `input_mask`, `segment_ids` (+
   extra_inputs, e.g. masked_lm_positions) -> run(features). Core TF ops only:
   a stock tensorflow_model_server runs it. With vocab_size, malformed inputs
-  are an InvalidArgumentError naming the input (`checked_ids`)."""
+  are an InvalidArgumentError naming the input (`checked_ids`). shape: of
+  the encoder inputs ([batch, choices, length] for multiple choice)."""
   checked = ((lambda f: run(checked_ids(f, vocab_size))) if vocab_size
              else run)
-  return signature(checked, [int_spec(n) for n in
-                             F.ENCODER_INPUTS + tuple(extra_inputs)])
+  return signature(checked,
+                   [int_spec(n, shape) for n in F.ENCODER_INPUTS] +
+                   [int_spec(n) for n in extra_inputs])
 
 
 def checked_ids(features: Dict[str, tf.Tensor], vocab_size: int):

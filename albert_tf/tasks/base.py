@@ -151,23 +151,43 @@ def step_indexed_inputs(columns: Dict[str, tf.Tensor],
   return strategy.distribute_datasets_from_function(dataset_fn)
 
 
-def batched_logits(model: keras.Model):
-  """fn(features, batch_size) -> the model's float32 `logits` as numpy, in
-  order, every row once.
+def batched_outputs(model: keras.Model, names=(F.LOGITS,)):
+  """fn(features, batch_size) -> {name: the model's output as numpy} for
+  `names`, in order, every row once (float outputs as float32).
 
   Runs outside the strategy: each worker holds every weight, and a partial
-  last batch needs no padding that way.
+  last batch needs no padding that way. The encoder inputs may carry more
+  axes than [batch, seq] (multiple choice: [batch, choices, seq]).
   """
-  spec = {k: tf.TensorSpec([None, None], tf.int32) for k in F.ENCODER_INPUTS}
-  forward = tf.function(lambda batch: model(batch, training=False)[F.LOGITS],
-                        input_signature=[spec], autograph=False)
+  forward = {}
 
   def run(features, batch_size):
     n = len(features[F.INPUT_IDS])
-    outputs = [forward({k: features[k][i:i + batch_size] for k in spec})
-               .numpy() for i in range(0, n, batch_size)]
-    # No rows: an empty array the caller reshapes to its logits' shape.
-    return (np.concatenate(outputs).astype(np.float32) if outputs else
-            np.zeros([0], np.float32))
+    rank = np.ndim(features[F.INPUT_IDS])
+    if rank not in forward:
+      spec = {k: tf.TensorSpec([None] * rank, tf.int32)
+              for k in F.ENCODER_INPUTS}
+      forward[rank] = tf.function(
+          lambda batch: {k: v for k, v in model(batch, training=False).items()
+                         if k in names},
+          input_signature=[spec], autograph=False)
+    chunks = [forward[rank]({k: features[k][i:i + batch_size]
+                             for k in F.ENCODER_INPUTS})
+              for i in range(0, n, batch_size)]
+    out = {}
+    for name in names:
+      # No rows: an empty array the caller reshapes to its outputs' shape.
+      values = [c[name].numpy() for c in chunks]
+      value = np.concatenate(values) if values else np.zeros([0], np.float32)
+      out[name] = (value.astype(np.float32)
+                   if np.issubdtype(value.dtype, np.floating) else value)
+    return out
 
   return run
+
+
+def batched_logits(model: keras.Model):
+  """fn(features, batch_size) -> the model's float32 `logits` as numpy
+  (`batched_outputs` of that one output)."""
+  run = batched_outputs(model)
+  return lambda features, batch_size: run(features, batch_size)[F.LOGITS]

@@ -59,7 +59,11 @@ class FinetuneOptions(runtime.StrategySettings):
   learning_rate: float = settings.field(5e-5, "Peak AdamW learning rate.")
   num_train_epochs: float = settings.field(3.0, "Epochs (if --train_step=0).")
   train_step: int = settings.field(0, "Training steps; overrides epochs.")
-  warmup_step: int = settings.field(-1, "Warmup steps; -1: 10% of training.")
+  warmup_step: int = settings.field(
+      -1, "Warmup steps; -1: --warmup_proportion of training.")
+  warmup_proportion: float = settings.field(
+      0.1, "Fraction of the training steps that warm up the learning rate, "
+      "when --warmup_step is -1 (the original run_squad's flag).")
   optimizer: str = settings.field("adamw", "Optimizer.",
                                   choices=["adamw", "lamb"])
   weight_decay: float = settings.field(0.01, "Decoupled weight decay.")
@@ -213,8 +217,37 @@ def trainer_settings(o: FinetuneOptions, task) -> TrainerSettings:
       seq_length=o.max_seq_length, optimizer=o.optimizer,
       learning_rate=o.learning_rate,
       num_warmup_steps=(o.warmup_step if o.warmup_step >= 0 else
-                        int(0.1 * steps)),
+                        int(o.warmup_proportion * steps)),
       weight_decay=o.weight_decay)
+
+
+def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
+                         best_step: int) -> dict:
+  """Dev metrics, test predictions (+ metrics) and eval_results.json.
+
+  eval_results.json holds the best checkpoint's dev metrics (an eval-only
+  run evaluates anew), test_* for a labelled test split, and best_step.
+  Returns {"eval": ..., "test": ...} (what there is).
+  """
+  result, eval_results = {}, {}
+  if o.do_eval:
+    best = trainer.best() if o.do_train else None
+    result["eval"] = best["metrics"] if best else trainer.evaluate()
+    eval_results = {k: v for k, v in result["eval"].items()
+                    if k != "global_step"}
+  if o.do_predict:
+    task.eval_batch_size = o.predict_batch_size or o.eval_batch_size
+    test = task.predict(trainer.model, o.output_dir if chief else
+                        trainer.ckpt_dir)
+    if test:
+      result["test"] = test
+      eval_results.update({f"test_{k}": v for k, v in test.items()})
+  if eval_results and chief:
+    eval_results["best_step"] = best_step
+    with open(os.path.join(o.output_dir, "eval_results.json"), "w",
+              encoding="utf-8") as f:
+      json.dump(eval_results, f, indent=2)
+  return result
 
 
 def main_for(options_class, run: Callable) -> Callable:

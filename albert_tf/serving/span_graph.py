@@ -1,0 +1,565 @@
+"""In-graph span question answering: (question, context) strings -> answers.
+
+`TextSpanReader` is what the span QA model's `serve_text` signature runs
+(`albert_tf.tasks.span_qa.export_signatures`): the in-graph twin of
+`char_spans.encode_with_offsets` (context pieces with their code-point spans
+in the original text), `squad.make_windows` (`[CLS] question [SEP] window
+[SEP]` rows, doc_stride steps, max-context flags) and the best entry of
+`span_decode.decode_v1` / `decode_v2`. Tests compare each with its twin.
+
+    reader = TextSpanReader.from_tokenizer(tokenizer, 384, task_config)
+    out = reader(questions, contexts, run)   # run: features -> model outputs
+    out["answer"], out["start"], out["end"]  # a slice of each context
+
+Offsets: `tokenization.normalize` is redone character by character, each
+normalised character keeping the original characters it came from (as
+`char_spans.normalize_with_spans`). The string tokenised is the whole-string
+normalisation (`TextEncoder.normalize`'s steps: a word-final "Σ" lowers to
+"ς" as in Python) when it has as many characters as the per-character one,
+else the per-character one (Python aligns such a text blockwise; only a NUL,
+where tf.strings.lower stops, is known to get there). The tokenizers' byte
+offsets are then mapped to those characters. Known difference: TF Text's
+SentencePiece breaks exact score ties of the Viterbi lattice unlike the
+Python package in rare strings ("1,0000": "000"+"0" vs "0"+"000"), as
+`TextEncoder` does. Everything is flat tensors with row splits: ragged ops
+would make a graph of ~5000 ops (seconds to trace at export).
+
+Building one needs `import tensorflow_text`; so does loading a SavedModel
+that contains one. (Over 400 lines: the four per-character normalisation
+steps, the "9," re-split with spans, the windows and both decoders are one
+contract with the Python twins, kept in one file.)
+"""
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf import features as F
+from albert_tf.modeling import span_qa as span_model
+from albert_tf.serving import text_graph
+
+# The char classes of text_graph, so that both twins split alike.
+# pylint: disable=protected-access
+_cc, _cjk = text_graph._char_class, text_graph._cjk_class
+_UNDERLINE = text_graph._UNDERLINE
+# pylint: enable=protected-access
+_BIG = 2 ** 62
+_STRING = tf.TensorSpec([None], tf.string)
+_V1 = (span_model.START_LOGITS, span_model.END_LOGITS)
+_V2 = (span_model.START_TOP_LOG_PROBS, span_model.START_TOP_INDEX,
+       span_model.END_TOP_LOG_PROBS, span_model.END_TOP_INDEX,
+       span_model.CLS_LOGITS)
+
+
+def _spec(dtype, shape=(None, None)):
+  return tf.TensorSpec(shape, dtype)
+
+
+def _at(values, index):
+  """values[w, index[w, ...]] for each row w."""
+  return tf.gather(values, index, batch_dims=1)
+
+
+def _range(n):
+  return tf.range(tf.cast(n, tf.int64))
+
+
+def _shift(values, fill):
+  """values[i - 1], fill at i = 0."""
+  return tf.concat([tf.fill([1], fill), values], 0)[:-1]
+
+
+def _row_starts(rows):
+  return tf.not_equal(rows, _shift(rows, tf.constant(-1, rows.dtype)))
+
+
+def _len(text, unit="UTF8_CHAR"):
+  return tf.cast(tf.strings.length(text, unit=unit), tf.int64)
+
+
+def _mask(values, keep):
+  """tf.boolean_mask of a 1-D tensor in 3 ops (it makes ~30)."""
+  return tf.gather(values, tf.reshape(tf.where(keep), [-1]))
+
+
+def _count(keep):
+  return tf.reduce_sum(tf.cast(keep, tf.int64))
+
+
+def _spread(counts):
+  """(item, rank) of each of counts[i] copies of every item i."""
+  counts = tf.cast(counts, tf.int64)
+  item = tf.repeat(_range(tf.size(counts)), counts)
+  return item, _range(tf.size(item)) - tf.gather(
+      tf.cumsum(counts, exclusive=True), item)
+
+
+def _rows(splits):
+  """The row of each item of rows with these row splits."""
+  return tf.repeat(_range(tf.size(splits) - 1), splits[1:] - splits[:-1])
+
+
+def _pad(values, fill):
+  """values with one more item, so a gather at index 0 of none works."""
+  return tf.concat([values, tf.fill([1], tf.constant(fill, values.dtype))], 0)
+
+
+class _Units:
+  """Flat normalised characters, row ids and the original [s, e) of each."""
+
+  def __init__(self, chars, s, e, rows):
+    self.chars, self.s, self.e, self.rows = chars, s, e, rows
+
+  def keep(self, keep, chars, e):
+    return _Units(*(_mask(v, keep) for v in (chars, self.s, e, self.rows)))
+
+  def expand(self, fn):
+    """`char_spans._expand`: fn gives each character 0..k characters; a
+    dropped one extends the last character emitted before it in its row."""
+    out = fn(self.chars)
+    kept = tf.not_equal(out, "")
+    leader = kept | _row_starts(self.rows)
+    group = tf.cumsum(tf.cast(leader, tf.int64)) - 1
+    group_end = tf.math.unsorted_segment_max(self.e, group, _count(leader))
+    split = tf.strings.unicode_split(_mask(out, kept), "UTF-8")
+    item, rank = _spread(split.row_lengths())
+    item = tf.gather(tf.reshape(tf.where(kept), [-1]), item)
+    last = tf.equal(rank, tf.gather(_len(out), item) - 1)
+    ends = tf.where(last, tf.gather(group_end, tf.gather(group, item)),
+                    tf.gather(self.e, item))
+    return _Units(split.flat_values, tf.gather(self.s, item), ends,
+                  tf.gather(self.rows, item))
+
+  def collapse_whitespace(self, nrows):
+    """" ".join(text.split()): a run spans its characters; none at the ends."""
+    space = tf.strings.regex_full_match(self.chars, _cc("space"))
+    run_start = space & ~(_shift(space, False) & ~_row_starts(self.rows))
+    run = tf.maximum(tf.cumsum(tf.cast(run_start, tf.int64)) - 1, 0)
+    run_end = tf.math.unsorted_segment_max(
+        _mask(self.e, space), _mask(run, space), _count(run_start))
+    solid = tf.cast(~space, tf.int64)
+    total = tf.math.unsorted_segment_sum(solid, self.rows, nrows)
+    before = (tf.cumsum(solid, exclusive=True) -
+              tf.gather(tf.cumsum(total, exclusive=True), self.rows))
+    after = tf.gather(total, self.rows) - before - solid
+    keep = ~space | (run_start & (before > 0) & (after > 0))
+    ends = tf.where(run_start, tf.gather(_pad(run_end, 0), run), self.e)
+    return self.keep(keep, tf.where(space, " ", self.chars), ends)
+
+  def replace_pairs(self, char, repl):
+    """str.replace(char * 2, repl): pairs from the start of each run."""
+    is_c = tf.equal(self.chars, char)
+    inner = ~_row_starts(self.rows)
+    run_start = is_c & ~(_shift(is_c, False) & inner)
+    index = _range(tf.size(is_c))
+    first = tf.gather(_pad(_mask(index, run_start), 0), tf.maximum(
+        tf.cumsum(tf.cast(run_start, tf.int64)) - 1, 0))
+    even = tf.equal((index - first) % 2, 0)
+    head = is_c & even & tf.concat([(is_c & inner)[1:], [False]], 0)
+    ends = tf.where(head, tf.concat([self.e[1:], self.e[-1:]], 0), self.e)
+    return self.keep(~(is_c & ~even), tf.where(head, repl, self.chars), ends)
+
+
+class _CharTable:
+  """Byte offsets in a batch of strings -> global code-point positions."""
+
+  def __init__(self, text):
+    codepoints, starts = tf.strings.unicode_decode_with_offsets(text, "UTF-8")
+    self.codepoints, self.splits = codepoints.flat_values, starts.row_splits
+    self.byte_base = tf.cumsum(_len(text, "BYTE"), exclusive=True)
+    self._starts = tf.concat([starts.flat_values + tf.gather(
+        self.byte_base, starts.value_rowids()), [tf.reduce_sum(_len(
+            text, "BYTE"))]], 0)
+
+  def span(self, rows, begin, end):
+    """The bisects of `char_spans._spm_char_pieces`: a piece begins at the
+    character holding its first byte and ends after the last it touches."""
+    base = tf.gather(self.byte_base, rows)
+    b = tf.searchsorted(self._starts, begin + base, "right",
+                        out_type=tf.int64) - 1
+    e = tf.searchsorted(self._starts, end + base, "left", out_type=tf.int64)
+    return b, tf.maximum(b, e)
+
+
+class TextSpanReader(tf.Module):
+  """(question, context) strings -> answer spans of the context, in the graph.
+
+  Args:
+    kind, model_proto, vocab, do_lower_case, unk_token, cls_id, sep_id,
+      pad_id: the tokenizer, as `text_graph.TextEncoder` takes it.
+    max_seq_length, doc_stride, max_query_length: the windows
+      (`squad.make_windows`).
+    version_2_with_negative: the model's head (v1 logits or v2 beams).
+    n_best_size, max_answer_length: the decoding (`span_decode`).
+  """
+
+  def __init__(self, kind, max_seq_length, cls_id, sep_id, pad_id,
+               version_2_with_negative=False, doc_stride=128,
+               max_query_length=64, n_best_size=20, max_answer_length=30,
+               model_proto=None, vocab=None, do_lower_case=True,
+               unk_token="[UNK]", name=None):
+    super().__init__(name=name)
+    if max_seq_length < 4 or doc_stride < 1:
+      raise ValueError(f"max_seq_length={max_seq_length}, doc_stride="
+                       f"{doc_stride}: expected at least 4 and 1")
+    self.kind, self.do_lower_case = kind, bool(do_lower_case)
+    self.max_seq_length, self.doc_stride = int(max_seq_length), int(doc_stride)
+    self.max_query_length = int(max_query_length)
+    self.v2 = bool(version_2_with_negative)
+    self.n_best_size = int(n_best_size)
+    self.max_answer_length = int(max_answer_length)
+    self.cls_id, self.sep_id = int(cls_id), int(sep_id)
+    self.pad_id = int(pad_id)
+    self._encode_fn = self._decode_fn = None
+    if kind == "sentencepiece":
+      # Named apart from TextEncoder's: in a loaded SavedModel tf-text shares
+      # one model among SentencePiece resources of the same name.
+      self._sp = tf_text.SentencepieceTokenizer(
+          model=model_proto, out_type=tf.int32,
+          name=f"{name or 'span_reader'}_sentencepiece")
+    elif kind == "wordpiece":
+      # As TextEncoder: an empty vocab line keeps its id under a name no
+      # word matches; words over 100 characters are [UNK] (BERT's limit).
+      vocab = [t or f"[empty vocab line {i + 1}]" for i, t in enumerate(vocab)]
+      self._wordpiece = tf_text.FastWordpieceTokenizer(
+          vocab=vocab, suffix_indicator="##", max_bytes_per_word=400,
+          token_out_type=tf.int32, unknown_token=unk_token,
+          no_pretokenization=True, support_detokenization=False)
+      self._unk_token = unk_token
+    else:
+      raise ValueError(f"kind must be 'sentencepiece' or 'wordpiece', got "
+                       f"{kind!r}")
+
+  @classmethod
+  def from_tokenizer(cls, tokenizer, max_seq_length, task_config, name=None):
+    """The reader of a tokenizer and a span QA record's task_config."""
+    own = {k: task_config[k] for k in (
+        "version_2_with_negative", "doc_stride", "max_query_length",
+        "n_best_size", "max_answer_length") if k in task_config}
+    kwargs = dict(kind=tokenizer.kind, max_seq_length=max_seq_length,
+                  cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                  pad_id=tokenizer.pad_id,
+                  do_lower_case=tokenizer.do_lower_case,
+                  unk_token=tokenizer.convert_ids_to_tokens(
+                      [tokenizer.unk_id])[0], name=name, **own)
+    if tokenizer.kind == "sentencepiece":
+      with open(tokenizer.model_file, "rb") as f:
+        kwargs["model_proto"] = f.read()
+    else:
+      kwargs["vocab"] = tokenizer.convert_ids_to_tokens(
+          list(range(tokenizer.vocab_size)))
+    return cls(**kwargs)
+
+  def input_specs(self):
+    return [tf.TensorSpec([None], tf.string, name="question"),
+            tf.TensorSpec([None], tf.string, name="context")]
+
+  # ------------------------------------------------------------ offsets
+  def _lower_steps(self, per_char):
+    """`tokenization.normalize`'s do_lower_case steps on strings."""
+    def lower(t):
+      low = tf.strings.lower(t, encoding="utf-8")
+      # tf.strings.lower stops at a NUL: a "\x00" character stays one.
+      return tf.where(tf.equal(t, "\x00"), t, low) if per_char else low
+
+    def steps(t):
+      if self.kind == "sentencepiece":
+        return lower(tf.strings.regex_replace(tf_text.normalize_utf8(
+            t, "NFKD"), _cc("combining"), ""))
+      return tf.strings.regex_replace(tf_text.normalize_utf8(
+          lower(t), "NFD"), _cc("nonspacing_mark"), "")
+    return steps
+
+  def _normalize(self, text):
+    """`char_spans.normalize_with_spans`: (normalised text [B], _Units)."""
+    chars = tf.strings.unicode_split(text, "UTF-8")
+    nrows = tf.shape(text, out_type=tf.int64)[0]
+    rows = chars.value_rowids()
+    s = _range(tf.size(rows)) - tf.gather(chars.row_splits, rows)
+    units = _Units(chars.flat_values, s, s + 1, rows)
+    regex = tf.strings.regex_replace
+    whole = text
+    if self.kind == "wordpiece":
+      units = units.expand(lambda c: regex(c, _cc("control"), ""))
+      whole = regex(whole, _cc("control"), "")
+    units = units.collapse_whitespace(nrows)
+    whole = regex(regex(whole, _cc("space") + "+", " "), "^ | $", "")
+    if self.kind == "sentencepiece":
+      units = units.replace_pairs("`", '"').replace_pairs("'", '"')
+      whole = regex(whole, "``|''", '"')
+    if self.do_lower_case:
+      units = units.expand(self._lower_steps(per_char=True))
+      whole = self._lower_steps(per_char=False)(whole)
+    joined = tf.strings.unsorted_segment_join(units.chars, units.rows, nrows)
+    return tf.where(tf.equal(_len(whole), _len(joined)), whole, joined), units
+
+  def _pieces(self, text):
+    """(ids, starts, ends, row_splits): flat `encode_with_offsets`."""
+    norm, units = self._normalize(text)
+    table = _CharTable(norm)
+    if self.kind == "sentencepiece":
+      ids, strings, b, e, splits = self._spm_pieces(norm, table)
+    else:
+      ids, b, e, splits = self._wordpiece_pieces(norm, table)
+    rows = _rows(splits)
+    row_end = tf.gather(table.splits, rows + 1)
+    b = self._skip_spaces(table, b, e)
+    size = tf.gather(_len(text), rows)
+
+    def at(values, index, ok):  # values[index], else the text's length
+      return tf.where(ok, tf.gather(_pad(values, 0), tf.where(ok, index, 0)),
+                      size)
+    start = at(units.s, b, b < row_end)
+    end = tf.where(b < e, at(units.e, e - 1, b < e), at(units.e, b,
+                                                         b < row_end))
+    if self.kind == "sentencepiece":
+      # A bare "▁" covers nothing: zero width at the next character.
+      bare = tf.strings.regex_full_match(strings, f"{_UNDERLINE}+")
+      point = at(units.s, e, e < row_end)
+      start, end = tf.where(bare, point, start), tf.where(bare, point, end)
+    return ids, start, end, splits
+
+  @staticmethod
+  def _skip_spaces(table, b, e):
+    """b moved past the spaces (" ") at the start of [b, e)."""
+    solid = tf.reshape(tf.where(tf.not_equal(table.codepoints, 32)), [-1])
+    return tf.minimum(tf.gather(_pad(solid, _BIG), tf.searchsorted(
+        solid, b, out_type=tf.int64)), e)
+
+  def encode_with_offsets(self, text):
+    """tf.string [B] -> (ids int32, starts, ends int64): RaggedTensors
+    [B, (pieces)] equal to `char_spans.encode_with_offsets` of each text."""
+    ids, start, end, splits = self._pieces(text)
+    return tuple(tf.RaggedTensor.from_row_splits(v, splits, validate=False)
+                 for v in (ids, start, end))
+
+  def _spm_pieces(self, norm, table):
+    """`char_spans._spm_pieces`: SentencePiece, then the "9," re-split of
+    `AlbertTokenizer._spm_pieces` with spans (global characters of norm)."""
+    ids, b, e = self._sp.tokenize_with_offsets(norm)
+    ids, splits = ids.flat_values, ids.row_splits
+    b, e = table.span(_rows(splits), b.flat_values, e.flat_values)
+    strings = self._sp.id_to_string(ids)
+    match = tf.strings.regex_full_match(strings, f"(?s).*{_cc('digit')},")
+    m = _count(match)
+    word = _mask(strings, match)
+    mb, me = _mask(b, match), _mask(e, match)
+    mb = self._skip_spaces(table, mb, me)
+    number = tf.strings.regex_replace(
+        tf.strings.regex_replace(word, ",$", ""), _UNDERLINE, "")
+    sub, sb, se = self._sp.tokenize_with_offsets(number)
+    srow, rank = _spread(sub.row_lengths())
+    local = _CharTable(number)
+    sb, se = (v - tf.gather(local.splits, srow) for v in local.span(
+        srow, sb.flat_values, se.flat_values))
+    sub = self._sp.id_to_string(sub.flat_values)
+    # Inside a word the re-encoded number must not gain a "▁".
+    fix = (tf.equal(rank, 0) & tf.strings.regex_full_match(
+        sub, f"(?s){_UNDERLINE}.*") & ~tf.gather(tf.strings.regex_full_match(
+            word, f"(?s){_UNDERLINE}.*"), srow))
+    kept = ~(fix & tf.equal(sub, _UNDERLINE))
+    sub = tf.where(fix, tf.strings.regex_replace(sub, f"^{_UNDERLINE}", ""),
+                   sub)
+    # Piece characters one to one (else NFKC changed them, "🄂" is "0,"):
+    # each part its own characters, else the whole piece.
+    exact = tf.equal(me - mb, _len(number) + 1)
+    ex, at = tf.gather(exact, srow), tf.gather(mb, srow)
+    parts = {"s": (sub, tf.fill([m], ",")),
+             "b": (tf.where(ex, at + sb, at), tf.where(exact, me - 1, mb)),
+             "e": (tf.where(ex, at + se, tf.gather(me, srow)), me)}
+    # The parts of match i: its kept sub-pieces, then ",".
+    order = tf.argsort(tf.concat([_mask(srow, kept) * 2, _range(m) * 2 + 1],
+                                 0), stable=True)
+    parts = {k: tf.gather(tf.concat([_mask(v[0], kept), v[1]], 0), order)
+             for k, v in parts.items()}
+    per_match = tf.math.unsorted_segment_sum(tf.cast(kept, tf.int64), srow,
+                                             m) + 1
+    n = tf.size(strings, out_type=tf.int64)
+    counts = tf.tensor_scatter_nd_update(
+        tf.ones([n], tf.int64), tf.where(match), per_match)
+    source = tf.tensor_scatter_nd_update(
+        _range(n), tf.where(match), n + tf.cumsum(per_match, exclusive=True))
+    item, rank = _spread(counts)
+    pick = tf.gather(source, item) + rank
+    new_ids = tf.cast(self._sp.string_to_id(parts["s"]), ids.dtype)
+    out = [tf.gather(tf.concat([old, new], 0), pick) for old, new in (
+        (ids, new_ids), (strings, parts["s"]), (b, parts["b"]),
+        (e, parts["e"]))]
+    splits = tf.gather(tf.concat([n[None] * 0, tf.cumsum(counts)], 0), splits)
+    return (*out, splits)
+
+  def _wordpiece_pieces(self, norm, table):
+    """`char_spans._wordpiece_pieces`: BERT's split, then WordPiece."""
+    punct, cjk = _cc("punctuation"), _cjk()
+    words, wb, we = tf_text.regex_split_with_offsets(
+        norm, f"{_cc('space')}|{punct}|{cjk}", f"{punct}|{cjk}")
+    long = _len(words.flat_values) > 100
+    ids, pb, pe = self._wordpiece.tokenize_with_offsets(
+        tf.where(long, self._unk_token, words.flat_values))
+    word = ids.value_rowids()
+    wb, we = tf.gather(wb.flat_values, word), tf.gather(we.flat_values, word)
+    long = tf.gather(long, word)  # one [UNK] spanning the word
+    b = tf.where(long, wb, wb + pb.flat_values)
+    e = tf.where(long, we, wb + pe.flat_values)
+    splits = tf.gather(ids.row_splits, words.row_splits)
+    b, e = table.span(_rows(splits), b, e)
+    return ids.flat_values, b, e, splits
+
+  # ------------------------------------------------------------ windows
+  def encode(self, question, context):
+    """`squad.make_windows` of each (question, context) pair, one batch.
+
+    Returns int32 [n, L] "input_ids", "input_mask", "segment_ids" and the
+    bookkeeping of `decode`: "pair" int32 [n] (the pair of each window),
+    "piece_spans" int32 [n, L, 2] (-1 -1 off the context), "is_max_context"
+    bool [n, L].
+    """
+    if self._encode_fn is None:
+      self._encode_fn = tf.function(self._encode, autograph=False,
+                                    input_signature=[_STRING, _STRING])
+    return self._encode_fn(question, context)
+
+  def _encode(self, question, context):
+    length = self.max_seq_length
+    b = tf.shape(question, out_type=tf.int64)[0]
+    ids, starts, ends, splits = self._pieces(tf.concat([question, context], 0))
+    q_base, c_base = splits[:b], splits[b:-1]  # rows: questions, contexts
+    q_len = tf.minimum(splits[1:b + 1] - q_base, self.max_query_length)
+    num = splits[b + 1:] - c_base
+    width = length - 3 - q_len  # context pieces per window
+    check = tf.debugging.assert_positive(width, message=(
+        f"a question of more than {length - 4} pieces leaves no room for the "
+        f"context in max_seq_length {length} (lower max_query_length)"))
+    with tf.control_dependencies([check]):
+      step = tf.minimum(width, self.doc_stride)
+    pair, k = _spread(1 + tf.maximum(num * 0, (num - width + step - 1) // step))
+    start = k * tf.gather(step, pair)
+    size = tf.minimum(tf.gather(num, pair) - start, tf.gather(width, pair))
+    j = _range(length)[None, :]
+    ql, sz = tf.gather(q_len, pair)[:, None], size[:, None]
+    at = j - ql - 2  # position among the window's context pieces
+    in_ctx = (at >= 0) & (at < sz)
+    piece = tf.where(in_ctx, tf.gather(c_base, pair)[:, None] +
+                     start[:, None] + at, tf.size(ids, out_type=tf.int64))
+    in_q = (j >= 1) & (j <= ql)
+    from_q = tf.where(in_q, tf.gather(q_base, pair)[:, None] + j - 1, 0)
+    sep = tf.equal(j, ql + 1) | tf.equal(j, ql + 2 + sz)
+    ids = _pad(ids, self.pad_id)
+    input_ids = tf.where(in_ctx, tf.gather(ids, piece), tf.where(
+        in_q, tf.gather(ids, from_q), tf.where(
+            sep, self.sep_id, tf.where(tf.equal(j, 0), self.cls_id,
+                                       self.pad_id))))
+    input_mask = j <= ql + 2 + sz
+    # The original's max-context score (float64 as numpy's); the first
+    # window wins a tie.
+    score = tf.cast(tf.minimum(at, sz - 1 - at), tf.float64) + 0.01 * tf.cast(
+        sz, tf.float64)
+    window = tf.broadcast_to(_range(tf.size(pair))[:, None], tf.shape(at))
+    total = tf.size(ids, out_type=tf.int64) + 1
+    best = tf.math.unsorted_segment_max(score, piece, total)
+    owner = tf.math.unsorted_segment_min(tf.where(tf.equal(
+        score, tf.gather(best, piece)), window, _BIG), piece, total)
+    spans = tf.stack([tf.gather(_pad(v, -1), piece) for v in (starts, ends)],
+                     -1)
+    out = {F.INPUT_IDS: input_ids, F.INPUT_MASK: input_mask,
+           F.SEGMENT_IDS: input_mask & (j >= ql + 2), "pair": pair,
+           "piece_spans": spans}
+    return {**{k: tf.cast(v, tf.int32) for k, v in out.items()},
+            "is_max_context": in_ctx & tf.equal(tf.gather(owner, piece),
+                                                window)}
+
+  # ------------------------------------------------------------ decode
+  def decode(self, context, windows, outputs):
+    """The best `span_decode` candidate of each pair (see `__call__`).
+
+    context: tf.string [b]; windows: `encode`'s dict; outputs: the model's
+    dict for those windows.
+    """
+    if self._decode_fn is None:
+      f32, i32 = _spec(tf.float32), _spec(tf.int32)
+      heads = ([f32, i32, f32, i32, _spec(tf.float32, [None])] if self.v2
+               else [f32, f32])
+      self._decode_fn = tf.function(self._decode, autograph=False,
+                                    input_signature=[
+                                        _STRING, _spec(tf.int32, [None]),
+                                        _spec(tf.int32, [None, None, 2]),
+                                        _spec(tf.bool)] + heads)
+    heads = [tf.cast(outputs[n], tf.int32 if n.endswith("index")
+                     else tf.float32) for n in (_V2 if self.v2 else _V1)]
+    return self._decode_fn(context, windows["pair"], windows["piece_spans"],
+                           windows["is_max_context"], *heads)
+
+  def _decode(self, context, pair, spans, is_max, *heads):
+    b = tf.shape(context, out_type=tf.int64)[0]
+    pair = tf.cast(pair, tf.int64)
+    if self.v2:
+      start_lp, starts, end_lp, ends, cls = heads
+      k1 = tf.shape(starts)[1]
+      ends = tf.reshape(ends, [-1, k1, tf.shape(ends)[1] // k1])
+      end_lp = tf.reshape(end_lp, tf.shape(ends))
+    else:  # the top n_best_size starts x ends of each window
+      k = tf.minimum(self.n_best_size, tf.shape(heads[0])[1])
+      (start_lp, starts), (end_lp, ends) = (tf.math.top_k(h, k) for h in heads)
+      end_lp, ends = end_lp[:, None], ends[:, None] + 0 * starts[:, :, None]
+    piece = spans[:, :, 0] >= 0
+    ok = (_at(piece, starts) & _at(is_max, starts))[:, :, None] & (
+        _at(piece, ends) & (ends >= starts[:, :, None]) &
+        (ends - starts[:, :, None] < self.max_answer_length))
+    # Python's float sums and its stable sort: the first of equal scores
+    # (window, start beam, end beam order) wins.
+    score = tf.cast(start_lp, tf.float64)[:, :, None] + tf.cast(end_lp,
+                                                                tf.float64)
+    per = tf.cast(tf.shape(ok)[1] * tf.shape(ok)[2], tf.int64)
+    flat = tf.reshape(tf.where(ok, score, score.dtype.min), [-1])
+    segments = tf.repeat(pair, per)
+    best = tf.math.unsorted_segment_max(flat, segments, b)
+    pick = tf.math.unsorted_segment_min(tf.where(tf.equal(flat, tf.gather(
+        best, segments)), _range(tf.size(flat)), _BIG), segments, b)
+    found = tf.math.unsorted_segment_max(tf.cast(tf.reshape(
+        ok, [-1]), tf.int32), segments, b) > 0
+    pick = tf.where(found, pick, 0)
+    w = pick // per
+    s = tf.gather(tf.reshape(tf.broadcast_to(starts[:, :, None], tf.shape(
+        ends)), [-1]), pick)
+    e = tf.gather(tf.reshape(ends, [-1]), pick)
+    char_s = tf.gather_nd(spans[:, :, 0], tf.stack([w, tf.cast(s, tf.int64)],
+                                                   1))
+    char_e = tf.gather_nd(spans[:, :, 1], tf.stack([w, tf.cast(e, tf.int64)],
+                                                   1))
+    # Surrounding whitespace stripped, as span_decode's str.strip.
+    chars = tf.strings.unicode_split(context, "UTF-8")
+    row = chars.value_rowids()
+    index = tf.cast(_range(tf.size(row)) - tf.gather(chars.row_splits, row),
+                    tf.int32)
+    solid = ~tf.strings.regex_full_match(chars.flat_values, _cc("space")) & (
+        index >= tf.gather(char_s, row)) & (index < tf.gather(char_e, row))
+    first = tf.math.unsorted_segment_min(tf.where(solid, index, tf.int32.max),
+                                         row, b)
+    last = tf.math.unsorted_segment_max(tf.where(solid, index, -1), row, b)
+    empty = last < 0
+    start = tf.where(found, tf.where(empty, char_e, first), -1)
+    end = tf.where(found, tf.where(empty, char_e, last + 1), -1)
+    out = {"answer": tf.where(found, tf.strings.substr(
+               context, tf.maximum(start, 0), end - start, unit="UTF8_CHAR"),
+                              ""),
+           "start": start, "end": end,
+           # No span: the score of span_decode's "" entry.
+           "score": tf.cast(tf.where(found, best, -2e6 if self.v2 else 0.0),
+                            tf.float32)}
+    if self.v2:
+      out["no_answer_score"] = tf.math.unsorted_segment_min(cls, pair, b)
+    return out
+
+  def __call__(self, question, context, run):
+    """Answers a batch of b (question, context) pairs.
+
+    run: features (int32 [n_windows, max_seq_length] encoder inputs) -> the
+    model's output dict. Returns "answer" string [b] (a slice of the
+    context; "" when no span is allowed), "start", "end" int32 [b] (code
+    points, end exclusive; -1 -1 then), "score" float32 [b] (v1: start +
+    end logit; v2: start + end log prob) and, v2, "no_answer_score" float32
+    [b]: the least cls_logits over the pair's windows (the null odds; the
+    answer stays the best span, the threshold is the caller's).
+    """
+    windows = self.encode(question, context)
+    outputs = run({n: windows[n] for n in F.ENCODER_INPUTS})
+    return self.decode(context, windows, outputs)
