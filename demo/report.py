@@ -110,6 +110,11 @@ KEY_FIGURES = {
     "ner": ("pretrained.test_entity_f1", "random_init.test_entity_f1",
             "crf.test_entity_f1", "pretrained.entity_f1",
             "random_init.entity_f1"),
+    "reading": ("pretrained.span_test_exact_match",
+                "random_init.span_test_exact_match",
+                "span_em_most_frequent", "pretrained.choice_test_accuracy",
+                "random_init.choice_test_accuracy",
+                "mc_accuracy_most_frequent", "mc_accuracy_chance"),
 }
 
 

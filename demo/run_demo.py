@@ -50,7 +50,8 @@ BUDGETS = {
              "ner_documents": 0, "ner_steps": 300, "ner_seq": 64,
              "ner_train_examples": 0, "ner_eval_examples": 600,
              "ner_evals": 3, "crf_train_sentences": 8000,
-             "bench_batch": 16, "bench_repetitions": 2},
+             "bench_batch": 16, "bench_repetitions": 2,
+             "rc_steps": 600, "rc_seq": 128, "rc_train_examples": 0},
     "fast": {"max_documents": 0, "max_reviews": 0, "vocab_size": 5000,
              "dupe_factor": 1, "pretrain_steps": 20,
              "save_steps": 20, "finetune_steps": 10, "finetune_seq": 48,
@@ -60,7 +61,8 @@ BUDGETS = {
              "ner_documents": 600, "ner_steps": 20, "ner_seq": 48,
              "ner_train_examples": 2000, "ner_eval_examples": 300,
              "ner_evals": 1, "crf_train_sentences": 2000,
-             "bench_batch": 4, "bench_repetitions": 1},
+             "bench_batch": 4, "bench_repetitions": 1,
+             "rc_steps": 20, "rc_seq": 96, "rc_train_examples": 1000},
     "smoke": {"max_documents": 120, "max_reviews": 1000, "vocab_size": 3500,
               "dupe_factor": 1, "pretrain_steps": 4, "save_steps": 2,
               "finetune_steps": 4, "finetune_seq": 32,
@@ -68,8 +70,9 @@ BUDGETS = {
               "vocab_sentences": 0, "finetune_evals": 1,
               "ner_documents": 120, "ner_steps": 4, "ner_seq": 32,
               "ner_train_examples": 0, "ner_eval_examples": 0,
-              "ner_evals": 1, "crf_train_sentences": 0,
-              "bench_batch": 2, "bench_repetitions": 1},
+              "ner_evals": 1, "crf_train_sentences": 300,
+              "bench_batch": 2, "bench_repetitions": 1,
+              "rc_steps": 4, "rc_seq": 64, "rc_train_examples": 0},
 }
 
 # Wall-clock seconds per stage on a 2-core CPU, for the progress estimates
@@ -77,13 +80,13 @@ BUDGETS = {
 ESTIMATES = {
     "full": {"corpus": 20, "vocab": 55, "tfrecords": 30, "pretrain": 800,
              "eval": 20, "finetune": 380, "ner": 450, "export": 25, "tflite": 20,
-             "check": 15, "report": 40},
+             "reading": 420, "check": 15, "report": 40},
     "fast": {"corpus": 15, "vocab": 5, "tfrecords": 23, "pretrain": 45,
-             "eval": 20, "finetune": 95, "ner": 60, "export": 25, "tflite": 16,
-             "check": 10, "report": 15},
+             "eval": 20, "finetune": 95, "ner": 60, "reading": 60,
+             "export": 25, "tflite": 16, "check": 10, "report": 15},
     "smoke": {"corpus": 15, "vocab": 2, "tfrecords": 12, "pretrain": 25,
-              "eval": 12, "finetune": 60, "ner": 40, "export": 20, "tflite": 15,
-              "check": 8, "report": 10},
+              "eval": 12, "finetune": 60, "ner": 40, "reading": 40,
+              "export": 20, "tflite": 15, "check": 8, "report": 10},
 }
 
 
@@ -144,6 +147,8 @@ class Demo:
       ("eval", "MLM / SOP accuracy on held-out documents"),
       ("finetune", "fine-tune on sentiment; random-init and TF-IDF baselines"),
       ("ner", "People's Daily NER; random-init and CRF baselines"),
+      ("reading", "People's Daily cloze: span QA and 4-way choice; random-init "
+                  "and most-frequent-noun baselines"),
       ("export", "SavedModel for TF Serving (serving_default + serve_text)"),
       ("tflite", "TFLite dynamic-range model"),
       ("check", "serve_text and TFLite classify real reviews the same way"),
@@ -380,6 +385,70 @@ class Demo:
                            if k in crf["test"]})
     figures["crf"].update(train_sentences=crf["train_sentences"],
                           fit_seconds=crf["fit_seconds"])
+    return figures
+
+  def stage_reading(self, out):
+    """Cloze reading comprehension (Cui et al. 2016) from the same
+    documents: a sentence with one noun blanked is the question, the rest of
+    the document the context. Span QA (run_squad, CMRC 2018 scoring) and
+    4-way choice (run_race) from the pretrained checkpoint and from random
+    init on the same budget, trained on train, scored on test (no dev
+    selection: the last checkpoint); the most-frequent-noun baselines and
+    chance on the same test split."""
+    b = self.budget
+    cloze = os.path.join(out, "cloze")
+    # The documents and split of pretraining's corpus (--max_documents and
+    # the 80/10/10 NER split): dev and test documents were never pretrained
+    # on.
+    run_module("data_prep.cloze", f"--output_dir={cloze}",
+               f"--max_documents={b['max_documents']}",
+               log=os.path.join(out, "log.txt"))
+    from data_prep import cloze as cloze_lib  # pylint: disable=g-import-not-at-top
+    baselines = cloze_lib.baseline_scores(cloze, "test")
+    # Span EM in percent, as run_squad's CMRC 2018 scores.
+    for key in ("span_em_most_frequent", "span_em_uniform_candidate"):
+      if baselines.get(key) is not None:
+        baselines[key] = round(100 * baselines[key], 2)
+    figures = {"sizes": read_json(os.path.join(cloze, "sizes.json")),
+               "baselines": baselines}
+    inits = [("pretrained", self.path("pretrain")), ("random_init", None)]
+    # The smoke run checks that the stage runs, not what transfers.
+    for name, init in inits[:1] if self.mode == "smoke" else inits:
+      span_args = [f"--output_dir={out}/span_{name}",
+                   f"--spm_model_file={self._spm()}", "--task_name=cmrc2018",
+                   f"--train_file={cloze}/train.json",
+                   f"--predict_file={cloze}/test.json",
+                   f"--max_seq_length={b['rc_seq']}",
+                   f"--doc_stride={b['rc_seq'] // 2}",
+                   f"--max_query_length={b['rc_seq'] // 2}",
+                   f"--train_step={b['rc_steps']}", "--train_batch_size=32",
+                   "--learning_rate=5e-4", "--do_train", "--do_predict",
+                   "--seed=12345"]
+      race_args = [f"--output_dir={out}/choice_{name}",
+                   f"--spm_model_file={self._spm()}",
+                   f"--data_dir={cloze}/race",
+                   f"--max_seq_length={b['rc_seq']}",
+                   f"--max_qa_length={b['rc_seq'] // 2}",
+                   f"--train_step={b['rc_steps']}",
+                   f"--warmup_step={max(1, b['rc_steps'] // 10)}",
+                   "--train_batch_size=16", "--learning_rate=5e-4",
+                   "--do_train", "--do_predict", "--seed=12345"]
+      for args in (span_args, race_args):
+        if b["rc_train_examples"]:
+          args.append(f"--max_train_examples={b['rc_train_examples']}")
+        args.append(f"--init_checkpoint={init}" if init else
+                    f"--albert_config_file="
+                    f"{self.path('pretrain', 'albert_config.json')}")
+      run_module("albert_tf.run_squad", *span_args,
+                 log=os.path.join(out, "log.txt"))
+      run_module("albert_tf.run_race", *race_args,
+                 log=os.path.join(out, "log.txt"))
+      span = read_json(os.path.join(out, f"span_{name}", "eval_results.json"))
+      choice = read_json(os.path.join(out, f"choice_{name}",
+                                      "eval_results.json"))
+      figures[name] = {"span_test_f1": span["test_f1"],
+                       "span_test_exact_match": span["test_exact_match"],
+                       "choice_test_accuracy": choice["test_accuracy"]}
     return figures
 
   def stage_export(self, out):
