@@ -51,7 +51,7 @@ BUDGETS = {
              "ner_train_examples": 0, "ner_eval_examples": 600,
              "ner_evals": 3, "crf_train_sentences": 8000,
              "bench_batch": 16, "bench_repetitions": 2,
-             "rc_steps": 600, "rc_seq": 128, "rc_train_examples": 0},
+             "rc_steps": 200, "rc_seq": 96, "rc_train_examples": 0},
     "fast": {"max_documents": 0, "max_reviews": 0, "vocab_size": 5000,
              "dupe_factor": 1, "pretrain_steps": 20,
              "save_steps": 20, "finetune_steps": 10, "finetune_seq": 48,
@@ -80,7 +80,7 @@ BUDGETS = {
 ESTIMATES = {
     "full": {"corpus": 20, "vocab": 55, "tfrecords": 30, "pretrain": 800,
              "eval": 20, "finetune": 380, "ner": 450, "export": 25, "tflite": 20,
-             "reading": 420, "check": 15, "report": 40},
+             "reading": 600, "check": 15, "report": 40},
     "fast": {"corpus": 15, "vocab": 5, "tfrecords": 23, "pretrain": 45,
              "eval": 20, "finetune": 95, "ner": 60, "reading": 60,
              "export": 25, "tflite": 16, "check": 10, "report": 15},

@@ -287,14 +287,14 @@ def test_answer_start_fixed_and_not_found(tmp_path, caplog, tokenizers):
   assert windows.counts["labels_missing"] == 1
   assert [r.getMessage() for r in caplog.records] == [
       f"{path}: 1 training questions have no answer in their context that "
-      "covers a piece; their windows are labelled [CLS] (start = end = 0, "
-      "is_impossible 1) (first: q2)"]
+      "covers a piece; their windows are left out of training (first: q2)"]
   f = windows.features
   # [CLS] w ##h ##o ? [SEP]: the context starts at 6; the second "the" is
   # its pieces 11-13. "where?" is 6 pieces, "mat" is context pieces 14-16.
   assert f["start_positions"].tolist() == [6 + 11, 0, 8 + 14]
   assert f["end_positions"].tolist() == [6 + 13, 0, 8 + 16]
   assert f["is_impossible"].tolist() == [0, 1, 0]
+  assert windows.trainable.tolist() == [True, False, True]
 
 
 # ------------------------------------------------------------------ windows

@@ -220,6 +220,9 @@ class Windows:
     context of the piece at each position; -1 -1 off the context.
   is_max_context: [n, L] bool, True where this window is the one a context
     piece is predicted from (most context on its shorter side).
+  trainable: [n] bool, False for the windows of a training question whose
+    answer maps to no piece (labels_missing): training leaves them out, as
+    the original skips such examples, rather than teach "no answer".
   counts: questions, windows, questions_truncated, answers_unmapped,
     labels_missing.
   """
@@ -229,6 +232,7 @@ class Windows:
   piece_spans: np.ndarray
   is_max_context: np.ndarray
   counts: Dict[str, int]
+  trainable: Optional[np.ndarray] = None
 
   @property
   def num_windows(self) -> int:
@@ -345,9 +349,10 @@ def make_windows(examples: Sequence[Example], tokenizer,
 
   Labels (is_training): the first answer whose text is at its answer_start
   and covers a piece gives start/end positions; windows without the whole
-  answer, impossible questions, and questions without such an answer get
-  start = end = 0 ([CLS]) and is_impossible 1 (a v1 model ignores
-  is_impossible). The last kind is counted as labels_missing and warned.
+  answer and impossible questions get start = end = 0 ([CLS]) and
+  is_impossible 1 (a v1 model ignores is_impossible). Questions without
+  such an answer are counted as labels_missing, warned, and their windows
+  marked not `trainable`.
 
   Raises:
     ValueError: max_seq_length leaves no room for the context after a
@@ -392,6 +397,7 @@ def make_windows(examples: Sequence[Example], tokenizer,
   window_start = np.zeros(n, np.int32)
   piece_spans = np.full((n, L, 2), -1, np.int32)
   is_max_context = np.zeros((n, L), bool)
+  trainable = np.ones(n, bool)
   k = 0
   for e, (question, ids, spans, windows, label) in enumerate(plans):
     owner = max_context_owner(windows, len(ids))
@@ -414,17 +420,18 @@ def make_windows(examples: Sequence[Example], tokenizer,
         feats[START_POSITIONS][k] = label[0] - start + offset
         feats[END_POSITIONS][k] = label[1] - start + offset
       feats[IS_IMPOSSIBLE][k] = is_training and not feats[START_POSITIONS][k]
+      trainable[k] = not (is_training and label is None and
+                          not examples[e].is_impossible)
       example_index[k], window_start[k] = e, start
       k += 1
   _warn(where, counts, places, "answers_unmapped",
         "answers cover no context piece (e.g. only whitespace)")
   _warn(where, counts, places, "labels_missing",
         "training questions have no answer in their context that covers a "
-        "piece; their windows are labelled [CLS] (start = end = 0, "
-        "is_impossible 1)")
+        "piece; their windows are left out of training")
   if counts["questions_truncated"]:
     logging.info("%s: %d questions cut to max_query_length %d pieces", where,
                  counts["questions_truncated"], max_query_length)
   counts["windows"] = n
   return Windows(feats, example_index, window_start, piece_spans,
-                 is_max_context, counts)
+                 is_max_context, counts, trainable)

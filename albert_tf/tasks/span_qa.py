@@ -129,7 +129,7 @@ class SpanQATask(Task):
             **data.counts, **windows.counts}
 
   def steps_per_epoch(self, global_batch_size: int) -> int:
-    n = len(self.load_split("train")[1].example_index)
+    n = int(self.load_split("train")[1].trainable.sum())
     return max(1, -(-n // global_batch_size))
 
   def build_inputs(self, split, strategy, global_batch_size, start_step=0,
@@ -139,10 +139,13 @@ class SpanQATask(Task):
                        f"got {split!r}")
     if self._train_tensors is None:
       import tensorflow as tf  # pylint: disable=g-import-not-at-top
-      features = self.load_split("train")[1].features
+      windows = self.load_split("train")[1]
+      keep = windows.trainable  # counted and warned by make_windows
       self._train_tensors = (
-          {k: tf.constant(features[k]) for k in F.ENCODER_INPUTS},
-          {k: tf.constant(features[k]) for k in span_qa.LABELS})
+          {k: tf.constant(windows.features[k][keep])
+           for k in F.ENCODER_INPUTS},
+          {k: tf.constant(windows.features[k][keep])
+           for k in span_qa.LABELS})
     return step_indexed_inputs(*self._train_tensors, strategy,
                                global_batch_size, start_step, num_steps,
                                self.seed)
