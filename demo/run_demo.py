@@ -410,7 +410,8 @@ class Demo:
       if baselines.get(key) is not None:
         baselines[key] = round(100 * baselines[key], 2)
     figures = {"sizes": read_json(os.path.join(cloze, "sizes.json")),
-               "baselines": baselines}
+               "baselines": baselines,
+               "round_trip": _answer_round_trip(cloze, self._spm())}
     inits = [("pretrained", self.path("pretrain")), ("random_init", None)]
     # The smoke run checks that the stage runs, not what transfers.
     for name, init in inits[:1] if self.mode == "smoke" else inits:
@@ -480,6 +481,27 @@ class Demo:
   def stage_report(self, out):
     from demo import report  # pylint: disable=g-import-not-at-top
     return report.write_report(self, out)
+
+
+def _answer_round_trip(cloze, spm_model):
+  """Every cloze answer, char span -> pieces -> char span, with the demo's
+  own vocabulary: how many do not come back as the answer text, and the
+  first of them. A mismatch is a piece wider than the answer (the answer
+  boundary falls inside a piece the vocabulary learnt)."""
+  from albert_tf.data import squad  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.tokenization import load_tokenizer  # pylint: disable=g-import-not-at-top
+  tokenizer = load_tokenizer(spm_model_file=spm_model)
+  answers, mismatches = 0, []
+  for split in ("train", "dev", "test"):
+    data = squad.read_squad(os.path.join(cloze, f"{split}.json"), False,
+                            False)
+    answers += sum(len(e.answers) for e in data.examples)
+    mismatches += squad.round_trip_mismatches(data.examples, tokenizer)
+  wider = sum(text in back for _, text, back in mismatches)
+  return {"answers": answers, "mismatches": len(mismatches),
+          "mismatches_inside_a_wider_piece": wider,
+          "first": [{"id": q, "answer": a, "read_back": b}
+                    for q, a, b in mismatches[:3]]}
 
 
 def _first_eval(path):

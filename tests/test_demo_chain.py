@@ -274,3 +274,26 @@ def test_doc_commands_run_on_the_demo_outputs(chain, tmp_path):
   assert (tmp_path / "1" / "saved_models" / "sentiment" / "1" /
           "saved_model.pb").exists()
   assert (tmp_path / "1" / "tflite" / "sentiment_int8.tflite").exists()
+
+
+def test_reading_stage_scores_and_answer_offsets(chain):
+  root, _ = chain
+  figures = _marker(root, "reading")["figures"]
+  sizes = figures["sizes"]
+  test_queries = sizes["test"]["queries"]
+  assert test_queries > 0 and figures["baselines"]["queries"] == test_queries
+  # The test split's predictions: one per question, scored as CMRC 2018.
+  with open(os.path.join(root, "reading", "span_pretrained",
+                         "predictions.json"), encoding="utf-8") as f:
+    assert len(json.load(f)) == test_queries
+  rows = open(os.path.join(root, "reading", "choice_pretrained",
+                           "test_predictions.tsv"),
+              encoding="utf-8").read().splitlines()
+  assert len(rows) == 1 + sizes["test"]["mc_items"]
+  # Every answer of the cloze set through the demo's vocabulary and back:
+  # each one that does not come back lies inside a wider piece.
+  trip = figures["round_trip"]
+  assert trip["answers"] == sum(sizes[s]["queries"]
+                                for s in ("train", "dev", "test"))
+  assert trip["mismatches"] == trip["mismatches_inside_a_wider_piece"]
+  assert all(m["answer"] in m["read_back"] for m in trip["first"])
