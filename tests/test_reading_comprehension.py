@@ -155,6 +155,7 @@ def test_squad_v1_memorised_and_scored_as_the_official_evaluation(squad_v1):
 
 def test_squad_v2_unanswerable_are_empty_and_threshold_recorded(
     workdir, tmp_path):
+  """Memorised v2, then served from raw text and as TFLite."""
   path = squad_file(tmp_path / "train-v2.0.json", version_2=True, seed=3)
   out = tmp_path / "out"
   result = run_squad.run(**squad_options(
@@ -181,6 +182,45 @@ def test_squad_v2_unanswerable_are_empty_and_threshold_recorded(
       q for q in answers if predictions[q] == ""]
   assert all(predictions[q] == nbest[q][0]["text"] for q in answers
              if null_odds[q] <= threshold)
+
+  # Served: the same answers from raw text, the null odds as
+  # no_answer_score; TFLite's beams and logits as the SavedModel's.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  from albert_tf import export_saved_model, export_tflite  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving.tflite_runner import TFLiteRunner  # pylint: disable=g-import-not-at-top
+  version = export_saved_model.export(str(out), str(tmp_path / "sm"))
+  served = tf.saved_model.load(version)
+  items = _questions(path)
+  got = _serve_text(served, [qa["question"] for qa, _ in items],
+                    [c for _, c in items])
+  for (qa, _), answer, odds in zip(items, got["answer"],
+                                   got["no_answer_score"]):
+    assert odds == pytest.approx(null_odds[qa["id"]], abs=1e-4), qa["id"]
+    if odds <= threshold:
+      assert answer.decode("utf-8") == predictions[qa["id"]], qa["id"]
+  export_tflite.convert(version, str(tmp_path / "v2.tflite"),
+                        quantize="none")
+  runner = TFLiteRunner(str(tmp_path / "v2.tflite"))
+  from albert_tf.data import squad  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.tokenization import load_tokenizer  # pylint: disable=g-import-not-at-top
+  windows = squad.make_windows(
+      squad.read_squad(str(path), True, False).examples[:8],
+      load_tokenizer(vocab_file=str(out / "vocab.txt")), 32, 16, 8)
+  inputs = {k: windows.features[k]
+            for k in ("input_ids", "input_mask", "segment_ids")}
+  reference = served.signatures["serving_default"](
+      **{k: tf.constant(v) for k, v in inputs.items()})
+  for name, want in reference.items():
+    lite = np.concatenate([
+        runner(**{k: v[i:i + 1] for k, v in inputs.items()})[name]
+        for i in range(len(inputs["input_ids"]))])
+    if name.endswith("index"):
+      np.testing.assert_array_equal(lite, want.numpy(), err_msg=name)
+    else:
+      finite = want.numpy() > -1e29  # start_logits are -1e30 off context
+      np.testing.assert_allclose(lite[finite], want.numpy()[finite],
+                                 atol=1e-4, rtol=0, err_msg=name)
 
 
 # ------------------------------------------------------------------ RACE
