@@ -177,6 +177,13 @@ DOC_OVERRIDES = {
         "--train_step=2", "--eval_every_steps=2", "--max_seq_length=32",
         "--doc_stride=16", "--max_train_examples=64",
         "--max_eval_examples=32"],
+    "albert_tf.run_squad": [
+        "--train_step=2", "--max_seq_length=32", "--doc_stride=16",
+        "--max_query_length=16", "--max_train_examples=32",
+        "--max_eval_examples=16"],
+    "albert_tf.run_race": [
+        "--train_step=2", "--warmup_step=1", "--max_seq_length=32",
+        "--max_qa_length=16", "--max_train_examples=16"],
     "benchmarks.crf_ner_baseline": ["--max_iterations=3",
                                     "--max_train_sentences=200"],
     "albert_tf.export_tflite": ["--num_calibration_examples=16"],
