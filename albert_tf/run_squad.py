@@ -47,6 +47,8 @@ from albert_tf.training.finetuning import FinetuneOptions
 
 # --data_dir's files when --train_file / --predict_file are not given.
 TRAIN_JSON, DEV_JSON = "train.json", "dev.json"
+# The original run_squad's defaults (a fine-tuned model's own come first).
+MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH = 384, 128, 64
 
 
 @dataclasses.dataclass
@@ -66,12 +68,14 @@ class SquadOptions(FinetuneOptions):
   version_2_with_negative: bool = settings.field(
       False, "SQuAD 2.0: questions may have no answer (is_impossible); the "
       "v2 head with its answer-class logit.")
-  doc_stride: int = settings.field(
-      128, "Pieces between the starts of a context's windows (the step "
-      "between window starts as in the original, not HF's overlap).",
+  doc_stride: Optional[int] = settings.field(
+      None, "Pieces between the starts of a context's windows (the step "
+      "between window starts as in the original, not HF's overlap; "
+      f"default: as the model was fine-tuned, else {DOC_STRIDE}).",
       lower_bound=1)
-  max_query_length: int = settings.field(
-      64, "Question pieces kept; longer questions are cut and counted.",
+  max_query_length: Optional[int] = settings.field(
+      None, "Question pieces kept; longer questions are cut and counted "
+      f"(default: as the model was fine-tuned, else {MAX_QUERY_LENGTH}).",
       lower_bound=1)
   n_best_size: int = settings.field(
       20, "Answers kept per question in nbest_predictions.json.",
@@ -123,10 +127,15 @@ def _run(o: SquadOptions):
         f"--init_checkpoint={o.init_checkpoint} was fine-tuned with "
         f"--version_2_with_negative={recorded.lower()} (another head); give "
         "the same value")
+  own = mine.task_config if mine else {}
   o = dataclasses.replace(
       o, max_seq_length=o.max_seq_length or (info and info.max_seq_length)
-      or 384, do_lower_case=(o.do_lower_case if o.do_lower_case is not None
-                             else info.do_lower_case if info else None))
+      or MAX_SEQ_LENGTH,
+      doc_stride=o.doc_stride or own.get("doc_stride") or DOC_STRIDE,
+      max_query_length=(o.max_query_length or own.get("max_query_length")
+                        or MAX_QUERY_LENGTH),
+      do_lower_case=(o.do_lower_case if o.do_lower_case is not None
+                     else info.do_lower_case if info else None))
   config, tokenizer = resolution.resolve_model(
       o.preset, o.albert_config_file, o.init_checkpoint, o.spm_model_file,
       o.vocab_file, o.do_lower_case)

@@ -153,6 +153,18 @@ def test_squad_v1_memorised_and_scored_as_the_official_evaluation(squad_v1):
   assert record["task_config"]["version_2_with_negative"] is False
 
 
+def test_squad_predict_only_from_the_fine_tuned_output(squad_v1, tmp_path):
+  """The original's predict-only runs crashed or waited for a step; here
+  the record beside the checkpoint gives length, stride and tokenizer."""
+  path, out, _, _ = squad_v1
+  result = run_squad.run(predict_file=str(path), init_checkpoint=str(out),
+                         output_dir=str(tmp_path / "pred"), do_predict=True)
+  assert (read_json(tmp_path / "pred" / "predictions.json") ==
+          read_json(out / "predictions.json"))
+  assert result["test"]["exact_match"] == read_json(
+      out / "eval_results.json")["test_exact_match"]
+
+
 def test_squad_v2_unanswerable_are_empty_and_threshold_recorded(
     workdir, tmp_path):
   """Memorised v2, then served from raw text and as TFLite."""
