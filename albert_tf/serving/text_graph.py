@@ -179,7 +179,7 @@ class TextEncoder(tf.Module):
       if self.do_lower_case:
         text = tf_text.normalize_utf8(text, "NFKD")
         text = tf.strings.regex_replace(text, _char_class("combining"), "")
-        text = tf.strings.lower(text, encoding="utf-8")
+        text = _lower_keeping_nul(text)
     elif self.do_lower_case:
       text = tf_text.normalize_utf8(tf.strings.lower(text, encoding="utf-8"),
                                     "NFD")
@@ -291,6 +291,24 @@ class TextEncoder(tf.Module):
     return {F.INPUT_IDS: tf.cast(input_ids, tf.int32),
             F.INPUT_MASK: tf.cast(input_mask, tf.int32),
             F.SEGMENT_IDS: tf.cast(segment_ids, tf.int32)}
+
+
+def _lower_keeping_nul(text):
+  """tf.strings.lower(text, "utf-8"), NUL characters included.
+
+  With encoding="utf-8" tf.strings.lower stops at the first NUL
+  ("Paris\x00 Museum" -> "paris"); Python's str.lower keeps going. A
+  string that holds a NUL is lowercased one character at a time instead
+  (the NULs kept), the others whole, as before.
+  """
+  nul = tf.constant(b"\x00")
+  chars = tf.strings.unicode_split(text, "UTF-8")
+  per_char = tf.strings.reduce_join(tf.ragged.map_flat_values(
+      lambda c: tf.where(tf.equal(c, nul), c,
+                         tf.strings.lower(c, encoding="utf-8")), chars),
+                                    axis=-1)
+  has_nul = tf.strings.regex_full_match(text, "(?s).*\\x00.*")
+  return tf.where(has_nul, per_char, tf.strings.lower(text, encoding="utf-8"))
 
 
 def _keep_first(ragged, counts):
