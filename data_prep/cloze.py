@@ -40,6 +40,9 @@ holds out the last round(N * heldout_fraction) documents: with 0.2 (what
 demo/run_demo.py passes) and the same --max_documents its train.txt has no
 dev or test document of this split; with its default 0.03, or a larger
 --max_documents there than here, it has.
+About 420 lines, on purpose: documents, queries, the multiple-choice items,
+the baselines and the command are one recipe over one document model; the
+document split and tag reading are data_prep.corpora's, reused.
 """
 
 import collections
