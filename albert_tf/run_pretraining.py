@@ -41,6 +41,7 @@ import tensorflow as tf
 
 from albert_tf import settings
 from albert_tf.data import corrupt_records
+from albert_tf.data import input_timeout
 from albert_tf.data import record_checks
 from albert_tf.training import optimization
 from albert_tf.training import output_dir
@@ -287,7 +288,7 @@ def _check_inputs(p: Params):
   error naming the file. Returns (train_files, eval_files, skipped-records
   report or None).
   """
-  return record_checks.with_input_timeout(
+  return input_timeout.with_input_timeout(
       lambda progress: _read_inputs(p, progress), p.input_timeout_secs)
 
 

@@ -309,10 +309,9 @@ def check_inputs_respond(paths, timeout_secs):
   A named pipe without a writer or a hung network mount would otherwise
   hang the pipeline with "running" progress lines; here it is an
   InputTimeoutError naming the file (the pretraining command's check,
-  albert_tf.data.record_checks.with_input_timeout). timeout_secs <= 0 waits
-  forever.
+  TensorFlow-free). timeout_secs <= 0 waits forever.
   """
-  from albert_tf.data import record_checks  # pylint: disable=g-import-not-at-top
+  from albert_tf.data import input_timeout  # pylint: disable=g-import-not-at-top
 
   def probe(progress):
     for path in paths:
@@ -320,7 +319,7 @@ def check_inputs_respond(paths, timeout_secs):
       with _open_input(path) as f:
         f.read(1)
 
-  record_checks.with_input_timeout(probe, timeout_secs)
+  input_timeout.with_input_timeout(probe, timeout_secs)
 
 
 def read_raw_documents(path, max_line_bytes, start=0, end=None):

@@ -197,6 +197,32 @@ def test_output_file_writes_one_file_with_all_records(data, tmp_path,  # pylint:
   assert not (tmp_path / "dir").exists()
 
 
+_IMPORTS_AFTER = """
+import runpy, sys
+sys.argv = ["create_pretraining_data", *sys.argv[1:]]
+try:
+  runpy.run_module("data_prep.create_pretraining_data", run_name="__main__")
+finally:
+  print("tensorflow modules:", sum(m.split(".")[0] == "tensorflow"
+                                   for m in sys.modules), file=sys.stderr)
+"""
+
+
+def test_the_command_imports_no_tensorflow(data, tmp_path):  # pylint: disable=redefined-outer-name
+  """Data prep is TF-free in its own process too, not only in its workers
+  (the import alone costs several seconds of CPU per run)."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  proc = subprocess.run(
+      [sys.executable, "-c", _IMPORTS_AFTER,
+       *_cpd_args(data, output_dir=tmp_path / "out")], cwd=ROOT,
+      env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
+      timeout=120)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert json.loads(proc.stdout)["instances"] > 50
+  assert "tensorflow modules: 0" in proc.stderr.splitlines()[-1]
+
+
 def test_train_vocab_too_large_names_the_supported_size(data, tmp_path):  # pylint: disable=redefined-outer-name
   prefix = tmp_path / "vocab" / "spm"
   args = [f"--input={data[0]}", f"--model_prefix={prefix}",

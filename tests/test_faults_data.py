@@ -30,6 +30,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import features as F
+from albert_tf.data import input_timeout
 from albert_tf.data import pretraining_dataset
 from albert_tf.data import record_checks
 from albert_tf.data import tokenization
@@ -672,16 +673,16 @@ def test_input_timeout_counts_from_the_last_progress():
       progress(f"file {i}")
       time.sleep(0.3)
     return "done"
-  assert record_checks.with_input_timeout(slow, 1.0) == "done"
+  assert input_timeout.with_input_timeout(slow, 1.0) == "done"
 
   def stalls(progress):
     progress("file 0")
     progress("file 1")
     time.sleep(3)
   started = time.monotonic()
-  with pytest.raises(record_checks.InputTimeoutError, match=r"no record from file 1 "
+  with pytest.raises(input_timeout.InputTimeoutError, match=r"no record from file 1 "
                      r"within --input_timeout_secs=0\.5 seconds"):
-    record_checks.with_input_timeout(stalls, 0.5)
+    input_timeout.with_input_timeout(stalls, 0.5)
   assert time.monotonic() - started < 2
 
 

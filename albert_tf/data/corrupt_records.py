@@ -26,7 +26,8 @@ from typing import Callable, List, Optional, Sequence
 from absl import logging
 import tensorflow as tf
 
-from albert_tf.data.pretraining_dataset import InputFileError, decode_record
+from albert_tf.data.input_timeout import InputFileError
+from albert_tf.data.pretraining_dataset import decode_record
 from albert_tf.features import SKIPPED_RECORDS_FILE
 
 

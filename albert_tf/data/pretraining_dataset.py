@@ -27,10 +27,7 @@ from typing import Dict, Optional, Sequence
 import tensorflow as tf
 
 from albert_tf import features as F
-
-class InputFileError(ValueError):
-  """A TFRecord file is missing, unreadable or disagrees with the flags."""
-
+from albert_tf.data.input_timeout import InputFileError
 
 # ------------------------------------------------------------------ parsing
 def files_with_ids_over(files: Sequence[str], vocab_size: int,

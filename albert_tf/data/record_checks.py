@@ -22,10 +22,10 @@ Checks before the first step (`run_pretraining` runs them in this order):
     the file whose record is unreadable or whose lengths disagree with the
     flags; `require_records` turns "no file holds a record" into an error
     (training on it would wait forever for a first batch).
-  * `with_input_timeout` runs those checks and `first_batch` so that a read
-    that blocks (a named pipe, a hung mount) is an error naming the file
-    after --input_timeout_secs instead of a hang; it watches nothing after
-    the first batch.
+  * `albert_tf.data.input_timeout.with_input_timeout` runs those checks
+    and `first_batch` so that a read that blocks (a named pipe, a hung
+    mount) is an error naming the file after --input_timeout_secs instead
+    of a hang; it watches nothing after the first batch.
 
 Records that go bad later in a file (a `tf.errors.DataLossError` while
 training, `--skip_corrupt_records`) are `albert_tf.data.corrupt_records`.
@@ -36,8 +36,6 @@ import fnmatch
 import glob
 import json
 import os
-import threading
-import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import logging
@@ -45,7 +43,8 @@ import tensorflow as tf
 
 from albert_tf import features as F
 from albert_tf.data.corrupt_records import reader_message
-from albert_tf.data.pretraining_dataset import InputFileError, make_dataset
+from albert_tf.data.input_timeout import InputFileError
+from albert_tf.data.pretraining_dataset import make_dataset
 from albert_tf.data.tokenization import file_sha256
 from albert_tf.features import (MANIFEST_FILE, MANIFEST_FORMAT, SHARD_GLOB,
                                 SUCCESS_FILE, SUMMARY_FILE, TEMP_PREFIX)
@@ -341,54 +340,6 @@ def require_records(files: Sequence[str], non_empty: Sequence[str],
       "batch. Data prep writes empty shards when it makes no instance (an "
       "empty, unreadable or one-sentence-per-document corpus): see its "
       f"summary.json, or fix {flag}")
-
-
-class InputTimeoutError(InputFileError):
-  """An input read made no progress within --input_timeout_secs."""
-
-
-def with_input_timeout(fn: Callable, timeout_secs: float,
-                       flag: str = "--input_timeout_secs"):
-  """fn(progress) in a helper thread; an error if it stalls, not a hang.
-
-  fn calls progress(what) before each read that may block (a file's first
-  record, the first training batch); InputTimeoutError names `what` when
-  the next call or fn's return does not come within timeout_secs of it. A
-  blocked read (a named pipe without a writer, a hung network mount)
-  cannot be interrupted from Python: the helper thread (a daemon) is left
-  behind and the caller gets the error. Nothing is watched after fn
-  returns, so a slow but working run is never stopped later.
-
-  Returns fn's value; fn's exception is re-raised. timeout_secs <= 0 calls
-  fn directly.
-  """
-  if timeout_secs <= 0:
-    return fn(lambda what: None)
-  state = {"what": "the input files", "since": time.monotonic()}
-  outcome = {}
-
-  def progress(what):
-    state["what"], state["since"] = what, time.monotonic()
-
-  def target():
-    try:
-      outcome["value"] = fn(progress)
-    except BaseException as e:  # pylint: disable=broad-except
-      outcome["error"] = e
-  thread = threading.Thread(target=target, name="input-check", daemon=True)
-  thread.start()
-  while thread.is_alive():
-    waited = time.monotonic() - state["since"]
-    if waited >= timeout_secs:
-      raise InputTimeoutError(
-          f"no record from {state['what']} within {flag}={timeout_secs:g} "
-          "seconds: the read made no progress (a named pipe without a "
-          "writer, a hung network mount, a file still being written, or a "
-          f"very slow one?); fix the input, or raise {flag} (0: no limit)")
-    thread.join(min(timeout_secs - waited, 0.2))
-  if "error" in outcome:
-    raise outcome["error"]
-  return outcome.get("value")
 
 
 def first_batch(files: Sequence[str], batch_size: int, **kwargs) -> None:
