@@ -127,8 +127,9 @@ class MaskedTextEncoder(tf.Module):
 
   def __call__(self, text):
     if self._encode_fn is None:  # traced once, on first use
-      self._encode_fn = tf.function(
-          self._encode, input_signature=[tf.TensorSpec([None], tf.string)])
+      self._encode_fn = tf.function(  # no tensor branches: no autograph
+          self._encode, autograph=False,
+          input_signature=[tf.TensorSpec([None], tf.string)])
     return self._encode_fn(text)
 
   def _encode(self, text):
