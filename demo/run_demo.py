@@ -97,6 +97,13 @@ class StageError(RuntimeError):
   pass
 
 
+def _start(cmd, env):
+  """The stage command, its stdout and stderr merged into proc.stdout (the
+  end-to-end test swaps this for one that forks albert_tf commands)."""
+  return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env=env, text=True, bufsize=1)
+
+
 def run_module(module, *args, log=None):
   """Runs `python -m module args...`, streaming its output; raises on failure."""
   cmd = [sys.executable, "-m", module, *[str(a) for a in args]]
@@ -106,8 +113,7 @@ def run_module(module, *args, log=None):
     os.makedirs(os.path.dirname(log), exist_ok=True)
   error = None  # the command's own one-line `error: ...`, if it printed one
   with open(log, "a") if log else open(os.devnull, "w") as log_file:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env=env, text=True, bufsize=1)
+    proc = _start(cmd, env)
     for line in proc.stdout:
       log_file.write(line)
       if line.startswith("error: "):

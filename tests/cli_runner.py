@@ -11,33 +11,42 @@ with no TF thread pools and builds its own, as a fresh process would.
 Forking a process that has threads is safe only for threads that hold no
 lock at the fork: after the imports the zygote has OpenBLAS's idle pool
 thread (it registers fork handlers) and one idle TensorFlow thread, and
-`serve` stops if more appear. What a fork does not reproduce: Python's
-finalisation and C++ static destructors at exit (the child leaves with
-os._exit); a test about how a process ends must use `subprocess`.
+`serve` stops if more appear. The zygote itself stays single-threaded: it
+forks on each request line and reaps its children in one select loop, so
+one zygote runs any number of commands side by side (the workers of a
+multi-worker run, the streams of the docs test).
+
+`start_module` gives a handle like `subprocess.Popen`'s (pid, poll, wait,
+send_signal, kill, communicate), for tests that signal the command or run
+several at once; `run_module` is `subprocess.run` on top of it. What a fork
+does not reproduce: Python's finalisation and C++ static destructors at exit
+(the child leaves with os._exit); a test about those must use `subprocess`.
 
 Written by hand: multiprocessing's "forkserver" start method has the same
 idea, but runs Python functions, not modules with their own flags and exit
 codes.
 
 Only modules that import TensorFlow themselves when loaded are forked
-(`albert_tf.*`, but for `TF_FREE`): for them a TF already imported changes
-nothing. The others (data prep, the demo, benchmarks) start as fresh
-interpreters, so that they run as they would for a user, without TF. So does
-a command whose environment sets what a fresh interpreter decides at import
-time (an environment variable TF or oneDNN reads when loaded, another
-PYTHONPATH) gets a fresh interpreter. Tests that must signal the process
-themselves use `subprocess` directly.
+(`albert_tf.*`, but for `TF_FREE`, and the tests' own `-c` code): for them
+a TF already imported changes nothing. The others (data prep, the demo,
+benchmarks) start as fresh interpreters, so that they run as they would for
+a user, without TF. So does a command whose environment sets what a fresh
+interpreter decides at import time (an environment variable TF or oneDNN
+reads when loaded, another PYTHONPATH).
 """
 
 import atexit
+import itertools
 import json
 import os
-import queue
+import select
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Read by TensorFlow, oneDNN or Python when they load: a command that sets
@@ -49,6 +58,8 @@ IMPORT_TIME_ENV = ("TF_ENABLE_ONEDNN_OPTS", "TF_CPP_MIN_LOG_LEVEL",
                    "PYTHONUTF8", "PYTHONWARNINGS", "LANG", "LC_ALL", "TMPDIR")
 # Threads after the imports (main, OpenBLAS's pool, one of TensorFlow's).
 ZYGOTE_THREADS = 3
+# How often the zygote looks for children that ended (seconds).
+_REAP_EVERY = 0.02
 
 
 # albert_tf modules that import TensorFlow only in main, if at all.
@@ -61,7 +72,7 @@ def _zygote_env():
 
 # ------------------------------------------------------------ zygote side
 def _child(request):
-  """Runs one module in the forked child; never returns."""
+  """Runs one module (or `-c` code) in the forked child; never returns."""
   code = 1
   try:
     # Output first, so that every later failure is seen by the test.
@@ -77,12 +88,18 @@ def _child(request):
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    import runpy  # pylint: disable=g-import-not-at-top
-    sys.argv = [request["module"], *request["args"]]
-    sys.path[0] = request["cwd"]  # what `python -m` puts first
     try:
-      runpy.run_module(request["module"], run_name="__main__",
-                       alter_sys=True)
+      if request.get("code") is not None:
+        sys.argv = ["-c", *request["args"]]
+        sys.path[0] = ""  # what `python -c` puts first
+        exec(compile(request["code"], "<string>", "exec"),  # pylint: disable=exec-used
+             {"__name__": "__main__", "__builtins__": __builtins__})
+      else:
+        import runpy  # pylint: disable=g-import-not-at-top
+        sys.argv = [request["module"], *request["args"]]
+        sys.path[0] = request["cwd"]  # what `python -m` puts first
+        runpy.run_module(request["module"], run_name="__main__",
+                         alter_sys=True)
       code = 0
     except SystemExit as e:
       if e.code is None:
@@ -118,7 +135,8 @@ def _die_with_parent():
 
 
 def serve():
-  """The zygote: one JSON request per stdin line, replies pid then rc."""
+  """The zygote: one JSON request per stdin line; replies {id, pid} when it
+  forked the child and {pid, rc} when the child ended."""
   import absl.flags  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import
   import numpy  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import
   import tensorflow  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import
@@ -130,73 +148,100 @@ def serve():
     sys.exit(f"the zygote has {threads} threads after its imports, "
              f"expected {ZYGOTE_THREADS}: forking it is no longer known safe")
   replies = sys.stdout
-  for line in sys.stdin:
-    request = json.loads(line)
+
+  def reply(message):
+    replies.write(json.dumps(message) + "\n")
     replies.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-      _child(request)
-    replies.write(json.dumps({"pid": pid}) + "\n")
-    replies.flush()
-    _, status = os.waitpid(pid, 0)
-    replies.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) +
-                  "\n")
-    replies.flush()
+
+  stdin, pending, running = sys.stdin.fileno(), b"", 0
+  while True:
+    ready, _, _ = select.select([stdin], [], [], _REAP_EVERY)
+    if ready:
+      chunk = os.read(stdin, 1 << 16)
+      if not chunk:
+        return  # the tests are done; children die with the zygote
+      pending += chunk
+      *lines, pending = pending.split(b"\n")
+      for line in lines:
+        request = json.loads(line)
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+          _child(request)
+        running += 1
+        reply({"id": request["id"], "pid": pid})
+    while running:
+      pid, status = os.waitpid(-1, os.WNOHANG)
+      if not pid:
+        break
+      running -= 1
+      reply({"pid": pid, "rc": os.waitstatus_to_exitcode(status)})
 
 
 # ------------------------------------------------------------ test side
 class ZygoteError(RuntimeError):
-  """The zygote stopped answering; it is discarded."""
+  """The zygote stopped answering."""
 
 
 class _Zygote:
+  """One zygote process and the thread that reads its replies."""
 
   def __init__(self):
     self.env = _zygote_env()
     self.log = tempfile.NamedTemporaryFile(prefix="zygote-", suffix=".log")
+    self.outputs = tempfile.mkdtemp(prefix="zygote-out-")
     self.proc = subprocess.Popen(
         [sys.executable, "-m", "tests.cli_runner"], cwd=ROOT, env=self.env,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
         text=True)
+    self._ids = itertools.count()
+    self._write = threading.Lock()
+    self._replies = threading.Condition()
+    self._pids, self._rcs, self._dead = {}, {}, None
+    threading.Thread(target=self._read_replies, daemon=True).start()
 
   def fits(self, env):
     return all(env.get(k) == self.env.get(k) for k in IMPORT_TIME_ENV)
 
-  def _reply(self, key):
-    line = self.proc.stdout.readline()
-    if not line:
-      self.log.seek(0)
-      raise ZygoteError("the test zygote died: " + self.log.read().decode(
-          errors="replace")[-2000:])
-    return json.loads(line)[key]
+  def _read_replies(self):
+    for line in self.proc.stdout:
+      message = json.loads(line)
+      with self._replies:
+        if "rc" in message:
+          self._rcs[message["pid"]] = message["rc"]
+        else:
+          self._pids[message["id"]] = message["pid"]
+        self._replies.notify_all()
+    self.log.seek(0)
+    with self._replies:
+      self._dead = "the test zygote died: " + self.log.read().decode(
+          errors="replace")[-2000:]
+      self._replies.notify_all()
 
-  def run(self, module, args, cwd, env, timeout):
-    with tempfile.TemporaryDirectory() as tmp:
-      out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-      pid = None
-      fired = []
-      timer = threading.Timer(timeout, lambda: (fired.append(pid),
-                                                _kill_group(pid)))
-      try:
-        self.proc.stdin.write(json.dumps({
-            "module": module, "args": list(args), "cwd": str(cwd),
-            "env": env, "stdout": out, "stderr": err}) + "\n")
+  def start(self, request):
+    """Sends one request; returns the child's pid."""
+    request = dict(request, id=next(self._ids))
+    with self._write:
+      if self._dead is None:
+        self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
-        pid = self._reply("pid")
-        timer.start()
-        rc = self._reply("rc")
-      except BaseException:
-        if pid is not None:
-          _kill_group(pid)
-        raise
-      finally:
-        timer.cancel()
-      stdout, stderr = (_read(out), _read(err))
-    if fired and rc == -signal.SIGKILL:
-      raise subprocess.TimeoutExpired([module, *args], timeout, stdout, stderr)
-    return subprocess.CompletedProcess([sys.executable, "-m", module, *args],
-                                       rc, stdout, stderr)
+    with self._replies:
+      self._replies.wait_for(
+          lambda: request["id"] in self._pids or self._dead is not None)
+      if request["id"] not in self._pids:
+        raise ZygoteError(self._dead)
+      return self._pids.pop(request["id"])
+
+  def returncode(self, pid, timeout):
+    """The child's exit code; None if it still runs after timeout seconds."""
+    with self._replies:
+      self._replies.wait_for(
+          lambda: pid in self._rcs or self._dead is not None, timeout)
+      if pid in self._rcs:
+        return self._rcs[pid]
+      if self._dead is not None:
+        raise ZygoteError(self._dead)
+      return None
 
   def close(self):
     try:
@@ -205,82 +250,141 @@ class _Zygote:
     except Exception:  # pylint: disable=broad-except
       self.proc.kill()
     self.log.close()
+    shutil.rmtree(self.outputs, ignore_errors=True)
+
+
+_zygotes = []
+_lock = threading.Lock()
+
+
+@atexit.register
+def _close_all():
+  for zygote in _zygotes:
+    zygote.close()
+
+
+def _zygote_for(env):
+  with _lock:
+    for zygote in _zygotes:
+      if zygote.fits(env):
+        return zygote
+    zygote = _Zygote()
+    _zygotes.append(zygote)
+    return zygote
+
+
+class Command:
+  """A forked `python -m` (or `python -c`): subprocess.Popen's pid, poll,
+  wait, send_signal, kill and communicate, with text output."""
+
+  def __init__(self, zygote, args, request):
+    self.args = args
+    self.returncode = None
+    self._zygote = zygote
+    name = os.path.join(zygote.outputs, str(next(_names)))
+    self._out, self._err = name + ".stdout", name + ".stderr"
+    self.pid = zygote.start(dict(request, stdout=self._out,
+                                 stderr=self._err))
+
+  def poll(self):
+    if self.returncode is None:
+      self.returncode = self._zygote.returncode(self.pid, 0)
+    return self.returncode
+
+  def wait(self, timeout=None):
+    if self.returncode is None:
+      self.returncode = self._zygote.returncode(self.pid, timeout)
+      if self.returncode is None:
+        raise subprocess.TimeoutExpired(self.args, timeout)
+    return self.returncode
+
+  def send_signal(self, sig):
+    if self.poll() is None:
+      os.kill(self.pid, sig)
+
+  def kill(self):
+    """SIGKILL to the command and what it spawned (its process group)."""
+    if self.poll() is None:
+      try:
+        os.killpg(self.pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass
+
+  def output(self):
+    """(stdout, stderr) so far; '' for a stream not opened yet."""
+    return _read(self._out), _read(self._err)
+
+  def communicate(self, timeout=None):
+    """Waits for the command; returns (stdout, stderr) and removes them."""
+    self.wait(timeout)
+    output = self.output()
+    for path in (self._out, self._err):
+      if os.path.exists(path):
+        os.remove(path)
+    return output
+
+
+_names = itertools.count()
 
 
 def _read(path):
-  """A child's output file ('' if it died before opening it)."""
   if not os.path.exists(path):
     return ""
   with open(path, encoding="utf-8", errors="replace") as f:
     return f.read()
 
 
-def _kill_group(pid):
-  try:
-    os.killpg(pid, signal.SIGKILL)
-  except ProcessLookupError:
-    pass
+def _forkable(argv, code):
+  # `-c` code here is the tests' own, and imports TF first.
+  return code is not None or (argv[0].startswith("albert_tf.") and
+                              argv[0] not in TF_FREE)
 
 
-_idle = queue.SimpleQueue()
-_all = []
-_lock = threading.Lock()
+def start_module(argv, cwd=ROOT, env=None, fresh=False, code=None):
+  """subprocess.Popen([python, "-m", *argv]) (or [python, "-c", code,
+  *argv]) with stdout and stderr captured, forked from a zygote where it
+  can be; `argv` starts with the module name unless code is given. fresh: a
+  new interpreter whatever the module."""
+  env = dict(_zygote_env() if env is None else env)
+  command = ([sys.executable, "-c", code, *argv] if code is not None
+             else [sys.executable, "-m", *argv])
+  if (fresh or not _forkable(argv, code) or
+      any(env.get(k) != _zygote_env().get(k) for k in IMPORT_TIME_ENV)):
+    return _Fresh(command, cwd, env)
+  request = {"cwd": str(cwd), "env": env, "code": code,
+             "module": None if code is not None else argv[0],
+             "args": list(argv if code is not None else argv[1:])}
+  return Command(_zygote_for(env), command, request)
 
 
-@atexit.register
-def _close_all():
-  for zygote in _all:
-    zygote.close()
+class _Fresh(subprocess.Popen):
+  """A fresh interpreter with the same handle as Command."""
+
+  def __init__(self, command, cwd, env):
+    super().__init__(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
+
+  def output(self):
+    # Pipes cannot be read without waiting: only after the end.
+    return ("", "") if self.poll() is None else self.communicate()
 
 
 def run_module(argv, cwd=ROOT, env=None, timeout=600, fresh=False):
   """subprocess.run([python, "-m", *argv], capture_output=True, text=True),
   forked from a zygote; `argv` starts with the module name. fresh: a new
   interpreter whatever the module."""
-  env = dict(_zygote_env() if env is None else env)
-  if (fresh or not argv[0].startswith("albert_tf.") or argv[0] in TF_FREE
-      or any(env.get(k) != _zygote_env().get(k) for k in IMPORT_TIME_ENV)):
-    return subprocess.run([sys.executable, "-m", *argv], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+  proc = start_module(argv, cwd=cwd, env=env, fresh=fresh)
   try:
-    zygote = _idle.get_nowait()
-  except queue.Empty:
-    zygote = None
-  if zygote is None or not zygote.fits(env):  # os.environ changed since
-    if zygote is not None:
-      _discard(zygote)
-    zygote = _Zygote()
-    with _lock:
-      _all.append(zygote)
-  try:
-    result = zygote.run(argv[0], argv[1:], cwd, env, timeout)
+    stdout, stderr = proc.communicate(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    stdout, stderr = proc.communicate()
+    raise subprocess.TimeoutExpired(proc.args, timeout, stdout, stderr)
   except BaseException:
-    _discard(zygote)  # never reused after an error
+    proc.kill()
     raise
-  _idle.put(zygote)
-  return result
-
-
-def close_idle(keep=1):
-  """Closes idle zygotes beyond `keep` (after a burst of parallel commands;
-  each holds TF and Keras in memory)."""
-  idle = []
-  while True:
-    try:
-      idle.append(_idle.get_nowait())
-    except queue.Empty:
-      break
-  for zygote in idle[keep:]:
-    _discard(zygote)
-  for zygote in idle[:keep]:
-    _idle.put(zygote)
-
-
-def _discard(zygote):
-  with _lock:
-    if zygote in _all:
-      _all.remove(zygote)
-  zygote.close()
+  return subprocess.CompletedProcess(proc.args, proc.returncode, stdout,
+                                     stderr)
 
 
 if __name__ == "__main__":

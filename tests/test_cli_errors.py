@@ -193,14 +193,12 @@ def test_every_cli_reports_bad_input_in_one_line(tmp_path):
   verbose = [(module, CASES[module][case][0] + ["--verbose"])
              for module, case in VERBOSE.items()]
   (tmp_path / "verbose").mkdir()
-  # Forked from zygotes that imported TF once (tests/cli_runner.py), 2 at a
-  # time: one zygote per thread, and each costs a TF import (4 threads made
-  # the file no faster on 2 cores, at two more imports).
+  # Forked from a zygote that imported TF once (tests/cli_runner.py), 2 at
+  # a time (4 made the file no faster on 2 cores).
   with concurrent.futures.ThreadPoolExecutor(2) as pool:
     procs = list(pool.map(lambda job: _run(job[0], job[2], tmp_path), jobs))
     verbose_procs = list(pool.map(
         lambda job: _run(job[0], job[1], tmp_path / "verbose"), verbose))
-  cli_runner.close_idle(keep=1)  # the other one held TF for nothing
   failures = []
   for (module, case, _, word), proc in zip(jobs, procs):
     lines = [l for l in proc.stderr.splitlines()

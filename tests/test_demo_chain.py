@@ -8,6 +8,8 @@ figures are meaningless at this size; the test checks that every stage hands
 the next one what it needs, and that a rerun redoes nothing.
 """
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -36,10 +38,40 @@ def _marker(root, stage):
     return json.load(f)
 
 
+class _Finished:
+  """What run_demo reads of a Popen: the merged output and the exit code."""
+
+  def __init__(self, proc):
+    self.stdout = io.StringIO(proc.stdout + proc.stderr)
+    self.returncode = proc.returncode
+
+  def wait(self):
+    return self.returncode
+
+
+def _forked(cmd, env):
+  # `python -m module args`: albert_tf commands forked from the test zygote
+  # (tests/cli_runner.py), data prep and the baselines fresh, as in the demo.
+  return _Finished(cli_runner.run_module(cmd[2:], cwd=os.getcwd(), env=env,
+                                         timeout=900))
+
+
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
+  """The smoke chain in this process, as `python -m demo.run_demo --smoke`
+  runs it from the repository root; its CLI is run by the rerun test."""
   root = str(tmp_path_factory.mktemp("demo_smoke"))
-  return root, _run(root)
+  stdout = io.StringIO()
+  cwd = os.getcwd()
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(run_demo, "_start", _forked)
+    os.chdir(ROOT)
+    try:
+      with contextlib.redirect_stdout(stdout):
+        run_demo.Demo(root, "smoke").run()
+    finally:
+      os.chdir(cwd)
+  return root, stdout.getvalue()
 
 
 def test_every_stage_completes(chain):

@@ -315,23 +315,21 @@ def disk_full_while_saving(data, tmp, caplog):
 
 
 def concurrent_runs_into_one_output_dir(data, tmp, caplog):
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
   import time  # pylint: disable=g-import-not-at-top
+  from tests import cli_runner  # pylint: disable=g-import-not-at-top
   out = tmp / "out"
   options = _options(data, out, train_step=100000, eval_every_steps=1000,
                      warmup_step=1)
   argv = [f"--{k}={v}" if not isinstance(v, bool) else
           (f"--{k}" if v else f"--no{k}") for k, v in options.items()]
   repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  first = subprocess.Popen(
-      [sys.executable, "-m", "albert_tf.run_classifier", *argv], cwd=repo,
-      env=dict(os.environ, PYTHONPATH=repo, TF_CPP_MIN_LOG_LEVEL="3"),
-      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  first = cli_runner.start_module(  # forked from the test zygote
+      ["albert_tf.run_classifier", *argv], cwd=repo,
+      env=dict(os.environ, PYTHONPATH=repo, TF_CPP_MIN_LOG_LEVEL="2"))
   try:
     deadline = time.time() + 120
     while not (out / "run_fingerprint.json").exists():
-      assert first.poll() is None, first.stderr.read().decode()[-2000:]
+      assert first.poll() is None, first.communicate()[1][-2000:]
       assert time.time() < deadline
       time.sleep(0.05)
     with pytest.raises(ValueError, match=rf"is in use by another run \(pid "

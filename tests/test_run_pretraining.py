@@ -5,8 +5,6 @@ import os
 import pathlib
 import signal
 import socket
-import subprocess
-import sys
 import textwrap
 import time
 
@@ -23,6 +21,7 @@ from albert_tf.training import runtime
 from albert_tf.config import AlbertConfig
 from albert_tf.tasks import PretrainingTask
 from albert_tf.training.trainer import Trainer, segments
+from tests import cli_runner
 from tests.pretraining_fixtures import tiny_argv, write_records
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -68,10 +67,18 @@ def _numpy_eval(checkpoint_dir, record_file, num_records):
 
 
 def _env():
-  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3",
+  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2",
              CUDA_VISIBLE_DEVICES="")
   env.pop("TF_CONFIG", None)
   return env
+
+
+def _start(argv, code=None, env=None):
+  """`python -m albert_tf.run_pretraining argv` (or `python -c code argv`)
+  started, not waited for: forked from the test zygote (tests/cli_runner)."""
+  return cli_runner.start_module(
+      argv if code else ["albert_tf.run_pretraining", *argv], cwd=REPO,
+      env=env or _env(), code=code)
 
 
 # ------------------------------------------------------------ flags
@@ -268,18 +275,16 @@ def test_sigterm_saves_the_current_step_and_the_same_command_resumes(
   """A scheduler's SIGTERM between two checkpoints: saved at that step."""
   argv = tiny_argv(tmp_path, *_KILL_RUN)
   out = tmp_path / "out"
-  proc = subprocess.Popen(
-      [sys.executable, "-m", "albert_tf.run_pretraining", *argv], cwd=REPO,
-      env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  proc = _start(argv)
   deadline = time.time() + 90
   # After ckpt-20 and a log line past it: mid-interval.
   while not ((out / "checkpoint").exists() and any(
       r["step"] > 20 for r in _log(out) if (out / "train_log.jsonl").exists())):
-    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
     assert time.time() < deadline, "no step past 20 within 90 s"
     time.sleep(0.02)
-  os.kill(proc.pid, signal.SIGTERM)
-  stderr = proc.communicate(timeout=60)[1].decode()
+  proc.send_signal(signal.SIGTERM)
+  stderr = proc.communicate(timeout=60)[1]
   assert proc.returncode == 143, stderr[-2000:]
   errors = [l for l in stderr.splitlines() if l.startswith("error: ")]
   assert len(errors) == 1 and "stopped by SIGTERM at step " in errors[0]
@@ -313,15 +318,13 @@ def test_sigkill_after_first_checkpoint_then_resume(tmp_path, uninterrupted):
   killed.mkdir()
   argv = tiny_argv(killed, *common)
   out = killed / "out"
-  proc = subprocess.Popen(
-      [sys.executable, "-m", "albert_tf.run_pretraining", *argv], cwd=REPO,
-      env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  proc = _start(argv)
   deadline = time.time() + 90
   while not (out / "checkpoint").exists():
-    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
     assert time.time() < deadline, "no checkpoint within 90 s"
     time.sleep(0.02)
-  os.kill(proc.pid, signal.SIGKILL)
+  proc.send_signal(signal.SIGKILL)
   proc.wait()
   # Readable right after the kill: the index names complete checkpoints only.
   latest = tf.train.latest_checkpoint(str(out))
@@ -374,23 +377,19 @@ def test_mirrored_and_multi_worker_match_default_strategy(tmp_path):
   out_dir = lambda name: f"--output_dir={base / name}"
   ports = [_free_port(), _free_port()]
   cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-  procs = [subprocess.Popen(
-      [sys.executable, "-c", _MIRRORED_SCRIPT, str(base / "default"), *argv,
-       out_dir("mirrored")], cwd=REPO,
-      env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)]
+  procs = [_start([str(base / "default"), *argv, out_dir("mirrored")],
+                  code=_MIRRORED_SCRIPT)]
   for i in range(2):
     env = _env()
     env["TF_CONFIG"] = json.dumps({"cluster": cluster,
                                    "task": {"type": "worker", "index": i}})
-    procs.append(subprocess.Popen(
-        [sys.executable, "-m", "albert_tf.run_pretraining", *argv,
-         out_dir("multi_worker"),
-         "--distribution_strategy=multi_worker_mirrored"], cwd=REPO, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    procs.append(_start([*argv, out_dir("multi_worker"),
+                         "--distribution_strategy=multi_worker_mirrored"],
+                        env=env))
   try:
     for proc in procs:
       _, err = proc.communicate(timeout=420)
-      assert proc.returncode == 0, err.decode()[-3000:]
+      assert proc.returncode == 0, err[-3000:]
   finally:
     for proc in procs:
       if proc.poll() is None:

@@ -12,8 +12,6 @@ import os
 import pathlib
 import signal
 import socket
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -31,7 +29,7 @@ CHARS = "好差很不是的电影书手机质量服务一般"
 
 
 def _env(**extra):
-  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3",
+  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2",
              CUDA_VISIBLE_DEVICES="")
   env.pop("TF_CONFIG", None)
   env.update(extra)
@@ -84,7 +82,14 @@ def _argv(data, output_dir, *extra):
 def _cli(argv):
   # Forked from the test zygote (tests/cli_runner.py), at its log level.
   return cli_runner.run_module(["albert_tf.run_classifier", *argv], cwd=REPO,
-                               env=_env(TF_CPP_MIN_LOG_LEVEL="2"), timeout=300)
+                               env=_env(), timeout=300)
+
+
+def _start(argv, code=None, **env):
+  """The command started, not waited for: a Popen-like handle."""
+  return cli_runner.start_module(
+      argv if code else ["albert_tf.run_classifier", *argv], cwd=REPO,
+      env=_env(**env), code=code)
 
 
 # ------------------------------------------------------------ kill + resume
@@ -105,19 +110,17 @@ def uninterrupted(data, tmp_path_factory):
 def test_classifier_sigterm_saves_the_step_and_resumes(data, tmp_path,
                                                        uninterrupted):
   argv = _argv(data, tmp_path, *_KILL_RUN)
-  proc = subprocess.Popen(
-      [sys.executable, "-m", "albert_tf.run_classifier", *argv], cwd=REPO,
-      env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  proc = _start(argv)
   deadline = time.time() + 120
   log_file = tmp_path / "train_log.jsonl"
   # Past the first checkpoint (40) and its eval: mid-interval.
   while not (log_file.exists() and any(r["step"] > 40
                                        for r in _jsonl(log_file))):
-    assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
     assert time.time() < deadline, "no step past 40 within 120 s"
     time.sleep(0.01)
-  os.kill(proc.pid, signal.SIGTERM)
-  stderr = proc.communicate(timeout=60)[1].decode()
+  proc.send_signal(signal.SIGTERM)
+  stderr = proc.communicate(timeout=60)[1]
   assert proc.returncode == 143, stderr[-3000:]
   errors = [l for l in stderr.splitlines() if l.startswith("error: ")]
   assert len(errors) == 1 and "stopped by SIGTERM at step " in errors[0]
@@ -157,15 +160,13 @@ def test_classifier_sigkill_then_resume_matches_uninterrupted(data, tmp_path,
 
   killed = tmp_path / "killed"
   argv = _argv(data, killed, *common)
-  proc = subprocess.Popen(
-      [sys.executable, "-m", "albert_tf.run_classifier", *argv], cwd=REPO,
-      env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  proc = _start(argv)
   deadline = time.time() + 120
   while not (killed / "checkpoint").exists():
-    assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
     assert time.time() < deadline, "no checkpoint within 120 s"
     time.sleep(0.01)
-  os.kill(proc.pid, signal.SIGKILL)
+  proc.send_signal(signal.SIGKILL)
   proc.wait()
   saved_step = int(tf.train.load_checkpoint(str(killed)).get_tensor(
       "step/.ATTRIBUTES/VARIABLE_VALUE"))
@@ -229,29 +230,24 @@ def test_classifier_mirrored_and_multi_worker_match_default(data, tmp_path):
   ports = [_free_port(), _free_port()]
   cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
   # The mirrored run needs two logical CPUs set before TF starts: its own
-  # interpreter, as do the workers (they run side by side).
-  procs = {"mirrored": subprocess.Popen(
-      [sys.executable, "-c", _MIRRORED,
-       *_argv(data, tmp_path / "mirrored", *common,
-              "--distribution_strategy=mirrored")],
-      cwd=REPO, env=_env(), stdout=subprocess.DEVNULL,
-      stderr=subprocess.PIPE)}
+  # process, as do the workers (they run side by side).
+  procs = {"mirrored": _start(
+      _argv(data, tmp_path / "mirrored", *common,
+            "--distribution_strategy=mirrored"), code=_MIRRORED)}
   for i in range(2):
     tf_config = json.dumps({"cluster": cluster,
                             "task": {"type": "worker", "index": i}})
-    procs[f"worker{i}"] = subprocess.Popen(
-        [sys.executable, "-m", "albert_tf.run_classifier",
-         *_argv(data, tmp_path / "multi_worker", *common,
-                "--distribution_strategy=multi_worker_mirrored")],
-        cwd=REPO, env=_env(TF_CONFIG=tf_config), stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE)
+    procs[f"worker{i}"] = _start(
+        _argv(data, tmp_path / "multi_worker", *common,
+              "--distribution_strategy=multi_worker_mirrored"),
+        TF_CONFIG=tf_config)
   try:
-    # The reference, meanwhile: the plain command, forked from the zygote.
+    # The reference, meanwhile: the plain command.
     proc = _cli(_argv(data, tmp_path / "default", *common))
     assert proc.returncode == 0, ("default", proc.stderr[-3000:])
     for name, proc in procs.items():
       _, err = proc.communicate(timeout=300)
-      assert proc.returncode == 0, (name, err.decode()[-3000:])
+      assert proc.returncode == 0, (name, err[-3000:])
   finally:
     for proc in procs.values():
       if proc.poll() is None:
@@ -281,25 +277,22 @@ def test_multi_worker_sigterm_to_one_worker_saves_on_both(data, tmp_path):
   cluster = {"worker": [f"127.0.0.1:{_free_port()}" for _ in range(2)]}
 
   def start():
-    return [subprocess.Popen(
-        [sys.executable, "-m", "albert_tf.run_classifier", *argv], cwd=REPO,
-        env=_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {
-            "type": "worker", "index": i}})),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for i in range(2)]
+    return [_start(argv, TF_CONFIG=json.dumps({"cluster": cluster, "task": {
+        "type": "worker", "index": i}})) for i in range(2)]
 
   procs = start()
   try:
     deadline = time.time() + 180
     log = out / "train_log.jsonl"
     while not (log.exists() and any(r["step"] >= 2 for r in _jsonl(log))):
-      assert all(p.poll() is None for p in procs), procs[0].stderr.read(
-          ).decode()[-3000:]
+      assert all(p.poll() is None for p in procs), procs[0].output()[1][
+          -3000:]
       assert time.time() < deadline, "no step 2 within 180 s"
       time.sleep(0.01)
-    os.kill(procs[1].pid, signal.SIGTERM)  # the non-chief worker only
+    procs[1].send_signal(signal.SIGTERM)  # the non-chief worker only
     errors = []
     for proc in procs:
-      stderr = proc.communicate(timeout=120)[1].decode()
+      stderr = proc.communicate(timeout=120)[1]
       assert proc.returncode == 143, stderr[-3000:]
       errors += [l for l in stderr.splitlines() if l.startswith("error: ")]
   finally:
@@ -317,7 +310,7 @@ def test_multi_worker_sigterm_to_one_worker_saves_on_both(data, tmp_path):
   procs = start()
   try:
     for proc in procs:
-      stderr = proc.communicate(timeout=300)[1].decode()
+      stderr = proc.communicate(timeout=300)[1]
       assert proc.returncode == 0, stderr[-3000:]
   finally:
     for proc in procs:
