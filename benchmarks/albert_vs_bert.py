@@ -12,14 +12,20 @@ import json
 from absl import app
 from absl import flags
 
-flags.DEFINE_list("presets", ["albert_tiny_zh", "albert_base_v2", "bert_base"],
-                  "Presets to compare (the first is the reference row).")
-flags.DEFINE_integer("batch_size", 32, "Sequences per call.")
-flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
-flags.DEFINE_integer("repetitions", 3, "Timed calls per model (alternating).")
-flags.DEFINE_bool("jit_compile", False, "Compile with XLA.")
-flags.DEFINE_string("json_out", None, "Write the results as JSON here.")
 FLAGS = flags.FLAGS
+
+
+def _define_flags():
+  # Only when run as a script: the demo's report imports `compare`.
+  flags.DEFINE_list("presets", ["albert_tiny_zh", "albert_base_v2",
+                                "bert_base"],
+                    "Presets to compare (the first is the reference row).")
+  flags.DEFINE_integer("batch_size", 32, "Sequences per call.")
+  flags.DEFINE_integer("seq_length", 128, "Tokens per sequence.")
+  flags.DEFINE_integer("repetitions", 3, "Timed calls per model "
+                       "(alternating).")
+  flags.DEFINE_bool("jit_compile", False, "Compile with XLA.")
+  flags.DEFINE_string("json_out", None, "Write the results as JSON here.")
 
 
 def compare(presets, batch_size=32, seq_length=128, repetitions=3,
@@ -74,4 +80,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

@@ -39,16 +39,21 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
-flags.DEFINE_list("presets", ["albert_tiny_zh", "albert_base_v2"],
-                  "Presets whose graphs are counted (cheap: tracing only).")
-flags.DEFINE_list("profile_presets", ["albert_tiny_zh"],
-                  "Presets also run under the profiler (base_v2 takes "
-                  "minutes on a 2-core CPU).")
-flags.DEFINE_integer("batch_size", 8, "Sequences per call (seq is 128).")
-flags.DEFINE_integer("profile_calls", 5, "Profiled calls per function and side.")
-flags.DEFINE_bool("peaks", True, "Measure the 2048^2 matmul peaks.")
-flags.DEFINE_string("json_out", None, "Write the results as JSON here.")
 FLAGS = flags.FLAGS
+
+
+def _define_flags():
+  # Only when run as a script: tests/test_bf16_graph.py imports this module.
+  flags.DEFINE_list("presets", ["albert_tiny_zh", "albert_base_v2"],
+                    "Presets whose graphs are counted (cheap: tracing only).")
+  flags.DEFINE_list("profile_presets", ["albert_tiny_zh"],
+                    "Presets also run under the profiler (base_v2 takes "
+                    "minutes on a 2-core CPU).")
+  flags.DEFINE_integer("batch_size", 8, "Sequences per call (seq is 128).")
+  flags.DEFINE_integer("profile_calls", 5,
+                       "Profiled calls per function and side.")
+  flags.DEFINE_bool("peaks", True, "Measure the 2048^2 matmul peaks.")
+  flags.DEFINE_string("json_out", None, "Write the results as JSON here.")
 
 SIDES = ("albert_tf", "keras_hub")
 
@@ -402,4 +407,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)
