@@ -12,9 +12,9 @@ Forking a process that has threads is safe only for threads that hold no
 lock at the fork: after the imports the zygote has OpenBLAS's idle pool
 thread (it registers fork handlers) and one idle TensorFlow thread, and
 `serve` stops if more appear. The zygote itself stays single-threaded: it
-forks on each request line and reaps its children in one select loop, so
-one zygote runs any number of commands side by side (the workers of a
-multi-worker run, the streams of the docs test).
+forks on each request line and reaps its children in one select loop
+(woken by SIGCHLD), so one zygote runs any number of commands side by side
+(the workers of a multi-worker run, the streams of the docs test).
 
 `start_module` gives a handle like `subprocess.Popen`'s (pid, poll, wait,
 send_signal, kill, communicate), for tests that signal the command or run
@@ -58,8 +58,6 @@ IMPORT_TIME_ENV = ("TF_ENABLE_ONEDNN_OPTS", "TF_CPP_MIN_LOG_LEVEL",
                    "PYTHONUTF8", "PYTHONWARNINGS", "LANG", "LC_ALL", "TMPDIR")
 # Threads after the imports (main, OpenBLAS's pool, one of TensorFlow's).
 ZYGOTE_THREADS = 3
-# How often the zygote looks for children that ended (seconds).
-_REAP_EVERY = 0.02
 
 
 # albert_tf modules that import TensorFlow only in main, if at all.
@@ -153,10 +151,18 @@ def serve():
     replies.write(json.dumps(message) + "\n")
     replies.flush()
 
+  # SIGCHLD wakes the select through a pipe (no polling): the handler
+  # itself does nothing, the loop reaps.
+  wake_read, wake_write = os.pipe()
+  os.set_blocking(wake_write, False)
+  signal.signal(signal.SIGCHLD, lambda *_: None)
+  signal.set_wakeup_fd(wake_write)
   stdin, pending, running = sys.stdin.fileno(), b"", 0
   while True:
-    ready, _, _ = select.select([stdin], [], [], _REAP_EVERY)
-    if ready:
+    ready, _, _ = select.select([stdin, wake_read], [], [])
+    if wake_read in ready:
+      os.read(wake_read, 1 << 16)
+    if stdin in ready:
       chunk = os.read(stdin, 1 << 16)
       if not chunk:
         return  # the tests are done; children die with the zygote
@@ -167,6 +173,10 @@ def serve():
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
+          signal.set_wakeup_fd(-1)
+          os.close(wake_read)
+          os.close(wake_write)
+          signal.signal(signal.SIGCHLD, signal.SIG_DFL)
           _child(request)
         running += 1
         reply({"id": request["id"], "pid": pid})
