@@ -30,8 +30,6 @@ last checkpoint. Writes to output_dir:
 """
 
 import dataclasses
-import json
-import os
 from typing import Optional
 
 from albert_tf import settings
@@ -94,9 +92,7 @@ def _run(o: ClassifierOptions):
                    o.label_column, o.label_list, o.has_header, o.regression,
                    o.data_dir, info.label_list if info and
                    info.task_name == "tsv" else None)
-  config, tokenizer = resolution.resolve_model(
-      o.preset, o.albert_config_file, o.init_checkpoint, o.spm_model_file,
-      o.vocab_file, o.do_lower_case)
+  config, tokenizer = finetuning.resolve_model(o)
   resolution.check_seq_length(o.max_seq_length, config)
   task = tasks.TASKS["regression" if spec.is_regression else
                      "classification"](
@@ -121,6 +117,8 @@ def _evaluate_and_predict(o: ClassifierOptions, task, trainer, chief,
     eval_results = {f"eval_{k}": v for k, v in result["eval"].items()
                     if k not in ("eval_metric", "global_step")}
     eval_results["best_step"] = best_step
+    if chief:  # before predicting: a failing predict loses no dev result
+      finetuning.write_eval_results(o.output_dir, eval_results)
   if o.do_predict:
     task.eval_batch_size = o.predict_batch_size or o.eval_batch_size
     test = task.predict(trainer.model, o.output_dir if chief else
@@ -130,9 +128,7 @@ def _evaluate_and_predict(o: ClassifierOptions, task, trainer, chief,
       eval_results.update({f"test_{k}": v for k, v in test.items()
                            if k != "eval_metric"})
   if eval_results and chief:
-    with open(os.path.join(o.output_dir, "eval_results.json"), "w",
-              encoding="utf-8") as f:
-      json.dump(eval_results, f, indent=2)
+    finetuning.write_eval_results(o.output_dir, eval_results)
   return result
 
 

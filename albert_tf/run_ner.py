@@ -100,9 +100,7 @@ def _run(o: NerOptions):
       max(1, (max_seq_length - 2) // 2),
       do_lower_case=(o.do_lower_case if o.do_lower_case is not None
                      else info.do_lower_case if info else None))
-  config, tokenizer = resolution.resolve_model(
-      o.preset, o.albert_config_file, o.init_checkpoint, o.spm_model_file,
-      o.vocab_file, o.do_lower_case)
+  config, tokenizer = finetuning.resolve_model(o)
   resolution.check_seq_length(o.max_seq_length, config)
   task = tasks.TASKS["tagging"](
       o.task_name, tokenizer, o.data_dir, o.max_seq_length, o.doc_stride,

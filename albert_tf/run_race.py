@@ -81,9 +81,7 @@ def _run(o: RaceOptions):
   if o.max_qa_length > o.max_seq_length - 4:
     raise ValueError(f"--max_qa_length={o.max_qa_length} leaves no room "
                      f"for the article in --max_seq_length={o.max_seq_length}")
-  config, tokenizer = resolution.resolve_model(
-      o.preset, o.albert_config_file, o.init_checkpoint, o.spm_model_file,
-      o.vocab_file, o.do_lower_case)
+  config, tokenizer = finetuning.resolve_model(o)
   resolution.check_seq_length(o.max_seq_length, config)
   task = tasks.TASKS["multiple_choice"](
       o.task_name, tokenizer, o.data_dir, o.max_seq_length, o.max_qa_length,

@@ -136,9 +136,7 @@ def _run(o: SquadOptions):
                         or MAX_QUERY_LENGTH),
       do_lower_case=(o.do_lower_case if o.do_lower_case is not None
                      else info.do_lower_case if info else None))
-  config, tokenizer = resolution.resolve_model(
-      o.preset, o.albert_config_file, o.init_checkpoint, o.spm_model_file,
-      o.vocab_file, o.do_lower_case)
+  config, tokenizer = finetuning.resolve_model(o)
   resolution.check_seq_length(o.max_seq_length, config)
   if o.max_seq_length < o.max_query_length + 3 + 1:
     raise ValueError(f"--max_seq_length={o.max_seq_length} leaves no room "

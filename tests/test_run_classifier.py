@@ -107,6 +107,19 @@ def test_sentiment_end_to_end(workdir):
       do_eval=True, **{k: v for k, v in base_options(workdir).items()
                        if k != "albert_config_file"})
   assert again["eval"]["accuracy"] == pytest.approx(result["eval"]["accuracy"])
+  # Eval-only in the training output_dir, as docs/finetuning.md writes it:
+  # the config, tokenizer and max_seq_length are the ones recorded there.
+  before = (out / "eval_log.jsonl").read_bytes()
+  here = run_classifier.run(task_name="sentiment", data_dir=str(data),
+                            output_dir=str(out), do_train=False, do_eval=True)
+  assert here["eval"]["accuracy"] == pytest.approx(result["eval"]["accuracy"])
+  assert here["best_step"] == result["best_step"]
+  assert json.loads((out / "eval_results.json").read_text())[
+      "eval_accuracy"] == pytest.approx(result["eval"]["accuracy"])
+  log = (out / "eval_log.jsonl").read_bytes()
+  assert log.startswith(before)  # training's log kept, this eval appended
+  assert json.loads(log[len(before):])["accuracy"] == pytest.approx(
+      result["eval"]["accuracy"])
 
   # A checkpoint of a different config: a clear error naming the fields.
   other = workdir / "other_config.json"

@@ -11,15 +11,17 @@ import json
 import os
 import shutil
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 from absl import logging
 import keras
+import tensorflow as tf
 
 from albert_tf import settings
 from albert_tf.tasks import record
 from albert_tf.training import checkpoints
 from albert_tf.training import output_dir
+from albert_tf.training import resolution
 from albert_tf.training import runtime
 from albert_tf.training.trainer import Trainer, TrainerSettings
 
@@ -117,6 +119,26 @@ def recorded_info(o: FinetuneOptions) -> Optional[record.ModelInfo]:
   if info is None and os.path.isdir(o.output_dir):
     info = record.read_beside(o.output_dir)
   return info
+
+
+def model_source(o: FinetuneOptions) -> Tuple[Optional[str], str]:
+  """(checkpoint, flag) the config and tokenizer come from: --init_checkpoint;
+  or, for a run that trains nothing and names no model, the --output_dir it
+  evaluates or predicts with (what training recorded there)."""
+  if (not o.do_train and not (o.preset or o.albert_config_file or
+                              o.init_checkpoint) and
+      tf.io.gfile.exists(os.path.join(o.output_dir, checkpoints.CONFIG_NAME))):
+    return o.output_dir, "--output_dir"
+  return o.init_checkpoint, "--init_checkpoint"
+
+
+def resolve_model(o: FinetuneOptions):
+  """(config, tokenizer) of a fine-tuning run (`resolution.resolve_model`
+  over `model_source`)."""
+  checkpoint, flag = model_source(o)
+  return resolution.resolve_model(
+      o.preset, o.albert_config_file, checkpoint, o.spm_model_file,
+      o.vocab_file, o.do_lower_case, checkpoint_flag=flag)
 
 
 def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
@@ -235,6 +257,9 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
     result["eval"] = best["metrics"] if best else trainer.evaluate()
     eval_results = {k: v for k, v in result["eval"].items()
                     if k != "global_step"}
+    eval_results["best_step"] = best_step
+    if chief:  # before predicting: a failing predict loses no dev result
+      write_eval_results(o.output_dir, eval_results)
   if o.do_predict:
     task.eval_batch_size = o.predict_batch_size or o.eval_batch_size
     test = task.predict(trainer.model, o.output_dir if chief else
@@ -244,10 +269,16 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
       eval_results.update({f"test_{k}": v for k, v in test.items()})
   if eval_results and chief:
     eval_results["best_step"] = best_step
-    with open(os.path.join(o.output_dir, "eval_results.json"), "w",
-              encoding="utf-8") as f:
-      json.dump(eval_results, f, indent=2)
+    write_eval_results(o.output_dir, eval_results)
   return result
+
+
+def write_eval_results(directory: str, results: dict) -> None:
+  """eval_results.json, renamed into place (a kill leaves the last one)."""
+  path = os.path.join(directory, "eval_results.json")
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(results, f, indent=2)
+  os.replace(path + ".tmp", path)
 
 
 def main_for(options_class, run: Callable) -> Callable:
