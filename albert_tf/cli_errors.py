@@ -90,6 +90,10 @@ def flag_names(flag_values=flags.FLAGS):
   return names
 
 
+_HELP_FLAGS = ("-?", "-help", "--help", "-helpshort", "--helpshort",
+               "-helpfull", "--helpfull", "-helpxml", "--helpxml")
+
+
 def flags_parser(argv, other_options=None):
   """A flags parser for app.run that reports a mistake in one line.
 
@@ -113,6 +117,13 @@ def flags_parser(argv, other_options=None):
                           2)
   try:
     rest = flags.FLAGS(argv, known_only=True)
+  except SystemExit as e:
+    # absl's --help, --helpshort, --helpfull and --helpxml print the usage,
+    # then exit 1: asked for, help is no failure.
+    if e.code == 1 and any(a.split("=", 1)[0] in _HELP_FLAGS
+                           for a in argv[1:]):
+      sys.exit(0)
+    raise
   except flags.Error as e:
     if unknown:  # other_options did not take it either
       _print_error_and_exit(describe_unknown_argument(unknown[0],

@@ -252,8 +252,8 @@ def test_pip_install_into_a_clean_venv(tmp_path):
   proc = subprocess.run([str(venv / "bin" / "albert-pretrain"), "--help"],
                         cwd=tmp_path, env=run_env, capture_output=True,
                         text=True, timeout=300)
-  # absl's --help exits 1 after printing the usage.
-  assert proc.returncode == 1, proc.stderr[-3000:]
+  # Help asked for is no failure (absl alone exits 1; albert_tf.cli_errors).
+  assert proc.returncode == 0, proc.stderr[-3000:]
   loaded = re.findall(r"^# code object from '(.*)'$", proc.stderr, re.M)
   ours = [p for p in loaded
           if re.search(r"[/\\](albert_tf|data_prep)[/\\]", p)]

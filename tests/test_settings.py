@@ -96,12 +96,13 @@ def test_every_flag_of_a_command_is_a_field_of_its_settings(module_name,
 
 def test_help_lists_the_fields_as_the_commands_own_flags():
   # --helpshort shows only the flags of the module run: the settings' ones
-  # are the command's, not albert_tf.settings'.
-  out = subprocess.run(
+  # are the command's, not albert_tf.settings'. Help asked for exits 0.
+  proc = subprocess.run(
       [sys.executable, "-m", "albert_tf.params", "--helpshort"],
       cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
-      capture_output=True, text=True, timeout=120, check=False).stdout
-  lines = out.splitlines()
+      capture_output=True, text=True, timeout=120, check=False)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  lines = proc.stdout.splitlines()
   assert lines[0] == ("Parameter table of the presets: `python -m "
                       "albert_tf.params [--json]`.")
   start = lines.index(str(REPO / "albert_tf" / "params.py") + ":")
