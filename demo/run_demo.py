@@ -17,6 +17,12 @@ first), except pretraining, which resumes from its last checkpoint.
 
 --smoke runs the same chain on a corpus subset with a few steps per stage;
 tests/test_demo_chain.py runs it inside `make test`.
+
+About 590 lines, on purpose: the stages are one method each on `Demo`, in
+the order they run, beside the budgets they read, so that the chain reads
+top to bottom in one file; each stage is a few `python -m` commands and the
+figures it keeps (the report and the serving check are `demo/report.py`
+and `demo/checks.py`).
 """
 
 import json

@@ -18,6 +18,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf import settings
+from albert_tf.data.tokenization import write_synced
 from albert_tf.tasks import record
 from albert_tf.training import checkpoints
 from albert_tf.training import output_dir
@@ -274,10 +275,10 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
 
 
 def write_eval_results(directory: str, results: dict) -> None:
-  """eval_results.json, renamed into place (a kill leaves the last one)."""
+  """eval_results.json, renamed into place (a kill leaves the last one;
+  --overwrite removes a leftover .tmp, `output_dir.RUN_FILES`)."""
   path = os.path.join(directory, "eval_results.json")
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(results, f, indent=2)
+  write_synced(path + ".tmp", json.dumps(results, indent=2).encode("utf-8"))
   os.replace(path + ".tmp", path)
 
 

@@ -163,9 +163,11 @@ RUN_FILES: Dict[str, Sequence[str]] = {
              callbacks.EVAL_LOG, features.SKIPPED_RECORDS_FILE,
              # The commands' results (run_pretraining, run_classifier,
              # run_ner) and the task families' test predictions.
-             "eval_results.json", "eval_results.txt", "test_results.json",
+             "eval_results.txt", "test_results.json",
              *sorted({name for task in tasks.TASKS.values()
-                      for name in task.output_files})))),
+                      for name in task.output_files}))),
+         # renamed into place (finetuning.write_eval_results)
+         r"eval_results\.json(\.tmp)?"),
     "train": (_EVENTS,),
     "eval": (_EVENTS,),
     checkpoints.BEST_DIR: (_CKPT, "checkpoint", re.escape(
