@@ -8,15 +8,22 @@ data_prep's Beam workers and CLIs load this in no time; TF's own errors are
 recognised when TF is already loaded.
 
     app.run(one_line_errors(main), flags_parser=flags_parser)
+
+--help and --helpshort print the `__main__` docstring and the flags the
+command's settings classes define, by purpose (`grouped_help`), and exit 0;
+--helpfull and --helpxml are absl's (every module's flags), exit 0 too.
 """
 
 import difflib
 import functools
 import re
 import sys
+import textwrap
 
 from absl import app
 from absl import flags
+
+from albert_tf import settings
 
 
 class CommandLineError(ValueError):
@@ -90,8 +97,78 @@ def flag_names(flag_values=flags.FLAGS):
   return names
 
 
-_HELP_FLAGS = ("-?", "-help", "--help", "-helpshort", "--helpshort",
-               "-helpfull", "--helpfull", "-helpxml", "--helpxml")
+_SHORT_HELP_FLAGS = ("-?", "-help", "--help", "-helpshort", "--helpshort")
+_HELP_FLAGS = _SHORT_HELP_FLAGS + ("-helpfull", "--helpfull", "-helpxml",
+                                   "--helpxml")
+
+
+def _shown(value):
+  """A default as it is written on the command line."""
+  if isinstance(value, bool):
+    return str(value).lower()
+  if isinstance(value, (list, tuple)):
+    value = ",".join(str(v) for v in value)
+  return str(value) if value != "" else '""'
+
+
+def _number(bound):
+  return f"{bound:g}" if isinstance(bound, float) else str(bound)
+
+
+def flag_help_line(name, spec, flag, width=80):
+  """`--name: help (default: X)`, wrapped to width (the lines after the
+  first indented under the name). flag: the absl Flag (its kind, default)."""
+  notes = ["required"] if spec.required else []
+  if spec.choices:
+    notes.append("one of " + ", ".join(spec.choices))
+  low, high = spec.lower_bound, spec.upper_bound
+  if low is not None and high is not None:
+    notes.append(f"{_number(low)} to {_number(high)}")
+  elif low is not None:
+    notes.append(f"at least {_number(low)}")
+  elif high is not None:
+    notes.append(f"at most {_number(high)}")
+  # A help that says its default ("default: last") says it better.
+  if (flag.default is not None and not spec.required and
+      "default:" not in spec.help):
+    # No line break inside "default: X" (textwrap breaks at ASCII spaces).
+    notes.append("default:\xa0" + _shown(flag.default))
+  if spec.multi:
+    notes.append("repeat for several")
+  text = (f"--[no]{name}" if flag.boolean else f"--{name}") + ": " + (
+      " ".join(spec.help.split()))
+  if notes:
+    text += f" ({'; '.join(notes)})"
+  return textwrap.fill(text, width, initial_indent="  ",
+                       subsequent_indent="      ", break_long_words=False,
+                       break_on_hyphens=False).replace("\xa0", " ")
+
+
+def grouped_help(flag_values=flags.FLAGS, width=None):
+  """--help's text: the `__main__` docstring, then the flags of the
+  settings classes defined on flag_values, one section per group
+  (`settings.flag_groups`). None when no class defined any (absl's help
+  then)."""
+  groups = settings.flag_groups(flag_values)
+  if not groups:
+    return None
+  width = width or max(40, min(flags.get_help_width(), 100))
+  main = sys.modules.get("__main__")
+  doc = (getattr(main, "__doc__", None) or
+         f"USAGE: {sys.argv[0]} [flags]").strip("\n")
+  lines = [doc, "", "Flags by purpose (--helpfull lists every flag, absl's "
+           "too):"]
+  for group, listed in groups.items():
+    lines += ["", f"{group.capitalize()} flags:"]
+    lines += [flag_help_line(name, spec, flag_values[name], width)
+              for name, spec in listed]
+  return "\n".join(lines)
+
+
+def _asks_for_short_help(argv):
+  """--help or --helpshort among the flags (absl parses none after --)."""
+  args = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+  return any(a in _SHORT_HELP_FLAGS for a in args)
 
 
 def flags_parser(argv, other_options=None):
@@ -100,7 +177,14 @@ def flags_parser(argv, other_options=None):
   other_options(args) -> (unknown args, option names) lets a module accept
   further options (Beam's) among the arguments absl does not know; it may
   raise ValueError for a bad value of one of them.
+  --help and --helpshort print `grouped_help` and exit 0, whatever else
+  the command line holds.
   """
+  if _asks_for_short_help(argv):
+    text = grouped_help()
+    if text is not None:
+      print(text, flush=True)
+      sys.exit(0)
   # An unknown flag first: it may be the misspelt name of a required one.
   named = [a for a in argv[1:] if a.startswith("--") and a != "--"]
   # absl reads --flagfile and --undefok itself; they are no defined flags.
@@ -118,8 +202,9 @@ def flags_parser(argv, other_options=None):
   try:
     rest = flags.FLAGS(argv, known_only=True)
   except SystemExit as e:
-    # absl's --help, --helpshort, --helpfull and --helpxml print the usage,
-    # then exit 1: asked for, help is no failure.
+    # absl's --helpfull and --helpxml (and --help of a command without
+    # settings classes) print the usage, then exit 1: asked for, help is no
+    # failure.
     if e.code == 1 and any(a.split("=", 1)[0] in _HELP_FLAGS
                            for a in argv[1:]):
       sys.exit(0)

@@ -1,4 +1,4 @@
-"""Import published ALBERT weights: original TF1, brightmart, Hugging Face, keras-hub.
+r"""Import published ALBERT weights: original TF1, brightmart, Hugging Face, keras-hub.
 
     python -m albert_tf.convert_checkpoint --source=original \
         --checkpoint=albert_base/model.ckpt-best \
@@ -16,43 +16,46 @@ found is reported; a shape mismatch is an error naming the variable.
 """
 
 import dataclasses
+import importlib
 import json
 import os
 from typing import Optional
 
-import tensorflow as tf
-
 from albert_tf import settings
-from albert_tf.training import checkpoints
+from albert_tf.converters import SOURCES
+
 # This module is the CLI and `convert` only (the docstring above is also the
 # --help text, so it stays as it was); the per-source readers live in
-# albert_tf/converters and are chosen through converters.READERS.
-from albert_tf.converters import READERS
-from albert_tf.converters import SOURCES
-from albert_tf.converters.brightmart import BRIGHTMART_RELEASES
-from albert_tf.converters.brightmart import brightmart_to_original
-from albert_tf.converters.brightmart import is_brightmart_layout
-from albert_tf.converters.errors import ConversionError
-from albert_tf.converters.huggingface import huggingface_config
-from albert_tf.converters.huggingface import huggingface_to_original
-from albert_tf.converters.huggingface import read_huggingface
-from albert_tf.converters.huggingface import read_pytorch_bin
-from albert_tf.converters.huggingface import read_safetensors
-from albert_tf.converters.original import assign_original_weights
-from albert_tf.converters.original import original_variable_map
-from albert_tf.converters.tf1 import read_tf1_checkpoint
+# albert_tf/converters and are chosen through converters.READERS. They, and
+# TensorFlow, are imported when a conversion runs, not here: --help and a
+# flag mistake answer before TF loads.
+
+# The names this module offered before the readers moved to converters/
+# (tests and tools still import them from here), each loaded on first use.
+_MOVED = {
+    "BRIGHTMART_RELEASES": "albert_tf.converters.brightmart",
+    "brightmart_to_original": "albert_tf.converters.brightmart",
+    "is_brightmart_layout": "albert_tf.converters.brightmart",
+    "ConversionError": "albert_tf.converters.errors",
+    "huggingface_config": "albert_tf.converters.huggingface",
+    "huggingface_to_original": "albert_tf.converters.huggingface",
+    "read_huggingface": "albert_tf.converters.huggingface",
+    "read_pytorch_bin": "albert_tf.converters.huggingface",
+    "read_safetensors": "albert_tf.converters.huggingface",
+    "assign_original_weights": "albert_tf.converters.original",
+    "original_variable_map": "albert_tf.converters.original",
+    "read_tf1_checkpoint": "albert_tf.converters.tf1",
+    "READERS": "albert_tf.converters",
+}
+
+__all__ = ["ConvertSettings", "SOURCES", "convert", "main",
+           *sorted(set(_MOVED) - {"READERS"})]
 
 
-# The names this module offered before the readers moved to converters/;
-# tests and tools still import them from here.
-__all__ = [
-    "BRIGHTMART_RELEASES", "ConversionError", "ConvertSettings", "SOURCES",
-    "assign_original_weights", "brightmart_to_original", "convert",
-    "huggingface_config", "huggingface_to_original",
-    "is_brightmart_layout", "main", "original_variable_map",
-    "read_huggingface", "read_pytorch_bin", "read_safetensors",
-    "read_tf1_checkpoint",
-]
+def __getattr__(name):
+  if name in _MOVED:
+    return getattr(importlib.import_module(_MOVED[name]), name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _refuse_a_training_run(output_dir):
@@ -80,7 +83,10 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   "missing", "unconsumed", "heads", "notes", "checkpoint".
   Raises ConversionError when encoder tensors are missing or a shape differs.
   """
-
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from albert_tf.converters import READERS
+  from albert_tf.training import checkpoints
   reader = READERS.get(source)
   if reader is None:
     raise ValueError(f"--source must be one of {SOURCES}, got {source!r}")
@@ -120,7 +126,7 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
 class ConvertSettings:
   """The command line of convert_checkpoint; the fields are the flags."""
   source: str = settings.field(None, "Checkpoint format.", choices=SOURCES,
-                               required=True)
+                               required=True, group="model")
   checkpoint: str = settings.field(
       None, "TF1 checkpoint prefix/dir, HF model dir/.safetensors/.bin, or "
       "keras-hub preset dir or handle (e.g. albert_base_en_uncased).",

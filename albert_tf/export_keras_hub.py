@@ -1,4 +1,4 @@
-"""Export a checkpoint as a keras-hub `AlbertBackbone` preset, with its tokenizer.
+r"""Export a checkpoint as a keras-hub `AlbertBackbone` preset, with its tokenizer.
 
     python -m albert_tf.export_keras_hub --checkpoint=demo_output/pretrain \
         --spm_model_file=demo_output/vocab/spm.model \
@@ -45,10 +45,10 @@ from typing import Optional
 from absl import logging
 
 from albert_tf import settings
-from albert_tf.training import checkpoints
-from albert_tf.converters import keras_hub_interop
-from albert_tf.training import resolution
-from albert_tf.modeling.encoder import AlbertEncoder
+
+# TensorFlow and what imports it (checkpoints, converters, resolution,
+# modeling) are imported by `export`, not here: --help and a flag mistake
+# answer before TF loads.
 
 
 class KerasHubExportError(ValueError):
@@ -165,6 +165,11 @@ def export(checkpoint, output_dir, albert_config_file=None,
     OSError (one line, naming --output_dir): the preset could not be
     written (disk full, permission); a previous one is left as it was.
   """
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.converters import keras_hub_interop
+  from albert_tf.modeling.encoder import AlbertEncoder
+  from albert_tf.training import checkpoints
+  from albert_tf.training import resolution
   config, tokenizer = resolution.resolve_model(
       albert_config_file=albert_config_file, init_checkpoint=checkpoint,
       spm_model_file=spm_model_file, require_tokenizer=False,

@@ -1,4 +1,4 @@
-"""Export a checkpoint as a versioned SavedModel for TF Serving.
+r"""Export a checkpoint as a versioned SavedModel for TF Serving.
 
     python -m albert_tf.export_saved_model \
         --checkpoint=demo_output/finetune \
@@ -53,16 +53,12 @@ import dataclasses
 import os
 from typing import Optional
 
-import tensorflow as tf
-
 from albert_tf import features as F
 from albert_tf import settings
-from albert_tf import tasks
-from albert_tf.modeling.encoder import AlbertEncoder
-from albert_tf.serving import saved_model
-from albert_tf.tasks.record import RECORD_FILE, ModelInfo
-from albert_tf.training import resolution
-from albert_tf.training.checkpoints import check_finite, restore_weights
+
+# TensorFlow and what imports it (tasks, serving, modeling, checkpoints)
+# are imported by the functions that run, not here: --help and a flag
+# mistake answer before TF loads.
 
 ENCODER = "encoder"  # --model without a task: the encoder's outputs
 
@@ -73,6 +69,7 @@ class ExportError(ValueError):
 
 def model_choices():
   """--model's values: encoder, then every family's export_name."""
+  from albert_tf import tasks  # pylint: disable=g-import-not-at-top
   return (ENCODER,) + tuple(dict.fromkeys(
       t.export_name for t in tasks.TASKS.values() if t.export_name))
 
@@ -80,6 +77,7 @@ def model_choices():
 def resolve_model(checkpoint, preset, albert_config_file, spm_model_file,
                   vocab_file, do_lower_case):
   """Config + tokenizer by the rules of every CLI (`resolution.resolve_model`)."""
+  from albert_tf.training import resolution  # pylint: disable=g-import-not-at-top
   try:
     return resolution.resolve_model(
         preset, albert_config_file, init_checkpoint=checkpoint,
@@ -95,6 +93,9 @@ def resolve_task(checkpoint, model, record):
   The recorded family unless --model says otherwise; --model=classifier,
   tagger or pretrainer is the family with that export_name.
   """
+  # pylint: disable=g-import-not-at-top
+  from albert_tf import tasks
+  from albert_tf.tasks.record import RECORD_FILE
   recorded = tasks.TASKS.get(record.task) if record else None
   if record and record.task and recorded is None:
     raise ExportError(f"{RECORD_FILE} beside --checkpoint={checkpoint} names "
@@ -120,7 +121,10 @@ def resolve_task(checkpoint, model, record):
 
 def encoder_signatures(model, tokenizer, max_seq_length, text_pair):
   """--model=encoder: `sequence_output` and `pooled_output` (float32)."""
-  from albert_tf.serving.text_graph import TextEncoder  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from albert_tf.serving import saved_model
+  from albert_tf.serving.text_graph import TextEncoder
   encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
 
   def run(features):
@@ -134,7 +138,14 @@ def encoder_signatures(model, tokenizer, max_seq_length, text_pair):
               saved_model.text_specs(bool(text_pair)))}
 
 
+def check_finite(model_or_variables, where):
+  """checkpoints.check_finite, imported when an export runs (TF)."""
+  from albert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
+  return checkpoints.check_finite(model_or_variables, where)
+
+
 def _restore(checkpoint, keras_model, model):
+  from albert_tf.training.checkpoints import restore_weights  # pylint: disable=g-import-not-at-top
   try:
     report = restore_weights(checkpoint, keras_model)
   except (ValueError, FileNotFoundError) as e:
@@ -177,6 +188,12 @@ def export(checkpoint, export_dir, model=None, preset=None,
     ExportError: bad flags, an existing version without overwrite, or a
       checkpoint that does not match the config or the task.
   """
+  # pylint: disable=g-import-not-at-top
+  from albert_tf import tasks
+  from albert_tf.modeling.encoder import AlbertEncoder
+  from albert_tf.serving import saved_model
+  from albert_tf.tasks.record import RECORD_FILE, ModelInfo
+  from albert_tf.training import resolution
   record = ModelInfo.read_beside(checkpoint)
   task_name, model = resolve_task(checkpoint, model, record)
   task = tasks.TASKS[task_name] if task_name else None
@@ -240,8 +257,10 @@ class ExportSettings:
       None, "Model base path, e.g. saved_models/NAME; versions go in integer "
       "subdirs.", required=True)
   model: Optional[str] = settings.field(
-      None, "What to export (default: the task recorded beside the "
-      "checkpoint, else encoder).", choices=model_choices())
+      None, "What to export: encoder, or the export_name of a task family "
+      "in albert_tf/tasks (pretrainer, classifier, tagger, ...; a wrong name "
+      "is answered with the list). Default: the task recorded beside the "
+      "checkpoint, else encoder.")
   preset: Optional[str] = settings.field(None, "Config preset name.")
   albert_config_file: Optional[str] = settings.field(
       None, "albert_config.json (default: the one beside the checkpoint).")
@@ -255,12 +274,13 @@ class ExportSettings:
       "checkpoint).")
   version: Optional[int] = settings.field(
       None, "Version (default: next free).")
+  # What the exported model takes.
   max_seq_length: Optional[int] = settings.field(
       None, "serve_text sequence length (default: the fine-tuning length in "
-      "task_record.json, else 128).")
+      "task_record.json, else 128).", group="model")
   text_pair: Optional[bool] = settings.field(
       None, "serve_text takes text_b too (default: pretrainer and pair "
-      "tasks).")
+      "tasks).", group="model")
   overwrite: bool = settings.field(False, "Replace an existing version.")
   verbose: bool = settings.field(False, "Show the traceback of an error.")
 

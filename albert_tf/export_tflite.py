@@ -1,4 +1,4 @@
-"""Convert an exported SavedModel's serving_default to TFLite (LiteRT), builtin ops only.
+r"""Convert an exported SavedModel's serving_default to TFLite (LiteRT), builtin ops only.
 
     python -m albert_tf.export_tflite --saved_model=saved_models/sentiment/1 \
         --output=tflite/sentiment_dynamic.tflite --quantize=dynamic
@@ -55,18 +55,15 @@ import tempfile
 from typing import Optional
 
 from absl import logging
-import numpy as np
-import tensorflow as tf
 
 from albert_tf import features as F
 from albert_tf import settings
-from albert_tf.data import ner_data
-from albert_tf.data.classifier_data import encode_pair
-from albert_tf.serving.saved_model import METADATA_FILE
-from albert_tf.tasks.record import ModelInfo
-from albert_tf.training.checkpoints import check_finite
 from albert_tf.features import ENCODER_INPUTS, MASKED_LM_POSITIONS
 from albert_tf.data.tokenization import load_tokenizer, write_synced
+
+# TensorFlow, NumPy and what imports them (serving, tasks, checkpoints,
+# the NER and classifier readers) are imported by the functions that run,
+# not here: --help and a flag mistake answer before TF loads.
 
 QUANTIZE_MODES = ("none", "float16", "dynamic", "int8")
 # The tokenizer copy beside PATH.tflite: PATH + this suffix, by kind.
@@ -79,7 +76,11 @@ def tokenizer_copy_name(output, tokenizer_kind):
   return stem + TOKENIZER_SUFFIXES[tokenizer_kind]
 
 
-def read_export_record(saved_model_dir) -> ModelInfo:
+def read_export_record(saved_model_dir):
+  """The export's tasks.record.ModelInfo (assets.extra/albert_export.json)."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving.saved_model import METADATA_FILE
+  from albert_tf.tasks.record import ModelInfo
   path = os.path.join(saved_model_dir, "assets.extra", METADATA_FILE)
   if not os.path.exists(path):
     raise ValueError(f"{path} not found: --saved_model must be a version "
@@ -111,6 +112,10 @@ def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
   token_level: a tagger's; its text is packed token by token as serve_text
   packs it (`ner_data.encode_text`), text_b_column unused.
   """
+  # pylint: disable=g-import-not-at-top
+  import numpy as np
+  from albert_tf.data import ner_data
+  from albert_tf.data.classifier_data import encode_pair
   examples = []
   with open(path, encoding="utf-8") as f:
     for line_number, line in enumerate(f, start=1):
@@ -142,8 +147,11 @@ def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
 def _fixed_shape_saved_model(saved_model_dir, out_dir, max_seq_length,
                              max_predictions):
   """Re-saves serving_default with [1, L] inputs (TF Text ops left behind)."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   # The source SavedModel also holds serve_text; loading it needs the ops.
-  import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  import tensorflow_text  # noqa: F401  pylint: disable=unused-import
+  from albert_tf.training.checkpoints import check_finite
   loaded = tf.saved_model.load(saved_model_dir)
   check_finite(loaded.variables, f"--saved_model={saved_model_dir}")
   serving = loaded.signatures["serving_default"]
@@ -241,6 +249,7 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
 def _convert_in(scratch, saved_model, length, max_predictions, quantize,
                 examples):
   """The .tflite flatbuffer; the fixed-shape SavedModel goes to scratch."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   fixed = os.path.join(scratch, "saved_model")
   _fixed_shape_saved_model(saved_model, fixed, length, max_predictions)
   converter = tf.lite.TFLiteConverter.from_saved_model(
@@ -317,7 +326,9 @@ def _scratch_folder(output):
 
 def describe_io(tflite_path):
   """Signature input/output names, shapes and dtypes of a .tflite file."""
-  from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  import numpy as np
+  from ai_edge_litert.interpreter import Interpreter
   interpreter = Interpreter(model_path=tflite_path)
   runner = interpreter.get_signature_runner("serving_default")
 
@@ -336,10 +347,10 @@ class TfliteSettings:
   """The command line of export_tflite; the fields are the flags."""
   saved_model: str = settings.field(
       None, "A version directory written by albert_tf.export_saved_model.",
-      required=True)
+      required=True, group="model")
   output: str = settings.field(None, "Output .tflite path.", required=True)
   quantize: str = settings.field("dynamic", "Quantization.",
-                                 choices=QUANTIZE_MODES)
+                                 choices=QUANTIZE_MODES, group="model")
   representative_data: Optional[str] = settings.field(
       None, "TSV of real text for int8 calibration.")
   text_column: int = settings.field(
@@ -349,7 +360,7 @@ class TfliteSettings:
   num_calibration_examples: int = settings.field(
       200, "Lines used for int8.")
   max_predictions: int = settings.field(
-      20, "Pretrainer: masked positions per sequence.")
+      20, "Pretrainer: masked positions per sequence.", group="model")
   verbose: bool = settings.field(False, "Show the traceback of an error.")
 
 

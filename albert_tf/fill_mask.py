@@ -1,4 +1,4 @@
-"""Fill-mask: what a pretrained checkpoint predicts for each [MASK] in a text.
+r"""Fill-mask: what a pretrained checkpoint predicts for each [MASK] in a text.
 
     python -m albert_tf.fill_mask --checkpoint=demo_output/pretrain \
         --spm_model_file=demo_output/vocab/spm.model \
@@ -16,15 +16,13 @@ import dataclasses
 import os
 from typing import List, Optional
 
-import tensorflow as tf
-
 from albert_tf import features as F
 from albert_tf import settings
-from albert_tf.training import resolution
-from albert_tf.serving.fill_mask_graph import MaskedTextTokenizer, predict_masks
-from albert_tf.training.checkpoints import check_finite, restore_weights
-from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.data.tokenization import MASK_TOKEN, SPM_UNDERLINE
+
+# TensorFlow and what imports it (serving, modeling, checkpoints,
+# resolution) are imported by the functions that run, not here: --help and
+# a flag mistake answer before TF loads.
 
 BATCH_SIZE = 32
 
@@ -46,7 +44,8 @@ class FillMaskArgs:
       "texts).", flag="text", multi=True)
   input_file: Optional[str] = settings.field(
       None, "A UTF-8 file of such texts, one per line.")
-  top_k: int = settings.field(5, "Pieces shown per [MASK].", lower_bound=1)
+  top_k: int = settings.field(5, "Pieces shown per [MASK].", lower_bound=1,
+                              group="output")
   spm_model_file: Optional[str] = settings.field(
       None, "SentencePiece model (default: the tokenizer recorded beside the "
       "checkpoint).")
@@ -65,6 +64,10 @@ def load(checkpoint, albert_config_file=None, spm_model_file=None,
 
   Raises FillMaskError when the checkpoint has no masked_lm_head.
   """
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling.models import AlbertPretrainer
+  from albert_tf.training import resolution
+  from albert_tf.training.checkpoints import check_finite, restore_weights
   config, tokenizer = resolution.resolve_model(
       albert_config_file=albert_config_file, init_checkpoint=checkpoint,
       spm_model_file=spm_model_file, vocab_file=vocab_file,
@@ -87,6 +90,10 @@ def fill_mask(model, tokenizer, texts, top_k=5):
   top_k (piece, id, probability) tuples, most probable first. Raises
   FillMaskError for a text without [MASK] or longer than the model takes.
   """
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from albert_tf.serving.fill_mask_graph import MaskedTextTokenizer
+  from albert_tf.serving.fill_mask_graph import predict_masks
   if top_k < 1:
     raise FillMaskError(f"--top_k must be >= 1, got {top_k}")
   masked = MaskedTextTokenizer(tokenizer)

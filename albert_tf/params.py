@@ -22,7 +22,7 @@ from albert_tf.config import PRESETS, AlbertConfig
 class ParamsSettings:
   """The command line of `python -m albert_tf.params`; fields are flags."""
   json: bool = settings.field(False, "Print {preset: {encoder, pretrainer}} "
-                              "JSON.")
+                              "JSON.", group="output")
   presets: Optional[List[str]] = settings.field(
       None, "Only these presets (comma-separated names of "
       "albert_tf.config.PRESETS; default: all).")

@@ -1,4 +1,4 @@
-"""Fine-tune ALBERT on sentence(-pair) classification or regression.
+r"""Fine-tune ALBERT on sentence(-pair) classification or regression.
 
     python -m albert_tf.run_classifier --task_name=sentiment \
         --data_dir=demo_output/corpus/sentiment --output_dir=demo_output/cls \
@@ -33,13 +33,12 @@ import dataclasses
 from typing import Optional
 
 from albert_tf import settings
-from albert_tf.training import finetuning
-from albert_tf.training import resolution
-from albert_tf.training import runtime
-from albert_tf import tasks
-from albert_tf.data.classifier_data import DataError
-from albert_tf.training.finetuning import FinetuneOptions
-from albert_tf.tasks.classification import read_spec
+from albert_tf.training import options
+from albert_tf.training.options import FinetuneOptions
+
+# TensorFlow and what imports it (finetuning, resolution, runtime, tasks)
+# are imported by the functions that run, not here: --help and a flag
+# mistake answer before TF loads.
 
 
 @dataclasses.dataclass
@@ -75,13 +74,18 @@ def run(**kwargs):
   labelled), "best_step", "num_train_steps", "train_wall_s", "data" (split
   stats), "output_dir".
   """
-  options = ClassifierOptions(**kwargs)
-  finetuning.check_options(options)
-  with runtime.dtype_policy(options.mixed_precision):
-    return _run(options)
+  from albert_tf.training import finetuning, runtime  # pylint: disable=g-import-not-at-top
+  o = ClassifierOptions(**kwargs)
+  finetuning.check_options(o)
+  with runtime.dtype_policy(o.mixed_precision):
+    return _run(o)
 
 
 def _run(o: ClassifierOptions):
+  # pylint: disable=g-import-not-at-top
+  from albert_tf import tasks
+  from albert_tf.tasks.classification import read_spec
+  from albert_tf.training import finetuning, resolution
   strategy = finetuning.strategy(o)
   info = finetuning.recorded_info(o)
   o = dataclasses.replace(
@@ -108,6 +112,7 @@ def _run(o: ClassifierOptions):
 def _evaluate_and_predict(o: ClassifierOptions, task, trainer, chief,
                           best_step):
   """Dev metrics, test predictions (+ metrics) and eval_results.json."""
+  from albert_tf.training import finetuning  # pylint: disable=g-import-not-at-top
   result, eval_results = {}, {}
   if o.do_eval:
     # Training evaluated the best checkpoint already; an eval-only run
@@ -134,6 +139,7 @@ def _evaluate_and_predict(o: ClassifierOptions, task, trainer, chief,
 
 def _validate_splits(o: ClassifierOptions, task):
   """Reads every split the run needs (DataError names file:line)."""
+  from albert_tf.data.classifier_data import DataError  # pylint: disable=g-import-not-at-top
   stats = {}
   for split, wanted, needs_labels in (("train", o.do_train, True),
                                       ("dev", o.do_eval, True),
@@ -147,7 +153,7 @@ def _validate_splits(o: ClassifierOptions, task):
   return stats
 
 
-main = finetuning.main_for(ClassifierOptions, run)
+main = options.main_for(ClassifierOptions, run)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Fine-tune ALBERT on token tagging (NER): People's Daily 1998 or any CoNLL file.
+r"""Fine-tune ALBERT on token tagging (NER): People's Daily 1998 or any CoNLL file.
 
     python -m data_prep.corpora --corpus=peoples_daily_ner \
         --output_dir=demo_output/corpus/ner
@@ -26,7 +26,7 @@ resumes at the last checkpoint. Writes to output_dir:
                          split with the best checkpoint (of the test split
                          when only --do_predict runs); test_* too when
                          test.txt has tags
-  test_predictions.txt   token \\t gold \\t predicted (no gold column when
+  test_predictions.txt   token \t gold \t predicted (no gold column when
                          test.txt has no tags), in test.txt's order and
                          scheme, a blank line between sentences
   test_results.json      the test split's metrics (when it has tags)
@@ -38,13 +38,13 @@ import os
 from typing import Optional
 
 from albert_tf import settings
-from albert_tf.training import finetuning
-from albert_tf.data import conll
-from albert_tf.training import resolution
-from albert_tf.training import runtime
-from albert_tf import tasks
-from albert_tf.training.finetuning import FinetuneOptions
-from albert_tf.tasks.tagging import TASK_NAMES
+from albert_tf.data.conll import TASK_NAMES
+from albert_tf.training import options
+from albert_tf.training.options import FinetuneOptions
+
+# TensorFlow and what imports it (finetuning, resolution, runtime, tasks)
+# are imported by the functions that run, not here: --help and a flag
+# mistake answer before TF loads.
 
 
 @dataclasses.dataclass
@@ -78,17 +78,22 @@ def run(**kwargs):
   labelled), "best_step", "num_train_steps", "train_wall_s", "data" (split
   stats), "output_dir".
   """
-  options = NerOptions(**kwargs)
-  finetuning.check_options(options)
-  if options.task_name not in TASK_NAMES:
+  from albert_tf.data import conll  # pylint: disable=g-import-not-at-top
+  from albert_tf.training import finetuning, runtime  # pylint: disable=g-import-not-at-top
+  o = NerOptions(**kwargs)
+  finetuning.check_options(o)
+  if o.task_name not in TASK_NAMES:
     raise ValueError(f"--task_name must be one of {', '.join(TASK_NAMES)}, "
-                     f"got {options.task_name!r}")
-  conll.canonical_scheme(options.tag_scheme)  # a bad name fails here
-  with runtime.dtype_policy(options.mixed_precision):
-    return _run(options)
+                     f"got {o.task_name!r}")
+  conll.canonical_scheme(o.tag_scheme)  # a bad name fails here
+  with runtime.dtype_policy(o.mixed_precision):
+    return _run(o)
 
 
 def _run(o: NerOptions):
+  # pylint: disable=g-import-not-at-top
+  from albert_tf import tasks
+  from albert_tf.training import finetuning, resolution
   strategy = finetuning.strategy(o)
   info = finetuning.recorded_info(o)
   tagger_info = info if info and info.task == "tagging" else None
@@ -120,6 +125,7 @@ def _run(o: NerOptions):
 
 def _validate_splits(o: NerOptions, task):
   """Reads every split the run needs (DataError names file:line)."""
+  from albert_tf.data import conll  # pylint: disable=g-import-not-at-top
   stats = {}
   for split, wanted, needs_tags in (("train", o.do_train, True),
                                     ("dev", o.do_eval, True),
@@ -161,7 +167,7 @@ def _evaluate_and_predict(o: NerOptions, task, trainer, chief, best_step):
   return result
 
 
-main = finetuning.main_for(NerOptions, run)
+main = options.main_for(NerOptions, run)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ resumed run does not replay the batches it already trained on.
 """
 
 import dataclasses
+import importlib
 import json
 import os
 from typing import Dict, Optional, Sequence
@@ -36,28 +37,39 @@ from absl import flags
 from absl import logging
 
 import albert_tf  # noqa: F401  (sets KERAS_BACKEND before keras is imported)
-import keras
-import tensorflow as tf
 
 from albert_tf import settings
-from albert_tf.data import corrupt_records
-from albert_tf.data import input_timeout
-from albert_tf.data import record_checks
-from albert_tf.training import optimization
-from albert_tf.training import output_dir
-from albert_tf.training import resolution
-from albert_tf.training import runtime
-from albert_tf import tasks
-from albert_tf.training.runtime import PRECISIONS
-from albert_tf.training.callbacks import write_scalars
-from albert_tf.training.trainer import Trainer, TrainerSettings
+from albert_tf.training import options
+from albert_tf.training.options import PRECISIONS
+
+# TensorFlow, Keras and what imports them are imported by the functions
+# that run, not here: --help and a flag mistake answer before TF loads.
+# The modules this file imported at its top before are still its
+# attributes (`run_pretraining.optimization`), loaded on first use.
+_LAZY_MODULES = {
+    "keras": "keras", "tf": "tensorflow",
+    "corrupt_records": "albert_tf.data.corrupt_records",
+    "input_timeout": "albert_tf.data.input_timeout",
+    "record_checks": "albert_tf.data.record_checks",
+    "optimization": "albert_tf.training.optimization",
+    "output_dir": "albert_tf.training.output_dir",
+    "resolution": "albert_tf.training.resolution",
+    "runtime": "albert_tf.training.runtime",
+    "tasks": "albert_tf.tasks",
+}
+
+
+def __getattr__(name):
+  if name in _LAZY_MODULES:
+    return importlib.import_module(_LAZY_MODULES[name])
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclasses.dataclass
-class Params(runtime.StrategySettings):
+class Params(options.StrategySettings):
   """The settings `run` reads; the fields are the command-line flags (the
   original run_pretraining.py names and defaults, then the TF2 ones; the
-  strategy and original TPU flags come from runtime.StrategySettings)."""
+  strategy and original TPU flags come from options.StrategySettings)."""
   # --- as in google-research/albert run_pretraining.py
   albert_config_file: Optional[str] = settings.field(
       None, "albert_config.json of the model to train.")
@@ -91,7 +103,7 @@ class Params(runtime.StrategySettings):
   max_predictions_per_seq: int = settings.field(
       20, "Must match the TFRecords.")
   optimizer: str = settings.field("lamb", "Optimizer.",
-                                  choices=list(optimization.OPTIMIZERS))
+                                  choices=list(options.OPTIMIZERS))
   learning_rate: float = settings.field(0.00176, "Peak learning rate.")
   poly_power: float = settings.field(1.0, "Power of the polynomial decay.")
   num_train_steps: int = settings.field(125000, "Training steps.")
@@ -114,7 +126,8 @@ class Params(runtime.StrategySettings):
       "settings (deletes that run's checkpoints, logs, events and results; "
       "other files there stay).")
   jit_compile: bool = settings.field(False, "XLA-compile the train step.")
-  seed: int = settings.field(12345, "Initialisation and shuffling seed.")
+  seed: int = settings.field(12345, "Initialisation and shuffling seed.",
+                             group="training")
   log_steps: int = settings.field(
       100, "Log metrics every this many steps (rounded up to a multiple of "
       "the steps per call).")
@@ -176,10 +189,15 @@ def _check_params(p: Params):
                "keep_checkpoint_max", "max_eval_steps"):
     if getattr(p, name) <= 0:
       raise ValueError(f"--{name} must be positive, got {getattr(p, name)}")
+  from albert_tf.training import runtime  # pylint: disable=g-import-not-at-top
   runtime.canonical_precision(p.mixed_precision)
 
 
-def trainer_settings(p: Params) -> TrainerSettings:
+def trainer_settings(p: Params):
+  """The trainer.TrainerSettings of the flags."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.training import optimization
+  from albert_tf.training.trainer import TrainerSettings
   return TrainerSettings(
       output_dir=p.output_dir, num_train_steps=p.num_train_steps,
       train_batch_size=p.train_batch_size,
@@ -211,6 +229,7 @@ def run(p: Params) -> Dict[str, float]:
   The global Keras dtype policy is restored on return.
   """
   _check_params(p)
+  from albert_tf.training import runtime  # pylint: disable=g-import-not-at-top
   with runtime.dtype_policy(p.mixed_precision):
     return _run(p)
 
@@ -219,6 +238,16 @@ def _run(p: Params) -> Dict[str, float]:
   """The recipe, top to bottom: strategy -> config and tokenizer -> the
   records -> the output_dir (checked, then claimed) -> task -> trainer.
   Nothing is written before every check has passed."""
+  # pylint: disable=g-import-not-at-top
+  import keras
+  import tensorflow as tf
+  from albert_tf import tasks
+  from albert_tf.data import corrupt_records
+  from albert_tf.training import output_dir
+  from albert_tf.training import resolution
+  from albert_tf.training import runtime
+  from albert_tf.training.callbacks import write_scalars
+  from albert_tf.training.trainer import Trainer
   strategy = runtime.strategy_from_flags(
       p.distribution_strategy, p.tpu, p.num_gpus, p.use_tpu, p.tpu_name,
       p.tpu_zone, p.gcp_project, p.num_tpu_cores)
@@ -288,12 +317,17 @@ def _check_inputs(p: Params):
   error naming the file. Returns (train_files, eval_files, skipped-records
   report or None).
   """
+  from albert_tf.data import input_timeout  # pylint: disable=g-import-not-at-top
   return input_timeout.with_input_timeout(
       lambda progress: _read_inputs(p, progress), p.input_timeout_secs)
 
 
 def _read_inputs(p: Params, progress):
   """_check_inputs' reads; progress(what) names the one that may block."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.data import corrupt_records
+  from albert_tf.data import record_checks
+  from albert_tf.training import output_dir
   progress(f"the input files ({p.input_file or p.eval_input_file})")
   eval_flag = "--eval_input_file" if p.eval_input_file else "--input_file"
   train_files = record_checks.expand_input_files(p.input_file) if (

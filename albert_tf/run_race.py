@@ -1,7 +1,7 @@
-"""Fine-tune ALBERT on multiple-choice reading comprehension: RACE.
+r"""Fine-tune ALBERT on multiple-choice reading comprehension: RACE.
 
-    python -m albert_tf.run_race --data_dir=data/RACE --output_dir=out/race \\
-        --init_checkpoint=albert_base --spm_model_file=albert_base/spm.model \\
+    python -m albert_tf.run_race --data_dir=data/RACE --output_dir=out/race \
+        --init_checkpoint=albert_base --spm_model_file=albert_base/spm.model \
         --do_train --do_eval
 
 data_dir is RACE's own tree, RACE/{train,dev,test}/{middle,high}/*.txt (one
@@ -27,13 +27,13 @@ from typing import Optional
 from absl import logging
 
 from albert_tf import settings
-from albert_tf import tasks
-from albert_tf.data import race
-from albert_tf.tasks.multiple_choice import TASK_NAMES
-from albert_tf.training import finetuning
-from albert_tf.training import resolution
-from albert_tf.training import runtime
-from albert_tf.training.finetuning import FinetuneOptions
+from albert_tf.data.race import TASK_NAMES
+from albert_tf.training import options
+from albert_tf.training.options import FinetuneOptions
+
+# TensorFlow and what imports it (finetuning, resolution, runtime, tasks)
+# are imported by the functions that run, not here: --help and a flag
+# mistake answer before TF loads.
 
 
 @dataclasses.dataclass
@@ -65,13 +65,18 @@ def run(**kwargs):
   labelled), "best_step", "num_train_steps", "train_wall_s", "data" (split
   stats), "output_dir".
   """
-  options = RaceOptions(**kwargs)
-  finetuning.check_options(options)
-  with runtime.dtype_policy(options.mixed_precision):
-    return _run(options)
+  from albert_tf.training import finetuning, runtime  # pylint: disable=g-import-not-at-top
+  o = RaceOptions(**kwargs)
+  finetuning.check_options(o)
+  with runtime.dtype_policy(o.mixed_precision):
+    return _run(o)
 
 
 def _run(o: RaceOptions):
+  # pylint: disable=g-import-not-at-top
+  from albert_tf import tasks
+  from albert_tf.data import race
+  from albert_tf.training import finetuning, resolution
   strategy = finetuning.strategy(o)
   info = finetuning.recorded_info(o)
   o = dataclasses.replace(
@@ -107,7 +112,7 @@ def _run(o: RaceOptions):
           o, task, trainer, chief, best_step))
 
 
-main = finetuning.main_for(RaceOptions, run)
+main = options.main_for(RaceOptions, run)
 
 
 if __name__ == "__main__":

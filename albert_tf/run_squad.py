@@ -1,8 +1,8 @@
-"""Fine-tune ALBERT on span question answering: SQuAD v1.1/v2.0, CMRC 2018, DRCD.
+r"""Fine-tune ALBERT on span question answering: SQuAD v1.1/v2.0, CMRC 2018, DRCD.
 
-    python -m albert_tf.run_squad --train_file=train-v1.1.json \\
-        --predict_file=dev-v1.1.json --output_dir=out/squad \\
-        --init_checkpoint=albert_base --spm_model_file=albert_base/spm.model \\
+    python -m albert_tf.run_squad --train_file=train-v1.1.json \
+        --predict_file=dev-v1.1.json --output_dir=out/squad \
+        --init_checkpoint=albert_base --spm_model_file=albert_base/spm.model \
         --do_train --do_predict
     # v2.0: --version_2_with_negative; CMRC 2018 / DRCD: --task_name=cmrc2018
 
@@ -37,13 +37,13 @@ from typing import Optional
 from absl import logging
 
 from albert_tf import settings
-from albert_tf import tasks
-from albert_tf.data import squad
-from albert_tf.tasks.span_qa import TASK_NAMES
-from albert_tf.training import finetuning
-from albert_tf.training import resolution
-from albert_tf.training import runtime
-from albert_tf.training.finetuning import FinetuneOptions
+from albert_tf.data.squad_metrics import TASK_NAMES
+from albert_tf.training import options
+from albert_tf.training.options import FinetuneOptions
+
+# TensorFlow and what imports it (finetuning, resolution, runtime, tasks)
+# are imported by the functions that run, not here: --help and a flag
+# mistake answer before TF loads.
 
 # --data_dir's files when --train_file / --predict_file are not given.
 TRAIN_JSON, DEV_JSON = "train.json", "dev.json"
@@ -77,14 +77,16 @@ class SquadOptions(FinetuneOptions):
       None, "Question pieces kept; longer questions are cut and counted "
       f"(default: as the model was fine-tuned, else {MAX_QUERY_LENGTH}).",
       lower_bound=1)
+  # How the predictions are read from the logits.
   n_best_size: int = settings.field(
       20, "Answers kept per question in nbest_predictions.json.",
-      lower_bound=1)
+      lower_bound=1, group="output")
   max_answer_length: int = settings.field(
-      30, "Longest answer, in pieces.", lower_bound=1)
-  start_n_top: int = settings.field(5, "v2: start beams.", lower_bound=1)
+      30, "Longest answer, in pieces.", lower_bound=1, group="output")
+  start_n_top: int = settings.field(5, "v2: start beams.", lower_bound=1,
+                                    group="output")
   end_n_top: int = settings.field(5, "v2: end beams per start.",
-                                  lower_bound=1)
+                                  lower_bound=1, group="output")
 
 
 def run(**kwargs):
@@ -95,10 +97,11 @@ def run(**kwargs):
   checkpoint), "test" (the same from --do_predict), "best_step",
   "num_train_steps", "train_wall_s", "data" (file stats), "output_dir".
   """
-  options = SquadOptions(**kwargs)
-  finetuning.check_options(options)
-  with runtime.dtype_policy(options.mixed_precision):
-    return _run(options)
+  from albert_tf.training import finetuning, runtime  # pylint: disable=g-import-not-at-top
+  o = SquadOptions(**kwargs)
+  finetuning.check_options(o)
+  with runtime.dtype_policy(o.mixed_precision):
+    return _run(o)
 
 
 def _files(o: SquadOptions):
@@ -110,6 +113,10 @@ def _files(o: SquadOptions):
 
 
 def _run(o: SquadOptions):
+  # pylint: disable=g-import-not-at-top
+  from albert_tf import tasks
+  from albert_tf.data import squad
+  from albert_tf.training import finetuning, resolution
   strategy = finetuning.strategy(o)
   info = finetuning.recorded_info(o)
   mine = info if info and info.task == "span_qa" else None
@@ -168,7 +175,7 @@ def _run(o: SquadOptions):
           o, task, trainer, chief, best_step))
 
 
-main = finetuning.main_for(SquadOptions, run)
+main = options.main_for(SquadOptions, run)
 
 
 if __name__ == "__main__":

@@ -35,16 +35,49 @@ imports this.
 
 import dataclasses
 import typing
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 
 # The flags defined here belong to the module that calls define_flags, as if
 # it had called DEFINE_* itself: a command's flags are its key flags, listed
-# under its name by --help and --helpshort.
+# under its name by --helpfull.
 flags.disclaim_key_flags()
 
 _KEY = "albert_tf.settings"
+
+# The purposes --help groups flags by, in its order.
+GROUPS = ("data", "model", "training", "output", "distribution", "runtime")
+
+# The group of a flag name whose purpose is the same in every command; any
+# other name is "data" (what is read and how it becomes examples) unless its
+# field says `group=`.
+_GROUP_OF_NAME = {
+    **dict.fromkeys(("preset", "presets", "albert_config_file",
+                     "init_checkpoint", "checkpoint", "spm_model_file",
+                     "vocab_file", "vocab_size", "do_lower_case", "model",
+                     "num_labels"), "model"),
+    **dict.fromkeys(("do_train", "do_eval", "do_predict", "learning_rate",
+                     "train_batch_size", "eval_batch_size",
+                     "predict_batch_size", "num_train_epochs", "train_step",
+                     "num_train_steps", "warmup_step", "num_warmup_steps",
+                     "warmup_proportion", "optimizer", "weight_decay",
+                     "poly_power", "classifier_dropout", "eval_every_steps",
+                     "eval_every_checkpoint", "max_eval_steps"), "training"),
+    **dict.fromkeys(("output_dir", "output_file", "output", "export_dir",
+                     "model_prefix", "overwrite", "version", "num_shards",
+                     "keep_checkpoint_max", "save_checkpoints_steps",
+                     "log_steps", "log_every_steps"), "output"),
+    **dict.fromkeys(("distribution_strategy", "tpu", "num_gpus", "use_tpu",
+                     "tpu_name", "tpu_zone", "gcp_project", "num_tpu_cores"),
+                    "distribution"),
+    **dict.fromkeys(("mixed_precision", "jit_compile", "iterations_per_loop",
+                     "num_threads", "input_timeout_secs",
+                     "progress_interval_secs", "verbose"), "runtime"),
+}
+
+# (flag_values, class) for every define_flags call: what --help lists.
+_DEFINED: List[Tuple[flags.FlagValues, type]] = []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,10 +91,11 @@ class FlagSpec:
   lower_bound: Optional[float] = None
   upper_bound: Optional[float] = None
   multi: bool = False
+  group: Optional[str] = None
 
 
 def field(default, help, *, choices=None, required=False, flag=None,  # pylint: disable=redefined-builtin
-          lower_bound=None, upper_bound=None, multi=False):
+          lower_bound=None, upper_bound=None, multi=False, group=None):
   """A dataclass field that is also an absl flag.
 
   Args:
@@ -75,11 +109,18 @@ def field(default, help, *, choices=None, required=False, flag=None,  # pylint: 
     upper_bound: greatest value of an int or float flag.
     multi: a List[str] field taken from a repeated flag (--text=a --text=b)
       instead of one comma-separated value.
+    group: the purpose --help lists the flag under, one of GROUPS
+      (default: `default_group` of the flag name).
   Returns:
     A dataclasses.field; a mutable default (a list) is copied per instance.
+  Raises:
+    ValueError: a group not in GROUPS, a required field with a default.
   """
+  if group is not None and group not in GROUPS:
+    raise ValueError(f"settings.field(group={group!r}): must be one of "
+                     f"{', '.join(GROUPS)}")
   spec = FlagSpec(default, help, tuple(choices) if choices else None,
-                  required, flag, lower_bound, upper_bound, multi)
+                  required, flag, lower_bound, upper_bound, multi, group)
   metadata = {_KEY: spec}
   if required:
     if default is not None:
@@ -102,6 +143,16 @@ def flag_name(f: dataclasses.Field) -> str:
   return spec(f).flag or f.name
 
 
+def default_group(name: str) -> str:
+  """The group of flag `name` when its field gives none."""
+  return _GROUP_OF_NAME.get(name, "data")
+
+
+def group_of(f: dataclasses.Field) -> str:
+  """The group --help lists a field's flag under."""
+  return spec(f).group or default_group(flag_name(f))
+
+
 def flag_fields(cls) -> List[dataclasses.Field]:
   """The fields of `cls` that are flags (made with `field`)."""
   return [f for f in dataclasses.fields(cls) if spec(f) is not None]
@@ -119,9 +170,10 @@ def _base_type(annotation):
 def define_flags(cls, flag_values=flags.FLAGS, group=None):
   """Defines one absl flag per `field` of dataclass `cls` on flag_values.
 
-  group: the module name the flags are listed under in --help (absl groups
-  flags by module); default: the caller's module, so flags defined from a
-  command's `__main__` block are that command's key flags (--helpshort).
+  group: the module name the flags are listed under in --helpfull (absl
+  groups flags by module; a field's purpose is its `field(group=)`);
+  default: the caller's module, so flags defined from a command's
+  `__main__` block are that command's key flags. `flag_groups` lists them.
   Raises TypeError naming the field whose annotation has no flag kind.
   """
   hints = typing.get_type_hints(cls)
@@ -149,6 +201,24 @@ def define_flags(cls, flag_values=flags.FLAGS, group=None):
       raise TypeError(f"{where}: no flag kind for the annotation "
                       f"{hints[f.name]!r} (str, int, float, bool, List[str], "
                       "or Optional of one)")
+  _DEFINED.append((flag_values, cls))
+
+
+def flag_groups(flag_values=flags.FLAGS
+                ) -> Dict[str, List[Tuple[str, FlagSpec]]]:
+  """{group: [(flag name, FlagSpec)]} of the classes define_flags defined
+  on flag_values: groups in GROUPS order (none empty), flags in field
+  order. Empty when define_flags defined none there."""
+  by_group = {name: [] for name in GROUPS}
+  seen = set()
+  for values, cls in _DEFINED:
+    if values is not flag_values:
+      continue
+    for f in flag_fields(cls):
+      if flag_name(f) not in seen:
+        seen.add(flag_name(f))
+        by_group[group_of(f)].append((flag_name(f), spec(f)))
+  return {name: listed for name, listed in by_group.items() if listed}
 
 
 def from_flags(cls, flag_values=flags.FLAGS, **overrides):

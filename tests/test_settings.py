@@ -95,19 +95,35 @@ def test_every_flag_of_a_command_is_a_field_of_its_settings(module_name,
 
 
 def test_help_lists_the_fields_as_the_commands_own_flags():
-  # --helpshort shows only the flags of the module run: the settings' ones
-  # are the command's, not albert_tf.settings'. Help asked for exits 0.
-  proc = subprocess.run(
-      [sys.executable, "-m", "albert_tf.params", "--helpshort"],
+  # --helpshort shows the fields of the command's settings class, by
+  # group; --helpfull lists them under the command's module (absl's key
+  # flags), not albert_tf.settings'. Help asked for exits 0.
+  short, full = (subprocess.run(
+      [sys.executable, "-m", "albert_tf.params", flag],
       cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
       capture_output=True, text=True, timeout=120, check=False)
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  lines = proc.stdout.splitlines()
+                 for flag in ("--helpshort", "--helpfull"))
+  assert (short.returncode, full.returncode) == (0, 0), short.stderr[-2000:]
+  lines = short.stdout.splitlines()
   assert lines[0] == ("Parameter table of the presets: `python -m "
                       "albert_tf.params [--json]`.")
+  start = lines.index("Flags by purpose (--helpfull lists every flag, "
+                      "absl's too):")
+  assert lines[start + 1:] == [
+      "", "Model flags:",
+      "  --presets: Only these presets (comma-separated names of",
+      "      albert_tf.config.PRESETS; default: all).",
+      "", "Output flags:",
+      "  --[no]json: Print {preset: {encoder, pretrainer}} JSON. "
+      "(default: false)",
+      "", "Runtime flags:",
+      "  --[no]verbose: Show the traceback of an error. (default: false)"]
+  lines = full.stdout.splitlines()
   start = lines.index(str(REPO / "albert_tf" / "params.py") + ":")
-  assert [l.split(":")[0] for l in lines[start + 1:] if l.startswith("  --")] == [
-      "  --[no]json", "  --presets", "  --[no]verbose"]
+  end = lines.index("absl.app:")
+  assert [l.split(":")[0] for l in lines[start + 1:end]
+          if l.startswith("  --")] == [
+              "  --[no]json", "  --presets", "  --[no]verbose"]
 
 
 @pytest.mark.parametrize("module_name", sorted(COMMANDS))
@@ -147,6 +163,18 @@ def test_the_contract_values_of_the_training_commands():
             "num_tpu_cores", "save_checkpoints_steps"} <= names
   with pytest.raises(TypeError, match="task_name"):
     run_classifier.ClassifierOptions(data_dir="d", output_dir="o")  # pylint: disable=missing-kwoa
+
+
+def test_the_old_import_places_still_work():
+  """Names that moved to TF-free modules, so that a command parses its
+  flags before TF loads, are still found where other code imports them."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf import convert_checkpoint, converters
+  from albert_tf.training import finetuning, options
+  assert finetuning.FinetuneOptions is options.FinetuneOptions
+  assert convert_checkpoint.read_tf1_checkpoint is (
+      converters.tf1.read_tf1_checkpoint)
+  assert tuple(converters.READERS) == converters.SOURCES
 
 
 # ------------------------------------------------------------ settings.py

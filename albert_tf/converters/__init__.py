@@ -8,16 +8,18 @@ into the original google-research names and loaded by original.py; keras-hub
 is copied directly (keras_hub.py).
 """
 
-from albert_tf.converters import huggingface
-from albert_tf.converters import keras_hub
-from albert_tf.converters import original
-from albert_tf.converters import tf1
+import importlib
+
+# --source values of convert_checkpoint, without loading the readers (TF):
+# the command parses its flags first. READERS (below) has one entry each.
+SOURCES = ("original", "brightmart", "huggingface", "keras_hub")
 
 
 def _via_original_names(read):
   """A reader returning original names -> a READERS entry (loads the model)."""
 
   def load(checkpoint, albert_config_file):
+    from albert_tf.converters import original  # pylint: disable=g-import-not-at-top
     return original.load_original_names(
         checkpoint, *read(checkpoint, albert_config_file))
 
@@ -25,10 +27,28 @@ def _via_original_names(read):
   return load
 
 
-READERS = {
-    "original": _via_original_names(tf1.read_original),
-    "brightmart": _via_original_names(tf1.read_brightmart),
-    "huggingface": _via_original_names(huggingface.read_source),
-    "keras_hub": keras_hub.load_source,
-}
-SOURCES = tuple(READERS)
+def _readers():
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.converters import huggingface
+  from albert_tf.converters import keras_hub
+  from albert_tf.converters import tf1
+  readers = {
+      "original": _via_original_names(tf1.read_original),
+      "brightmart": _via_original_names(tf1.read_brightmart),
+      "huggingface": _via_original_names(huggingface.read_source),
+      "keras_hub": keras_hub.load_source,
+  }
+  assert tuple(readers) == SOURCES
+  return readers
+
+
+def __getattr__(name):
+  # PEP 562: READERS and the reader modules load TF, on first use only.
+  if name == "READERS":
+    globals()["READERS"] = _readers()
+    return globals()["READERS"]
+  if name in ("brightmart", "huggingface", "keras_hub", "keras_hub_interop",
+              "original", "tf1"):
+    return importlib.import_module(f"albert_tf.converters.{name}")
+  raise AttributeError(f"module 'albert_tf.converters' has no attribute "
+                       f"{name!r}")

@@ -30,7 +30,10 @@ import re
 from typing import List, Optional, Sequence, Tuple
 
 from absl import logging
-from seqeval.metrics.sequence_labeling import get_entities
+
+# run_ner's --task_name values: the corpus data_prep.corpora writes
+# (People's Daily BIO files), and any CoNLL files.
+TASK_NAMES = ("peoples_daily_ner", "conll")
 
 SCHEMES = ("BIO", "IOB1", "BIOES", "BMES")
 _SCHEME_ALIASES = {"BIO": "BIO", "IOB2": "BIO", "IOB": "BIO", "IOB1": "IOB1",
@@ -186,6 +189,9 @@ def spans(tags: Sequence[str], scheme: str, strict: bool = True
   # scheme read the same either way.
   plain = ["O" if p == "O" else f"{'I' if p == 'M' else p}-{k}"
            for p, k in parsed]
+  # Here, not at the top: seqeval loads scikit-learn (2 s), which
+  # run_ner --help, reading TASK_NAMES, has no need of.
+  from seqeval.metrics.sequence_labeling import get_entities  # pylint: disable=g-import-not-at-top
   return [(kind, start, end + 1) for kind, start, end in get_entities(plain)]
 
 

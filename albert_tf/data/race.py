@@ -40,6 +40,9 @@ import numpy as np
 
 from albert_tf import features as F
 
+# run_race's --task_name values.
+TASK_NAMES = ("race",)
+
 SPLITS = ("train", "dev", "test")
 LEVELS = ("middle", "high")          # the original's reading order
 LETTERS = "ABCD"

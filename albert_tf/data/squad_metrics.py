@@ -42,6 +42,11 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 from absl import logging
 
+# run_squad's --task_name values: how predictions are scored, by SQuAD's
+# evaluation or by CMRC 2018's (DRCD is scored the CMRC way, as the CLUE
+# baselines do).
+TASK_NAMES = ("squad", "cmrc2018", "drcd")
+
 
 class MetricsError(ValueError):
   """Gold answers or predictions that cannot be scored; names the question."""

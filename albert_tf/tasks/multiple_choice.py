@@ -35,7 +35,6 @@ from albert_tf.tasks import record as record_lib
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
 
 PREDICTIONS_FILE = "test_predictions.tsv"
-TASK_NAMES = ("race",)
 
 
 class MultipleChoiceTask(Task):
@@ -51,8 +50,9 @@ class MultipleChoiceTask(Task):
                eval_batch_size: int = 8, classifier_dropout: float = 0.1,
                seed: int = 12345, max_train_examples: int = 0,
                max_eval_examples: int = 0):
-    if task_name not in TASK_NAMES:
-      raise ValueError(f"--task_name must be one of {', '.join(TASK_NAMES)}, "
+    if task_name not in race.TASK_NAMES:
+      raise ValueError(f"--task_name must be one of "
+                       f"{', '.join(race.TASK_NAMES)}, "
                        f"got {task_name!r}")
     self.task_name = task_name
     self.tokenizer = tokenizer

@@ -40,9 +40,6 @@ from albert_tf.tasks.base import Task, batched_outputs, step_indexed_inputs
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
 NULL_ODDS_FILE = "null_odds.json"
-# --task_name values: SQuAD's evaluation, or CMRC 2018's (DRCD is scored
-# the CMRC way, as the CLUE baselines do).
-TASK_NAMES = ("squad", "cmrc2018", "drcd")
 
 
 class SpanQATask(Task):
@@ -66,8 +63,9 @@ class SpanQATask(Task):
                end_n_top: int = 5, eval_batch_size: int = 64,
                classifier_dropout: float = 0.1, seed: int = 12345,
                max_train_examples: int = 0, max_eval_examples: int = 0):
-    if task_name not in TASK_NAMES:
-      raise ValueError(f"--task_name must be one of {', '.join(TASK_NAMES)}, "
+    if task_name not in squad_metrics.TASK_NAMES:
+      raise ValueError(f"--task_name must be one of "
+                       f"{', '.join(squad_metrics.TASK_NAMES)}, "
                        f"got {task_name!r}")
     self.task_name = task_name
     self.tokenizer = tokenizer

@@ -37,9 +37,6 @@ from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
 
 PREDICTIONS_FILE = "test_predictions.txt"
 SPLIT_FILES = {"train": "train.txt", "dev": "dev.txt", "test": "test.txt"}
-# Task names run_ner accepts: the corpus data_prep.corpora writes, and any
-# CoNLL files.
-TASK_NAMES = ("peoples_daily_ner", "conll")
 
 
 class TaggingTask(Task):
@@ -62,8 +59,9 @@ class TaggingTask(Task):
                classifier_dropout: float = 0.1, seed: int = 12345,
                max_train_examples: int = 0, max_eval_examples: int = 0,
                strict_tags: bool = False):
-    if task_name not in TASK_NAMES:
-      raise ValueError(f"--task_name must be one of {', '.join(TASK_NAMES)}, "
+    if task_name not in conll.TASK_NAMES:
+      raise ValueError(f"--task_name must be one of "
+                       f"{', '.join(conll.TASK_NAMES)}, "
                        f"got {task_name!r}")
     self.task_name = task_name
     self.tokenizer = tokenizer

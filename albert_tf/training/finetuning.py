@@ -2,11 +2,12 @@
 
 run_classifier (sentences and pairs) and run_ner (token tagging) take the
 same training, checkpoint, strategy and precision flags, with the same
-meaning; this module defines them once. Each CLI adds its task's flags and
-builds its task (`albert_tf.tasks`); the trainer does the rest.
+meaning; `options.FinetuneOptions` defines them once (without TF, so a
+CLI parses its flags before TF loads; it and `main_for` are importable
+from here as before). Each CLI adds its task's flags and builds its task
+(`albert_tf.tasks`); the trainer does the rest.
 """
 
-import dataclasses
 import json
 import os
 import shutil
@@ -17,89 +18,14 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from albert_tf import settings
 from albert_tf.data.tokenization import write_synced
 from albert_tf.tasks import record
 from albert_tf.training import checkpoints
 from albert_tf.training import output_dir
 from albert_tf.training import resolution
 from albert_tf.training import runtime
+from albert_tf.training.options import FinetuneOptions, main_for  # noqa: F401  pylint: disable=unused-import
 from albert_tf.training.trainer import Trainer, TrainerSettings
-
-
-@dataclasses.dataclass
-class FinetuneOptions(runtime.StrategySettings):
-  """The flags every fine-tuning CLI has; the fields define them.
-
-  task_name and data_dir are redeclared by each CLI, with what they mean
-  for it; the strategy and original TPU flags are runtime.StrategySettings'.
-  None for --do_lower_case and --max_seq_length means: as the model was
-  fine-tuned (recorded beside --init_checkpoint), else true and 128.
-  """
-  task_name: str = settings.field(None, "The task.", required=True)
-  data_dir: str = settings.field(None, "The task's data directory.",
-                                 required=True)
-  output_dir: str = settings.field(None, "Where checkpoints and results go.",
-                                   required=True)
-  init_checkpoint: Optional[str] = settings.field(
-      None, "Checkpoint (file prefix or directory) in the project layout; "
-      "see convert_checkpoint.")
-  preset: Optional[str] = settings.field(
-      None, "Model preset, e.g. albert_tiny_zh.")
-  albert_config_file: Optional[str] = settings.field(
-      None, "albert_config.json.")
-  spm_model_file: Optional[str] = settings.field(None, "SentencePiece model.")
-  vocab_file: Optional[str] = settings.field(None, "WordPiece vocab.txt.")
-  do_lower_case: Optional[bool] = settings.field(
-      None, "Lowercase input text (default: as the model was fine-tuned, "
-      "else true).")
-  max_seq_length: Optional[int] = settings.field(
-      None, "Tokens per example incl. [CLS]/[SEP]; longer inputs are "
-      "truncated and counted (default: as the model was fine-tuned, else "
-      "128).")
-  train_batch_size: int = settings.field(32, "Training batch size.")
-  eval_batch_size: int = settings.field(64, "Eval/predict batch size.")
-  learning_rate: float = settings.field(5e-5, "Peak AdamW learning rate.")
-  num_train_epochs: float = settings.field(3.0, "Epochs (if --train_step=0).")
-  train_step: int = settings.field(0, "Training steps; overrides epochs.")
-  warmup_step: int = settings.field(
-      -1, "Warmup steps; -1: --warmup_proportion of training.")
-  warmup_proportion: float = settings.field(
-      0.1, "Fraction of the training steps that warm up the learning rate, "
-      "when --warmup_step is -1 (the original run_squad's flag).")
-  optimizer: str = settings.field("adamw", "Optimizer.",
-                                  choices=["adamw", "lamb"])
-  weight_decay: float = settings.field(0.01, "Decoupled weight decay.")
-  classifier_dropout: float = settings.field(
-      0.1, "Dropout before the classifier.")
-  do_train: bool = settings.field(False, "Fine-tune on the train split.")
-  do_eval: bool = settings.field(False, "Evaluate on the dev split.")
-  do_predict: bool = settings.field(False, "Predict the test split.")
-  eval_every_steps: int = settings.field(
-      0, "Eval and checkpoint interval; 0: every epoch.")
-  keep_checkpoint_max: int = settings.field(
-      2, "Latest checkpoints kept (the best one is kept apart, in "
-      "output_dir/best/).")
-  log_every_steps: int = settings.field(20, "Log the loss every N steps.")
-  iterations_per_loop: int = settings.field(
-      10, "Training steps per tf.function call (Keras steps_per_execution).")
-  max_train_examples: int = settings.field(
-      0, "Use the first N train examples.")
-  max_eval_examples: int = settings.field(0, "Use the first N dev examples.")
-  seed: int = settings.field(12345, "Random seed.")
-  mixed_precision: str = settings.field(
-      "none", "none|bfloat16|float16 (Keras policy names accepted).")
-  jit_compile: bool = settings.field(False, "XLA-compile the train step.")
-  overwrite: bool = settings.field(
-      False, "Start over in an --output_dir that holds a run with other "
-      "settings (deletes that run's checkpoints, logs, events and results; "
-      "other files there stay).")
-  predict_batch_size: int = settings.field(
-      0, "Batch for --do_predict (original name; 0: --eval_batch_size).")
-  save_checkpoints_steps: int = settings.field(
-      0, "Original name of --eval_every_steps (a checkpoint and an eval "
-      "every N).")
-  verbose: bool = settings.field(False, "Show the traceback of an error.")
 
 
 def check_options(o: FinetuneOptions) -> None:
@@ -280,14 +206,3 @@ def write_eval_results(directory: str, results: dict) -> None:
   path = os.path.join(directory, "eval_results.json")
   write_synced(path + ".tmp", json.dumps(results, indent=2).encode("utf-8"))
   os.replace(path + ".tmp", path)
-
-
-def main_for(options_class, run: Callable) -> Callable:
-  """The absl main of a fine-tuning CLI: its flags (the option fields) into
-  run(**options); the result, without the split stats, printed as JSON."""
-  def main(argv):
-    del argv
-    result = run(**dataclasses.asdict(settings.from_flags(options_class)))
-    print(json.dumps({k: v for k, v in result.items() if k != "data"},
-                     default=str), flush=True)
-  return main

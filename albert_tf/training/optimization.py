@@ -22,12 +22,13 @@ from typing import List
 import keras
 import tensorflow as tf
 
+from albert_tf.training.options import OPTIMIZERS
+
 BETA_1 = 0.9
 BETA_2 = 0.999
 EPSILON = 1e-6
 WEIGHT_DECAY = 0.01
 GLOBAL_CLIPNORM = 1.0
-OPTIMIZERS = ("lamb", "adamw")
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

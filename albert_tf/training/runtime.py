@@ -3,19 +3,19 @@
 * `canonical_precision` / `dtype_policy`: --mixed_precision takes
   none|bfloat16|float16 everywhere; the Keras policy names (float32,
   mixed_bfloat16, mixed_float16) are accepted as aliases.
-* `make_strategy` / `is_chief`: --distribution_strategy; `StrategySettings`
-  defines that flag, --tpu, --num_gpus and the original TPU flags once for
-  the training commands.
+* `make_strategy` / `is_chief`: --distribution_strategy
+  (`options.StrategySettings` defines that flag, --tpu, --num_gpus and the
+  original TPU flags once for the training commands, without TF).
 """
 
 import contextlib
-import dataclasses
 from typing import Optional
 
 import keras
 import tensorflow as tf
 
-from albert_tf import settings
+from albert_tf.training.options import PRECISIONS
+from albert_tf.training.options import STRATEGIES
 
 
 class RunConfigError(ValueError):
@@ -23,7 +23,6 @@ class RunConfigError(ValueError):
 
 
 # ------------------------------------------------------------ precision
-PRECISIONS = ("none", "bfloat16", "float16")
 _PRECISION_ALIASES = {"": "none", "float32": "none",
                       "mixed_bfloat16": "bfloat16",
                       "mixed_float16": "float16"}
@@ -53,30 +52,8 @@ def dtype_policy(precision: Optional[str]):
 
 
 # ------------------------------------------------------------ strategy
-STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored",
-              "tpu")
-
-
-@dataclasses.dataclass
-class StrategySettings:
-  """The strategy flags of the training commands (a settings base class),
-  with the original scripts' TPU flags mapped onto the TPU strategy."""
-  distribution_strategy: str = settings.field(
-      "default", "tf.distribute strategy; multi_worker_mirrored reads "
-      "TF_CONFIG.", choices=STRATEGIES)
-  tpu: Optional[str] = settings.field(
-      None, "TPU address or name for --distribution_strategy=tpu ('' = "
-      "local).")
-  num_gpus: int = settings.field(0, "GPUs for mirrored (0 = all visible).")
-  use_tpu: bool = settings.field(
-      False, "Original name: the same as --distribution_strategy=tpu.")
-  tpu_name: Optional[str] = settings.field(None, "Original name of --tpu.")
-  tpu_zone: Optional[str] = settings.field(None, "GCE zone of the Cloud TPU.")
-  gcp_project: Optional[str] = settings.field(
-      None, "GCP project of the Cloud TPU.")
-  num_tpu_cores: Optional[int] = settings.field(
-      None, "Original flag; ignored: the TPU strategy uses every core of the "
-      "TPU.")
+# The strategy flags and their choices are defined without TF in
+# training/options.py, so that a command parses them before TF loads.
 
 
 ORIGINAL_TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project",
