@@ -4,6 +4,9 @@ Public API:
   AlbertConfig.from_preset(name), AlbertConfig.from_json_file(path)
   AlbertEncoder(config), AlbertPretrainer(config),
   AlbertClassifier(config, num_labels), AlbertTagger(config, num_tags)
+  load(path) -> a Predictor of a run_classifier / run_ner / run_pretraining
+    output_dir, an export_saved_model export or a keras-hub preset:
+    .predict(texts), .encode(texts), .embed(texts) (albert_tf.inference)
 
 The model classes are imported on first use (PEP 562), so light modules such
 as `albert_tf.data.tokenization` and `albert_tf.features` load without Keras: Beam
@@ -23,6 +26,7 @@ _LAZY = {
     "AlbertPretrainer": "albert_tf.modeling.models",
     "AlbertClassifier": "albert_tf.modeling.models",
     "AlbertTagger": "albert_tf.modeling.models",
+    "load": "albert_tf.inference",
 }
 
 __all__ = list(_LAZY)
