@@ -12,7 +12,16 @@ writes a folder that keras-hub loads like any of its own presets:
 (config.json + model.weights.h5 from `backbone.save_to_preset`, tokenizer.json
 + assets/tokenizer/vocabulary.spm from `tokenizer.save_to_preset`). The
 backbone gives the encoder's sequence and pooled outputs; the MLM/SOP heads
-are not part of a backbone preset. `convert_checkpoint --source=keras_hub`
+are not part of a backbone preset. A run_classifier output (its
+task_record.json says classification or regression) becomes a task preset,
+head and preprocessor included (task.json, task.weights.h5,
+preprocessor.json), whose logits are the classifier's:
+
+    classifier = keras_hub.models.AlbertTextClassifier.from_preset("presets/clf")
+    classifier.predict(["很好用"])          # logits; softmax = our probabilities
+
+keras-hub has no task model for the other families (tagging, span QA,
+multiple choice): their presets hold the encoder, and the export says so. `convert_checkpoint --source=keras_hub`
 reads such a folder back. The preset is written in a dot-folder beside
 output_dir (`.tmp-keras-hub-NAME-XXXXXXXX`) and renamed into place when
 complete; a previous preset (--overwrite) is swapped out only then. A
@@ -49,6 +58,11 @@ from albert_tf import settings
 # TensorFlow and what imports it (checkpoints, converters, resolution,
 # modeling) are imported by `export`, not here: --help and a flag mistake
 # answer before TF loads.
+
+
+# Task families written as keras-hub's AlbertTextClassifier, head included;
+# the others' presets hold the backbone only.
+CLASSIFIER_FAMILIES = ("classification", "regression")
 
 
 class KerasHubExportError(ValueError):
@@ -99,7 +113,7 @@ def remove_stale_temporaries(output_dir):
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _write_preset(output_dir, backbone, hub_tokenizer):
+def _write_preset(output_dir, backbone, hub_tokenizer, task=None):
   """Saves the preset in a dot-folder beside output_dir, then renames it
   into place (a previous preset is swapped out and removed after): a
   failure or a kill never leaves a half preset under the requested name,
@@ -116,8 +130,11 @@ def _write_preset(output_dir, backbone, hub_tokenizer):
   try:
     os.makedirs(parent, exist_ok=True)
     tmp_dir = tempfile.mkdtemp(prefix=tmp_prefix, dir=parent)
-    backbone.save_to_preset(tmp_dir)
-    hub_tokenizer.save_to_preset(tmp_dir)
+    if task is not None:  # backbone, head, preprocessor and tokenizer
+      task.save_to_preset(tmp_dir)
+    else:
+      backbone.save_to_preset(tmp_dir)
+      hub_tokenizer.save_to_preset(tmp_dir)
     os.chmod(tmp_dir, 0o755)  # mkdtemp makes 0700
     if os.path.exists(output_dir):
       old_dir = tempfile.mkdtemp(prefix=old_prefix, dir=parent)
@@ -192,8 +209,22 @@ def export(checkpoint, output_dir, albert_config_file=None,
     remove_stale_temporaries(output_dir)
   _check_output_dir(output_dir, overwrite)
 
-  encoder = AlbertEncoder(config)
-  report = checkpoints.restore_weights(checkpoint, encoder)
+  from albert_tf.tasks.record import ModelInfo  # pylint: disable=g-import-not-at-top
+  record = ModelInfo.read_beside(checkpoint)
+  family = record.task if record else None
+  if family in CLASSIFIER_FAMILIES:
+    from albert_tf.modeling.models import AlbertClassifier  # pylint: disable=g-import-not-at-top
+    model = AlbertClassifier(config, record.num_labels)
+    report = checkpoints.restore_weights(checkpoint, model)
+    if report["missing"]:
+      raise KerasHubExportError(
+          f"--checkpoint={report['prefix']} has no "
+          f"{', '.join(report['missing'])}, though the task_record.json "
+          f"beside it says task={family!r}")
+    encoder = model.encoder
+  else:
+    encoder = AlbertEncoder(config)
+    report = checkpoints.restore_weights(checkpoint, encoder)
   import keras_hub  # pylint: disable=g-import-not-at-top
   # float32 whatever the global policy: a preset is a weights file first.
   backbone = keras_hub.models.AlbertBackbone(**kwargs, dtype="float32")
@@ -201,13 +232,46 @@ def export(checkpoint, output_dir, albert_config_file=None,
   with open(tokenizer.model_file, "rb") as f:
     hub_tokenizer = keras_hub.models.AlbertTokenizer(proto=f.read())
 
-  _write_preset(output_dir, backbone, hub_tokenizer)
-  log(f"Exported {report['prefix']} as a keras-hub AlbertBackbone preset: "
-      f"{output_dir}")
+  task = None
+  if family in CLASSIFIER_FAMILIES:
+    task = _text_classifier(keras_hub, backbone, hub_tokenizer, model,
+                            record.max_seq_length or 128)
+  _write_preset(output_dir, backbone, hub_tokenizer, task)
+  if task is not None:
+    log(f"Exported {report['prefix']} as a keras-hub AlbertTextClassifier "
+        f"preset (backbone, head, preprocessor at sequence_length="
+        f"{task.preprocessor.sequence_length}): {output_dir}")
+    if record.label_list:
+      log("  its outputs are the logits of the labels " +
+          ", ".join(f"{i}={label}" for i, label in
+                    enumerate(record.label_list)))
+  else:
+    log(f"Exported {report['prefix']} as a keras-hub AlbertBackbone preset: "
+        f"{output_dir}")
+    if family and family != "pretraining":
+      log(f"  note: keras-hub has no task model for the {family} family: "
+          "the preset holds the encoder only, without the task's head")
   if tokenizer.do_lower_case:
     log("  note: keras-hub's AlbertTokenizer does not lowercase or strip "
         "accents; apply albert_tf.data.tokenization.normalize to text first")
   return output_dir
+
+
+def _text_classifier(keras_hub, backbone, hub_tokenizer, model,
+                     sequence_length):
+  """keras-hub's AlbertTextClassifier with our classifier's head: its
+  dropout + dense on pooled_output is the same layer as ours, so the
+  weights are copied as they are; it returns the logits (activation None),
+  as serving_default does."""
+  preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(
+      tokenizer=hub_tokenizer, sequence_length=sequence_length)
+  task = keras_hub.models.AlbertTextClassifier(
+      backbone=backbone, num_classes=model.num_labels,
+      preprocessor=preprocessor, activation=None,
+      dropout=model.classifier_dropout)
+  task.output_dense.set_weights(
+      [w.numpy() for w in model.classifier_head.dense.weights])
+  return task
 
 
 @dataclasses.dataclass

@@ -284,3 +284,72 @@ def test_convert_names_a_folder_that_is_no_preset(tmp_path):
     cc.convert("keras_hub", str(folder), str(tmp_path / "out"),
                log=lambda m: None)
   assert "\n" not in str(e.value)
+
+
+# ------------------------------------------------- a fine-tuned classifier
+@pytest.fixture(scope="module")
+def classifier_preset(tokenizer, spm_file, tmp_path_factory):
+  """(our classifier, the keras-hub task preset export_keras_hub wrote of
+  its output folder, what it logged)."""
+  from albert_tf.modeling.models import AlbertClassifier  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.record import ModelInfo, tokenizer_fields  # pylint: disable=g-import-not-at-top
+  directory = tmp_path_factory.mktemp("kh_cls")
+  config = _config(tokenizer.vocab_size)
+  model = AlbertClassifier(config, num_labels=3, classifier_dropout=0.0)
+  model(_features(tokenizer, LOWERCASE_TEXTS[:1]))
+  rng = np.random.default_rng(5)
+  for w in model.weights:
+    w.assign(rng.normal(0, 0.3, w.shape).astype(np.float32)
+             + (1 if "gamma" in w.path else 0))
+  out = directory / "clf"
+  checkpoints.save_weights(model, str(out / "ckpt-7"), config)
+  ModelInfo(task="classification", task_name="tsv", num_labels=3,
+            label_list=["neg", "neu", "pos"], max_seq_length=20,
+            **tokenizer_fields(tokenizer)).write_beside(str(out))
+  lines = []
+  preset = str(directory / "preset")
+  export_keras_hub.export(str(out), preset, spm_model_file=spm_file,
+                          log=lines.append)
+  return model, preset, lines
+
+
+def test_fine_tuned_classifier_is_a_keras_hub_task_preset(classifier_preset,
+                                                          tokenizer):
+  """AlbertTextClassifier.from_preset(dir).predict(texts), keras-hub's own
+  tokenizer and packer included, gives our classifier's probabilities."""
+  model, preset, lines = classifier_preset
+  assert lines[0].startswith("Exported ") and "AlbertTextClassifier" in (
+      lines[0]) and "sequence_length=20" in lines[0]
+  assert lines[1] == ("  its outputs are the logits of the labels 0=neg, "
+                      "1=neu, 2=pos")
+  task = keras_hub.models.AlbertTextClassifier.from_preset(preset)
+  logits = np.asarray(task.predict(LOWERCASE_TEXTS, verbose=0))
+  from albert_tf.data import classifier_data  # pylint: disable=g-import-not-at-top
+  rows = [classifier_data.encode_pair(tokenizer, t, None, 20)[:3]
+          for t in LOWERCASE_TEXTS]
+  inputs = {name: np.array([r[i] for r in rows], np.int32) for i, name in
+            enumerate(("input_ids", "input_mask", "segment_ids"))}
+  ours = np.asarray(model(inputs, training=False)["logits"])
+  theirs, expected = (tf.nn.softmax(x).numpy() for x in (logits, ours))
+  # Random weights of scale 0.3: not a near-uniform, trivially equal output.
+  assert np.max(expected) - np.min(expected) > 0.2
+  np.testing.assert_allclose(theirs, expected, atol=1e-5)
+
+
+def test_tagger_preset_says_keras_hub_has_no_task_for_it(tokenizer, spm_file,
+                                                         tmp_path):
+  from albert_tf.tasks.record import ModelInfo, tokenizer_fields  # pylint: disable=g-import-not-at-top
+  config = _config(tokenizer.vocab_size)
+  out = tmp_path / "ner"
+  checkpoints.save_weights(_random_encoder(config), str(out / "ckpt-1"),
+                           config)
+  ModelInfo(task="tagging", task_name="conll", num_labels=3,
+            label_list=["O", "B-PER", "I-PER"], max_seq_length=20,
+            **tokenizer_fields(tokenizer)).write_beside(str(out))
+  lines = []
+  export_keras_hub.export(str(out), str(tmp_path / "preset"),
+                          spm_model_file=spm_file, log=lines.append)
+  assert lines[1] == ("  note: keras-hub has no task model for the tagging "
+                      "family: the preset holds the encoder only, without "
+                      "the task's head")
+  assert not os.path.exists(tmp_path / "preset" / "task.json")
