@@ -134,12 +134,35 @@ def check_finite(model_or_variables, where):
       f"{nan} NaN and {inf} inf of its {int(tf.size(first))} values{others}")
 
 
+def write_checkpoint_state(directory, latest, all_paths=None,
+                           timestamps=None, last_preserved=None):
+  """The `checkpoint` index file of directory, naming `latest` (and
+  all_paths, their mtimes and CheckpointManager's last_preserved_timestamp),
+  written to checkpoint.tmp and renamed into place.
+
+  Written here because tf.compat.v1.train.update_checkpoint_state, which
+  does this, is deprecated (a warning at every call), and
+  tf.train.CheckpointManager, its successor, would also delete checkpoints
+  in its own order. The proto is TF's own (generate_checkpoint_state_proto).
+  """
+  from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
+  state = tf.compat.v1.train.generate_checkpoint_state_proto(
+      directory, latest, all_model_checkpoint_paths=all_paths,
+      all_model_checkpoint_timestamps=timestamps,
+      last_preserved_timestamp=last_preserved)
+  tmp = os.path.join(directory, "checkpoint.tmp")
+  with tf.io.gfile.GFile(tmp, "w") as f:
+    f.write(text_format.MessageToString(state))
+  tf.io.gfile.rename(tmp, os.path.join(directory, "checkpoint"),
+                     overwrite=True)
+
+
 def save_weights(model, prefix, config=None):
   """Writes a weights-only checkpoint (and albert_config.json) at `prefix`."""
   path = make_checkpoint(model).write(prefix)
   # `write` leaves no "checkpoint" state file; add one so that the directory
   # itself can be passed wherever a checkpoint is expected.
-  tf.compat.v1.train.update_checkpoint_state(os.path.dirname(prefix) or ".", path)
+  write_checkpoint_state(os.path.dirname(prefix) or ".", os.path.basename(path))
   if config is not None:
     config.to_json_file(os.path.join(os.path.dirname(prefix), CONFIG_NAME))
   return path
@@ -249,11 +272,10 @@ def reconcile_state(directory, name="ckpt"):
     # last_preserved_timestamp).
     times = [tf.io.gfile.stat(found[n] + ".index").mtime_nsec / 1e9
              for n in sorted(found)]
-    tf.compat.v1.train.update_checkpoint_state(
-        directory, os.path.basename(latest), all_model_checkpoint_paths=[
+    write_checkpoint_state(
+        directory, os.path.basename(latest), all_paths=[
             os.path.basename(found[n]) for n in sorted(found)],
-        all_model_checkpoint_timestamps=times,
-        last_preserved_timestamp=min(times) - 1)
+        timestamps=times, last_preserved=min(times) - 1)
   return sorted(found)
 
 

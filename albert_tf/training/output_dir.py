@@ -156,7 +156,8 @@ _EVENTS = r"events\.out\.tfevents\..+"  # tf.summary's
 # tokenizer copy (`finetuning.write_run_files`) is the file the previous
 # run's task record names.
 RUN_FILES: Dict[str, Sequence[str]] = {
-    "": (_CKPT, "checkpoint", re.escape(FINGERPRINT_FILE) + r"(\.tmp)?",
+    "": (_CKPT, r"checkpoint(\.tmp)?",
+         re.escape(FINGERPRINT_FILE) + r"(\.tmp)?",
          *map(re.escape, (
              checkpoints.CONFIG_NAME, record.RECORD_FILE,
              *record.LEGACY_RECORD_FILES, callbacks.TRAIN_LOG,
@@ -170,7 +171,7 @@ RUN_FILES: Dict[str, Sequence[str]] = {
          r"eval_results\.json(\.tmp)?"),
     "train": (_EVENTS,),
     "eval": (_EVENTS,),
-    checkpoints.BEST_DIR: (_CKPT, "checkpoint", re.escape(
+    checkpoints.BEST_DIR: (_CKPT, r"checkpoint(\.tmp)?", re.escape(
         checkpoints.BEST_FILE) + r"(\.tmp)?"),
 }
 # Folders of the run's own: a save killed midway (`<prefix>_temp*`), a

@@ -359,7 +359,7 @@ class Trainer:
     # best.json is the record (checkpoints.latest_checkpoint reads it); the
     # state file follows for tools that read only that.
     tf.io.gfile.rename(tmp, os.path.join(best_dir, BEST_FILE), overwrite=True)
-    tf.compat.v1.train.update_checkpoint_state(best_dir, prefix)
+    checkpoints.write_checkpoint_state(best_dir, os.path.basename(prefix))
     # The previous best goes only after best.json names the new one.
     for old in tf.io.gfile.glob(os.path.join(best_dir, "ckpt-*")):
       if not os.path.basename(old).startswith(os.path.basename(prefix) + "."):
