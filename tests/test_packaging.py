@@ -1,10 +1,10 @@
 """Packaging: pyproject.toml's dependencies and console scripts,
 and an install of the package into a clean venv.
 
-requirements.txt is the one source of the version pins: pyproject.toml lists
-its runtime lines as `dependencies` and its demo/test-only lines as the `dev`
-extra, verbatim, and the first test checks that the two lists together are
-exactly requirements.txt.
+requirements.txt is the one source of the version pins: pyproject.toml splits
+its lines, verbatim, into the core `dependencies` and the extras (data,
+serving, keras-hub, demo, dev), and the first test checks that together they
+are exactly requirements.txt.
 """
 
 import ast
@@ -63,47 +63,78 @@ def _normalized(requirement):
 
 
 # ------------------------------------------------------------- static checks
+# Extras that are lists of requirements.txt lines ("all" names the others).
+EXTRAS = ("data", "serving", "keras-hub", "demo", "dev")
+
+
 def test_pyproject_dependencies_are_requirements_txt():
   project = _pyproject()["project"]
-  runtime = [_normalized(r) for r in project["dependencies"]]
-  dev = [_normalized(r) for r in project["optional-dependencies"]["dev"]]
+  extras = project["optional-dependencies"]
+  assert set(extras) == set(EXTRAS) | {"all"}
+  assert extras["all"] == ["albert_tf[data,serving,keras-hub,demo]"]
+  groups = {"core": project["dependencies"],
+            **{name: extras[name] for name in EXTRAS}}
+  listed = [(_normalized(r), group) for group, requirements in groups.items()
+            for r in requirements]
+  pins = [r for r, _ in listed]
+  assert len(set(pins)) == len(pins), f"listed twice: {listed}"
   required = [_normalized(r) for r in _requirement_lines()]
-  assert len(set(runtime)) == len(runtime), "duplicate in dependencies"
-  assert not set(runtime) & set(dev), "both runtime and dev"
-  missing = [r for r in required if r not in runtime and r not in dev]
+  missing = [r for r in required if r not in pins]
   assert not missing, (f"requirements.txt lines missing from pyproject.toml "
-                       f"(add to [project] dependencies, or to the dev extra "
-                       f"if only the demo or tests use them): {missing}")
-  extra = [r for r in runtime + dev if r not in required]
+                       f"(add to [project] dependencies or an extra): "
+                       f"{missing}")
+  extra = [r for r in pins if r not in required]
   assert not extra, f"pyproject.toml pins not in requirements.txt: {extra}"
 
 
-def test_dev_extra_is_not_imported_by_the_installed_packages():
-  """What the dev extra holds (demo plots, pytest) is not needed at run time:
-  no module of albert_tf or data_prep imports it."""
-  dev = {re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].lower().replace("_", "-")
-         for r in _pyproject()["project"]["optional-dependencies"]["dev"]}
-  dev_modules = {module for module, dists
-                 in importlib.metadata.packages_distributions().items()
-                 if {d.lower().replace("_", "-") for d in dists} & dev}
-  assert dev_modules, dev  # matplotlib and pytest are installed in the venv.
+def _distribution_modules(requirements):
+  """Top-level module names the installed distributions of `requirements`
+  provide (apache-beam -> apache_beam)."""
+  names = {re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].lower().replace("_", "-")
+           for r in requirements}
+  return {module for module, dists
+          in importlib.metadata.packages_distributions().items()
+          if {d.lower().replace("_", "-") for d in dists} & names}
+
+
+def _top_level_imports(package):
+  """(path, imported module) for every import at a module's top level (not
+  inside a function: those load only when the function runs)."""
+  for dirpath, _, names in os.walk(os.path.join(ROOT, package)):
+    for name in sorted(n for n in names if n.endswith(".py")):
+      path = os.path.join(dirpath, name)
+      with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), filename=path)
+      for node in tree.body:
+        if isinstance(node, ast.Import):
+          for alias in node.names:
+            yield os.path.relpath(path, ROOT), alias.name
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+          yield os.path.relpath(path, ROOT), node.module
+
+
+def test_extras_are_not_imported_where_they_are_not_installed():
+  """The core install (no extras) imports albert_tf: no module of it
+  imports an extra's package at its top level (data_prep may import the
+  data extra: it is what that extra is for). The demo and dev extras are
+  imported by neither package."""
+  extras = _pyproject()["project"]["optional-dependencies"]
+  never = _distribution_modules(extras["demo"] + extras["dev"])
+  optional = _distribution_modules(extras["data"] + extras["serving"] +
+                                   extras["keras-hub"])
+  assert {"apache_beam", "ai_edge_litert", "keras_hub", "matplotlib",
+          "pytest"} <= never | optional  # installed in this venv
+  beam = _distribution_modules(extras["data"])
   for package in ("albert_tf", "data_prep"):
-    for dirpath, _, names in os.walk(os.path.join(ROOT, package)):
-      for name in sorted(n for n in names if n.endswith(".py")):
-        path = os.path.join(dirpath, name)
-        with open(path, encoding="utf-8") as f:
-          tree = ast.parse(f.read(), filename=path)
-        for node in ast.walk(tree):
-          if isinstance(node, ast.Import):
-            imported_names = [alias.name for alias in node.names]
-          elif isinstance(node, ast.ImportFrom) and not node.level:
-            imported_names = [node.module]
-          else:
-            continue
-          for imported in imported_names:
-            assert imported.split(".")[0] not in dev_modules, (
-                f"{os.path.relpath(path, ROOT)} imports {imported}: move its "
-                "requirement from the dev extra to [project] dependencies")
+    for path, imported in _top_level_imports(package):
+      top = imported.split(".")[0]
+      assert top not in never, (
+          f"{path} imports {imported}: move its requirement from the demo or "
+          "dev extra to [project] dependencies")
+      allowed = beam if package == "data_prep" else set()
+      assert top not in optional - allowed, (
+          f"{path} imports {imported} at its top level: a core install has "
+          "no extras; import it where it is used")
 
 
 def test_build_system_is_setuptools():
@@ -188,7 +219,7 @@ def test_pip_install_into_a_clean_venv(tmp_path):
   src = tmp_path / "src"
   project = _pyproject()["project"]
   ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-  for package in ("albert_tf", "data_prep"):
+  for package in ("albert_tf", "data_prep", "configs"):
     shutil.copytree(os.path.join(ROOT, package), src / package, ignore=ignore)
   for name in ("pyproject.toml", project["readme"]):
     shutil.copy(os.path.join(ROOT, name), src / name)
@@ -222,8 +253,27 @@ def test_pip_install_into_a_clean_venv(tmp_path):
         if name.endswith(".py"):
           relative = os.path.relpath(os.path.join(dirpath, name), src)
           assert os.path.isfile(os.path.join(site_packages, relative)), relative
-  for folder in ("tests", "benchmarks", "demo"):
+  for folder in ("tests", "benchmarks", "demo", "configs"):
     assert not os.path.exists(os.path.join(site_packages, folder)), folder
+  # The flagfiles ship inside the package, where --flagfile=configs/NAME
+  # finds them from any directory; data_prep, a top-level package, belongs
+  # to this distribution alone (here and in the project venv, which holds
+  # the editable install `make` does).
+  flagfiles = sorted(os.listdir(os.path.join(ROOT, "configs")))
+  assert flagfiles and sorted(os.listdir(os.path.join(
+      site_packages, "albert_tf", "configs"))) == flagfiles
+  probe = ("import importlib.metadata as m\n"
+           "from albert_tf import cli_errors\n"
+           f"print(cli_errors.shipped_flagfile('configs/{flagfiles[0]}'))\n"
+           "print(sorted(set(m.packages_distributions()['data_prep'])))\n")
+  # absl from the project venv (the new venv has no dependencies).
+  deps_env = dict(env, PYTHONPATH=os.pathsep.join(dict.fromkeys(
+      sysconfig.get_paths()[k] for k in ("purelib", "platlib"))))
+  found, owners = _run([str(python), "-s", "-c", probe], cwd=tmp_path,
+                       env=deps_env).stdout.splitlines()
+  assert found == os.path.join(site_packages, "albert_tf", "configs",
+                               flagfiles[0])
+  assert owners == "['albert_tf']"
 
   # Every console script is installed, and (isolated from PYTHONPATH and the
   # checkout) its entry point loads from the new venv.
