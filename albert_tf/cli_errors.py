@@ -14,8 +14,10 @@ command's settings classes define, by purpose (`grouped_help`), and exit 0;
 --helpfull and --helpxml are absl's (every module's flags), exit 0 too.
 """
 
+import contextlib
 import difflib
 import functools
+import os
 import re
 import sys
 import textwrap
@@ -171,6 +173,35 @@ def _asks_for_short_help(argv):
   return any(a in _SHORT_HELP_FLAGS for a in args)
 
 
+def shipped_flagfile(path):
+  """Where --flagfile=configs/NAME.flags is when no such file is at `path`:
+  the configs/ the package ships (albert_tf/configs in an installed wheel,
+  the repository's configs/ in a checkout or an editable install), or None.
+  """
+  parts = os.path.normpath(path).split(os.sep)
+  if os.path.exists(path) or len(parts) != 2 or parts[0] != "configs":
+    return None
+  package = os.path.dirname(os.path.abspath(__file__))
+  for folder in (os.path.join(package, "configs"),
+                 os.path.join(os.path.dirname(package), "configs")):
+    candidate = os.path.join(folder, parts[1])
+    if os.path.isfile(candidate):
+      return candidate
+  return None
+
+
+def _with_shipped_flagfiles(argv):
+  """argv with each --flagfile=configs/NAME that is not on disk where the
+  command runs pointed at the shipped copy (absl reads the file itself)."""
+  out = []
+  for arg in argv:
+    name, eq, value = arg.partition("=")
+    found = shipped_flagfile(value) if (
+        eq and name in ("--flagfile", "-flagfile")) else None
+    out.append(f"{name}={found}" if found else arg)
+  return out
+
+
 def flags_parser(argv, other_options=None):
   """A flags parser for app.run that reports a mistake in one line.
 
@@ -178,8 +209,10 @@ def flags_parser(argv, other_options=None):
   further options (Beam's) among the arguments absl does not know; it may
   raise ValueError for a bad value of one of them.
   --help and --helpshort print `grouped_help` and exit 0, whatever else
-  the command line holds.
+  the command line holds. --flagfile=configs/NAME.flags finds the shipped
+  flagfiles from any directory (`shipped_flagfile`).
   """
+  argv = _with_shipped_flagfiles(argv)
   if _asks_for_short_help(argv):
     text = grouped_help()
     if text is not None:
@@ -261,8 +294,58 @@ def _is_tf_error(error):
   return tf is not None and isinstance(error, tf.errors.OpError)
 
 
-def run_main(main_fn, other_options=None, also=()):
-  """`app.run` with one-line flag and run errors (see the module doc)."""
-  app.run(one_line_errors(main_fn, also),
+@contextlib.contextmanager
+def _stderr_to_devnull():
+  """File descriptor 2 to /dev/null for the block, then back."""
+  sys.stderr.flush()
+  saved = os.dup(2)
+  devnull = os.open(os.devnull, os.O_WRONLY)
+  try:
+    os.dup2(devnull, 2)
+    yield
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+    os.close(devnull)
+
+
+def import_tensorflow_quietly():
+  """Imports TensorFlow and finds its devices with TF's start-up lines
+  hidden ("All log messages before absl::InitializeLog()", the CUDA stub's
+  "Could not find cuda drivers" and cuInit lines, the CPU feature guard;
+  each once per import, two of them twice). Written here because those
+  lines come from C++ logging before it is initialised, which no
+  environment variable silences (TF_CPP_MIN_LOG_LEVEL=3 does not): fd 2 is
+  pointed at /dev/null meanwhile. An import error still shows: Python
+  reports it after fd 2 is back."""
+  if "tensorflow" in sys.modules:
+    return
+  with _stderr_to_devnull():
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf.config.list_physical_devices()
+
+
+def _is_albert_tf_command():
+  spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+  return bool(spec and spec.name.startswith("albert_tf."))
+
+
+def run_main(main_fn, other_options=None, also=(), quiet_tensorflow=None):
+  """`app.run` with one-line flag and run errors (see the module doc).
+
+  quiet_tensorflow: import TF before main_fn with its start-up lines hidden
+  (`import_tensorflow_quietly`), unless --verbose; default: for the
+  albert_tf commands (data_prep's load no TF).
+  """
+  if quiet_tensorflow is None:
+    quiet_tensorflow = _is_albert_tf_command()
+
+  def main(argv):
+    if quiet_tensorflow and not ("verbose" in flags.FLAGS and
+                                 flags.FLAGS.verbose):
+      import_tensorflow_quietly()
+    return main_fn(argv)
+
+  app.run(one_line_errors(functools.wraps(main_fn)(main), also),
           flags_parser=functools.partial(flags_parser,
                                          other_options=other_options))
