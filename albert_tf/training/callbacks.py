@@ -67,9 +67,12 @@ class MetricsLogger(keras.callbacks.Callback):
 
   def __init__(self, output_dir: str, schedule, *, log_steps: int,
                batch_size: int, num_train_steps: int, seq_length: int = 0,
-               write: bool = True):
-    """`seq_length` (when not 0) adds tokens/s; only `write` writes files."""
+               write: bool = True, show: bool = True):
+    """`seq_length` (when not 0) adds tokens/s; only `write` writes files;
+    `show`: log a progress line at each record (off where Keras's progress
+    bar already shows the run: one display, not two)."""
     super().__init__()
+    self.show = show
     self.schedule = schedule
     self.log_steps = log_steps
     self.batch_size = batch_size
@@ -128,10 +131,11 @@ class MetricsLogger(keras.callbacks.Callback):
     self._last_step, self._last_time = step, now
     total = self.num_train_steps
     eta = (now - self._start) / max(step - self._start_step, 1) * (total - step)
-    logging.info("step %d/%d (%.0f%%) loss %.4f, %.1f examples/s, ETA %s",
-                 step, total, 100 * step / total, record.get("loss", math.nan),
-                 record["examples_per_second"],
-                 datetime.timedelta(seconds=round(eta)))
+    if self.show:
+      logging.info("step %d/%d (%.0f%%) loss %.4f, %.1f examples/s, ETA %s",
+                   step, total, 100 * step / total,
+                   record.get("loss", math.nan), record["examples_per_second"],
+                   datetime.timedelta(seconds=round(eta)))
     if not self.write:
       return
     write_scalars(self.writer, step, {k: v for k, v in record.items()

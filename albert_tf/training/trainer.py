@@ -36,6 +36,7 @@ import json
 import math
 import os
 import shutil
+import sys
 from typing import Dict, List, Optional
 
 from absl import logging
@@ -275,6 +276,10 @@ class Trainer:
     log_steps = math.ceil(s.log_steps / self.steps_per_execution) * (
         self.steps_per_execution)
     on_signal = callbacks.SaveOnSignal(self.manager, self.strategy)
+    # One progress display: Keras's bar on a terminal; redirected to a file
+    # (where the bar's redraws pile up as ANSI codes in one long line), a
+    # plain log line every log_steps.
+    bar = self.chief and sys.stdout.isatty()
     fit_callbacks = [
         # First: a non-finite loss stops before the step is logged or saved.
         callbacks.StopOnNonFiniteLoss(self.schedule, self.manager),
@@ -282,7 +287,7 @@ class Trainer:
         callbacks.MetricsLogger(
             self.output_dir, self.schedule, log_steps=log_steps,
             batch_size=s.train_batch_size, num_train_steps=s.num_train_steps,
-            seq_length=s.seq_length, write=self.chief),
+            seq_length=s.seq_length, write=self.chief, show=not bar),
         callbacks.CheckpointSaver(
             self.manager, schedule=self.schedule, on_save=(
                 lambda step: self.evaluate()) if s.eval_at_checkpoints
@@ -298,7 +303,7 @@ class Trainer:
         self.task.guard_input_errors(lambda: self.model.fit(
             dataset, initial_epoch=epoch0, epochs=epoch0 + epochs,
             steps_per_epoch=steps_per_epoch, callbacks=fit_callbacks,
-            verbose=1 if self.chief else 0, shuffle=False))
+            verbose=1 if bar else 0, shuffle=False))
         if self.step >= s.num_train_steps:
           break
         if (on_signal.received and not on_signal.saved and not isinstance(
