@@ -207,6 +207,12 @@ if __name__ == "__main__":
   # worker error with its traceback; the one `error:` line names the file
   # (--verbose shows the traceback).
   if "--verbose" not in sys.argv:
+    # Beam's own INFO lines (servers started, workers connected, their
+    # forwarded logs): --verbose shows them.
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    # The workers' start-up warnings, forwarded (they also print their own).
+    logging.getLogger("apache_beam.runners.portability.local_job_service"
+                     ).setLevel(logging.ERROR)
     for _name in ("apache_beam.runners.common",
                   "apache_beam.runners.portability.local_job_service",
                   "apache_beam.runners.worker.sdk_worker"):

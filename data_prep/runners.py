@@ -110,7 +110,12 @@ def choose_runner(pipeline_args, progress_request_secs=None):
     workers = os.cpu_count() or 1
   if direct and known.direct_running_mode is None and (workers or 1) > 1:
     picked.append("--direct_running_mode=multi_processing")
-  options = PipelineOptions(args + picked)
+  # Each worker's INFO lines (channels, handlers, options: some 40 per
+  # worker) reach this process's log; --verbose keeps them.
+  quiet = ([] if "--verbose" in sys.argv or any(
+      a.startswith("--default_sdk_harness_log_level") for a in args)
+           else ["--default_sdk_harness_log_level=WARNING"])
+  options = PipelineOptions(args + picked + quiet)
   if direct:
     runner = _direct_batch_runner(options, progress_request_secs)
     direct_options = options.view_as(DirectOptions)
