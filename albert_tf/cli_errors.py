@@ -278,6 +278,13 @@ def one_line_errors(main_fn, also=()):
     except Interrupted as e:
       _print_error_and_exit(e, e.exit_code)
     except Exception as e:  # pylint: disable=broad-except
+      oom = out_of_memory_line(e)
+      if oom and not ("verbose" in flags.FLAGS and flags.FLAGS.verbose):
+        # Straight out: after an OOM, interpreter teardown has hung, or
+        # aborted in TF's allocator ("double free or corruption").
+        print("error: " + oom, file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)  # pylint: disable=protected-access
       if not isinstance(e, (ValueError, OSError) + tuple(also)) and (
           not _is_tf_error(e)):
         raise
@@ -287,6 +294,31 @@ def one_line_errors(main_fn, also=()):
       _print_error_and_exit(message, 2 if isinstance(e, CommandLineError)
                             else 1)
   return wrapped
+
+
+# The flags a user lowers when memory runs out, in the order worth trying.
+_MEMORY_FLAGS = ("train_batch_size", "eval_batch_size", "max_seq_length")
+
+
+def out_of_memory_line(error):
+  """For TF's out-of-memory error (ResourceExhaustedError; its message is
+  thousands of characters with the allocator's state flattened into it):
+  one line naming the batch and length flags to lower, with their values.
+  None for any other error."""
+  text = str(getattr(error, "message", None) or error)
+  if not (type(error).__name__ == "ResourceExhaustedError" or
+          "Out of memory while trying to allocate" in text or
+          "OOM when allocating" in text):
+    return None
+  size = re.search(r"allocate ([\d.]+\s*[KMGT]i?B)", text)
+  knobs = [f"--{n}={flags.FLAGS[n].value}" for n in _MEMORY_FLAGS
+           if n in flags.FLAGS and flags.FLAGS[n].value is not None]
+  return error_line(
+      "out of memory" + (f": TensorFlow could not allocate {size.group(1)}"
+                         if size else ""),
+      hint=("lower " + " or ".join(knobs) if knobs else
+            "lower the batch size or the sequence length") +
+      "; --verbose shows TensorFlow's message")
 
 
 def _is_tf_error(error):

@@ -12,6 +12,8 @@ import concurrent.futures
 import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -214,3 +216,40 @@ def test_every_cli_reports_bad_input_in_one_line(tmp_path):
                       + " | ".join(proc.stderr.splitlines()[-6:]))
   assert not failures, "\n".join(failures)
   assert not (tmp_path / "out").exists()  # nothing written on bad input
+
+
+OUT_OF_MEMORY = '''
+import sys
+from absl import flags
+from albert_tf import cli_errors
+flags.DEFINE_integer("train_batch_size", 256, "")
+flags.DEFINE_integer("max_seq_length", 512, "")
+flags.DEFINE_boolean("verbose", False, "")
+class ResourceExhaustedError(Exception):  # TF's, as its name and message go
+  pass
+def main(argv):
+  raise ResourceExhaustedError(
+      "Graph execution error:\\n\\nDetected at node StatefulPartitionedCall"
+      "\\nOut of memory while trying to allocate 28.01GiB.\\n" + "x" * 2200)
+cli_errors.run_main(main, quiet_tensorflow=False)
+'''
+
+
+def test_out_of_memory_is_one_line_naming_the_flags_to_lower(tmp_path):
+  """TF's 2,000-character OOM message becomes one line with the batch and
+  length flags and their values, and the process exits at once, 1."""
+  script = tmp_path / "oom.py"
+  script.write_text(OUT_OF_MEMORY, encoding="utf-8")
+  env = dict(os.environ, PYTHONPATH=str(REPO))
+  proc = subprocess.run([sys.executable, str(script)], capture_output=True,
+                        text=True, env=env, timeout=60, check=False)
+  assert proc.returncode == 1
+  assert proc.stderr == (
+      "error: out of memory: TensorFlow could not allocate 28.01GiB (lower "
+      "--train_batch_size=256 or --max_seq_length=512; --verbose shows "
+      "TensorFlow's message)\n")
+  proc = subprocess.run([sys.executable, str(script), "--verbose"],
+                        capture_output=True, text=True, env=env, timeout=60,
+                        check=False)
+  assert proc.returncode == 1 and "Traceback" in proc.stderr
+  assert "Out of memory while trying to allocate 28.01GiB" in proc.stderr

@@ -62,3 +62,18 @@ def test_checkpoints_without_fingerprint_are_refused(tmp_path):
   output_dir.check_output_dir(str(tmp_path), _fingerprint(ADAMW),
                               overwrite=True)
   output_dir.check_output_dir(str(tmp_path / "new"), _fingerprint(ADAMW))
+
+
+def test_float16_and_jit_compile_on_a_cpu_only_machine_are_named():
+  """Settings that only pay off on a GPU or TPU: one warning line each on a
+  machine without one (this machine has none: CUDA is not found)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  assert not tf.config.list_logical_devices("GPU")
+  with runtime.dtype_policy("float16"):
+    lines = runtime.warn_about_cpu_only_settings(jit_compile=True)
+  assert [line.split(":")[0] for line in lines] == [
+      "--mixed_precision=float16 without a GPU",
+      "--jit_compile without a GPU or TPU"]
+  assert "use --mixed_precision=none" in lines[0]
+  with runtime.dtype_policy("bfloat16"):
+    assert runtime.warn_about_cpu_only_settings(jit_compile=False) == []

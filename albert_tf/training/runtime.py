@@ -9,8 +9,9 @@
 """
 
 import contextlib
-from typing import Optional
+from typing import List, Optional
 
+from absl import logging
 import keras
 import tensorflow as tf
 
@@ -67,7 +68,6 @@ def strategy_from_flags(distribution_strategy: str, tpu: Optional[str] = None,
                         gcp_project: Optional[str] = None,
                         num_tpu_cores: Optional[int] = None):
   """make_strategy, with the original --use_tpu/--tpu_name/... folded in."""
-  from absl import logging  # pylint: disable=g-import-not-at-top
   if use_tpu:
     if distribution_strategy not in ("default", "tpu"):
       raise RunConfigError(f"--use_tpu and --distribution_strategy="
@@ -123,3 +123,27 @@ def is_chief(strategy) -> bool:
            "chief" not in resolver.cluster_spec().as_dict()))
 
 
+def warn_about_cpu_only_settings(jit_compile: bool) -> List[str]:
+  """One warning line each for settings that only pay off on an
+  accelerator, when there is none; returns the lines.
+
+  float16 (Keras's mixed_float16 policy): a CPU has no float16 matmul units,
+  so the step is slower than float32. --jit_compile: XLA compiles the step
+  for the CPU, minutes for a large model, and seldom speeds it up there.
+  """
+  if (tf.config.list_logical_devices("GPU") or
+      tf.config.list_logical_devices("TPU")):
+    return []
+  lines = []
+  if keras.config.dtype_policy().name == "mixed_float16":
+    lines.append("--mixed_precision=float16 without a GPU: CPUs have no "
+                 "float16 matmul units, so every step is slower than "
+                 "float32; use --mixed_precision=none (or bfloat16 on a CPU "
+                 "with AMX or avx512_bf16)")
+  if jit_compile:
+    lines.append("--jit_compile without a GPU or TPU: XLA compiles the step "
+                 "for the CPU (minutes for a large model) and seldom makes "
+                 "it faster there; leave --jit_compile out")
+  for line in lines:
+    logging.warning("%s", line)
+  return lines

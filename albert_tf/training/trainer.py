@@ -47,6 +47,7 @@ from albert_tf.training import callbacks
 from albert_tf.training import checkpoints
 from albert_tf.training import keras_compat
 from albert_tf.training import optimization
+from albert_tf.training import runtime
 from albert_tf.training.runtime import is_chief
 
 BEST_DIR = checkpoints.BEST_DIR
@@ -146,6 +147,7 @@ class Trainer:
                       settings.iterations_per_loop, plan,
                       self.steps_per_execution)
 
+    runtime.warn_about_cpu_only_settings(settings.jit_compile)
     with strategy.scope():
       self.model = task.build_model(config)
       self.schedule = optimization.WarmupPolynomialDecay(
