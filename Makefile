@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: demo test bench params clean-demo
+.PHONY: demo test quickstart bench params clean-demo
 
 # requirements.txt holds every pin (the extras too); then the package
 # itself, editable, so the albert-* console scripts are on the venv's PATH.
@@ -26,6 +26,11 @@ demo: $(STAMP)
 # Two workers, one test file each at a time (module fixtures stay shared).
 test: $(STAMP)
 	$(PYTHON) -m pytest -q -n 2 --dist loadfile tests
+
+# The README's Quick start exactly as written (only the corpus and the TSV
+# are made up: about 1 MB of English text, 2,000 text-label rows).
+quickstart: $(STAMP)
+	QUICKSTART_AS_WRITTEN=1 $(PYTHON) -m pytest -q -s tests/test_quickstart.py
 
 bench: $(STAMP)
 	$(PYTHON) -m benchmarks.run_all
