@@ -26,7 +26,8 @@ the encoder of any checkpoint. Signatures:
                    int32 `top_k` -> the top-k pieces, ids and probabilities
                    per [MASK] (`albert_tf.serving.fill_mask_graph`).
 
-Outputs: encoder `sequence_output`, `pooled_output`; classifier `logits`,
+Outputs: encoder `sequence_output` (by serve_text: as long as the batch's
+length bucket), `pooled_output`; classifier `logits`,
 `probabilities` (regression: `logits` only); pretrainer `sequence_output`,
 `pooled_output`, `mlm_logits` [batch, P, vocab], `sop_logits` [batch, 2];
 tagger `logits` [batch, seq, tags] float32, `tag_ids` [batch, seq] int32.
@@ -41,17 +42,28 @@ TextTagger.__call__` says how; the Python twin is `ner_data.encode_text` +
 `ner_data.tag_text`). Split texts longer than max_seq_length - 2 pieces
 before sending.
 
+Serving speed (saved_models/README.md, "Faster serving"): --length_buckets
+(default 16, 32, ... up to --max_seq_length; `none`: full padding) pads a
+serve_text batch to the smallest length that holds its longest row, with
+the outputs of full padding (the padding is masked; encoder, classifier and
+tagger); --jit_compile makes the model call inside each signature one
+tf.function(jit_compile=True), the tokenizer ops outside it; and
+--mixed_precision=bfloat16 computes in bfloat16 with float32 outputs.
+serving_default takes whatever length the caller sends, with any option.
+
 Also written (`albert_tf.serving.saved_model`): `assets/<tokenizer file>`,
 `assets.extra/albert_export.json` (what an app or export_tflite needs: task,
-model, max_seq_length, tokenizer, labels, the task's own fields) and
+model, max_seq_length, tokenizer, labels, the task's own fields, and
+length_buckets, jit_compile and mixed_precision) and
 `assets.extra/tf_serving_warmup_requests` (PredictionLog records for
 serving_default). The version is written to a hidden temporary directory
 beside it and renamed into place, so a polling server never sees half a model.
 """
 
 import dataclasses
+import inspect
 import os
-from typing import Optional
+from typing import Optional, Sequence, Tuple, Union
 
 from albert_tf import features as F
 from albert_tf import settings
@@ -61,6 +73,10 @@ from albert_tf import settings
 # mistake answer before TF loads.
 
 ENCODER = "encoder"  # --model without a task: the encoder's outputs
+FULL_PADDING = "none"  # --length_buckets=none: every row max_seq_length
+SMALLEST_BUCKET = 16
+# What an export may compute in (`training.runtime.canonical_precision`).
+EXPORT_PRECISIONS = ("none", "bfloat16")
 
 
 class ExportError(ValueError):
@@ -119,13 +135,60 @@ def resolve_task(checkpoint, model, record):
               if t.export_name == model), model
 
 
-def encoder_signatures(model, tokenizer, max_seq_length, text_pair):
+def default_length_buckets(max_seq_length: int) -> Tuple[int, ...]:
+  """16, 32, 64, ... below max_seq_length, then max_seq_length itself."""
+  buckets, length = [], SMALLEST_BUCKET
+  while length < max_seq_length:
+    buckets.append(length)
+    length *= 2
+  return tuple(buckets) + (int(max_seq_length),)
+
+
+def length_buckets_for(value: Union[None, str, Sequence[int]],
+                       max_seq_length: int) -> Tuple[int, ...]:
+  """--length_buckets as the sorted lengths, max_seq_length the last.
+
+  value: None (`default_length_buckets`), "none" or an empty sequence
+  (max_seq_length alone: full padding), a comma list "16,32,64" or ints.
+  Raises:
+    ExportError: not lengths, or one outside [2, max_seq_length].
+  """
+  if value is None:
+    return default_length_buckets(max_seq_length)
+  if isinstance(value, str):
+    text = value.strip()
+    if text.lower() == FULL_PADDING:
+      return (int(max_seq_length),)
+    try:
+      value = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+      raise ExportError(f"--length_buckets must be lengths separated by "
+                        f"commas (e.g. 16,32,64) or {FULL_PADDING}, got "
+                        f"{text!r}") from None
+  buckets = sorted({int(v) for v in value})
+  bad = [b for b in buckets if not 2 <= b <= max_seq_length]
+  if bad:
+    raise ExportError(f"--length_buckets {bad}: each must be in [2, "
+                      f"--max_seq_length={max_seq_length}] (texts are cut "
+                      "at max_seq_length, which is always the last bucket)")
+  return tuple(b for b in buckets if b < max_seq_length) + (
+      int(max_seq_length),)
+
+
+def takes_length_buckets(export_signatures) -> bool:
+  """Whether a family's export_signatures pads serve_text to buckets."""
+  return "length_buckets" in inspect.signature(export_signatures).parameters
+
+
+def encoder_signatures(model, tokenizer, max_seq_length, text_pair,
+                       length_buckets=None):
   """--model=encoder: `sequence_output` and `pooled_output` (float32)."""
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   from albert_tf.serving import saved_model
   from albert_tf.serving.text_graph import TextEncoder
-  encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
+  encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length,
+                                       length_buckets=length_buckets)
 
   def run(features):
     outputs = model(features, training=False)
@@ -164,7 +227,8 @@ def _restore(checkpoint, keras_model, model):
 def export(checkpoint, export_dir, model=None, preset=None,
            albert_config_file=None, spm_model_file=None, vocab_file=None,
            do_lower_case=None, num_labels=None, version=None,
-           max_seq_length=None, text_pair=None, overwrite=False):
+           max_seq_length=None, text_pair=None, overwrite=False,
+           length_buckets=None, jit_compile=False, mixed_precision="none"):
   """Writes export_dir/<version>/ and returns its path.
 
   Args:
@@ -184,6 +248,14 @@ def export(checkpoint, export_dir, model=None, preset=None,
     text_pair: whether serve_text takes `text_b` (default: the task's: the
       pretrainer and pair tasks take one).
     overwrite: replace an existing version directory.
+    length_buckets: the lengths serve_text pads a batch to
+      (`length_buckets_for`: None, the default, is 16, 32, ... up to
+      max_seq_length; "none" is full padding). Families whose
+      export_signatures takes none pad to max_seq_length, and refuse
+      buckets given explicitly.
+    jit_compile: XLA-compile the model call inside the signatures.
+    mixed_precision: "none" or "bfloat16" (Keras policy names accepted):
+      the model's compute dtype; the outputs are float32 either way.
   Raises:
     ExportError: bad flags, an existing version without overwrite, or a
       checkpoint that does not match the config or the task.
@@ -194,6 +266,8 @@ def export(checkpoint, export_dir, model=None, preset=None,
   from albert_tf.serving import saved_model
   from albert_tf.tasks.record import RECORD_FILE, ModelInfo
   from albert_tf.training import resolution
+  from albert_tf.training import runtime
+  precision = export_precision(mixed_precision)
   record = ModelInfo.read_beside(checkpoint)
   task_name, model = resolve_task(checkpoint, model, record)
   task = tasks.TASKS[task_name] if task_name else None
@@ -212,10 +286,20 @@ def export(checkpoint, export_dir, model=None, preset=None,
   record = dataclasses.replace(
       record, num_labels=record.num_labels or num_labels,
       max_seq_length=max_seq_length)
+  buckets = length_buckets_for(length_buckets, max_seq_length)
+  bucketed = task is None or takes_length_buckets(task.export_signatures)
+  if not bucketed:
+    if length_buckets is not None and len(buckets) > 1:
+      raise ExportError(f"--length_buckets: the {model}'s serve_text pads "
+                        "to --max_seq_length; omit --length_buckets or pass "
+                        f"--length_buckets={FULL_PADDING}")
+    buckets = (max_seq_length,)
   try:
-    # First what the record says (labels, the task's own fields).
-    keras_model = (task.export_model(config, record) if task else
-                   AlbertEncoder(config))
+    # First what the record says (labels, the task's own fields); the
+    # layers take the compute dtype of the policy they are built under.
+    with runtime.dtype_policy(precision):
+      keras_model = (task.export_model(config, record) if task else
+                     AlbertEncoder(config))
     resolution.check_seq_length(max_seq_length, config)
   except ValueError as e:
     raise ExportError(str(e)) from None
@@ -231,20 +315,38 @@ def export(checkpoint, export_dir, model=None, preset=None,
                       "replace it, or omit --version to write the next one")
 
   report = _restore(checkpoint, keras_model, model)
+  served = saved_model.served_model(keras_model, jit_compile, precision)
+  options = {"length_buckets": buckets} if bucketed else {}
   try:
-    signatures = (task.export_signatures(keras_model, record, tokenizer,
-                                         max_seq_length, text_pair) if task
-                  else encoder_signatures(keras_model, tokenizer,
-                                          max_seq_length, text_pair))
+    signatures = (task.export_signatures(served, record, tokenizer,
+                                         max_seq_length, text_pair, **options)
+                  if task else
+                  encoder_signatures(served, tokenizer, max_seq_length,
+                                     text_pair, **options))
   except ValueError as e:
     raise ExportError(str(e)) from None
-  archive = saved_model.make_archive(keras_model, signatures)
+  with runtime.dtype_policy(precision):  # (anything built while tracing)
+    archive = saved_model.make_archive(keras_model, signatures)
   metadata = saved_model.export_metadata(
       record, model, version, report["prefix"], config, tokenizer,
-      signatures)
+      signatures, length_buckets=buckets, jit_compile=jit_compile,
+      mixed_precision=precision)
   return saved_model.write_version(archive, export_dir, version, tokenizer,
                                    metadata, signatures["serving_default"],
                                    overwrite)
+
+
+def export_precision(mixed_precision) -> str:
+  """none|bfloat16 from --mixed_precision (Keras policy names accepted)."""
+  from albert_tf.training import runtime  # pylint: disable=g-import-not-at-top
+  try:
+    precision = runtime.canonical_precision(mixed_precision)
+  except ValueError as e:
+    raise ExportError(str(e)) from None
+  if precision not in EXPORT_PRECISIONS:
+    raise ExportError(f"--mixed_precision={mixed_precision}: an export "
+                      f"computes in {' or '.join(EXPORT_PRECISIONS)}")
+  return precision
 
 
 @dataclasses.dataclass
@@ -276,11 +378,27 @@ class ExportSettings:
       None, "Version (default: next free).")
   # What the exported model takes.
   max_seq_length: Optional[int] = settings.field(
-      None, "serve_text sequence length (default: the fine-tuning length in "
-      "task_record.json, else 128).", group="model")
+      None, "serve_text truncation length, the largest length bucket "
+      "(default: the fine-tuning length in task_record.json, else 128).",
+      group="model")
   text_pair: Optional[bool] = settings.field(
       None, "serve_text takes text_b too (default: pretrainer and pair "
       "tasks).", group="model")
+  length_buckets: Optional[str] = settings.field(
+      None, "serve_text pads a batch to the smallest of these lengths that "
+      "holds its longest text (comma list; --max_seq_length is always the "
+      f"last; {FULL_PADDING}: always --max_seq_length). Default: "
+      f"{SMALLEST_BUCKET}, {2 * SMALLEST_BUCKET}, ... up to "
+      "--max_seq_length. Encoder, classifier and tagger; the other families "
+      "pad to --max_seq_length.", group="model")
+  jit_compile: bool = settings.field(
+      False, "XLA-compile the model inside the signatures (one compilation "
+      "per input shape; see benchmarks/serving_latency.py).", group="model")
+  mixed_precision: str = settings.field(
+      "none", f"Compute dtype of the exported model: "
+      f"{'|'.join(EXPORT_PRECISIONS)} (Keras policy names accepted); "
+      "variables, LayerNorm statistics, the attention softmax and the "
+      "outputs stay float32.", group="model")
   overwrite: bool = settings.field(False, "Replace an existing version.")
   verbose: bool = settings.field(False, "Show the traceback of an error.")
 
@@ -294,7 +412,9 @@ def main(argv):
       spm_model_file=s.spm_model_file, vocab_file=s.vocab_file,
       do_lower_case=s.do_lower_case, num_labels=s.num_labels,
       version=s.version, max_seq_length=s.max_seq_length,
-      text_pair=s.text_pair, overwrite=s.overwrite)
+      text_pair=s.text_pair, overwrite=s.overwrite,
+      length_buckets=s.length_buckets, jit_compile=s.jit_compile,
+      mixed_precision=s.mixed_precision)
   print(f"Exported {s.model or 'the recorded task'} to {path}")
 
 

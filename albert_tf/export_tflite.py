@@ -77,16 +77,18 @@ def tokenizer_copy_name(output, tokenizer_kind):
 
 
 def read_export_record(saved_model_dir):
-  """The export's tasks.record.ModelInfo (assets.extra/albert_export.json)."""
+  """The export's `serving.saved_model.ExportInfo` (a tasks.record.ModelInfo
+  and how the SavedModel serves; assets.extra/albert_export.json)."""
   # pylint: disable=g-import-not-at-top
-  from albert_tf.serving.saved_model import METADATA_FILE
-  from albert_tf.tasks.record import ModelInfo
+  from albert_tf.serving.saved_model import METADATA_FILE, ExportInfo
   path = os.path.join(saved_model_dir, "assets.extra", METADATA_FILE)
   if not os.path.exists(path):
     raise ValueError(f"{path} not found: --saved_model must be a version "
                      "directory written by albert_tf.export_saved_model")
-  # The record API reads old and new files alike.
-  return ModelInfo.read(path)
+  # The record API reads old and new files alike. As ExportInfo, the
+  # SavedModel's length_buckets (serve_text's, not the .tflite's fixed
+  # [1, max_seq_length]) are no task field the .json would copy.
+  return ExportInfo.read(path)
 
 
 def read_export_metadata(saved_model_dir):
@@ -195,6 +197,12 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
     raise ValueError("--quantize=int8 needs --representative_data=TSV (real "
                      "text to calibrate the activation ranges)")
   record = read_export_record(saved_model)
+  if record.mixed_precision not in (None, "none"):
+    raise ValueError(
+        f"--saved_model={saved_model} computes in {record.mixed_precision} "
+        "(export_saved_model --mixed_precision), which TFLite has no ops "
+        "for: convert a float32 export (--quantize=float16 or dynamic halves "
+        "or quarters its size)")
   metadata = record.flat_dict()
   length = metadata["max_seq_length"]
   tokenizer = tokenizer_of(saved_model, metadata)

@@ -92,9 +92,13 @@ def test_classifier_output_dir_serves_what_its_export_serves(classifier):
   probs = np.array([[r["probabilities"][k] for k in ("0", "1")]
                     for r in results])
   # The SavedModel of the same output_dir, read without albert_tf.
-  served = tf.saved_model.load(classifier["version"]).signatures[
-      "serve_text"](text=tf.constant(TEXTS))["probabilities"].numpy()
+  outputs = tf.saved_model.load(classifier["version"]).signatures[
+      "serve_text"](text=tf.constant(TEXTS))
+  served = outputs["probabilities"].numpy()
   assert_close_to_scale(probs, served, rel=1e-6)
+  # serve_text names the most probable class itself.
+  assert [l.decode() for l in outputs["label"].numpy()] == [
+      "01"[int(p.argmax())] for p in served]
   assert [r["label"] for r in results] == [
       "01"[int(p.argmax())] for p in served]
   # The easy examples, after training: 好 is positive, 差 negative.

@@ -41,7 +41,7 @@ COMMANDS = {
     "albert_tf.run_race": ("RaceOptions", 45),
     "data_prep.cloze": ("ClozeSettings", 6),
     "albert_tf.export_tflite": ("TfliteSettings", 9),
-    "albert_tf.export_saved_model": ("ExportSettings", 14),
+    "albert_tf.export_saved_model": ("ExportSettings", 17),
 }
 
 

@@ -14,7 +14,7 @@ import inspect
 import os
 import shutil
 import tempfile
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import logging
 import keras
@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import features as F
+from albert_tf.tasks.record import ModelInfo
 
 METADATA_FILE = "albert_export.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -157,15 +158,87 @@ def takes_text_b(signatures: Dict[str, Callable]) -> bool:
                                 for s in fn.input_signature)
 
 
+# ---------------------------------------------------------------- the model
+class ServedModel:
+  """A Keras model as the signatures call it, XLA-compiled and/or cast.
+
+  Every family's signatures call `model(features, training=False)` and read
+  the model's attributes (config, num_labels, ...); this stands in for the
+  model there. The call runs as one `tf.function(jit_compile=True)` when
+  jit_compile (nested in the signature: the tokenizer's string ops around it
+  cannot be compiled; XLA compiles once per input shape), and with
+  float32_outputs every floating output is cast to float32, so that a
+  bfloat16 model serves float32 whatever casts its family makes. The
+  archive tracks the model itself (`make_archive(model, ...)`).
+  """
+
+  def __init__(self, model, jit_compile=False, float32_outputs=False):
+    self.model = model
+    self.jit_compile = bool(jit_compile)
+
+    def served_call(features):
+      outputs = model(features, training=False)
+      if float32_outputs:
+        outputs = tf.nest.map_structure(
+            lambda t: tf.cast(t, tf.float32) if t.dtype.is_floating else t,
+            outputs)
+      return outputs
+
+    self._call = tf.function(served_call, jit_compile=self.jit_compile,
+                             autograph=False)
+
+  def __call__(self, features, training=False):
+    if training:
+      raise ValueError("an exported model runs inference only "
+                       "(training=False)")
+    return self._call(features)
+
+  def __getattr__(self, name):
+    if name == "model":  # not set yet (copy, unpickling): no recursion
+      raise AttributeError(name)
+    return getattr(self.model, name)
+
+
+def served_model(model, jit_compile=False, mixed_precision="none"):
+  """model itself (the graph of before) unless an option needs a
+  `ServedModel`: jit_compile, or a compute dtype other than float32."""
+  if not jit_compile and mixed_precision in (None, "none"):
+    return model
+  return ServedModel(model, jit_compile,
+                     float32_outputs=mixed_precision not in (None, "none"))
+
+
 # ---------------------------------------------------------------- files
+@dataclasses.dataclass
+class ExportInfo(ModelInfo):
+  """albert_export.json: the task record plus how the export serves.
+
+  length_buckets: the lengths serve_text pads a batch to (the smallest that
+  holds its longest row); [max_seq_length] alone is full padding.
+  jit_compile: the model inside the signatures is XLA-compiled.
+  mixed_precision: its compute dtype, "none" (float32) or "bfloat16";
+  outputs are float32 either way.
+  """
+  length_buckets: Optional[List[int]] = None
+  jit_compile: Optional[bool] = None
+  mixed_precision: Optional[str] = None
+
+
 def export_metadata(record, model, version, checkpoint, config, tokenizer,
-                    signatures):
-  """What albert_export.json holds: the task record (a
-  `tasks.record.ModelInfo`) with the tokenizer as exported and what was
+                    signatures, length_buckets=None, jit_compile=False,
+                    mixed_precision="none"):
+  """What albert_export.json holds (an `ExportInfo`): the task record (a
+  `tasks.record.ModelInfo`) with the tokenizer as exported, what was
   exported (--model, version, checkpoint prefix, config, special ids, the
-  text rules an app applies)."""
+  text rules an app applies) and how it serves (length_buckets: default
+  [max_seq_length]; jit_compile; mixed_precision)."""
+  record = ExportInfo(**{f.name: getattr(record, f.name)
+                         for f in dataclasses.fields(ModelInfo)})
   return dataclasses.replace(
       record, model=model, version=version, checkpoint=checkpoint,
+      length_buckets=[int(b) for b in length_buckets or
+                      [record.max_seq_length]],
+      jit_compile=bool(jit_compile), mixed_precision=mixed_precision or "none",
       albert_config=config.to_dict(), tokenizer_kind=tokenizer.kind,
       tokenizer_file=os.path.basename(tokenizer.model_file),
       do_lower_case=tokenizer.do_lower_case,
@@ -229,8 +302,16 @@ def write_version(archive, export_dir, version, tokenizer, metadata,
     os.makedirs(extra, exist_ok=True)
     shutil.copyfile(tokenizer.model_file, os.path.join(
         assets, os.path.basename(tokenizer.model_file)))
-    write_warmup_requests(os.path.join(extra, WARMUP_FILE), serving_default,
-                          metadata.max_seq_length, tokenizer)
+    try:
+      import tensorflow_serving  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import
+    except ImportError:  # a core install: albert_tf without [serving]
+      logging.warning(
+          "tensorflow-serving-api is not installed (pip install "
+          "albert_tf[serving]): %s has no %s, so TF Serving loads it "
+          "without warming up", final_dir, WARMUP_FILE)
+    else:
+      write_warmup_requests(os.path.join(extra, WARMUP_FILE), serving_default,
+                            metadata.max_seq_length, tokenizer)
     metadata.write(os.path.join(extra, METADATA_FILE), flat=True)
     make_world_readable(tmp_dir)
     if os.path.exists(final_dir):

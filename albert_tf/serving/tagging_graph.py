@@ -50,8 +50,9 @@ class TextTagger(tf.Module):
 
   Args:
     encoder: the `text_graph.TextEncoder` of the tokenizer the tagger was
-      trained with; its `tokenize` splits each token into pieces and its
-      max_seq_length is the length of the model inputs.
+      trained with; its `tokenize` splits each token into pieces, its
+      max_seq_length is where the pieces are cut and its `pad` pads the
+      model inputs (to a length bucket when it has them).
     token_level: "char" or "word" (`ner_data.split_text`).
     label_list: the model's tags, index = tag id: "O", "B-X", "I-X".
     unk_id: the unknown piece (a token with no piece becomes one).
@@ -87,12 +88,16 @@ class TextTagger(tf.Module):
 
   @classmethod
   def from_tokenizer(cls, tokenizer, max_seq_length, token_level, label_list,
-                     name=None):
+                     name=None, length_buckets=None):
+    """length_buckets: the lengths the model inputs may be padded to
+    (`text_graph.TextEncoder`); default: max_seq_length alone."""
     underline = tokenizer.convert_tokens_to_ids([text_graph._UNDERLINE])[0]
     if tokenizer.convert_ids_to_tokens([underline])[0] != text_graph._UNDERLINE:
       underline = -1  # no "▁" piece in the vocabulary
-    return cls(text_graph.TextEncoder.from_tokenizer(tokenizer, max_seq_length),
-               token_level, label_list, tokenizer.unk_id, underline, name=name)
+    encoder = text_graph.TextEncoder.from_tokenizer(
+        tokenizer, max_seq_length, length_buckets=length_buckets)
+    return cls(encoder, token_level, label_list, tokenizer.unk_id, underline,
+               name=name)
 
   # ------------------------------------------------------------ split
   def split(self, text):
@@ -140,10 +145,12 @@ class TextTagger(tf.Module):
   def encode(self, text):
     """tf.string [batch] -> (features, tokens) as `ner_data.encode_text`.
 
-    features: int32 [batch, max_seq_length] `input_ids`, `input_mask`,
-    `segment_ids`. tokens: `split` plus `positions` (int64 RaggedTensor
-    [batch, (tokens)]: the first piece of each token in the inputs) and
-    `tagged` (bool, same shape: the first piece is inside the cut).
+    features: int32 [batch, length] `input_ids`, `input_mask`,
+    `segment_ids`, length the encoder's bucket of the longest row
+    (max_seq_length without buckets). tokens: `split` plus `positions`
+    (int64 RaggedTensor [batch, (tokens)]: the first piece of each token in
+    the inputs) and `tagged` (bool, same shape: the first piece is inside
+    the cut).
     """
     tokens = self.split(text)
     pieces = self.encoder.tokenize(tokens["tokens"].flat_values)
@@ -177,21 +184,17 @@ class TextTagger(tf.Module):
     input_ids, _ = tf_text.combine_segments(
         [per_text[:, :max_pieces]], start_of_sequence_id=self.encoder.cls_id,
         end_of_segment_id=self.encoder.sep_id)
-    input_ids, input_mask = tf_text.pad_model_inputs(
-        input_ids, max_seq_length=self.encoder.max_seq_length,
-        pad_value=self.encoder.pad_id)
-    features = {F.INPUT_IDS: tf.cast(input_ids, tf.int32),
-                F.INPUT_MASK: tf.cast(input_mask, tf.int32),
-                F.SEGMENT_IDS: tf.zeros_like(input_ids, tf.int32)}
-    return features, tokens
+    # Every tagged token's first piece is inside its row, so inside the
+    # length bucket too: decode reads nothing past it.
+    return self.encoder.pad(input_ids), tokens
 
   # ------------------------------------------------------------ decode
   def decode(self, text, tokens, tag_ids):
     """The model's tag ids -> entities and character tags (`ner_data.tag_text`).
 
     text: tf.string [batch]; tokens: from `encode`; tag_ids: int [batch,
-    max_seq_length], the model's tag per position. Returns the dense dict
-    of `__call__`.
+    length], the model's tag per position of `encode`'s features. Returns
+    the dense dict of `__call__`.
     """
     nrows = tf.shape(text, out_type=tf.int64)[0]
     rows = tokens["tokens"].value_rowids()
@@ -288,9 +291,9 @@ class TextTagger(tf.Module):
   def __call__(self, text, tag_fn):
     """Tags a batch of raw texts.
 
-    text: tf.string [batch]; tag_fn: features -> int [batch, max_seq_length]
-    tag ids (the model). Returns, padded to the longest text (characters)
-    and the most entities of the batch:
+    text: tf.string [batch]; tag_fn: features -> int [batch, length] tag ids
+    (the model; length that of the features). Returns, padded to the
+    longest text (characters) and the most entities of the batch:
       char_tags      string [batch, max_chars]: BIO per character ("" after
                      the end of the text, and on untagged characters)
       entity_types   string [batch, max_entities] ("" padding)

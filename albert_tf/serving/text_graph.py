@@ -18,6 +18,12 @@ is among them.
     encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length=128)
     features = encoder(tf.constant(["很好用"]))   # dict of int32 [1, 128]
 
+With `length_buckets` (e.g. (16, 32, 64)) a batch is padded to the smallest
+bucket that holds its longest row instead of to max_seq_length (["很好用"]
+to 16); truncation stays at max_seq_length. The padded positions are
+masked and the position embeddings absolute, so the model's outputs for the
+real tokens are those of full padding, for a fraction of the compute.
+
 `albert_tf.serving.tagging_graph.TextTagger` does the same for a token tagger (NER).
 
 Building a `TextEncoder` needs `import tensorflow_text`; so does loading a
@@ -100,11 +106,13 @@ class TextEncoder(tf.Module):
     cls_id, sep_id, pad_id: special token ids.
     do_lower_case: lowercase and strip accents (see `normalize`).
     unk_token: the WordPiece unknown token.
+    length_buckets: the lengths a batch may be padded to (`bucket_lengths`);
+      default: max_seq_length alone (every row that long).
   """
 
   def __init__(self, kind, max_seq_length, cls_id, sep_id, pad_id,
                model_proto=None, vocab=None, do_lower_case=True,
-               unk_token="[UNK]", name=None):
+               unk_token="[UNK]", name=None, length_buckets=None):
     super().__init__(name=name)
     if kind not in ("sentencepiece", "wordpiece"):
       raise ValueError(f"kind must be 'sentencepiece' or 'wordpiece', got "
@@ -114,6 +122,7 @@ class TextEncoder(tf.Module):
                        "text (needs >= 3)")
     self.kind = kind
     self.max_seq_length = int(max_seq_length)
+    self.length_buckets = bucket_lengths(length_buckets, self.max_seq_length)
     self.cls_id, self.sep_id, self.pad_id = int(cls_id), int(sep_id), int(pad_id)
     self.do_lower_case = bool(do_lower_case)
     self._encode_single = self._encode_pair = None
@@ -148,9 +157,11 @@ class TextEncoder(tf.Module):
       self._unk_token = unk_token
 
   @classmethod
-  def from_tokenizer(cls, tokenizer, max_seq_length, name=None):
+  def from_tokenizer(cls, tokenizer, max_seq_length, name=None,
+                     length_buckets=None):
     """Builds the in-graph twin of an `albert_tf.data.tokenization` tokenizer."""
     kwargs = dict(kind=tokenizer.kind, max_seq_length=max_seq_length,
+                  length_buckets=length_buckets,
                   cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
                   pad_id=tokenizer.pad_id,
                   unk_token=tokenizer.convert_ids_to_tokens([tokenizer.unk_id])[0],
@@ -249,7 +260,9 @@ class TextEncoder(tf.Module):
     """Encodes a batch like classifier_data.encode_pair.
 
     text, text_b: tf.string [batch]. Returns {"input_ids", "input_mask",
-    "segment_ids"}: int32 [batch, max_seq_length].
+    "segment_ids"}: int32 [batch, length], length the smallest of
+    `length_buckets` that holds the longest packed row (max_seq_length
+    without buckets).
     """
     # One traced function per arity, created on first use (a SavedModel
     # saves, and so traces, every tf.function it holds): tracing the ragged
@@ -287,13 +300,59 @@ class TextEncoder(tf.Module):
     input_ids, segment_ids = tf_text.combine_segments(
         segments, start_of_sequence_id=self.cls_id,
         end_of_segment_id=self.sep_id)
+    return self.pad(input_ids, segment_ids)
+
+  # ------------------------------------------------------------ pad
+  def padded_length(self, row_lengths):
+    """The smallest of `length_buckets` >= every row length (int64 scalar).
+
+    row_lengths: int64 [batch], each <= max_seq_length (rows are cut
+    before); an empty batch takes the smallest bucket.
+    """
+    buckets = tf.constant(self.length_buckets, tf.int64)
+    longest = tf.reduce_max(tf.concat([tf.zeros([1], tf.int64),
+                                       tf.cast(row_lengths, tf.int64)], 0))
+    return tf.reduce_min(tf.boolean_mask(buckets, buckets >= longest))
+
+  def pad(self, input_ids, segment_ids=None):
+    """Packed rows -> the model inputs, padded to `padded_length`.
+
+    input_ids, segment_ids: int RaggedTensors [batch, (tokens)] of rows no
+    longer than max_seq_length ([CLS] ... [SEP] already in); segment_ids
+    None: all 0. Returns {"input_ids", "input_mask", "segment_ids"}: int32
+    [batch, length].
+    """
+    # One bucket: a Python int keeps the static shape [batch,
+    # max_seq_length] that full-padding exports always had.
+    length = (self.max_seq_length if len(self.length_buckets) == 1 else
+              self.padded_length(input_ids.row_lengths()))
     input_ids, input_mask = tf_text.pad_model_inputs(
         input_ids, max_seq_length=length, pad_value=self.pad_id)
-    segment_ids, _ = tf_text.pad_model_inputs(
-        segment_ids, max_seq_length=length, pad_value=0)
+    if segment_ids is None:
+      segment_ids = tf.zeros_like(input_ids)
+    else:
+      segment_ids, _ = tf_text.pad_model_inputs(
+          segment_ids, max_seq_length=length, pad_value=0)
     return {F.INPUT_IDS: tf.cast(input_ids, tf.int32),
             F.INPUT_MASK: tf.cast(input_mask, tf.int32),
             F.SEGMENT_IDS: tf.cast(segment_ids, tf.int32)}
+
+
+def bucket_lengths(length_buckets, max_seq_length):
+  """The sorted lengths a batch may be padded to, max_seq_length the last.
+
+  length_buckets: ints in [2, max_seq_length] (a row holds [CLS] and [SEP]
+  at least), any order; None or empty: max_seq_length alone.
+  Raises:
+    ValueError: a bucket outside [2, max_seq_length].
+  """
+  buckets = sorted({int(b) for b in (length_buckets or ())})
+  bad = [b for b in buckets if not 2 <= b <= max_seq_length]
+  if bad:
+    raise ValueError(f"length_buckets {bad} outside [2, max_seq_length="
+                     f"{max_seq_length}]: a batch is padded to a bucket and "
+                     "cut at max_seq_length")
+  return tuple(b for b in buckets if b < max_seq_length) + (max_seq_length,)
 
 
 def _lower_keeping_nul(text):

@@ -100,6 +100,10 @@ class Task:
     "serve_text" (strings in, tokenized in the graph by max_seq_length).
     text_pair: whether serve_text takes `text_b`; None: the family's
     default (the record's). Raises ValueError for a request it cannot serve.
+    A family may also take `length_buckets` (a sorted list of lengths
+    ending at max_seq_length): its serve_text then pads each batch to the
+    smallest that holds the longest row (export_saved_model passes it only
+    to families whose export_signatures accept it).
     """
     raise NotImplementedError
 

@@ -204,21 +204,36 @@ class ClassificationTask(Task):
 
   @classmethod
   def export_signatures(cls, model, record, tokenizer, max_seq_length,
-                        text_pair):
+                        text_pair, length_buckets=None):
+    """length_buckets: the lengths serve_text pads a batch to (the smallest
+    that holds its longest row; `text_graph.TextEncoder`); default: always
+    max_seq_length."""
     # Imported here: only export needs TF Text (the in-graph tokenizer).
     from albert_tf.serving.text_graph import TextEncoder  # pylint: disable=g-import-not-at-top
     text_pair = record.text_pair if text_pair is None else text_pair
-    encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
+    encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length,
+                                         length_buckets=length_buckets)
     regression = record.task == "regression" or model.num_labels == 1
 
     def run(features):
       return cls.export_outputs(model(features, training=False), regression)
 
+    # serve_text also names the most probable class: `label` [batch]
+    # (string), from the task's labels as fine-tuned.
+    label_names = (tf.constant(list(record.label_list), tf.string)
+                   if record.label_list and not regression else None)
+
+    def run_text(t):
+      outputs = run(encoder(t["text"], t.get("text_b")))
+      if label_names is not None:
+        outputs["label"] = tf.gather(
+            label_names, tf.argmax(outputs[F.PROBABILITIES], axis=-1))
+      return outputs
+
     return {"serving_default": saved_model.ids_signature(
                 run, vocab_size=model.config.vocab_size),
             "serve_text": saved_model.signature(
-                lambda t: run(encoder(t["text"], t.get("text_b"))),
-                saved_model.text_specs(text_pair))}
+                run_text, saved_model.text_specs(text_pair))}
 
   @staticmethod
   def export_outputs(outputs, regression=False):

@@ -253,14 +253,17 @@ class TaggingTask(Task):
 
   @classmethod
   def export_signatures(cls, model, record, tokenizer, max_seq_length,
-                        text_pair):
+                        text_pair, length_buckets=None):
+    """length_buckets: the lengths serve_text pads the model inputs to (the
+    smallest that holds the batch's longest row); default: always
+    max_seq_length."""
     if text_pair:
       raise ValueError("--text_pair: a tagger's serve_text takes one text")
     # Imported here: only export needs TF Text (the in-graph tokenizer).
     from albert_tf.serving.tagging_graph import TextTagger  # pylint: disable=g-import-not-at-top
     tagger = TextTagger.from_tokenizer(
         tokenizer, max_seq_length, record.task_config["token_level"],
-        record.label_list)
+        record.label_list, length_buckets=length_buckets)
 
     def run(features):
       return cls.export_outputs(model(features, training=False))
