@@ -58,6 +58,10 @@ length_buckets, jit_compile and mixed_precision) and
 `assets.extra/tf_serving_warmup_requests` (PredictionLog records for
 serving_default). The version is written to a hidden temporary directory
 beside it and renamed into place, so a polling server never sees half a model.
+
+Over 400 lines: the command, its flags and the one export path of every
+task family (task and record resolution, the checkpoint check, length
+buckets, XLA and bfloat16) are kept in one module, the export's reference.
 """
 
 import dataclasses

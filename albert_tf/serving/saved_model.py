@@ -7,6 +7,10 @@ and `write_version` writes export_dir/<version>/ with the tokenizer in
 assets/, albert_export.json and the TF Serving warmup requests in
 assets.extra/, through a hidden temporary directory renamed into place, so a
 polling server never sees half a model.
+
+Over 400 lines: the signatures, the archive, the export metadata
+(`ExportInfo`), the warmup requests, the versioned write and the tokenizer
+rules are the one set of SavedModel blocks every task family uses.
 """
 
 import dataclasses
