@@ -13,6 +13,10 @@ memory TF allocates in that step, and the records/s of
 where and under what load they were taken); with it they are measured first
 and printed, and the tables use them. The accelerator figures (peak, memory,
 host cores) are published ones, their MFU an assumption (ASSUMED_MFU).
+
+Over 400 lines: the arithmetic of every table and the measurements that
+feed it (each run in its own child process for its memory figure) stay
+together, so that docs/scaling.md is reproduced by this one script.
 """
 
 import argparse
