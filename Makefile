@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: demo test quickstart bench params clean-demo
+.PHONY: demo test test-slow test-all quickstart bench params clean-demo
 
 # requirements.txt holds every pin (the extras too); then the package
 # itself, editable, so the albert-* console scripts are on the venv's PATH.
@@ -24,8 +24,18 @@ demo: $(STAMP)
 	$(PYTHON) -m demo.run_demo $(if $(FAST),--fast,)
 
 # Two workers, one test file each at a time (module fixtures stay shared).
+# `make test` leaves out the tests marked slow (whole chains of commands,
+# several processes or signals, training to memorise, TFLite conversions);
+# `make test-slow` runs just those, `make test-all` both. CI runs both.
+PYTEST := $(PYTHON) -m pytest -q -n 2 --dist loadfile
 test: $(STAMP)
-	$(PYTHON) -m pytest -q -n 2 --dist loadfile tests
+	$(PYTEST) -m "not slow" tests
+
+test-slow: $(STAMP)
+	$(PYTEST) -m slow tests
+
+test-all: $(STAMP)
+	$(PYTEST) tests
 
 # The README's Quick start exactly as written (only the corpus and the TSV
 # are made up: about 1 MB of English text, 2,000 text-label rows).

@@ -22,6 +22,9 @@ import pytest
 from demo import run_demo
 from tests import cli_runner
 
+# A whole chain of commands: `make test-slow`, not `make test`.
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

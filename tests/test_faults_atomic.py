@@ -80,6 +80,7 @@ def saved_models(tmp_path_factory):
   return exported
 
 
+@pytest.mark.slow
 def test_tflite_disk_full_keeps_the_previous_model(saved_models, tmp_path,
                                                    monkeypatch):
   out = tmp_path / "out"
@@ -121,6 +122,7 @@ def test_tflite_disk_full_keeps_the_previous_model(saved_models, tmp_path,
       "scratch": ["saved_model"], "system_tmp": []}
 
 
+@pytest.mark.slow
 def test_tflite_leftover_of_a_killed_export_is_removed(saved_models, tmp_path,
                                                        caplog):
   out = tmp_path / "out"
@@ -140,6 +142,7 @@ def test_tflite_leftover_of_a_killed_export_is_removed(saved_models, tmp_path,
                                      "m.tflite", "m.vocab.txt"]
 
 
+@pytest.mark.slow
 def test_two_tflite_exports_into_one_folder_keep_their_tokenizers(
     saved_models, tmp_path):
   import json  # pylint: disable=g-import-not-at-top

@@ -167,6 +167,7 @@ def trained(tokenizer, tmp_path_factory):
   return prefix, history
 
 
+@pytest.mark.slow
 def test_fill_mask_predicts_the_memorised_token(trained, tokenizer, spm_file):
   prefix, history = trained
   assert history["masked_lm_accuracy"][-1] > 0.5  # it did learn
@@ -190,6 +191,7 @@ def test_fill_mask_predicts_the_memorised_token(trained, tokenizer, spm_file):
   assert len(lines) == sum(1 + len(c[2]) for c in cases)
 
 
+@pytest.mark.slow
 def test_serve_fill_mask_signature_agrees_with_the_cli(trained, tokenizer,
                                                        spm_file, tmp_path):
   prefix, _ = trained
@@ -238,6 +240,7 @@ def test_serve_fill_mask_signature_agrees_with_the_cli(trained, tokenizer,
 
 
 # ------------------------------------------------------ bad input
+@pytest.mark.slow
 def test_bad_input_is_one_line_naming_it(trained, tokenizer, spm_file,
                                          tmp_path):
   prefix, _ = trained

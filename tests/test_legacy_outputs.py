@@ -214,6 +214,7 @@ def test_classifier_and_tagger_output_dirs_export(tmp_path, legacy):
 
 
 # ------------------------------------------------------------ d. TFLite
+@pytest.mark.slow
 def test_legacy_export_converts_to_tflite(tmp_path, legacy):
   from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
   output = tmp_path / "legacy.tflite"

@@ -19,6 +19,12 @@ from albert_tf import run_squad
 from albert_tf.config import AlbertConfig
 from albert_tf.data import race, squad_metrics
 
+# Fine-tuning to memorise (hundreds of steps), exports and TFLite: `make
+# test-slow`. The readers, windows, metrics and graphs are tested quickly
+# in test_squad_data, test_race_data, test_squad_metrics, test_span_graph
+# and test_choice_graph.
+pytestmark = pytest.mark.slow
+
 WORDS = [a + b for a in ("am", "ba", "ce", "do", "ek", "fu", "gi", "ho",
                          "ju", "ko", "lu", "mi")
          for b in ("ber", "sil", "dar", "lta", "mon", "rov", "ter", "nix",

@@ -419,6 +419,7 @@ def test_export_refuses_mismatched_checkpoints(char_wordpiece, tmp_path):
 
 
 # ------------------------------------------------------------ TFLite
+@pytest.mark.slow
 def test_tflite_tagger_agrees_with_saved_model(word_sentencepiece):
   from ai_edge_litert.interpreter import Interpreter
   exported = word_sentencepiece

@@ -29,6 +29,9 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling.models import AlbertClassifier
 from tests import deploy_fixtures as fx
 
+# Four TFLite conversions (about 10 s of CPU each): `make test-slow`.
+pytestmark = pytest.mark.slow
+
 MAX_SEQ = 64
 BOUNDS = {"none": 1e-4, "float16": 1e-2, "dynamic": 5e-2, "int8": 1.5e-1}
 

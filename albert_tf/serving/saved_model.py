@@ -142,7 +142,14 @@ def make_archive(model: keras.Model, signatures: Dict[str, Callable]):
     raise ValueError(f"the export signatures {sorted(signatures)} have no "
                      "serving_default")
   archive = keras.export.ExportArchive()
-  archive.track(model)
+  # The model's variables, not the model: `archive.track(model)` also has
+  # the save walk every Keras layer and variable object for lookup tables
+  # (the model holds none; the tokenizer's are tracked below), about a
+  # third of an export's time. The signatures capture the same variables,
+  # and `loaded.variables` still lists them.
+  archive.variables.extend(model.variables)
+  archive.trainable_variables.extend(model.trainable_variables)
+  archive.non_trainable_variables.extend(model.non_trainable_variables)
   for fn in signatures.values():
     # Lookup tables and tokenizer models are saved only when tracked.
     for module in _modules_read_by(fn).values():
@@ -173,7 +180,7 @@ class ServedModel:
   cannot be compiled; XLA compiles once per input shape), and with
   float32_outputs every floating output is cast to float32, so that a
   bfloat16 model serves float32 whatever casts its family makes. The
-  archive tracks the model itself (`make_archive(model, ...)`).
+  archive holds the model's own variables (`make_archive(model, ...)`).
   """
 
   def __init__(self, model, jit_compile=False, float32_outputs=False):
