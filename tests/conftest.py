@@ -20,29 +20,36 @@ def tiny_config():
                       intermediate_size=32, max_position_embeddings=32)
 
 
-# The longest files first (seconds summed per file, `make test` under load,
-# 2026-12). `-n 2 --dist loadfile` runs each file on one worker, and xdist
-# would hand out the files with the most tests first: the longest ones here
-# have 1 to 4 tests, so they ran last, one worker alone at the end. Files
-# not named keep their place after these.
+# The longest files first (wall seconds summed per file under `-n 2`, AMD
+# EPYC AVX2, 2026-12-02; fast tier / slow tier). `-n 2 --dist loadfile`
+# runs each file on one worker, and xdist would hand out the files with the
+# most tests first: the longest ones here have few tests, so they ran last,
+# one worker alone at the end. Files not named keep their place after these.
 LONGEST_FIRST = (
-    "test_demo_chain.py",        # 1133 s: the smoke demo, then the docs
-    "test_trainer.py",           # 397
-    "test_run_pretraining.py",   # 312
-    "test_tflite.py",            # 298
-    "test_reading_comprehension.py",  # ~200 (new; 95-216 s alone, loaded)
-    "test_legacy_outputs.py",    # 193
-    "test_faults_output_dir.py",  # 149
-    "test_cli_errors.py",        # 128
-    "test_quickstart.py",        # 96
-    "test_faults_noise.py",      # 93
-    "test_tagger_export.py",     # 86
-    "test_export.py",            # 82
-    "test_task_contract.py",     # 80
-    "test_faults_data.py",       # 78
-    "test_faults.py",            # 77
-    "test_fill_mask.py",         # 68
-    "test_params.py",            # 67
+    "test_demo_chain.py",        # - / 455: the smoke demo, then the docs
+    "test_trainer.py",           # 44 / 190
+    "test_run_pretraining.py",   # 66 / 180
+    "test_reading_comprehension.py",  # - / 134
+    "test_faults.py",            # 116
+    "test_export.py",            # 95
+    "test_sharding_simulation.py",  # - / 90
+    "test_export_options.py",    # 79
+    "test_faults_output_dir.py",  # 75
+    "test_tflite.py",            # - / 63
+    "test_tagger_export.py",     # 62 / 28
+    "test_quickstart.py",        # - / 53
+    "test_fill_mask.py",         # 8 / 50
+    "test_faults_atomic.py",     # 8 / 49
+    "test_faults_data.py",       # 47
+    "test_legacy_outputs.py",    # 41 / 7
+    "test_model.py",             # 42
+    "test_inference.py",         # 41
+    "test_data_prep_cli.py",     # 41
+    "test_model_harness.py",     # 40
+    "test_faults_nan.py",        # 40
+    "test_run_classifier.py",    # 37
+    "test_cli_errors.py",        # 1 / 25
+    "test_params.py",            # - / 20
 )
 
 

@@ -16,6 +16,10 @@ from albert_tf.tasks.base import step_indexed_inputs
 from albert_tf.tasks.pretraining import PretrainingTask
 from tests import pretraining_fixtures as fx
 
+# 64 pipelines built and read to the end, about 50 s of CPU: `make
+# test-slow`.
+pytestmark = pytest.mark.slow
+
 PIPELINES = 64
 RECORDS_PER_SHARD = 3
 
