@@ -22,6 +22,10 @@ several at once; `run_module` is `subprocess.run` on top of it. What a fork
 does not reproduce: Python's finalisation and C++ static destructors at exit
 (the child leaves with os._exit); a test about those must use `subprocess`.
 
+With ALBERT_TEST_COMMAND_LOG=<file> in the tests' environment the zygote
+appends one JSON line per finished command (module, test, CPU seconds of
+the child, wall seconds): where the suite's time goes, command by command.
+
 Written by hand: multiprocessing's "forkserver" start method has the same
 idea, but runs Python functions, not modules with their own flags and exit
 codes.

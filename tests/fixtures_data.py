@@ -79,3 +79,13 @@ def write_tiny_vocab_and_config(root, chars):
                intermediate_size=32, max_position_embeddings=32,
                initializer_range=0.2).to_json_file(root / "config.json")
   return root
+
+
+def fault_rows(faults, slow, name=lambda fault: fault.__name__):
+  """The rows of a fault table as pytest params named after each fault;
+  those named in `slow` (several training runs in a row, about 10 s of CPU
+  each) are marked slow: `make test-slow` runs them, `make test` does not."""
+  unknown = set(slow) - {name(f) for f in faults}
+  assert not unknown, f"no such rows: {sorted(unknown)}"
+  return [pytest.param(f, id=name(f), marks=[pytest.mark.slow] if name(f)
+                       in slow else []) for f in faults]

@@ -3,8 +3,8 @@
 One tiny random classifier (seeded; initializer_range 0.2, so that its
 logits are of order 1 and its probabilities far from uniform: a bf16 or
 padding error shows) is exported three times: `bucketed` (the default
-buckets 16, 32, 48), `full_jit` (--length_buckets=none --jit_compile) and
-`bf16` (--mixed_precision=bfloat16, default buckets). A random tagger with a
+buckets 16, 32, 48), and for the slow tier `full_jit` (--length_buckets=none
+--jit_compile) and `bf16` (--mixed_precision=bfloat16, default buckets). A random tagger with a
 task_record.json is exported once (default buckets). The reference of
 "full padding" is the Keras model on the Python tokenizer's features of
 max_seq_length, or the in-memory TextTagger without buckets.
@@ -148,15 +148,24 @@ def exports(tmp_path_factory, spm_file, sp_tokenizer):
   common = dict(checkpoint=prefix, model="classifier", num_labels=3,
                 spm_model_file=spm_file, max_seq_length=MAX_SEQ,
                 text_pair=False)
-  options = {"bucketed": {},
-             "full_jit": dict(length_buckets="none", jit_compile=True),
+  path = export_lib.export(export_dir=str(root / "bucketed"), **common)
+  return {"model": model, "prefix": prefix, "paths": {"bucketed": path},
+          "root": root, "common": common,
+          "loaded": {"bucketed": tf.saved_model.load(path)}}
+
+
+@pytest.fixture(scope="module")
+def variants(exports):
+  """`exports` with full_jit and bf16 added (XLA compiles at the first call
+  of each shape: the tests that use these are in the slow tier)."""
+  options = {"full_jit": dict(length_buckets="none", jit_compile=True),
              "bf16": dict(mixed_precision="bfloat16")}
-  paths = {name: export_lib.export(export_dir=str(root / name), **common,
-                                   **kwargs)
-           for name, kwargs in options.items()}
-  return {"model": model, "prefix": prefix, "paths": paths, "root": root,
-          "common": common,
-          "loaded": {n: tf.saved_model.load(p) for n, p in paths.items()}}
+  for name, kwargs in options.items():
+    path = export_lib.export(export_dir=str(exports["root"] / name),
+                             **exports["common"], **kwargs)
+    exports["paths"][name] = path
+    exports["loaded"][name] = tf.saved_model.load(path)
+  return exports
 
 
 def _serve_text(exports, name, texts):
@@ -171,29 +180,49 @@ def _keras(exports, features):
           "probabilities": tf.nn.softmax(logits).numpy()}
 
 
-def test_bucketed_serve_text_equals_full_padding(exports, sp_tokenizer):
+def _serve_text_equals_full_padding(exports, name, sp_tokenizer):
+  """serve_text of export `name`, each text alone (its own bucket) and all
+  in one batch (the largest), against the Keras model on full padding."""
   expected = _keras(exports, _python_features(sp_tokenizer, TEXTS))
   assert np.abs(expected["logits"]).max() > 0.5  # not a near-uniform model
   diffs = {}
-  # Each text alone (its own bucket) and all in one batch (the largest).
-  for name in ("bucketed", "full_jit"):
-    alone = [_serve_text(exports, name, [t]) for t in TEXTS]
-    batch = _serve_text(exports, name, TEXTS)
-    for key in ("logits", "probabilities"):
-      got_alone = np.concatenate([o[key] for o in alone])
-      for got in (got_alone, batch[key]):
-        assert got.dtype == np.float32
-        assert_close_to_scale(got, expected[key], rel=SAME_MODEL_REL)
-      diffs[name, key] = float(np.abs(got_alone - expected[key]).max())
-  print("max |serve_text - Keras full padding|:", diffs)
-  # The buckets are in the bucketed serve_text graph, not in the other.
-  consts = {n: _int64_consts(_graph_functions(exports["paths"][n]))
-            for n in ("bucketed", "full_jit")}
-  assert list(BUCKETS) in consts["bucketed"]
-  assert list(BUCKETS) not in consts["full_jit"]
+  alone = [_serve_text(exports, name, [t]) for t in TEXTS]
+  batch = _serve_text(exports, name, TEXTS)
+  for key in ("logits", "probabilities"):
+    got_alone = np.concatenate([o[key] for o in alone])
+    for got in (got_alone, batch[key]):
+      assert got.dtype == np.float32
+      assert_close_to_scale(got, expected[key], rel=SAME_MODEL_REL)
+    diffs[key] = float(np.abs(got_alone - expected[key]).max())
+  print(f"{name}: max |serve_text - Keras full padding|:", diffs)
+  # The buckets are in the bucketed serve_text graph, in no other.
+  consts = _int64_consts(_graph_functions(exports["paths"][name]))
+  assert (list(BUCKETS) in consts) == (name == "bucketed")
 
 
-def test_jit_export_equals_the_plain_one(exports, sp_tokenizer):
+def _metadata(exports, name):
+  path = os.path.join(exports["paths"][name], "assets.extra",
+                      saved_model.METADATA_FILE)
+  with open(path, encoding="utf-8") as f:
+    values = json.load(f)
+  return {k: values[k] for k in ("length_buckets", "jit_compile",
+                                 "mixed_precision", "max_seq_length")}
+
+
+def test_bucketed_serve_text_equals_full_padding(exports, sp_tokenizer):
+  _serve_text_equals_full_padding(exports, "bucketed", sp_tokenizer)
+  assert _metadata(exports, "bucketed") == {
+      "length_buckets": list(BUCKETS), "jit_compile": False,
+      "mixed_precision": "none", "max_seq_length": MAX_SEQ}
+
+
+@pytest.mark.slow
+def test_jit_export_equals_the_plain_one(variants, sp_tokenizer):
+  exports = variants
+  _serve_text_equals_full_padding(exports, "full_jit", sp_tokenizer)
+  assert _metadata(exports, "full_jit") == {
+      "length_buckets": [MAX_SEQ], "jit_compile": True,
+      "mixed_precision": "none", "max_seq_length": MAX_SEQ}
   calls = {n: _served_calls(_graph_functions(exports["paths"][n]))
            for n in exports["paths"]}
   # The model call of serving_default and of serve_text (each traced once
@@ -219,7 +248,10 @@ def test_jit_export_equals_the_plain_one(exports, sp_tokenizer):
     print(f"length {length}: max |XLA - plain| logit {diff.max():.1e}")
 
 
-def test_bf16_export_is_float32_out_and_close(exports):
+@pytest.mark.slow
+def test_bf16_export_is_float32_out_and_close(variants):
+  exports = variants
+  assert _metadata(exports, "bf16")["mixed_precision"] == "bfloat16"
   functions = _graph_functions(exports["paths"]["bf16"])
   bf16 = tf.bfloat16.as_datatype_enum
   matmuls = [n.attr["T"].type == bf16 for f in functions for n in f.node_def
@@ -238,24 +270,6 @@ def test_bf16_export_is_float32_out_and_close(exports):
         f"{logit_diff:.2e} of max |logit| {scale:.2f}")
   assert 0 < diff <= BF16_PROB_TOL
   assert logit_diff <= BF16_LOGIT_REL * scale
-
-
-def test_export_metadata_says_how_it_serves(exports):
-  def info(name):
-    path = os.path.join(exports["paths"][name], "assets.extra",
-                        saved_model.METADATA_FILE)
-    with open(path, encoding="utf-8") as f:
-      values = json.load(f)
-    return {k: values[k] for k in ("length_buckets", "jit_compile",
-                                   "mixed_precision", "max_seq_length")}
-  assert info("bucketed") == {"length_buckets": list(BUCKETS),
-                              "jit_compile": False,
-                              "mixed_precision": "none",
-                              "max_seq_length": MAX_SEQ}
-  assert info("full_jit") == {"length_buckets": [MAX_SEQ],
-                              "jit_compile": True, "mixed_precision": "none",
-                              "max_seq_length": MAX_SEQ}
-  assert info("bf16")["mixed_precision"] == "bfloat16"
 
 
 def test_family_without_buckets_refuses_explicit_ones(exports):

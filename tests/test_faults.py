@@ -29,7 +29,7 @@ from albert_tf.training import resolution
 from albert_tf.config import AlbertConfig
 from albert_tf.tasks.classification import ClassificationTask
 from albert_tf.data.tokenization import load_tokenizer
-from tests.fixtures_data import write_tiny_vocab_and_config
+from tests.fixtures_data import fault_rows, write_tiny_vocab_and_config
 from tests.pretraining_fixtures import tiny_argv
 
 CHARS = "好差很不是的电影书手机质量服务一般"
@@ -386,6 +386,18 @@ FAULTS = [truncated_latest_checkpoint, eval_only_without_a_checkpoint,
           eval_only_keeps_the_recorded_settings]
 
 
-@pytest.mark.parametrize("fault", FAULTS, ids=[f.__name__ for f in FAULTS])
+# Rows that train several times in a row (resume, refuse and rerun, kill
+# and rerun): `make test-slow` (tests/fixtures_data.fault_rows).
+SLOW_ROWS = {
+    "truncated_latest_checkpoint",
+    "stale_temporary_checkpoint",
+    "log_lines_after_the_checkpoint",
+    "export_is_world_readable_and_cleans_up",
+    "disk_full_while_saving",
+    "concurrent_runs_into_one_output_dir",
+}
+
+
+@pytest.mark.parametrize("fault", fault_rows(FAULTS, SLOW_ROWS))
 def test_fault(fault, data, tmp_path, caplog):
   fault(data, tmp_path, caplog)

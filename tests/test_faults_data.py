@@ -39,6 +39,7 @@ from data_prep import instances as inst
 from data_prep import outputs
 from data_prep import pipeline
 from tests import cli_runner
+from tests.fixtures_data import fault_rows
 from tests.pretraining_fixtures import random_example, write_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -609,7 +610,15 @@ FAULTS = [
 ]
 
 
-@pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
+# The row that waits out an input timeout in a fresh interpreter:
+# `make test-slow` (tests/fixtures_data.fault_rows).
+SLOW_ROWS = {
+    "blocking_shard",
+}
+
+
+@pytest.mark.parametrize(
+    "fault", fault_rows(FAULTS, SLOW_ROWS, name=lambda f: f.name))
 def test_fault(fault, base, tmp_path, caplog):  # pylint: disable=redefined-outer-name
   outcome = fault.act(base, tmp_path, caplog)
   if outcome.cli is not None:

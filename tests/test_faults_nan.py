@@ -29,6 +29,7 @@ from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.training import callbacks
 from albert_tf.training import checkpoints
 from tests import test_convert_checkpoint as tcc
+from tests.fixtures_data import fault_rows
 from tests.pretraining_fixtures import tiny_argv
 from tests.test_faults import _one_line_error, _options
 from tests.test_faults import data  # noqa: F401  pylint: disable=unused-import
@@ -236,6 +237,13 @@ FAULTS = [pretraining_learning_rate_1e6,
           convert_of_a_nan_checkpoint]
 
 
-@pytest.mark.parametrize("fault", FAULTS, ids=[f.__name__ for f in FAULTS])
+# The row that trains to finite checkpoints and then to NaN: `make
+# test-slow` (tests/fixtures_data.fault_rows).
+SLOW_ROWS = {
+    "pretraining_nan_after_finite_checkpoints",
+}
+
+
+@pytest.mark.parametrize("fault", fault_rows(FAULTS, SLOW_ROWS))
 def test_fault(fault, data, tmp_path, monkeypatch):
   fault(data, tmp_path, monkeypatch)

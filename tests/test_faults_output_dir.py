@@ -17,6 +17,7 @@ from albert_tf import run_classifier
 from albert_tf import run_pretraining as rp
 from albert_tf.training import output_dir
 from albert_tf.training.runtime import RunConfigError
+from tests.fixtures_data import fault_rows
 from tests.test_faults import _options
 from tests.test_faults import data  # noqa: F401  pylint: disable=unused-import
 from tests.pretraining_fixtures import tiny_argv
@@ -372,6 +373,17 @@ FAULTS = [overwrite_deletes_only_the_runs_files,
           duplicate_labels_in_label_list]
 
 
-@pytest.mark.parametrize("fault", FAULTS, ids=[f.__name__ for f in FAULTS])
+# Rows that train several times in a row (resume, refuse and rerun, kill
+# and rerun): `make test-slow` (tests/fixtures_data.fault_rows).
+SLOW_ROWS = {
+    "overwrite_deletes_only_the_runs_files",
+    "never_beats_step_0",
+    "files_cut_short_by_a_kill",
+    "checkpoint_index_missing_or_rewritten",
+    "pretraining_output_dir_holds_its_records",
+}
+
+
+@pytest.mark.parametrize("fault", fault_rows(FAULTS, SLOW_ROWS))
 def test_fault(fault, data, tmp_path, caplog):
   fault(data, tmp_path, caplog)

@@ -150,6 +150,7 @@ def test_segments_cut_at_checkpoints():
 
 
 # ------------------------------------------------------------ training
+@pytest.mark.slow
 def test_train_eval_resume_and_init_checkpoint(tmp_path):
   argv = tiny_argv(tmp_path, "--do_eval")
   out = tmp_path / "out"

@@ -333,6 +333,7 @@ def _scalars(event_dir):
                 for e in acc.Tensors(tag)] for tag in acc.Tags()["tensors"]}
 
 
+@pytest.mark.slow
 def test_tensorboard_events_from_both_clis(data, tmp_path):
   run_classifier.run(**{
       "task_name": "sentiment", "data_dir": str(data),
@@ -370,6 +371,7 @@ def _snapshot(directory):
           for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_rerun_with_other_config_stops_and_changes_nothing(data, tmp_path):
   out = tmp_path / "out"
   argv = _argv(data, out, "--train_step=2", "--eval_every_steps=2")
