@@ -23,11 +23,16 @@ $(STAMP): requirements.txt pyproject.toml
 demo: $(STAMP)
 	$(PYTHON) -m demo.run_demo $(if $(FAST),--fast,)
 
-# Two workers, one test file each at a time (module fixtures stay shared).
+# Three workers on two cores, one test file each at a time (module
+# fixtures stay shared): while one waits (on a child process, a file, a
+# timeout) the other two keep both cores busy; 7 min 10 s against about
+# 8 min with two workers for the quick tier (benchmarks/README.md).
 # `make test` leaves out the tests marked slow (whole chains of commands,
-# several processes or signals, training to memorise, TFLite conversions);
-# `make test-slow` runs just those, `make test-all` both. CI runs both.
-PYTEST := $(PYTHON) -m pytest -q -n 2 --dist loadfile
+# several processes or signals, several training runs in a row, training
+# to memorise, TFLite conversions, XLA and bf16 export variants, the
+# 64-pipeline simulation); `make test-slow` runs just those, `make
+# test-all` both. CI (.ci/run) runs both tiers.
+PYTEST := $(PYTHON) -m pytest -q -n 3 --dist loadfile
 test: $(STAMP)
 	$(PYTEST) -m "not slow" tests
 

@@ -3,8 +3,9 @@
 One tiny random classifier (seeded; initializer_range 0.2, so that its
 logits are of order 1 and its probabilities far from uniform: a bf16 or
 padding error shows) is exported three times: `bucketed` (the default
-buckets 16, 32, 48), and for the slow tier `full_jit` (--length_buckets=none
---jit_compile) and `bf16` (--mixed_precision=bfloat16, default buckets). A random tagger with a
+buckets 16, 32, 48), and for the slow tier `full_jit`
+(--length_buckets=none --jit_compile) and `bf16`
+(--mixed_precision=bfloat16, default buckets). A random tagger with a
 task_record.json is exported once (default buckets). The reference of
 "full padding" is the Keras model on the Python tokenizer's features of
 max_seq_length, or the in-memory TextTagger without buckets.
