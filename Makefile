@@ -23,16 +23,14 @@ $(STAMP): requirements.txt pyproject.toml
 demo: $(STAMP)
 	$(PYTHON) -m demo.run_demo $(if $(FAST),--fast,)
 
-# Three workers on two cores, one test file each at a time (module
-# fixtures stay shared): while one waits (on a child process, a file, a
-# timeout) the other two keep both cores busy (benchmarks/README.md, "Test
-# tiers": 9 % less wall time than two workers, the same CPU).
+# Two workers, one test file each at a time (module fixtures stay shared).
+# Three on the two cores were slower (benchmarks/README.md, "Test tiers").
 # `make test` leaves out the tests marked slow (whole chains of commands,
 # several processes or signals, several training runs in a row, training
 # to memorise, TFLite conversions, XLA and bf16 export variants, the
 # 64-pipeline simulation); `make test-slow` runs just those, `make
 # test-all` both. CI (.ci/run) runs both tiers.
-PYTEST := $(PYTHON) -m pytest -q -n 3 --dist loadfile
+PYTEST := $(PYTHON) -m pytest -q -n 2 --dist loadfile
 test: $(STAMP)
 	$(PYTEST) -m "not slow" tests
 
