@@ -90,9 +90,10 @@ ESTIMATES = {
     "full": {"corpus": 20, "vocab": 55, "tfrecords": 30, "pretrain": 800,
              "eval": 20, "finetune": 380, "ner": 450, "export": 25, "tflite": 20,
              "reading": 600, "check": 15, "report": 40},
-    "fast": {"corpus": 15, "vocab": 5, "tfrecords": 23, "pretrain": 45,
-             "eval": 20, "finetune": 95, "ner": 60, "reading": 60,
-             "export": 25, "tflite": 16, "check": 10, "report": 15},
+    # `make demo FAST=1` of 2026-12-02 (AMD EPYC, AVX2 only): 20.2 min.
+    "fast": {"corpus": 5, "vocab": 4, "tfrecords": 15, "pretrain": 47,
+             "eval": 24, "finetune": 97, "ner": 241, "reading": 718,
+             "export": 18, "tflite": 20, "check": 9, "report": 13},
     "smoke": {"corpus": 15, "vocab": 2, "tfrecords": 12, "pretrain": 25,
               "eval": 12, "finetune": 60, "ner": 40, "reading": 40,
               "export": 20, "tflite": 15, "check": 8, "report": 10},
