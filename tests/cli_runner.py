@@ -163,8 +163,6 @@ def serve():
   signal.set_wakeup_fd(wake_write)
   stdin, pending, running = sys.stdin.fileno(), b"", 0
   started, log = {}, os.environ.get("ALBERT_TEST_COMMAND_LOG")
-  tests = {}
-  test_of = lambda pid: tests.pop(pid, "?")
   while True:
     ready, _, _ = select.select([stdin, wake_read], [], [])
     if wake_read in ready:
@@ -186,19 +184,19 @@ def serve():
           signal.signal(signal.SIGCHLD, signal.SIG_DFL)
           _child(request)
         running += 1
-        tests[pid] = request.get("test", "?")
-        started[pid] = (request["module"] or "-c", time.time())
+        started[pid] = (request["module"] or "-c", request.get("test", "?"),
+                        time.time())
         reply({"id": request["id"], "pid": pid})
     while running:
       pid, status, usage = os.wait4(-1, os.WNOHANG)
       if not pid:
         break
       running -= 1
-      module, start = started.pop(pid, ("?", time.time()))
+      module, test, start = started.pop(pid, ("?", "?", time.time()))
       if log:  # what each command cost, for finding the slow ones
         with open(log, "a", encoding="utf-8") as f:
           f.write(json.dumps({
-              "module": module, "test": test_of(pid),
+              "module": module, "test": test,
               "cpu": round(usage.ru_utime + usage.ru_stime, 2),
               "wall": round(time.time() - start, 2)}) + "\n")
       reply({"pid": pid, "rc": os.waitstatus_to_exitcode(status)})

@@ -83,8 +83,8 @@ def write_tiny_vocab_and_config(root, chars):
 
 def fault_rows(faults, slow, name=lambda fault: fault.__name__):
   """The rows of a fault table as pytest params named after each fault;
-  those named in `slow` (several training runs in a row, about 10 s of CPU
-  each) are marked slow: `make test-slow` runs them, `make test` does not."""
+  those named in `slow` (about 10 s of CPU each on a 2-core AMD EPYC) are
+  marked slow: `make test-slow` runs them, `make test` does not."""
   unknown = set(slow) - {name(f) for f in faults}
   assert not unknown, f"no such rows: {sorted(unknown)}"
   return [pytest.param(f, id=name(f), marks=[pytest.mark.slow] if name(f)

@@ -386,8 +386,9 @@ FAULTS = [truncated_latest_checkpoint, eval_only_without_a_checkpoint,
           eval_only_keeps_the_recorded_settings]
 
 
-# Rows that train several times in a row (resume, refuse and rerun, kill
-# and rerun): `make test-slow` (tests/fixtures_data.fault_rows).
+# Rows that run more than one training command, or train and then export
+# (resume, refuse and rerun, two runs at once): `make test-slow`
+# (tests/fixtures_data.fault_rows).
 SLOW_ROWS = {
     "truncated_latest_checkpoint",
     "stale_temporary_checkpoint",
