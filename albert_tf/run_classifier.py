@@ -101,7 +101,8 @@ def _run(o: ClassifierOptions):
   task = tasks.TASKS["regression" if spec.is_regression else
                      "classification"](
       spec, tokenizer, o.data_dir, o.max_seq_length, o.eval_batch_size,
-      o.classifier_dropout, o.seed, o.max_train_examples, o.max_eval_examples)
+      o.classifier_dropout, o.seed, o.max_train_examples, o.max_eval_examples,
+      o.max_predict_examples)
   return finetuning.train_and_evaluate(
       o, task, config, strategy, f"{task.name}:{spec.name}",
       _validate_splits(o, task),

@@ -113,7 +113,8 @@ def _run(o: NerOptions):
       tag_scheme=o.tag_scheme, eval_batch_size=o.eval_batch_size,
       classifier_dropout=o.classifier_dropout, seed=o.seed,
       max_train_examples=o.max_train_examples,
-      max_eval_examples=o.max_eval_examples, strict_tags=o.strict_tags)
+      max_eval_examples=o.max_eval_examples, strict_tags=o.strict_tags,
+      max_predict_examples=o.max_predict_examples)
   # The splits are read first: the train split's tags are the model's.
   data_stats = _validate_splits(o, task)
   return finetuning.train_and_evaluate(

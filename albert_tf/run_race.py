@@ -91,7 +91,7 @@ def _run(o: RaceOptions):
   task = tasks.TASKS["multiple_choice"](
       o.task_name, tokenizer, o.data_dir, o.max_seq_length, o.max_qa_length,
       o.eval_batch_size, o.classifier_dropout, o.seed, o.max_train_examples,
-      o.max_eval_examples)
+      o.max_eval_examples, o.max_predict_examples)
   stats = {}
   for split, wanted, needs_labels in (("train", o.do_train, True),
                                       ("dev", o.do_eval, True),

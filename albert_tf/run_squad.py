@@ -154,7 +154,7 @@ def _run(o: SquadOptions):
       o.doc_stride, o.max_query_length, o.version_2_with_negative,
       o.n_best_size, o.max_answer_length, o.start_n_top, o.end_n_top,
       o.eval_batch_size, o.classifier_dropout, o.seed, o.max_train_examples,
-      o.max_eval_examples)
+      o.max_eval_examples, o.max_predict_examples)
   stats = {}
   for split, wanted in (("train", o.do_train),
                         ("dev", o.do_eval or o.do_predict)):

@@ -77,7 +77,8 @@ class ClassificationTask(Task):
   def __init__(self, spec: cd.TaskSpec, tokenizer, data_dir: str,
                max_seq_length: int, eval_batch_size: int = 64,
                classifier_dropout: float = 0.1, seed: int = 12345,
-               max_train_examples: int = 0, max_eval_examples: int = 0):
+               max_train_examples: int = 0, max_eval_examples: int = 0,
+               max_predict_examples: int = 0):
     self.spec = spec
     self.name = "regression" if spec.is_regression else "classification"
     self.tokenizer = tokenizer
@@ -87,7 +88,8 @@ class ClassificationTask(Task):
     self.classifier_dropout = classifier_dropout
     self.seed = seed
     self.max_examples = {"train": max_train_examples,
-                         "dev": max_eval_examples, "test": 0}
+                         "dev": max_eval_examples,
+                         "test": max_predict_examples}
     self._splits = {}
     self._train_tensors = None
     self._predict_fn = self._predict_model = None

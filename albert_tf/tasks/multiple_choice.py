@@ -49,7 +49,7 @@ class MultipleChoiceTask(Task):
                max_seq_length: int = 512, max_qa_length: int = 128,
                eval_batch_size: int = 8, classifier_dropout: float = 0.1,
                seed: int = 12345, max_train_examples: int = 0,
-               max_eval_examples: int = 0):
+               max_eval_examples: int = 0, max_predict_examples: int = 0):
     if task_name not in race.TASK_NAMES:
       raise ValueError(f"--task_name must be one of "
                        f"{', '.join(race.TASK_NAMES)}, "
@@ -63,7 +63,8 @@ class MultipleChoiceTask(Task):
     self.classifier_dropout = classifier_dropout
     self.seed = seed
     self.max_examples = {"train": max_train_examples,
-                         "dev": max_eval_examples, "test": 0}
+                         "dev": max_eval_examples,
+                         "test": max_predict_examples}
     self._splits = {}
     self._train_tensors = None
     self._predict_fn = self._predict_model = None

@@ -62,7 +62,8 @@ class SpanQATask(Task):
                max_answer_length: int = 30, start_n_top: int = 5,
                end_n_top: int = 5, eval_batch_size: int = 64,
                classifier_dropout: float = 0.1, seed: int = 12345,
-               max_train_examples: int = 0, max_eval_examples: int = 0):
+               max_train_examples: int = 0, max_eval_examples: int = 0,
+               max_predict_examples: int = 0):
     if task_name not in squad_metrics.TASK_NAMES:
       raise ValueError(f"--task_name must be one of "
                        f"{', '.join(squad_metrics.TASK_NAMES)}, "
@@ -83,7 +84,8 @@ class SpanQATask(Task):
     self.classifier_dropout = classifier_dropout
     self.seed = seed
     self.max_examples = {"train": max_train_examples,
-                         "dev": max_eval_examples, "test": max_eval_examples}
+                         "dev": max_eval_examples,
+                         "test": max_predict_examples or max_eval_examples}
     # The v2 threshold on null_odds behind predictions.json: tuned on the
     # predict file when it has answers, else the last one tuned.
     self.null_threshold = 0.0
@@ -95,7 +97,10 @@ class SpanQATask(Task):
   def load_split(self, split: str):
     """(SquadData, Windows) of a split, read and windowed once."""
     path = self.files[split]
-    if path not in self._splits:
+    # dev and test read the same --predict_file: one copy unless their
+    # example limits differ.
+    key = (path, self.max_examples[split])
+    if key not in self._splits:
       if not path:
         flag = "--train_file" if split == "train" else "--predict_file"
         raise squad.SquadError(f"{flag} is needed for the {split} split")
@@ -112,8 +117,8 @@ class SpanQATask(Task):
                    len(data.examples), len(windows.example_index),
                    self.max_seq_length, self.doc_stride,
                    dict(data.counts, **windows.counts))
-      self._splits[path] = (data, windows)
-    return self._splits[path]
+      self._splits[key] = (data, windows)
+    return self._splits[key]
 
   def has_answers(self, split: str) -> bool:
     data = self.load_split(split)[0]

@@ -58,7 +58,7 @@ class TaggingTask(Task):
                tag_scheme: Optional[str] = None, eval_batch_size: int = 64,
                classifier_dropout: float = 0.1, seed: int = 12345,
                max_train_examples: int = 0, max_eval_examples: int = 0,
-               strict_tags: bool = False):
+               strict_tags: bool = False, max_predict_examples: int = 0):
     if task_name not in conll.TASK_NAMES:
       raise ValueError(f"--task_name must be one of "
                        f"{', '.join(conll.TASK_NAMES)}, "
@@ -76,7 +76,8 @@ class TaggingTask(Task):
     self.classifier_dropout = classifier_dropout
     self.seed = seed
     self.max_examples = {"train": max_train_examples,
-                         "dev": max_eval_examples, "test": 0}
+                         "dev": max_eval_examples,
+                         "test": max_predict_examples}
     self._label_list = list(label_list) if label_list else None
     self._splits = {}
     self._pieces = {}  # token -> piece ids, shared by the splits

@@ -104,6 +104,9 @@ class FinetuneOptions(StrategySettings):
   max_train_examples: int = settings.field(
       0, "Use the first N train examples.")
   max_eval_examples: int = settings.field(0, "Use the first N dev examples.")
+  max_predict_examples: int = settings.field(
+      0, "Use the first N test examples (--do_predict): a quick look at a "
+      "large test split.")
   seed: int = settings.field(12345, "Random seed.", group="training")
   mixed_precision: str = settings.field(
       "none", "none|bfloat16|float16 (Keras policy names accepted).")
