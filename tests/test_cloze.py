@@ -167,6 +167,40 @@ def test_choices_are_deterministic_and_capped(tiny, tmp_path):
         assert f.read() == g.read(), name
 
 
+def _sentences(*lengths):
+  return [cloze.Sentence("x" * n, []) for n in lengths]
+
+
+def test_passage_takes_the_nearest_sentences_within_the_budget():
+  sentences = _sentences(10, 20, 30, 40, 50)
+  assert cloze.passage(sentences, 2) == [0, 1, 3, 4]  # the whole document
+  # Nearest first, the later one first at the same distance: 3 (40), then
+  # 1 (20) fits in 60; 4 (50) would not, and nothing after it is taken.
+  assert cloze.passage(sentences, 2, max_context_chars=60) == [1, 3]
+  assert cloze.passage(sentences, 2, max_context_chars=70) == [1, 3]
+  assert cloze.passage(sentences, 0, max_context_chars=25) == [1]
+  # The nearest sentence always, even when longer than the budget.
+  assert cloze.passage(sentences, 4, max_context_chars=5) == [3]
+
+
+def test_passage_contexts_hold_their_answers(tiny, tmp_path):
+  document = cloze.cloze_documents(tiny)[0]
+  assert len(cloze.document_queries(document, 3)) == 3
+  # Within 20 characters, sentence 3's passage is sentences 1, 2 and 4
+  # (5 + 4 + 8): its 讲话 is in sentence 1. Sentence 0's answer 北京 and
+  # sentence 1's 讲话 recur only in sentence 3, outside their passages.
+  (query,) = cloze.document_queries(document, 3, max_context_chars=20)
+  assert query.qid == "pd0000-L1-s3"
+  assert query.context == "江泽民发表讲话。人很多。人人高兴。"
+  assert query.context[query.answer_start:].startswith(query.answer)
+  assert query.answer == "讲话" and query.candidates == ["江泽民", "讲话"]
+  sizes = cloze.write_cloze(str(tmp_path / "p"), path=tiny,
+                            max_context_chars=20)
+  assert sizes["settings"]["max_context_chars"] == 20
+  assert sizes["train"]["queries"] == 1
+  _check_consistent(str(tmp_path / "p"))
+
+
 def test_baselines_on_tiny(tiny, tmp_path):
   assert cloze.most_frequent_candidate("甲乙乙丙", ["丙", "甲", "乙"]) == "乙"
   # A tie goes to the earliest in the context; absent candidates count 0
