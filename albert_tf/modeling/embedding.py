@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from albert_tf import features as F
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling.ops import layer_norm, truncated_normal
+from albert_tf.modeling.ops import dense_rows, layer_norm, truncated_normal
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -117,7 +117,8 @@ class FactorizedEmbedding(keras.layers.Layer):
     x = tf.cast(layer_norm(self.layer_norm, x), self.compute_dtype)
     x = self.dropout(x, training=training)
     if self.embedding_layout != "brightmart" and self.projection is not None:
-      x = self.projection(x)
+      x = tf.reshape(dense_rows(self.projection, tf.reshape(
+          x, [-1, self.embedding_size])), [-1, seq_length, self.hidden_size])
     return x
 
   def compute_output_shape(self, input_shape):

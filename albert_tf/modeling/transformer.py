@@ -18,7 +18,8 @@ import math
 import keras
 import tensorflow as tf
 
-from albert_tf.modeling.ops import get_activation, layer_norm, truncated_normal
+from albert_tf.modeling.ops import (dense_rows, get_activation, layer_norm,
+                                    truncated_normal)
 
 # Masked attention logits get this bias, as in the original code.
 MASK_BIAS = -10000.0
@@ -133,7 +134,8 @@ class SelfAttention(keras.layers.Layer):
         [self.query_kernel, self.key_kernel, self.value_kernel], axis=1), dtype)
     qkv_bias = tf.cast(tf.concat(
         [self.query_bias, self.key_bias, self.value_bias], 0), dtype)
-    qkv = tf.matmul(tf.reshape(x, [-1, self.hidden_size]), kernel) + qkv_bias
+    rows = tf.reshape(x, [-1, self.hidden_size])  # [b*s, h]
+    qkv = tf.nn.bias_add(tf.matmul(rows, kernel), qkv_bias)
     # [b*s, 3h] -> [3, b, n, s, d]
     qkv = tf.transpose(tf.reshape(qkv, [batch, seq, 3, n, d]), [2, 0, 3, 1, 4])
     # unstack, not qkv[0], qkv[1], qkv[2]: the gradient of three slices is
@@ -149,9 +151,11 @@ class SelfAttention(keras.layers.Layer):
     probs = self.attention_dropout(tf.cast(probs, dtype), training=training)
     context = tf.matmul(probs, v)  # [b, n, s, d]
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]),
-                         [batch, seq, self.hidden_size])
-    out = self.output_dropout(self.output_dense(context), training=training)
-    return layer_norm(self.layer_norm, x + out)
+                         [-1, self.hidden_size])
+    out = self.output_dropout(dense_rows(self.output_dense, context),
+                              training=training)
+    return tf.reshape(layer_norm(self.layer_norm, rows + out),
+                      [batch, seq, self.hidden_size])
 
   def compute_output_shape(self, input_shape):
     return input_shape
@@ -206,14 +210,16 @@ class FeedForward(keras.layers.Layer):
     self.built = True
 
   def call(self, x, training=False):
-    hidden = self.intermediate_dense(x)
+    batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+    rows = tf.reshape(x, [-1, self.hidden_size])  # [b*s, h] (`dense_rows`)
+    hidden = dense_rows(self.intermediate_dense, rows)
     if self.fused_training_gelu and (training or hidden.dtype != tf.float32):
       hidden = fused_gelu_tanh(hidden)
     else:
       hidden = self.activation(hidden)
-    out = self.output_dense(hidden)
-    out = self.dropout(out, training=training)
-    return layer_norm(self.layer_norm, x + out)
+    out = self.dropout(dense_rows(self.output_dense, hidden), training=training)
+    return tf.reshape(layer_norm(self.layer_norm, rows + out),
+                      [batch, seq, self.hidden_size])
 
   def compute_output_shape(self, input_shape):
     return input_shape
