@@ -4,6 +4,10 @@ Fixed shapes (batch 32, sequence 128). Both models are wrapped the same way
 (`tf.function`, no XLA unless --jit_compile) and timed alternately in one
 run, so the ratio is robust to machine noise; the fraction of the 2048^2
 matmul peak measured in the same run says how close to the hardware we are.
+With onnxruntime and tf2onnx installed (benchmarks/requirements-peers.txt),
+float32 rows also time ONNX Runtime on our encoder converted by tf2onnx,
+in the same turns (one thread pool of as many threads as TF's); without
+them that column is skipped with one line.
 
   python -m benchmarks.encoder_throughput [--presets=albert_tiny_zh,albert_base_v2]
       [--bfloat16] [--repetitions=5] [--json_out=FILE]
@@ -59,15 +63,50 @@ def measure(preset, policy, batch_size, seq_length, repetitions, jit_compile):
   diff = float(np.max(np.abs(
       tf.cast(run_ours(feats), tf.float32).numpy() -
       tf.cast(run_theirs(feats), tf.float32).numpy())))
-  times = time_alternately(
-      {"albert_tf": lambda: run_ours(feats).numpy(),
-       "keras_hub": lambda: run_theirs(feats).numpy()}, repetitions)
+  fns = {"albert_tf": lambda: run_ours(feats).numpy(),
+         "keras_hub": lambda: run_theirs(feats).numpy()}
   result = {"preset": preset, "policy": policy, "max_abs_diff": diff}
+  session = _onnx_session(ours) if policy == "float32" else None
+  if session is not None:
+    feed = {k: v.numpy() for k, v in feats.items()}
+    fns["onnxruntime"] = lambda: session.run(None, feed)[0]
+    result["onnxruntime_max_abs_diff"] = float(np.max(np.abs(
+        fns["onnxruntime"]() - fns["albert_tf"]())))
+  times = time_alternately(fns, repetitions)
   for name, values in times.items():
     med, spread = summary([batch_size / t for t in values])
     result[name] = {"seq_per_s": med, "spread": spread}
   result["ratio"] = result["albert_tf"]["seq_per_s"] / result["keras_hub"]["seq_per_s"]
+  if session is not None:
+    result["ratio_onnxruntime"] = (result["albert_tf"]["seq_per_s"] /
+                                   result["onnxruntime"]["seq_per_s"])
   return config, result
+
+
+def _onnx_session(encoder):
+  """ONNX Runtime on `encoder` (tf2onnx, opset 17), or None with one line."""
+  import os  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    import onnxruntime as ort  # pylint: disable=g-import-not-at-top
+    import tf2onnx  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    print(f"skip onnxruntime: {e.name} is not installed")
+    return None
+  specs = [tf.TensorSpec([None, None], tf.int32, name=n)
+           for n in ("input_ids", "input_mask", "segment_ids")]
+  fn = tf.function(lambda a, b, c: encoder(
+      {"input_ids": a, "input_mask": b, "segment_ids": c},
+      training=False)["sequence_output"], input_signature=specs)
+  path = os.path.join(tempfile.mkdtemp(), "encoder.onnx")
+  tf2onnx.convert.from_function(fn, input_signature=specs, opset=17,
+                                output_path=path)
+  options = ort.SessionOptions()
+  options.intra_op_num_threads = (
+      tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count())
+  return ort.InferenceSession(path, options,
+                              providers=["CPUExecutionProvider"])
 
 
 def main(argv):
@@ -96,7 +135,11 @@ def main(argv):
             f"({r['albert_tf']['spread']:.0%})  keras_hub "
             f"{r['keras_hub']['seq_per_s']:7.1f} ({r['keras_hub']['spread']:.0%})  "
             f"ratio {r['ratio']:.2f}x  {r['fraction_of_peak']:.0%} of peak  "
-            f"max|diff| {r['max_abs_diff']:.1e}")
+            f"max|diff| {r['max_abs_diff']:.1e}" + (
+                f"  onnxruntime {r['onnxruntime']['seq_per_s']:7.1f} "
+                f"({r['onnxruntime']['spread']:.0%}) ratio "
+                f"{r['ratio_onnxruntime']:.2f}x" if "onnxruntime" in r
+                else ""))
   if FLAGS.bfloat16:
     for preset in FLAGS.presets:
       fp32 = next(r for r in rows if r["preset"] == preset and r["policy"] == "float32")

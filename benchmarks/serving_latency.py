@@ -5,9 +5,10 @@ r"""Batch-1 serving latency of the exported albert_tiny_zh classifier beside its
 
 Times what is served, one request at a time: our SavedModel
 (`export_saved_model`, loaded with tf.saved_model.load: `serving_default`
-with ids, `serve_text` with strings, tokenization included; one more export
-per option of export() that inspect.signature finds: jit_compile,
-length_buckets, mixed_precision) and our LiteRT models (`export_tflite`,
+with ids, `serve_text` with strings, tokenization included; `serving_default`
+also as TF Serving runs it, loaded into a TF1 Session and called through
+Session.make_callable; one more export per option of export() that
+inspect.signature finds: jit_compile, length_buckets, mixed_precision) and our LiteRT models (`export_tflite`,
 run by `serving.tflite_runner`), beside keras-hub's AlbertBackbone + our
 head, HF torch AlbertForSequenceClassification and ONNX Runtime (tf2onnx
 from our serving_default, else the HF model through torch.onnx), all on the
@@ -290,8 +291,28 @@ def implementations(plan, case, threads, cache):
       return lambda: fn(text=text)["logits"].numpy()
     return lambda: fn(**tf_feats)["logits"].numpy()
 
+  def session(path):
+    """serving_default as TF Serving runs it: the SavedModel loaded into a
+    TF1 Session (its SavedModelBundle) and called through a callable, with
+    no Python function wrapper in between."""
+    def load():
+      graph = tf.Graph()
+      sess = tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(
+          intra_op_parallelism_threads=threads,
+          inter_op_parallelism_threads=threads))
+      with graph.as_default():
+        meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], path)
+      return sess, meta.signature_def["serving_default"]
+    sess, sig = once(f"session:{path}", load)
+    call = sess.make_callable(sig.outputs["logits"].name,
+                              feed_list=[sig.inputs[n].name for n in feats])
+    args = list(feats.values())
+    return lambda: call(*args)
+
   saved = plan["saved_model"]
   ours = [("albert_tf serving_default", signature(saved, "serving_default")),
+          ("albert_tf serving_default in a Session (TF Serving's path)",
+           session(saved)),
           (f"albert_tf serve_text (pad {MAX_SEQ})",
            signature(saved, "serve_text"))]
   for mode, path in plan["tflite"][str(case["length"])].items():
