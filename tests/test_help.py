@@ -99,7 +99,7 @@ def test_every_command_lists_its_flags_by_purpose_without_tf():
     assert "Flags by purpose (--helpfull lists every flag, absl's too):" in (
         proc.stdout.splitlines()), module
   classifier = _sections(procs["albert_tf.run_classifier"].stdout)
-  assert len([n for names in classifier.values() for n in names]) == 50
+  assert len([n for names in classifier.values() for n in names]) == 51
   assert {"max_seq_length", "task_name", "data_dir"} <= set(classifier["Data"])
   assert {"learning_rate", "num_train_epochs", "train_step"} <= set(
       classifier["Training"])
