@@ -25,6 +25,7 @@ figures it keeps (the report and the serving check are `demo/report.py`
 and `demo/checks.py`).
 """
 
+import concurrent.futures
 import json
 import os
 import re
@@ -53,11 +54,13 @@ BUDGETS = {
              "save_steps": 180, "finetune_steps": 150, "finetune_seq": 64,
              "finetune_train_examples": 0, "finetune_eval_examples": 800,
              "finetune_evals": 3,
-             "ner_documents": 0, "ner_steps": 300, "ner_seq": 64,
+             "ner_documents": 0, "ner_steps": 200, "ner_seq": 64,
              "ner_train_examples": 0, "ner_eval_examples": 600,
-             "ner_evals": 3, "crf_train_sentences": 8000,
+             "ner_evals": 2, "crf_train_sentences": 8000,
              "bench_batch": 16, "bench_repetitions": 2,
-             "rc_steps": 200, "rc_seq": 96, "rc_train_examples": 0},
+             "rc_steps": 80, "rc_batch": 32, "rc_seq": 128, "rc_query": 48,
+             "rc_context_chars": 100, "rc_train_examples": 0,
+             "predict_examples": 0},
     "fast": {"max_documents": 0, "max_reviews": 0, "vocab_size": 5000,
              "dupe_factor": 1, "pretrain_steps": 20,
              "save_steps": 20, "finetune_steps": 10, "finetune_seq": 48,
@@ -67,11 +70,14 @@ BUDGETS = {
              # All documents, as pretraining reads: the NER dev and test
              # documents are then the held-out 20% (with 600, they were
              # inside the pretraining text).
-             "ner_documents": 0, "ner_steps": 20, "ner_seq": 48,
-             "ner_train_examples": 2000, "ner_eval_examples": 300,
-             "ner_evals": 1, "crf_train_sentences": 2000,
+             "ner_documents": 0, "ner_steps": 12, "ner_seq": 48,
+             "ner_train_examples": 2000, "ner_eval_examples": 200,
+             "ner_evals": 1, "crf_train_sentences": 600,
              "bench_batch": 4, "bench_repetitions": 1,
-             "rc_steps": 20, "rc_seq": 96, "rc_train_examples": 1000},
+             "rc_steps": 5, "rc_batch": 16, "rc_seq": 128, "rc_query": 48,
+             "rc_context_chars": 100, "rc_train_examples": 300,
+             # Every test split scored on its first 200 examples.
+             "predict_examples": 200},
     "smoke": {"max_documents": 120, "max_reviews": 1000, "vocab_size": 3500,
               "dupe_factor": 1, "pretrain_steps": 4, "save_steps": 2,
               "finetune_steps": 4, "finetune_seq": 32,
@@ -81,19 +87,22 @@ BUDGETS = {
               "ner_train_examples": 0, "ner_eval_examples": 0,
               "ner_evals": 1, "crf_train_sentences": 300,
               "bench_batch": 2, "bench_repetitions": 1,
-              "rc_steps": 4, "rc_seq": 64, "rc_train_examples": 0},
+              "rc_steps": 4, "rc_batch": 8, "rc_seq": 64, "rc_query": 24,
+              "rc_context_chars": 100, "rc_train_examples": 0,
+              "predict_examples": 0},
 }
 
 # Wall-clock seconds per stage on a 2-core CPU, for the progress estimates
 # (measured runs: docs/demo_report_full.md).
 ESTIMATES = {
-    "full": {"corpus": 20, "vocab": 55, "tfrecords": 30, "pretrain": 800,
-             "eval": 20, "finetune": 380, "ner": 450, "export": 25, "tflite": 20,
-             "reading": 600, "check": 15, "report": 40},
-    # `make demo FAST=1` of 2026-12-02 (AMD EPYC, AVX2 only): 20.2 min.
-    "fast": {"corpus": 5, "vocab": 4, "tfrecords": 15, "pretrain": 47,
-             "eval": 24, "finetune": 97, "ner": 241, "reading": 718,
-             "export": 18, "tflite": 20, "check": 9, "report": 13},
+    # `make demo` of 2026-12-03 (AMD EPYC, AVX2 only): 28.9 min.
+    "full": {"corpus": 3, "vocab": 23, "tfrecords": 11, "pretrain": 457,
+             "eval": 13, "finetune": 248, "ner": 380, "reading": 546,
+             "export": 11, "tflite": 11, "check": 7, "report": 23},
+    # `make demo FAST=1` of 2026-12-03 (AMD EPYC, AVX2 only): 4.7 min.
+    "fast": {"corpus": 4, "vocab": 3, "tfrecords": 12, "pretrain": 30,
+             "eval": 12, "finetune": 33, "ner": 58, "reading": 81,
+             "export": 11, "tflite": 13, "check": 9, "report": 13},
     "smoke": {"corpus": 15, "vocab": 2, "tfrecords": 12, "pretrain": 25,
               "eval": 12, "finetune": 60, "ner": 40, "reading": 40,
               "export": 20, "tflite": 15, "check": 8, "report": 10},
@@ -111,11 +120,18 @@ def _start(cmd, env):
                           env=env, text=True, bufsize=1)
 
 
-def run_module(module, *args, log=None):
-  """Runs `python -m module args...`, streaming its output; raises on failure."""
+def run_module(module, *args, log=None, threads=0):
+  """Runs `python -m module args...`, streaming its output; raises on failure.
+
+  threads > 0: TensorFlow's op thread pools get that many threads (for
+  commands run side by side, `run_side_by_side`).
+  """
   cmd = [sys.executable, "-m", module, *[str(a) for a in args]]
   print("    $ " + " ".join(cmd[1:]), flush=True)
   env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL="2")
+  if threads:
+    env.update(TF_NUM_INTRAOP_THREADS=str(threads),
+               TF_NUM_INTEROP_THREADS=str(threads))
   if log:
     os.makedirs(os.path.dirname(log), exist_ok=True)
   error = None  # the command's own one-line `error: ...`, if it printed one
@@ -133,6 +149,22 @@ def run_module(module, *args, log=None):
     raise StageError(f"`python -m {module}` failed with exit code "
                      f"{proc.returncode}" + (f": {error}" if error else "")
                      + (f"; full output in {log}" if log else ""))
+
+
+def run_side_by_side(*commands):
+  """Runs `run_module` commands (module, args, log) all at once.
+
+  A stage's runs that do not read each other's output (the pretrained and
+  the random-init fine-tune, a baseline) go side by side, one TF thread
+  each: on 2 cores nothing waits for the slowest of a pair, and what a run
+  spends in one thread (imports, tracing, reading data, a CRF) overlaps
+  the others' work. The first failure is raised once the others have ended.
+  """
+  with concurrent.futures.ThreadPoolExecutor(len(commands)) as pool:
+    futures = [pool.submit(run_module, module, *args, log=log, threads=1)
+               for module, args, log in commands]
+  for future in futures:
+    future.result()
 
 
 _LOG_PREFIX = re.compile(r"^\s*([IWE]\d{4} |INFO:|WARNING:absl|DEBUG:)")
@@ -317,10 +349,16 @@ class Demo:
     shutil.copy(os.path.join(pretrain, "eval_results.json"), out)
     return results
 
+  def _init_args(self, init):
+    """From the pretrained checkpoint (init), or random weights of its
+    config (init None)."""
+    return [f"--init_checkpoint={init}" if init else
+            f"--albert_config_file={self.path('pretrain', 'albert_config.json')}"]
+
   def _fine_tune(self, module, out, init, args, train_examples,
                  eval_examples, learning_rate):
-    """Runs a fine-tuning CLI from the pretrained checkpoint (init) or from
-    random weights of the same config; returns its eval_results.json."""
+    """The (module, args, log) of a fine-tuning CLI (`run_side_by_side`);
+    its results are out/eval_results.json."""
     args = [f"--output_dir={out}", f"--spm_model_file={self._spm()}",
             "--train_batch_size=32", f"--learning_rate={learning_rate}",
             "--do_train",
@@ -329,12 +367,9 @@ class Demo:
       args.append(f"--max_train_examples={train_examples}")
     if eval_examples:
       args.append(f"--max_eval_examples={eval_examples}")
-    if init:
-      args.append(f"--init_checkpoint={init}")
-    else:
-      args.append(f"--albert_config_file={self.path('pretrain', 'albert_config.json')}")
-    run_module(module, *args, log=os.path.join(out, "log.txt"))
-    return read_json(os.path.join(out, "eval_results.json"))
+    if self.budget["predict_examples"]:
+      args.append(f"--max_predict_examples={self.budget['predict_examples']}")
+    return module, args + self._init_args(init), os.path.join(out, "log.txt")
 
   def _finetune(self, out, init):
     b = self.budget
@@ -348,14 +383,15 @@ class Demo:
         b["finetune_train_examples"], b["finetune_eval_examples"], 5e-4)
 
   def stage_finetune(self, out):
-    pretrained = self._finetune(os.path.join(out, "pretrained"),
-                                self.path("pretrain"))
-    random_init = self._finetune(os.path.join(out, "random_init"), None)
-    run_module("benchmarks.tfidf_baseline",
-               f"--data_dir={self.path('corpus', 'sentiment')}",
-               f"--output_file={out}/tfidf.json", log=os.path.join(out, "log.txt"))
-    return {"pretrained": pretrained, "random_init": random_init,
-            "tfidf": read_json(os.path.join(out, "tfidf.json"))}
+    run_side_by_side(
+        self._finetune(os.path.join(out, "pretrained"), self.path("pretrain")),
+        self._finetune(os.path.join(out, "random_init"), None),
+        ("benchmarks.tfidf_baseline",
+         [f"--data_dir={self.path('corpus', 'sentiment')}",
+          f"--output_file={out}/tfidf.json"], os.path.join(out, "log.txt")))
+    return {name: read_json(os.path.join(out, name, "eval_results.json"))
+            for name in ("pretrained", "random_init")} | {
+                "tfidf": read_json(os.path.join(out, "tfidf.json"))}
 
   def _ner(self, out, init):
     b = self.budget
@@ -368,16 +404,13 @@ class Demo:
          f"--eval_every_steps={b['ner_steps'] // b['ner_evals']}"],
         # 5e-4 (as for sentiment) left both inits predicting only O for 150
         # steps; at 2e-4 both learn (dev F1 at 300 steps: 0.196 pretrained,
-        # 0.180 random init).
+        # 0.180 random init; at 200 steps, 0.132 and 0.129).
         b["ner_train_examples"], b["ner_eval_examples"], 2e-4)
 
   def stage_ner(self, out):
     """Fine-tune a tagger from the pretrained checkpoint and from random
     init on the same budget; a CRF on character n-grams on the same train
     sentences. All three are scored on the whole test split."""
-    pretrained = self._ner(os.path.join(out, "pretrained"),
-                           self.path("pretrain"))
-    random_init = self._ner(os.path.join(out, "random_init"), None)
     crf_args = [f"--data_dir={self.path('corpus', 'ner')}",
                 f"--output_dir={out}/crf"]
     # On the first sentences of the same train split: CRFsuite on all 35k
@@ -385,8 +418,14 @@ class Demo:
     if self.budget["crf_train_sentences"]:
       crf_args.append(
           f"--max_train_sentences={self.budget['crf_train_sentences']}")
-    run_module("benchmarks.crf_ner_baseline", *crf_args,
-               log=os.path.join(out, "log.txt"))
+    run_side_by_side(
+        self._ner(os.path.join(out, "pretrained"), self.path("pretrain")),
+        self._ner(os.path.join(out, "random_init"), None),
+        ("benchmarks.crf_ner_baseline", crf_args,
+         os.path.join(out, "log.txt")))
+    pretrained, random_init = (
+        read_json(os.path.join(out, name, "eval_results.json"))
+        for name in ("pretrained", "random_init"))
     keep = ("entity_f1", "entity_precision", "entity_recall", "PER_f1",
             "LOC_f1", "ORG_f1")
     figures = {}
@@ -405,12 +444,13 @@ class Demo:
 
   def stage_reading(self, out):
     """Cloze reading comprehension (Cui et al. 2016) from the same
-    documents: a sentence with one noun blanked is the question, the rest of
-    the document the context. Span QA (run_squad, CMRC 2018 scoring) and
-    4-way choice (run_race) from the pretrained checkpoint and from random
-    init on the same budget, trained on train, scored on test (no dev
-    selection: the last checkpoint); the most-frequent-noun baselines and
-    chance on the same test split."""
+    documents: a sentence with one noun blanked is the question, the
+    sentences around it the context (rc_context_chars at most, so that one
+    window of rc_seq pieces holds question and context). Span QA
+    (run_squad, CMRC 2018 scoring) and 4-way choice (run_race) from the
+    pretrained checkpoint and from random init on the same budget, trained
+    on train, scored on test (no dev selection: the last checkpoint); the
+    most-frequent-noun baselines and chance on the same test split."""
     b = self.budget
     cloze = os.path.join(out, "cloze")
     # The documents and split of pretraining's corpus (--max_documents and
@@ -418,6 +458,7 @@ class Demo:
     # on.
     run_module("data_prep.cloze", f"--output_dir={cloze}",
                f"--max_documents={b['max_documents']}",
+               f"--max_context_chars={b['rc_context_chars']}",
                log=os.path.join(out, "log.txt"))
     from data_prep import cloze as cloze_lib  # pylint: disable=g-import-not-at-top
     baselines = cloze_lib.baseline_scores(cloze, "test")
@@ -430,36 +471,36 @@ class Demo:
                "round_trip": _answer_round_trip(cloze, self._spm())}
     inits = [("pretrained", self.path("pretrain")), ("random_init", None)]
     # The smoke run checks that the stage runs, not what transfers.
-    for name, init in inits[:1] if self.mode == "smoke" else inits:
-      span_args = [f"--output_dir={out}/span_{name}",
-                   f"--spm_model_file={self._spm()}", "--task_name=cmrc2018",
-                   f"--train_file={cloze}/train.json",
-                   f"--predict_file={cloze}/test.json",
-                   f"--max_seq_length={b['rc_seq']}",
-                   f"--doc_stride={b['rc_seq'] // 2}",
-                   f"--max_query_length={b['rc_seq'] // 2}",
-                   f"--train_step={b['rc_steps']}", "--train_batch_size=32",
-                   "--learning_rate=5e-4", "--do_train", "--do_predict",
-                   "--seed=12345"]
-      race_args = [f"--output_dir={out}/choice_{name}",
-                   f"--spm_model_file={self._spm()}",
-                   f"--data_dir={cloze}/race",
-                   f"--max_seq_length={b['rc_seq']}",
-                   f"--max_qa_length={b['rc_seq'] // 2}",
-                   f"--train_step={b['rc_steps']}",
-                   f"--warmup_step={max(1, b['rc_steps'] // 10)}",
-                   "--train_batch_size=16", "--learning_rate=5e-4",
-                   "--do_train", "--do_predict", "--seed=12345"]
-      for args in (span_args, race_args):
-        if b["rc_train_examples"]:
-          args.append(f"--max_train_examples={b['rc_train_examples']}")
-        args.append(f"--init_checkpoint={init}" if init else
-                    f"--albert_config_file="
-                    f"{self.path('pretrain', 'albert_config.json')}")
-      run_module("albert_tf.run_squad", *span_args,
-                 log=os.path.join(out, "log.txt"))
-      run_module("albert_tf.run_race", *race_args,
-                 log=os.path.join(out, "log.txt"))
+    inits = inits[:1] if self.mode == "smoke" else inits
+    commands = []
+    for name, init in inits:
+      common = [f"--spm_model_file={self._spm()}",
+                f"--max_seq_length={b['rc_seq']}",
+                f"--train_step={b['rc_steps']}", "--learning_rate=5e-4",
+                "--do_train", "--do_predict", "--seed=12345",
+                *self._init_args(init)]
+      if b["rc_train_examples"]:
+        common.append(f"--max_train_examples={b['rc_train_examples']}")
+      if b["predict_examples"]:
+        common.append(f"--max_predict_examples={b['predict_examples']}")
+      commands += [
+          ("albert_tf.run_squad", [
+              f"--output_dir={out}/span_{name}", "--task_name=cmrc2018",
+              f"--train_file={cloze}/train.json",
+              f"--predict_file={cloze}/test.json",
+              f"--doc_stride={b['rc_seq'] // 2}",
+              f"--max_query_length={b['rc_query']}",
+              f"--train_batch_size={b['rc_batch']}", *common],
+           os.path.join(out, f"span_{name}.log")),
+          ("albert_tf.run_race", [
+              f"--output_dir={out}/choice_{name}", f"--data_dir={cloze}/race",
+              f"--max_qa_length={b['rc_query']}",
+              f"--warmup_step={max(1, b['rc_steps'] // 10)}",
+              # Four sequences a question: the span run's sequences a step.
+              f"--train_batch_size={b['rc_batch'] // 4}", *common],
+           os.path.join(out, f"choice_{name}.log"))]
+    run_side_by_side(*commands)
+    for name, _ in inits:
       span = read_json(os.path.join(out, f"span_{name}", "eval_results.json"))
       choice = read_json(os.path.join(out, f"choice_{name}",
                                       "eval_results.json"))

@@ -221,6 +221,7 @@ DOC_OVERRIDES = {
     "albert_tf.run_race": [
         "--train_step=2", "--warmup_step=1", "--max_seq_length=32",
         "--max_qa_length=16", "--max_train_examples=16"],
+    "data_prep.cloze": ["--max_documents=120"],
     "benchmarks.crf_ner_baseline": ["--max_iterations=3",
                                     "--max_train_sentences=200"],
     "albert_tf.export_tflite": ["--num_calibration_examples=16"],
