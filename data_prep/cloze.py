@@ -359,13 +359,15 @@ def _ratio(a, b):
   return a / b if b else None
 
 
-def baseline_scores(split_dir_or_files, split="test"):
+def baseline_scores(split_dir_or_files, split="test", max_examples=0):
   """Most-frequent-candidate and chance scores of one split.
 
   Args:
     split_dir_or_files: write_cloze's output_dir (`split` picks the files)
       or a dict of paths as `split_files` returns.
     split: "train", "dev" or "test".
+    max_examples: > 0 scores only the first that many questions of the
+      SQuAD file and of all.txt, the ones `--max_predict_examples` keeps.
   Returns:
     {"queries", "span_em_most_frequent" (the most frequent candidate of the
     context), "span_em_uniform_candidate" (the expected EM of a uniform pick
@@ -384,6 +386,8 @@ def baseline_scores(split_dir_or_files, split="test"):
   for article in squad["data"]:
     for paragraph in article["paragraphs"]:
       for qa in paragraph["qas"]:
+        if max_examples and queries == max_examples:
+          break
         nouns = candidates.get(qa["id"])
         if not nouns:
           raise ClozeDataError(f"{files['candidates']}: question "
@@ -399,6 +403,8 @@ def baseline_scores(split_dir_or_files, split="test"):
     for number, line in enumerate(f, 1):
       item = _parse(line, f"{files['race']}:{number}", "a RACE article")
       for options, answer in zip(item["options"], item["answers"]):
+        if max_examples and mc_items == max_examples:
+          break
         if len(options) != len(LETTERS) or answer not in LETTERS:
           raise ClozeDataError(f"{files['race']}:{number}: question of "
                                f"{item.get('id')!r} has {len(options)} "

@@ -461,7 +461,9 @@ class Demo:
                f"--max_context_chars={b['rc_context_chars']}",
                log=os.path.join(out, "log.txt"))
     from data_prep import cloze as cloze_lib  # pylint: disable=g-import-not-at-top
-    baselines = cloze_lib.baseline_scores(cloze, "test")
+    # On the test questions the models are scored on.
+    baselines = cloze_lib.baseline_scores(
+        cloze, "test", max_examples=b["predict_examples"])
     # Span EM in percent, as run_squad's CMRC 2018 scores.
     for key in ("span_em_most_frequent", "span_em_uniform_candidate"):
       if baselines.get(key) is not None:

@@ -222,6 +222,12 @@ def test_baselines_on_tiny(tiny, tmp_path):
       "span_em_uniform_candidate": (1 / 4 + 1 / 3) / 2,
       "mean_candidates": 3.5, "mc_items": 1,
       "mc_accuracy_most_frequent": 1.0, "mc_accuracy_chance": 0.25}
+  # The first question only, as --max_predict_examples=1 scores.
+  assert cloze.baseline_scores(files, max_examples=1) == {
+      "queries": 1, "span_em_most_frequent": 1.0,
+      "span_em_uniform_candidate": 1 / 4,
+      "mean_candidates": 4.0, "mc_items": 1,
+      "mc_accuracy_most_frequent": 1.0, "mc_accuracy_chance": 0.25}
   assert cloze.baseline_scores(str(tmp_path), "dev")[
       "span_em_uniform_candidate"] == 1 / 6
   with open(files["candidates"], "w", encoding="utf-8") as f:
