@@ -370,3 +370,43 @@ def test_training_step_gradients_match_plain_autodiff(tiny_config):
     assert (a is None) == (b is None)
     if a is not None:
       assert_close_to_scale(a, b, rel=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("share", ["all", "ffn"])
+def test_qkv_kernels_fuse_once_per_forward_pass(tiny_config, share,
+                                                monkeypatch):
+  """A distinct attention sub-layer concatenates its Q/K/V kernels once per
+  pass, however many layers share it; outputs and gradients are those of
+  fusing in every call."""
+  import contextlib
+  from albert_tf.modeling import transformer
+  config = tiny_config.replace(share=share)  # "ffn": 4 attention sub-layers
+  model = AlbertEncoder(config)
+  _randomize(model, seed=3)
+  feats = {k: tf.constant(v) for k, v in _inputs(config).items()}
+  distinct = len({id(b.attention) for b in model.blocks})
+  assert distinct == {"all": 1, "ffn": 4}[share]
+
+  def concats(training):
+    graph = tf.function(lambda f: model(f, training=training)[
+        "sequence_output"]).get_concrete_function(feats).graph
+    return sum(op.type == "ConcatV2" for op in graph.get_operations())
+
+  def run():
+    with tf.GradientTape() as tape:
+      out = model(feats, training=True)["sequence_output"]
+      loss = tf.reduce_sum(out * tf.range(1.0, 17.0))
+    grads = tape.gradient(loss, model.trainable_variables)
+    return out, [tf.convert_to_tensor(g) for g in grads if g is not None]
+
+  # Kernel and bias, once per distinct sub-layer, in inference and training.
+  assert concats(False) == concats(True) == 2 * distinct
+  once, once_grads = run()
+  monkeypatch.setattr(transformer.SelfAttention, "one_fused_qkv",
+                      lambda self: contextlib.nullcontext())
+  assert concats(False) == 2 * config.num_hidden_layers
+  every_call, every_call_grads = run()
+  np.testing.assert_array_equal(once.numpy(), every_call.numpy())
+  assert len(once_grads) == len(every_call_grads) > 10
+  for a, b in zip(once_grads, every_call_grads):
+    assert_close_to_scale(a, b, rel=1e-6, rtol=1e-5)

@@ -8,6 +8,7 @@ the paper's ablation: share both sub-layers ("all"), only "attention", only
 the "ffn", or "none" (BERT).
 """
 
+import contextlib
 import types
 
 import keras
@@ -133,6 +134,15 @@ class AlbertEncoder(keras.Model):
     self.embedding = embedding
     self.blocks = blocks
     self.pooler = pooler
+
+  def call(self, inputs, training=None, mask=None, **kwargs):
+    # One forward pass: each distinct attention sub-layer fuses its Q/K/V
+    # kernels once, not once per layer that shares it (`SelfAttention`).
+    with contextlib.ExitStack() as stack:
+      for attention in {id(b.attention): b.attention
+                        for b in self.blocks}.values():
+        stack.enter_context(attention.one_fused_qkv())
+      return super().call(inputs, training=training, mask=mask, **kwargs)
 
   @property
   def checkpoint_items(self):
