@@ -382,37 +382,40 @@ def baseline_scores(split_dir_or_files, split="test", max_examples=0):
       files["candidates"], encoding="utf-8") as g:
     squad = _parse(f.read(), files["squad"], "SQuAD v1.1 JSON")
     candidates = _parse(g.read(), files["candidates"], "{id: [nouns]}")
+  questions = ((paragraph["context"], qa) for article in squad["data"]
+               for paragraph in article["paragraphs"]
+               for qa in paragraph["qas"])
   hits = chance = total_candidates = queries = 0
-  for article in squad["data"]:
-    for paragraph in article["paragraphs"]:
-      for qa in paragraph["qas"]:
-        if max_examples and queries == max_examples:
-          break
-        nouns = candidates.get(qa["id"])
-        if not nouns:
-          raise ClozeDataError(f"{files['candidates']}: question "
-                               f"{qa['id']!r} has no candidates, expected "
-                               "the nouns of its context")
-        guess = most_frequent_candidate(paragraph["context"], nouns)
-        hits += guess in {a["text"] for a in qa["answers"]}
-        chance += 1 / len(nouns)
-        total_candidates += len(nouns)
-        queries += 1
-  mc_hits = mc_items = 0
-  with open(files["race"], encoding="utf-8") as f:
-    for number, line in enumerate(f, 1):
+  for context, qa in itertools.islice(questions, max_examples or None):
+    nouns = candidates.get(qa["id"])
+    if not nouns:
+      raise ClozeDataError(f"{files['candidates']}: question "
+                           f"{qa['id']!r} has no candidates, expected "
+                           "the nouns of its context")
+    guess = most_frequent_candidate(context, nouns)
+    hits += guess in {a["text"] for a in qa["answers"]}
+    chance += 1 / len(nouns)
+    total_candidates += len(nouns)
+    queries += 1
+
+  def race_items(lines):
+    for number, line in enumerate(lines, 1):
       item = _parse(line, f"{files['race']}:{number}", "a RACE article")
       for options, answer in zip(item["options"], item["answers"]):
-        if max_examples and mc_items == max_examples:
-          break
-        if len(options) != len(LETTERS) or answer not in LETTERS:
-          raise ClozeDataError(f"{files['race']}:{number}: question of "
-                               f"{item.get('id')!r} has {len(options)} "
-                               f"options and answer {answer!r}, expected 4 "
-                               "and one of A-D")
-        guess = most_frequent_candidate(item["article"], options)
-        mc_hits += LETTERS[options.index(guess)] == answer
-        mc_items += 1
+        yield number, item, options, answer
+
+  mc_hits = mc_items = 0
+  with open(files["race"], encoding="utf-8") as f:
+    for number, item, options, answer in itertools.islice(
+        race_items(f), max_examples or None):
+      if len(options) != len(LETTERS) or answer not in LETTERS:
+        raise ClozeDataError(f"{files['race']}:{number}: question of "
+                             f"{item.get('id')!r} has {len(options)} "
+                             f"options and answer {answer!r}, expected 4 "
+                             "and one of A-D")
+      guess = most_frequent_candidate(item["article"], options)
+      mc_hits += LETTERS[options.index(guess)] == answer
+      mc_items += 1
   return {"queries": queries, "span_em_most_frequent": _ratio(hits, queries),
           "span_em_uniform_candidate": _ratio(chance, queries),
           "mean_candidates": _ratio(total_candidates, queries),

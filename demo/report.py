@@ -176,7 +176,7 @@ def write_report(demo, out):
   for name, r in bench.items():
     lines.append(f"| {name} | {r['params']:,} | {r['seq_per_s']:.1f} | {r['spread']:.0%} |")
   lines += ["", f"albert_tiny_zh is {speedup:.1f}x faster than bert_base here "
-            "(the seed article says about 10x).", "", "## Plots", ""]
+            "(the albert_tiny release claims about 10x).", "", "## Plots", ""]
   for path in plots:
     if path:
       lines.append(f"![{os.path.basename(path)}]({os.path.basename(path)})")

@@ -16,9 +16,9 @@ first), except pretraining, which resumes from its last checkpoint.
   python -m demo.run_demo [--fast | --smoke] [--output_root=demo_output]
 
 --smoke runs the same chain on a corpus subset with a few steps per stage;
-tests/test_demo_chain.py runs it inside `make test`.
+tests/test_demo_chain.py runs it in `make test-slow`.
 
-About 590 lines, on purpose: the stages are one method each on `Demo`, in
+About 640 lines, on purpose: the stages are one method each on `Demo`, in
 the order they run, beside the budgets they read, so that the chain reads
 top to bottom in one file; each stage is a few `python -m` commands and the
 figures it keeps (the report and the serving check are `demo/report.py`
@@ -46,7 +46,7 @@ PRETRAIN_FLAGS = "configs/pretrain_albert_tiny_zh_demo.flags"
 SEQ, PREDS = 64, 10
 
 # Budgets per mode. "full" is what docs/demo_report_full.md reports; "fast"
-# is the smoke run.
+# checks the whole chain within 5 minutes; "smoke" is the test's subset.
 BUDGETS = {
     "full": {"max_documents": 0, "max_reviews": 0, "vocab_size": 8000,
              "dupe_factor": 2, "pretrain_steps": 720,
@@ -409,8 +409,10 @@ class Demo:
 
   def stage_ner(self, out):
     """Fine-tune a tagger from the pretrained checkpoint and from random
-    init on the same budget; a CRF on character n-grams on the same train
-    sentences. All three are scored on the whole test split."""
+    init on the same budget; a CRF on character n-grams on the first
+    crf_train_sentences of the same train split. The CRF is scored on the
+    whole test split, the taggers too unless predict_examples limits them
+    (FAST)."""
     crf_args = [f"--data_dir={self.path('corpus', 'ner')}",
                 f"--output_dir={out}/crf"]
     # On the first sentences of the same train split: CRFsuite on all 35k

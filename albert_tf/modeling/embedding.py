@@ -117,8 +117,10 @@ class FactorizedEmbedding(keras.layers.Layer):
     x = tf.cast(layer_norm(self.layer_norm, x), self.compute_dtype)
     x = self.dropout(x, training=training)
     if self.embedding_layout != "brightmart" and self.projection is not None:
+      # tf.shape's batch, not -1: a fixed-shape export keeps its static batch.
       x = tf.reshape(dense_rows(self.projection, tf.reshape(
-          x, [-1, self.embedding_size])), [-1, seq_length, self.hidden_size])
+          x, [-1, self.embedding_size])),
+                     [tf.shape(input_ids)[0], seq_length, self.hidden_size])
     return x
 
   def compute_output_shape(self, input_shape):

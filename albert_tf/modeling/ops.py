@@ -36,6 +36,9 @@ def dense_rows(dense, x):
   weights are cast to x's dtype, as Keras autocasts them under mixed
   precision (a no-op in float32).
   """
+  if dense.activation is not keras.activations.linear:
+    raise ValueError(f"dense_rows runs no activation; {dense.name} has "
+                     f"{dense.activation.__name__}")
   y = tf.matmul(x, tf.cast(dense.kernel, x.dtype))
   if dense.bias is not None:
     y = tf.nn.bias_add(y, tf.cast(dense.bias, x.dtype))
