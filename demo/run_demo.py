@@ -95,10 +95,11 @@ BUDGETS = {
 # Wall-clock seconds per stage on a 2-core CPU, for the progress estimates
 # (measured runs: docs/demo_report_full.md).
 ESTIMATES = {
-    # `make demo` of 2026-12-03 (AMD EPYC, AVX2 only): 28.9 min.
-    "full": {"corpus": 3, "vocab": 23, "tfrecords": 11, "pretrain": 457,
-             "eval": 13, "finetune": 248, "ner": 380, "reading": 546,
-             "export": 11, "tflite": 11, "check": 7, "report": 23},
+    # `make demo` of 2026-12-04 (AMD EPYC, AVX2 only; an instance slower
+    # than 2026-12-03's, whose pretraining took 457 s): 31.6 min.
+    "full": {"corpus": 7, "vocab": 45, "tfrecords": 21, "pretrain": 649,
+             "eval": 16, "finetune": 319, "ner": 333, "reading": 438,
+             "export": 15, "tflite": 14, "check": 9, "report": 31},
     # `make demo FAST=1` of 2026-12-03 (AMD EPYC, AVX2 only): 4.7 min.
     "fast": {"corpus": 4, "vocab": 3, "tfrecords": 12, "pretrain": 30,
              "eval": 12, "finetune": 33, "ner": 58, "reading": 81,
@@ -404,7 +405,8 @@ class Demo:
          f"--eval_every_steps={b['ner_steps'] // b['ner_evals']}"],
         # 5e-4 (as for sentiment) left both inits predicting only O for 150
         # steps; at 2e-4 both learn (dev F1 at 300 steps: 0.196 pretrained,
-        # 0.180 random init; at 200 steps, 0.132 and 0.129).
+        # 0.180 random init; at 200 steps, 0.132 and 0.129; at 140, 0.070
+        # and 0.094).
         b["ner_train_examples"], b["ner_eval_examples"], 2e-4)
 
   def stage_ner(self, out):
