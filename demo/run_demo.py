@@ -95,15 +95,17 @@ BUDGETS = {
 # Wall-clock seconds per stage on a 2-core CPU, for the progress estimates
 # (measured runs: docs/demo_report_full.md).
 ESTIMATES = {
-    # `make demo` of 2026-12-04 (AMD EPYC, AVX2 only; an instance slower
-    # than 2026-12-03's, whose pretraining took 457 s): 31.6 min.
-    "full": {"corpus": 7, "vocab": 45, "tfrecords": 21, "pretrain": 649,
-             "eval": 16, "finetune": 319, "ner": 333, "reading": 438,
-             "export": 15, "tflite": 14, "check": 9, "report": 31},
-    # `make demo FAST=1` of 2026-12-03 (AMD EPYC, AVX2 only): 4.7 min.
-    "fast": {"corpus": 4, "vocab": 3, "tfrecords": 12, "pretrain": 30,
-             "eval": 12, "finetune": 33, "ner": 58, "reading": 81,
-             "export": 11, "tflite": 13, "check": 9, "report": 13},
+    # `make demo` of 2026-12-04 on an AMD EPYC with AVX-512 (avx512_bf16, no
+    # AMX): 19.7 min. The same stages took 31.6 min earlier that day on a
+    # contended AVX2-only EPYC instance (pretraining 649 s).
+    "full": {"corpus": 3, "vocab": 27, "tfrecords": 12, "pretrain": 349,
+             "eval": 11, "finetune": 180, "ner": 293, "reading": 254,
+             "export": 12, "tflite": 13, "check": 7, "report": 21},
+    # `make demo FAST=1` of 2026-12-04, same CPU: 4.3 min (4.7 min on
+    # 2026-12-03, AVX2 only).
+    "fast": {"corpus": 4, "vocab": 3, "tfrecords": 13, "pretrain": 33,
+             "eval": 12, "finetune": 35, "ner": 42, "reading": 74,
+             "export": 12, "tflite": 12, "check": 8, "report": 12},
     "smoke": {"corpus": 15, "vocab": 2, "tfrecords": 12, "pretrain": 25,
               "eval": 12, "finetune": 60, "ner": 40, "reading": 40,
               "export": 20, "tflite": 15, "check": 8, "report": 10},
