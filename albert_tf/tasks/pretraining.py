@@ -15,6 +15,7 @@ Export (`--model=pretrainer`): serving_default and serve_text (+
 """
 
 import re
+import warnings
 from typing import Dict, List, Optional
 
 import tensorflow as tf
@@ -75,9 +76,14 @@ class PretrainingTask(Task):
 
   def evaluate(self, model, strategy) -> Dict[str, float]:
     dataset = self.build_inputs("eval", strategy, self.eval_batch_size)
-    results = self.guard_input_errors(
-        lambda: model.evaluate(dataset, verbose=0, return_dict=True),
-        self.eval_files)
+    with warnings.catch_warnings():
+      # Keras 3 warns "Your input ran out of data; interrupting training"
+      # whenever a dataset of unknown length ends, as this one (TFRecord
+      # files, max_eval_steps) is meant to: not a fault here.
+      warnings.filterwarnings("ignore", message="Your input ran out of data")
+      results = self.guard_input_errors(
+          lambda: model.evaluate(dataset, verbose=0, return_dict=True),
+          self.eval_files)
     if any(k not in results for k in EVAL_KEYS):
       tpu = isinstance(strategy, tf.distribute.TPUStrategy)
       files = self.eval_files
