@@ -3,6 +3,7 @@ partial output, and lets pretraining resume in place."""
 
 import json
 import os
+import re
 
 import pytest
 
@@ -65,3 +66,43 @@ def test_pretraining_output_is_kept_for_resume(tmp_path):
   FakeDemo(root).run()
   # run_pretraining resumes from its checkpoints, so its folder is not wiped.
   assert _figures(root, "pretrain") == {"saw_leftover": True}
+
+
+def test_side_by_side_labels_lines_and_stops_the_others_on_failure(
+    tmp_path, monkeypatch, capsys):
+  """A run that fails ends its stage at once: the run beside it (here one
+  that would sleep 10 minutes) is terminated, and the failure raised names
+  the failing command. Each console line says which run printed it."""
+  procs = []
+  start = run_demo._start
+
+  def recording_start(cmd, env):
+    proc = start(cmd, env)
+    procs.append((cmd, proc))
+    return proc
+
+  monkeypatch.setattr(run_demo, "_start", recording_start)
+  with pytest.raises(run_demo.StageError, match="no_such_module_here"):
+    run_demo.run_side_by_side(
+        ("timeit", ["-n", "1", "-r", "1", "import time; time.sleep(600)"],
+         str(tmp_path / "sleeper.log")),
+        ("no_such_module_here", [f"--output_dir={tmp_path / 'broken'}"],
+         str(tmp_path / "broken.log")))
+  sleeper = next(proc for cmd, proc in procs if "timeit" in cmd)
+  assert sleeper.returncode is not None and sleeper.returncode < 0
+  out = capsys.readouterr().out
+  assert "[timeit] $ -m timeit" in out
+  assert re.search(r"\[broken\] \S*python\S*: No module named no_such", out)
+
+
+@pytest.mark.parametrize("line, shown", [
+    ("WARNING:__main__:No semi_persistent_directory found:  User registered "
+     "objects may not be effective\n", False),
+    ("WARNING:apache_beam.options.pipeline_options:Discarding unparseable "
+     "args: ['--direct_runner_use_stacked_bundle']\n", False),
+    ("I1204 03:21:34.762231 139696 squad.py:438] 1449 questions cut\n", False),
+    ("step 20/40 (50%) loss 4.0039, 8.2 examples/s, ETA 0:01:18\n", True),
+    ("error: --train_file=x.json: not SQuAD JSON\n", True),
+])
+def test_console_shows_progress_and_errors_not_library_chatter(line, shown):
+  assert run_demo._worth_showing(line) == shown
