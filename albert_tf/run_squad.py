@@ -156,9 +156,11 @@ def _run(o: SquadOptions):
       o.eval_batch_size, o.classifier_dropout, o.seed, o.max_train_examples,
       o.max_eval_examples, o.max_predict_examples)
   stats = {}
-  for split, wanted in (("train", o.do_train),
-                        ("dev", o.do_eval or o.do_predict)):
-    if wanted:  # every file read before anything is written
+  # Every split the run needs, each with its own example limit, read
+  # before anything is written.
+  for split, wanted in (("train", o.do_train), ("dev", o.do_eval),
+                        ("test", o.do_predict)):
+    if wanted:
       stats[split] = task.stats(split)
   if o.do_eval and not task.has_answers("dev"):
     raise squad.SquadError(f"{predict_file}: --do_eval needs answers in the "

@@ -1,5 +1,6 @@
 """--max_predict_examples: each fine-tuning family predicts only the first N
-test examples, and leaves its dev split whole."""
+test examples, and leaves its dev split whole; --max_eval_examples limits
+dev and leaves test whole (span QA reads both from one --predict_file)."""
 
 import json
 
@@ -88,3 +89,12 @@ def test_only_the_first_test_examples_are_predicted(family, tokenizer,
                    max_predict_examples=LIMIT)
   assert limited("test") == LIMIT
   assert limited("dev") == ROWS
+
+
+@pytest.mark.parametrize("family", [_classification, _tagging, _span_qa,
+                                    _multiple_choice],
+                         ids=lambda f: f.__name__[1:])
+def test_a_dev_limit_leaves_the_test_split_whole(family, tokenizer, tmp_path):
+  limited = family(tmp_path, tokenizer, max_eval_examples=LIMIT)
+  assert limited("dev") == LIMIT
+  assert limited("test") == ROWS

@@ -169,6 +169,14 @@ def test_squad_predict_only_from_the_fine_tuned_output(squad_v1, tmp_path):
           read_json(out / "predictions.json"))
   assert result["test"]["exact_match"] == read_json(
       out / "eval_results.json")["test_exact_match"]
+  assert result["data"]["test"]["questions"] == len(gold(path))
+  # --max_predict_examples: the data it reports is what it predicts.
+  limited = run_squad.run(predict_file=str(path), init_checkpoint=str(out),
+                          output_dir=str(tmp_path / "pred3"), do_predict=True,
+                          max_predict_examples=3)
+  assert limited["data"] == {"test": dict(limited["data"]["test"],
+                                          questions=3)}
+  assert len(read_json(tmp_path / "pred3" / "predictions.json")) == 3
 
 
 def test_squad_v2_unanswerable_are_empty_and_threshold_recorded(

@@ -85,7 +85,7 @@ class SpanQATask(Task):
     self.seed = seed
     self.max_examples = {"train": max_train_examples,
                          "dev": max_eval_examples,
-                         "test": max_predict_examples or max_eval_examples}
+                         "test": max_predict_examples}
     # The v2 threshold on null_odds behind predictions.json: tuned on the
     # predict file when it has answers, else the last one tuned.
     self.null_threshold = 0.0
