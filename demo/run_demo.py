@@ -177,10 +177,12 @@ def run_side_by_side(*commands):
     concurrent.futures.wait(
         futures, return_when=concurrent.futures.FIRST_EXCEPTION)
     failed = [f for f in futures if f.done() and f.exception()]
-    if failed:
-      for proc in started:
+    # Until every run has ended: one may start after the failure.
+    while failed and not all(f.done() for f in futures):
+      for proc in list(started):
         if getattr(proc, "poll", lambda: 0)() is None:
           proc.terminate()
+      concurrent.futures.wait(futures, timeout=1)
   if failed:
     raise failed[0].exception()
 
