@@ -180,7 +180,7 @@ def run_side_by_side(*commands):
     # Until every run has ended: one may start after the failure.
     while failed and not all(f.done() for f in futures):
       for proc in list(started):
-        if getattr(proc, "poll", lambda: 0)() is None:
+        if proc.poll() is None:
           proc.terminate()
       concurrent.futures.wait(futures, timeout=1)
   if failed:

@@ -53,6 +53,9 @@ class _Finished:
   def wait(self):
     return self.returncode
 
+  def poll(self):
+    return self.returncode
+
 
 def _forked(cmd, env):
   # `python -m module args`: albert_tf commands forked from the test zygote
