@@ -102,8 +102,10 @@ class Params(options.StrategySettings):
   max_seq_length: int = settings.field(512, "Must match the TFRecords.")
   max_predictions_per_seq: int = settings.field(
       20, "Must match the TFRecords.")
-  optimizer: str = settings.field("lamb", "Optimizer.",
-                                  choices=list(options.OPTIMIZERS))
+  optimizer: str = settings.field(
+      "lamb", "lamb/adamw: the original's LAMB/AdamWeightDecay update rules "
+      "(no bias correction); keras_lamb/keras_adamw: Keras's.",
+      choices=list(options.OPTIMIZERS))
   learning_rate: float = settings.field(0.00176, "Peak learning rate.")
   poly_power: float = settings.field(1.0, "Power of the polynomial decay.")
   num_train_steps: int = settings.field(125000, "Training steps.")

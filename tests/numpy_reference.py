@@ -82,3 +82,48 @@ def assert_close_to_scale(actual, expected, rel=1e-6, rtol=1e-7):
   expected = np.asarray(expected, np.float64)
   scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
   np.testing.assert_allclose(actual, expected, atol=rel * scale, rtol=rtol)
+
+
+# ------------------------------------------------ the original update rules
+# google-research/albert's AdamWeightDecayOptimizer and LAMBOptimizer, from
+# their update equations (docs: ../shared reference, "The original's update
+# rules"), in float64. Variables are named; the exclusion regexes are
+# searched in the names, as the original searches TF1 variable names.
+ORIGINAL_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
+
+
+def original_lr(step, init_lr, num_train_steps, num_warmup_steps, power=1.0):
+  """lr(t): init_lr t/W during warmup, else init_lr (1 - t/N)^power."""
+  if step < num_warmup_steps:
+    return init_lr * step / num_warmup_steps
+  return init_lr * (1.0 - min(step, num_train_steps) / num_train_steps) ** power
+
+
+def original_step(params, grads, slots, lr, rule, weight_decay_rate=0.01,
+                  beta_1=0.9, beta_2=0.999, epsilon=1e-6, clip_norm=1.0,
+                  exclude=ORIGINAL_EXCLUDE):
+  """One step of rule "adamw" or "lamb" on dicts name -> array (in place).
+
+  slots: name -> (m, v), created as zeros when missing.
+  """
+  import re  # pylint: disable=g-import-not-at-top
+  global_norm = np.sqrt(sum(np.sum(np.square(g)) for g in grads.values()))
+  # tf.clip_by_global_norm: g * clip / max(global_norm, clip)
+  scale = clip_norm / max(global_norm, clip_norm)
+  for name, w in params.items():
+    g = grads[name].astype(np.float64) * scale
+    m, v = slots.get(name, (np.zeros_like(w), np.zeros_like(w)))
+    m = beta_1 * m + (1.0 - beta_1) * g
+    v = beta_2 * v + (1.0 - beta_2) * g * g
+    slots[name] = (m, v)
+    update = m / (np.sqrt(v) + epsilon)
+    excluded = any(re.search(p, name) for p in exclude)
+    if not excluded:
+      update = update + weight_decay_rate * w
+    ratio = 1.0
+    if rule == "lamb" and not excluded:
+      w_norm, u_norm = np.linalg.norm(w), np.linalg.norm(update)
+      if w_norm > 0 and u_norm > 0:
+        ratio = w_norm / u_norm
+    params[name] = w - ratio * lr * update
+  return params

@@ -165,7 +165,9 @@ def older_output_dir_without_a_batch_size_resumes(data, tmp, caplog):
                  vocab_file=str(LEGACY / "vocab.txt"), output_dir=str(out),
                  max_seq_length=16, train_batch_size=4, train_step=6,
                  save_checkpoints_steps=2, learning_rate=0.01, do_train=True,
-                 do_eval=True)
+                 do_eval=True,
+                 # Its "adamw" was Keras's rule (the fingerprint says so).
+                 optimizer="keras_adamw")
   with caplog.at_level(logging.INFO, logger="absl"):
     result = run_classifier.run(**options)
   assert result["num_train_steps"] == 6

@@ -126,7 +126,22 @@ def test_pretraining_output_dir_resumes_at_its_last_checkpoint(tmp_path,
   stats = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in old_files]
   argv = _replace(_command("albert_tf.run_pretraining"),
                   "--num_train_steps=4", "--num_train_steps=6")
-  _run(argv, root)
+  fingerprint = (out / "run_fingerprint.json").read_bytes()
+  # That run's "lamb" was Keras's rule; today's is the original's: the same
+  # command stops with one line instead of switching rules mid-run.
+  proc = cli_runner.run_module(argv, cwd=root, timeout=300)
+  assert proc.returncode != 0
+  lines = proc.stderr.strip().splitlines()
+  assert lines[-1] == (
+      "error: --output_dir=pretrain was trained with Keras's update rule "
+      "(--optimizer=keras_lamb), this run asks for the original's "
+      "(google-research/albert) (--optimizer=lamb): pass "
+      "--optimizer=keras_lamb to continue it, or --overwrite to start over")
+  assert (out / "run_fingerprint.json").read_bytes() == fingerprint
+  _run(argv + ["--optimizer=keras_lamb"], root)
+  assert _json(out / "run_fingerprint.json")["optimizer"] == {
+      **_json(FIXTURE / "pretrain" / "run_fingerprint.json")["optimizer"],
+      "name": "keras_lamb", "rule": "keras"}
 
   assert [(p.stat().st_ino, p.stat().st_mtime_ns) for p in old_files] == stats
   for suffix in (".index", ".data-00000-of-00001"):

@@ -19,7 +19,9 @@ from albert_tf import settings
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored",
               "tpu")
 PRECISIONS = ("none", "bfloat16", "float16")
-OPTIMIZERS = ("lamb", "adamw")
+# lamb, adamw: google-research/albert's update rules; keras_*: Keras's
+# (optimization.py says how they differ).
+OPTIMIZERS = ("lamb", "adamw", "keras_lamb", "keras_adamw")
 
 
 @dataclasses.dataclass
@@ -85,9 +87,13 @@ class FinetuneOptions(StrategySettings):
   warmup_proportion: float = settings.field(
       0.1, "Fraction of the training steps that warm up the learning rate, "
       "when --warmup_step is -1 (the original run_squad's flag).")
-  optimizer: str = settings.field("adamw", "Optimizer.",
-                                  choices=["adamw", "lamb"])
-  weight_decay: float = settings.field(0.01, "Decoupled weight decay.")
+  optimizer: str = settings.field(
+      "adamw", "adamw/lamb: the original's AdamWeightDecay/LAMB update rules "
+      "(no bias correction); keras_adamw/keras_lamb: Keras's.",
+      choices=list(OPTIMIZERS))
+  weight_decay: float = settings.field(
+      0.01, "Weight decay rate, added to the update (u += rate * w) except "
+      "on LayerNorm and bias variables.")
   classifier_dropout: float = settings.field(
       0.1, "Dropout before the classifier.")
   do_train: bool = settings.field(False, "Fine-tune on the train split.")

@@ -94,6 +94,7 @@ def check_output_dir(output_dir: str, fingerprint: dict,
     if saved.get(key) is None or wanted.get(key) is None:
       saved.pop(key, None)
       wanted.pop(key, None)
+  _check_update_rule(output_dir, saved, wanted)
   saved, wanted = _flatten(saved), _flatten(wanted)
   diff = [f"{k} {saved.get(k)!r} there vs {wanted.get(k)!r} now"
           for k in sorted(set(saved) | set(wanted))
@@ -105,11 +106,42 @@ def check_output_dir(output_dir: str, fingerprint: dict,
         "another --output_dir")
 
 
+_RULE_NAMES = {"google-research/albert": "the original's (google-research/"
+               "albert)", "keras": "Keras's"}
+
+
+def _check_update_rule(output_dir: str, saved: dict, wanted: dict) -> None:
+  """One line for a rerun that would switch update rules mid-run."""
+  before = (saved.get("optimizer") or {}).get("rule")
+  now = (wanted.get("optimizer") or {}).get("rule")
+  if before is None or now is None or before == now:
+    return
+  name = saved["optimizer"].get("name")
+  raise RunConfigError(
+      f"--output_dir={output_dir} was trained with {_RULE_NAMES[before]} "
+      f"update rule (--optimizer={name}), this run asks for "
+      f"{_RULE_NAMES[now]} (--optimizer={wanted['optimizer'].get('name')}): "
+      f"pass --optimizer={name} to continue it, or --overwrite to start over")
+
+
+def _with_update_rule(fingerprint: dict) -> dict:
+  """An older run's fingerprint in today's terms: before the original's
+  update rules existed, "lamb" and "adamw" were Keras's rules and no "rule"
+  was recorded, so such a run is keras_lamb / keras_adamw."""
+  optimizer = fingerprint.get("optimizer")
+  if isinstance(optimizer, dict) and "rule" not in optimizer:
+    name = optimizer.get("name")
+    if name in ("lamb", "adamw"):
+      optimizer["name"] = f"keras_{name}"
+    optimizer["rule"] = "keras"
+  return fingerprint
+
+
 def _read_fingerprint(path: str) -> dict:
   with tf.io.gfile.GFile(path, "r") as f:
     text = f.read()
   try:
-    return json.loads(text)
+    return _with_update_rule(json.loads(text))
   except json.JSONDecodeError as e:
     raise RunConfigError(
         f"{path} is not valid JSON ({e.msg}, line {e.lineno}): written by "

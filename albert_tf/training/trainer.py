@@ -75,7 +75,11 @@ class TrainerSettings:
   weight_decay: float = optimization.WEIGHT_DECAY
 
   def optimizer_fingerprint(self) -> dict:
-    return {"name": self.optimizer, "learning_rate": self.learning_rate,
+    # "rule" tells the original's lamb/adamw from the Keras rules that runs
+    # before it recorded under the same names (output_dir.py).
+    return {"name": self.optimizer,
+            "rule": optimization.update_rule(self.optimizer),
+            "learning_rate": self.learning_rate,
             "num_warmup_steps": self.num_warmup_steps,
             "poly_power": self.poly_power, "weight_decay": self.weight_decay}
 
