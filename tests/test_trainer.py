@@ -394,3 +394,36 @@ def test_rerun_with_other_config_stops_and_changes_nothing(data, tmp_path):
   assert proc.returncode == 0, proc.stderr[-2000:]
   saved = json.loads((out / "run_fingerprint.json").read_text())
   assert saved["albert_config"]["num_attention_heads"] == 8
+
+
+# ------------------------------------------------------------ best checkpoint
+def test_step_0_is_never_the_best_checkpoint(data, tmp_path, caplog):
+  """A run whose dev metric never rises above step 0's (learning rate 0:
+  every eval ties with step 0) keeps its first trained eval, not the
+  untrained head, and still says that it never beat step 0."""
+  import logging  # pylint: disable=g-import-not-at-top
+  from albert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "out"
+  options = dict(task_name="sentiment", data_dir=str(data),
+                 output_dir=str(out), vocab_file=str(data / "vocab.txt"),
+                 albert_config_file=str(data / "config.json"),
+                 max_seq_length=16, train_batch_size=8, eval_batch_size=16,
+                 classifier_dropout=0.0, train_step=6, eval_every_steps=3,
+                 iterations_per_loop=1, do_train=True, do_eval=True, seed=3)
+  with caplog.at_level(logging.WARNING, logger="absl"):
+    result = run_classifier.run(**options, learning_rate=0.0)
+  evals = _jsonl(out / "eval_log.jsonl")
+  assert [e["global_step"] for e in evals] == [0, 3, 6]
+  assert len({e["accuracy"] for e in evals}) == 1  # a three-way tie
+  assert result["best_step"] == 3 and result["never_beat_step_0"]
+  assert json.loads((out / "best" / "best.json").read_text())["step"] == 3
+  assert checkpoints.latest_checkpoint(str(out)).endswith("best/ckpt-3")
+  assert [r.getMessage() for r in caplog.records].count(
+      checkpoints.NEVER_BEAT_STEP_0 % out) == 1
+  # Resumed with more steps: step 0 (read back from eval_log.jsonl) is
+  # still compared, and still never kept.
+  caplog.clear()
+  with caplog.at_level(logging.WARNING, logger="absl"):
+    result = run_classifier.run(**(options | {"train_step": 9}),
+                                learning_rate=0.0)
+  assert result["best_step"] == 3 and result["never_beat_step_0"]

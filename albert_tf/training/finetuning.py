@@ -111,7 +111,7 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
     # Eval and predict with the best checkpoint by the dev metric, if kept.
     best_step = trainer.restore_best()
     result["best_step"] = trainer.step if best_step is None else best_step
-    if best_step == 0 and trainer.step > 0:
+    if trainer.step > 0 and never_beat_step_0(trainer):
       logging.warning(checkpoints.NEVER_BEAT_STEP_0, o.output_dir)
       result["never_beat_step_0"] = True
     result.update(evaluate_and_predict(trainer, chief, result["best_step"]))
@@ -122,6 +122,18 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
     if lock is not None:  # over, or failed: another run may write here
       lock.close()
   return result
+
+
+def never_beat_step_0(trainer) -> bool:
+  """Whether no trained step's dev metric is above step 0's (the step-0
+  eval is never kept as the best, `Trainer._keep_if_best`, but a run whose
+  training never improved on it should say so)."""
+  name = trainer.task.best_metric
+  start = trainer.evaluated.get(0, {}).get(name)
+  if start is None:
+    return False
+  best = trainer.best()
+  return best is None or not best["metrics"][name] > start
 
 
 def write_run_files(output_dir: str, config, task) -> None:

@@ -352,6 +352,12 @@ class Trainer:
     name = self.task.best_metric
     if not name or name not in results or not self.settings.eval_at_checkpoints:
       return
+    # Step 0 is the weights before any training (a fine-tuning run's untrained
+    # head): logged, never kept as the best. On a small dev set it could win
+    # by a tie or by luck, and a run would serve the model it never trained.
+    # Among trained steps the first to reach the best value is kept.
+    if step == 0:
+      return
     # In memory, the same on every worker (all must join the write).
     if self._best_value is not None and not results[name] > self._best_value:
       return
