@@ -1,8 +1,21 @@
-r"""Import published ALBERT weights: original TF1, brightmart, Hugging Face, keras-hub.
+r"""Import published ALBERT and BERT weights: original TF1, brightmart, Hugging Face, keras-hub.
 
     python -m albert_tf.convert_checkpoint --source=original \
         --checkpoint=albert_base/model.ckpt-best \
         --albert_config_file=albert_base/albert_config.json --output_dir=out/
+    python -m albert_tf.convert_checkpoint --source=bert \
+        --checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --output_dir=out/
+
+Sources: original (google-research/albert TF1), brightmart (albert_zh TF1),
+huggingface (ALBERT or BERT: model dir, .safetensors or pytorch_model.bin;
+BERT is recognised by config.json model_type "bert" and encoder.layer.N
+names, with or without the "bert." prefix), keras_hub (AlbertBackbone
+preset), bert (Google's TF1 BERT: bert_model.ckpt, config default
+bert_config.json beside it). BERT is read as the ALBERT special case
+share="none", embedding_size == hidden_size, no embedding projection;
+BERT's "gelu" is the exact erf GELU (gelu_exact here) and its next-sentence
+head becomes the sentence_order_head. A WordPiece vocab.txt beside a BERT
+checkpoint is checked and copied into --output_dir, for --vocab_file.
 
 Every source is first read into a dict keyed by the *original* google-research
 TF1 variable names (bert/embeddings/word_embeddings, bert/encoder/transformer/
@@ -25,7 +38,7 @@ from albert_tf import settings
 from albert_tf.converters import SOURCES
 
 # This module is the CLI and `convert` only (the docstring above is also the
-# --help text, so it stays as it was); the per-source readers live in
+# --help text); the per-source readers live in
 # albert_tf/converters and are chosen through converters.READERS. They, and
 # TensorFlow, are imported when a conversion runs, not here: --help and a
 # flag mistake answer before TF loads.
@@ -74,13 +87,22 @@ def _refuse_a_training_run(output_dir):
         "convert into a new folder, and pass it as --init_checkpoint")
 
 
+def _write_atomically(path, data):
+  """Writes bytes to path via path.tmp and a rename; returns path."""
+  with open(path + ".tmp", "wb") as f:
+    f.write(data)
+  os.replace(path + ".tmp", path)
+  return path
+
+
 def convert(source, checkpoint, output_dir, albert_config_file=None,
             log=print):
   """Converts a checkpoint to the project layout in `output_dir`.
 
-  Writes ckpt-1.* (encoder + the heads the source has), albert_config.json
-  and conversion_report.json. Returns the report dict: "assigned",
-  "missing", "unconsumed", "heads", "notes", "checkpoint".
+  Writes ckpt-1.* (encoder + the heads the source has), albert_config.json,
+  conversion_report.json and, for BERT, the vocab.txt found beside the
+  source. Returns the report dict: "assigned", "missing", "unconsumed",
+  "heads", "notes", "checkpoint" (and "vocab_file" when copied).
   Raises ConversionError when encoder tensors are missing or a shape differs.
   """
   # pylint: disable=g-import-not-at-top
@@ -105,14 +127,21 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
                            f"--checkpoint={checkpoint}")
   os.makedirs(output_dir, exist_ok=True)
   path = tf.train.Checkpoint(**parts).save(os.path.join(output_dir, "ckpt"))
-  config.to_json_file(os.path.join(output_dir, checkpoints.CONFIG_NAME))
+  vocab_source = report.pop("vocab_source", None)
+  if vocab_source:
+    with open(vocab_source, "rb") as f:
+      report["vocab_file"] = _write_atomically(
+          os.path.join(output_dir, os.path.basename(vocab_source)), f.read())
+  _write_atomically(os.path.join(output_dir, checkpoints.CONFIG_NAME),
+                    config.to_json_string().encode("utf-8"))
   report.update(heads=heads, checkpoint=path, source=source,
                 input=str(checkpoint))
-  with open(os.path.join(output_dir, "conversion_report.json"), "w",
-            encoding="utf-8") as f:
-    json.dump(report, f, indent=2)
+  _write_atomically(os.path.join(output_dir, "conversion_report.json"),
+                    json.dumps(report, indent=2).encode("utf-8"))
   log(f"Converted {checkpoint} ({source}) -> {path}: "
       f"{len(report['assigned'])} tensors assigned, heads {heads or 'none'}")
+  if vocab_source:
+    log(f"  tokenizer: --vocab_file={report['vocab_file']}")
   for note in report["notes"]:
     log(f"  note: {note}")
   for name in report["missing"]:
@@ -128,12 +157,13 @@ class ConvertSettings:
   source: str = settings.field(None, "Checkpoint format.", choices=SOURCES,
                                required=True, group="model")
   checkpoint: str = settings.field(
-      None, "TF1 checkpoint prefix/dir, HF model dir/.safetensors/.bin, or "
-      "keras-hub preset dir or handle (e.g. albert_base_en_uncased).",
+      None, "TF1 checkpoint prefix/dir (ALBERT or BERT), HF model "
+      "dir/.safetensors/.bin (ALBERT or BERT), or keras-hub preset dir or "
+      "handle (e.g. albert_base_en_uncased).",
       required=True)
   albert_config_file: Optional[str] = settings.field(
-      None, "albert_config.json of the checkpoint (HF: default config.json "
-      "beside it).")
+      None, "albert_config.json of the checkpoint (bert: bert_config.json, "
+      "default the one beside it; HF: default config.json beside it).")
   output_dir: str = settings.field(
       None, "Where the converted checkpoint and albert_config.json go.",
       required=True)

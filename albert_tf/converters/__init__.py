@@ -5,14 +5,16 @@ READERS maps each --source to a function (checkpoint, albert_config_file) ->
 weights, the report dict ("assigned", "missing", "unconsumed", "notes") and
 the heads complete enough to save. The TF1 and Hugging Face sources are read
 into the original google-research names and loaded by original.py; keras-hub
-is copied directly (keras_hub.py).
+is copied directly (keras_hub.py). BERT (bert.py) is the share="none", E == H
+case: Google's TF1 release under --source=bert, HF BERT weights under
+--source=huggingface (recognised by their names and config model_type).
 """
 
 import importlib
 
 # --source values of convert_checkpoint, without loading the readers (TF):
 # the command parses its flags first. READERS (below) has one entry each.
-SOURCES = ("original", "brightmart", "huggingface", "keras_hub")
+SOURCES = ("original", "brightmart", "huggingface", "keras_hub", "bert")
 
 
 def _via_original_names(read):
@@ -20,6 +22,7 @@ def _via_original_names(read):
 
   def load(checkpoint, albert_config_file):
     from albert_tf.converters import original  # pylint: disable=g-import-not-at-top
+    # (config, tensors, notes, unconsumed[, extras]): see load_original_names.
     return original.load_original_names(
         checkpoint, *read(checkpoint, albert_config_file))
 
@@ -29,6 +32,7 @@ def _via_original_names(read):
 
 def _readers():
   # pylint: disable=g-import-not-at-top
+  from albert_tf.converters import bert
   from albert_tf.converters import huggingface
   from albert_tf.converters import keras_hub
   from albert_tf.converters import tf1
@@ -37,6 +41,7 @@ def _readers():
       "brightmart": _via_original_names(tf1.read_brightmart),
       "huggingface": _via_original_names(huggingface.read_source),
       "keras_hub": keras_hub.load_source,
+      "bert": _via_original_names(bert.read_tf1_bert),
   }
   assert tuple(readers) == SOURCES
   return readers
@@ -47,8 +52,8 @@ def __getattr__(name):
   if name == "READERS":
     globals()["READERS"] = _readers()
     return globals()["READERS"]
-  if name in ("brightmart", "huggingface", "keras_hub", "keras_hub_interop",
-              "original", "tf1"):
+  if name in ("bert", "brightmart", "huggingface", "keras_hub",
+              "keras_hub_interop", "original", "tf1"):
     return importlib.import_module(f"albert_tf.converters.{name}")
   raise AttributeError(f"module 'albert_tf.converters' has no attribute "
                        f"{name!r}")

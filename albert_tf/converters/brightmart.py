@@ -9,19 +9,9 @@ bert/encoder/layer_shared and the embedding projection as word_embeddings_2;
 
 import re
 
+from albert_tf.converters.bert import BERT_LAYER_MODULES
 from albert_tf.converters.errors import ConversionError
 
-# brightmart's own layout: BERT-style names under layer_shared.
-_BRIGHTMART_LAYER_MODULES = {
-    "attention/self/query": "attention_1/self/query",
-    "attention/self/key": "attention_1/self/key",
-    "attention/self/value": "attention_1/self/value",
-    "attention/output/dense": "attention_1/output/dense",
-    "attention/output/LayerNorm": "LayerNorm",
-    "intermediate/dense": "ffn_1/intermediate/dense",
-    "output/dense": "ffn_1/intermediate/output/dense",
-    "output/LayerNorm": "LayerNorm_1",
-}
 BRIGHTMART_RELEASES = (
     "brightmart albert_zh *_google releases (albert_tiny_zh_google, "
     "albert_small_zh_google, albert_base_zh_google ...) in Google's layout, "
@@ -50,11 +40,11 @@ def brightmart_to_original(tensors):
       out["bert/encoder/embedding_hidden_mapping_in/kernel"] = value
     elif name.startswith(layer):
       module, _, leaf = name[len(layer):].rpartition("/")
-      if module not in _BRIGHTMART_LAYER_MODULES:
+      if module not in BERT_LAYER_MODULES:
         unconsumed.append(name)
         continue
       out["bert/encoder/transformer/group_0/inner_group_0/"
-          f"{_BRIGHTMART_LAYER_MODULES[module]}/{leaf}"] = value
+          f"{BERT_LAYER_MODULES[module]}/{leaf}"] = value
     elif re.match(r"^bert/encoder/layer_\d+/", name):
       raise ConversionError(
           f"{name}: brightmart checkpoint without layer sharing is not "

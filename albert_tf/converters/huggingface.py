@@ -292,15 +292,26 @@ def huggingface_to_original(state):
 
 
 def read_source(checkpoint, albert_config_file):
-  """Returns (config, tensors in original names, notes, unconsumed).
+  """Returns (config, tensors in original names, notes, unconsumed[, extras]).
 
   The config is --albert_config_file if given, else the config.json beside
-  the weights.
+  the weights. BERT weights (model_type "bert", encoder.layer.N.*) are read
+  by bert.py, which adds `extras` (see original.load_original_names);
+  weights that are neither ALBERT nor BERT are a ConversionError.
   """
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.converters import bert  # bert.py builds on this module
   notes = []
+  state, config_json = read_huggingface(checkpoint)
+  model_type = None
+  if config_json is not None:
+    model_type = bert.read_json(config_json).get("model_type")
+  if bert.huggingface_layout(state, checkpoint, model_type,
+                             config_json) == "bert":
+    return bert.read_huggingface_bert(checkpoint, state, config_json,
+                                      albert_config_file)
   config = (AlbertConfig.from_json_file(albert_config_file)
             if albert_config_file else None)
-  state, config_json = read_huggingface(checkpoint)
   if config is None:
     if config_json is None:
       raise ValueError(f"{checkpoint}: no config.json beside it; pass "

@@ -35,11 +35,11 @@ def original_variable_map(pretrainer):
   """
   encoder = getattr(pretrainer, "encoder", pretrainer)
   config = encoder.config
-  if config.share != "all":
+  if config.share not in ("all", "none"):
     raise ConversionError(
         f"config share={config.share!r}: original checkpoints store layers as "
         "group_G/inner_group_I, which needs share='all' (use num_hidden_groups "
-        "to un-share)")
+        "to un-share) or 'none' (layer N = group_N/inner_group_0, BERT)")
   identity = lambda x: x
   emb = encoder.embedding
   names = {
@@ -49,11 +49,14 @@ def original_variable_map(pretrainer):
       "bert/embeddings/position_embeddings": emb.position_embeddings,
   }
   names.update(_layer_norm("bert/embeddings/LayerNorm", emb.layer_norm))
-  names["bert/encoder/embedding_hidden_mapping_in/kernel"] = (
-      emb.projection.kernel)
-  if emb.projection.use_bias:
-    names["bert/encoder/embedding_hidden_mapping_in/bias"] = (
-        emb.projection.bias)
+  if emb.projection is not None:  # None when E == H (BERT), as originally
+    names["bert/encoder/embedding_hidden_mapping_in/kernel"] = (
+        emb.projection.kernel)
+    if emb.projection.use_bias:
+      names["bert/encoder/embedding_hidden_mapping_in/bias"] = (
+          emb.projection.bias)
+  # share="none" has one block per layer and inner_group_num 1: block N is
+  # group_N/inner_group_0, the names of an ALBERT with num_hidden_groups = L.
   for index, block in enumerate(encoder.blocks):
     g, i = divmod(index, config.inner_group_num)
     prefix = f"bert/encoder/transformer/group_{g}/inner_group_{i}"
@@ -88,12 +91,16 @@ def original_variable_map(pretrainer):
   return mapping
 
 
-def assign_original_weights(pretrainer, tensors, source="checkpoint"):
+def assign_original_weights(pretrainer, tensors, source="checkpoint",
+                            source_name=None):
   """Copies {original name: array} into the model.
 
   Returns a report dict {"assigned", "missing", "unconsumed"} (name lists).
-  Raises ConversionError naming the variable and both shapes on a mismatch.
+  Raises ConversionError naming the variable and both shapes on a mismatch;
+  `source_name` (original name -> the name in the source file) names it as
+  the file does.
   """
+  source_name = source_name or (lambda name: name)
   mapping = original_variable_map(pretrainer)
   missing = sorted(set(mapping) - set(tensors))
   unconsumed = sorted(set(tensors) - set(mapping))
@@ -104,7 +111,8 @@ def assign_original_weights(pretrainer, tensors, source="checkpoint"):
     value = transform(np.asarray(tensors[name]))
     if tuple(value.shape) != tuple(variable.shape):
       raise ConversionError(
-          f"{source}: variable {name} has shape {list(value.shape)} (after "
+          f"{source}: variable {source_name(name)} has shape "
+          f"{list(value.shape)} (after "
           f"layout transform) but the config needs {list(variable.shape)} "
           f"for {variable.path}; is --albert_config_file the config of this "
           "checkpoint?")
@@ -113,18 +121,27 @@ def assign_original_weights(pretrainer, tensors, source="checkpoint"):
   return {"assigned": assigned, "missing": missing, "unconsumed": unconsumed}
 
 
-def load_original_names(checkpoint, config, tensors, notes, unconsumed):
+def load_original_names(checkpoint, config, tensors, notes, unconsumed,
+                        extras=None):
   """An AlbertPretrainer from a reader's (config, tensors, notes, unconsumed).
 
+  `extras` (optional, from readers of other layouts such as BERT):
+  "source_name", a function original name -> the name in the source file,
+  used in errors and in the report's lists; "vocab_file", a tokenizer file
+  of the source that convert copies beside the checkpoint.
   Returns (config, pretrainer, report, heads): `heads` are the heads whose
   tensors were all found. Raises ConversionError when encoder tensors are
   missing.
   """
+  extras = extras or {}
+  shown = extras.get("source_name") or (lambda name: name)
   pretrainer = AlbertPretrainer(config)
-  report = assign_original_weights(pretrainer, tensors, source=checkpoint)
-  report["unconsumed"] = sorted(set(report["unconsumed"]) | set(unconsumed))
+  report = assign_original_weights(pretrainer, tensors, source=checkpoint,
+                                   source_name=shown)
+  report["unconsumed"] = sorted(set(map(shown, report["unconsumed"])) |
+                                set(unconsumed))
   report["notes"] = notes
-  encoder_missing = [n for n in report["missing"]
+  encoder_missing = [shown(n) for n in report["missing"]
                      if not n.startswith("cls/")]
   if encoder_missing:
     raise ConversionError(
@@ -140,6 +157,11 @@ def load_original_names(checkpoint, config, tensors, notes, unconsumed):
       dropped = [n for n in report["assigned"] if n.startswith(prefix)]
       report["assigned"] = [n for n in report["assigned"]
                             if n not in dropped]
-      report["unconsumed"] = sorted(report["unconsumed"] + dropped)
+      report["unconsumed"] = sorted(report["unconsumed"] +
+                                    [shown(n) for n in dropped])
       report["notes"].append(f"{part} not converted (missing tensors)")
+  report["assigned"] = [shown(n) for n in report["assigned"]]
+  report["missing"] = [shown(n) for n in report["missing"]]
+  if extras.get("vocab_file"):
+    report["vocab_source"] = extras["vocab_file"]
   return config, pretrainer, report, heads
