@@ -75,7 +75,7 @@ def _argv(data, output_dir, *extra):
           f"--output_dir={output_dir}", f"--vocab_file={data / 'vocab.txt'}",
           f"--albert_config_file={data / 'config.json'}",
           "--max_seq_length=16", "--train_batch_size=8", "--eval_batch_size=16",
-          "--learning_rate=0.01", "--warmup_step=1", "--classifier_dropout=0",
+          "--learning_rate=0.003", "--warmup_step=1", "--classifier_dropout=0",
           "--seed=3", "--do_train", "--do_eval", *extra]
 
 
