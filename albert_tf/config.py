@@ -210,6 +210,14 @@ def _build_presets():
     presets[name] = AlbertConfig(vocab_size=21128, embedding_size=128,
                                  hidden_size=h, intermediate_size=i,
                                  num_attention_heads=12, num_hidden_layers=l)
+  # Not a release: the shape `make demo` pretrains on 2 CPU cores (a sixth
+  # of albert_tiny_zh's encoder FLOPs at seq 64; 296 vs 90 pretraining
+  # examples/s at batch 32, float32, on the AMD EPYC of
+  # docs/demo_report_full.md). The BERT miniatures' rules (Turc et al.
+  # 2019): H/64 heads, I = 4H; E = H = 128, so no E->H projection.
+  presets["albert_zh_l4_h128"] = AlbertConfig(
+      vocab_size=21128, embedding_size=128, hidden_size=128,
+      intermediate_size=512, num_attention_heads=2, num_hidden_layers=4)
   for name, (h, i, a, l) in {"bert_base": (768, 3072, 12, 12),
                              "bert_large": (1024, 4096, 16, 24)}.items():
     presets[name] = AlbertConfig(vocab_size=30000, embedding_size=h,

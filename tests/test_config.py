@@ -90,6 +90,29 @@ def test_presets_match_the_paper_and_brightmart():
   assert PRESETS["bert_base"].embedding_size == 768
 
 
+def test_demo_preset_is_the_small_cpu_shape():
+  """albert_zh_l4_h128 (the demo's, not a release): 4 layers of 128, 2
+  heads of 64, FFN 512, E 128, brightmart's vocabulary size, shared
+  layers, no dropout; 2,985,216 encoder weights, counted by hand: word
+  21128x128 + position 512x128 + type 2x128 + LayerNorm 2x128 (no E->H
+  projection: E equals H), one shared layer (4 x (128x128+128) attention,
+  2x128 LayerNorm, 128x512+512 + 512x128+128 FFN, 2x128 LayerNorm), the
+  pooler 128x128+128."""
+  mini = PRESETS["albert_zh_l4_h128"]
+  assert (mini.hidden_size, mini.intermediate_size, mini.num_attention_heads,
+          mini.num_hidden_layers, mini.embedding_size, mini.vocab_size,
+          mini.share, mini.hidden_dropout_prob) == (128, 512, 2, 4, 128,
+                                                    21128, "all", 0.0)
+  by_hand = (21128 * 128 + 512 * 128 + 2 * 128 + 2 * 128
+             + 4 * (128 * 128 + 128) + 2 * 128
+             + (128 * 512 + 512) + (512 * 128 + 128) + 2 * 128
+             + (128 * 128 + 128))
+  assert by_hand == 2_985_216
+  from albert_tf.params import parameter_table  # pylint: disable=g-import-not-at-top
+  assert parameter_table(["albert_zh_l4_h128"])["albert_zh_l4_h128"][
+      "encoder"] == by_hand
+
+
 def test_group_of_layer_follows_the_original_rule():
   config = AlbertConfig(num_hidden_layers=12, num_hidden_groups=3)
   assert [config.group_of_layer(i) for i in range(12)] == [0] * 4 + [1] * 4 + [2] * 4

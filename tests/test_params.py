@@ -10,6 +10,7 @@ EXPECTED_ENCODER = {
     "albert_base_v2": 11_683_584, "albert_large_v2": 17_683_968,
     "albert_xlarge_v2": 58_724_864, "albert_xxlarge_v2": 222_595_584,
     "albert_tiny_zh": 4_080_520, "albert_small_zh": 4_742_272,
+    "albert_zh_l4_h128": 2_985_216,  # the demo's shape (not a release)
     "bert_base": 109_081_344, "bert_large": 334_607_360,
 }
 
