@@ -156,6 +156,11 @@ class Params(options.StrategySettings):
       600, "Stop with an error naming the file when an input file gives no "
       "record for this long, up to the first training batch (a named pipe, "
       "a hung mount); 0: wait forever.", lower_bound=0)
+  sentence_order_loss_weight: float = settings.field(
+      1.0, "Weight of the sentence loss (SOP, or NSP on --random_next_"
+      "sentence records) in the loss trained on; 0 trains MLM alone (the "
+      "paper's Table 5 'none': the sentence head stays untrained, its eval "
+      "accuracy is chance).", lower_bound=0.0)
   eval_every_checkpoint: bool = settings.field(
       False, "With --do_eval, also evaluate at step 0 and at every "
       "checkpoint while training (eval_log.jsonl, TensorBoard eval/); the "
@@ -288,7 +293,8 @@ def _run(p: Params) -> Dict[str, float]:
         train_files, eval_files, p.max_seq_length, p.max_predictions_per_seq,
         eval_batch_size=p.eval_batch_size, max_eval_steps=p.max_eval_steps,
         seed=p.seed, shuffle_buffer_size=p.shuffle_buffer_size,
-        skip_corrupt_records=p.skip_corrupt_records)
+        skip_corrupt_records=p.skip_corrupt_records,
+        sentence_order_weight=p.sentence_order_loss_weight)
     if chief:
       task.record().write_beside(p.output_dir)  # task_record.json
     trainer = Trainer(task, config, settings, strategy)

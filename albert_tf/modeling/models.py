@@ -18,15 +18,18 @@ from albert_tf.modeling.heads import ClassificationHead, MaskedLMHead, SentenceO
 PRETRAINER_INPUTS = F.ENCODER_INPUTS + (F.MASKED_LM_POSITIONS,)
 
 
-def pretraining_losses(outputs, features):
+def pretraining_losses(outputs, features, sentence_order_weight=1.0):
   """MLM and SOP losses and accuracies of one batch, as the original computes them.
 
   Args:
     outputs: dict with `mlm_logits` [b, P, V] and `sop_logits` [b, 2].
     features: dict with `masked_lm_ids` [b, P], `masked_lm_weights` [b, P]
       and `next_sentence_labels` [b, 1] (or [b]).
+    sentence_order_weight: the sentence loss's weight in `loss`; 0 trains
+      MLM alone (the paper's Table 5 "none"), 1 is the original.
   Returns:
-    dict of float32 scalars: loss (= masked_lm_loss + sentence_order_loss),
+    dict of float32 scalars: loss (= masked_lm_loss + sentence_order_weight *
+    sentence_order_loss),
     masked_lm_loss (weight-averaged over real predictions),
     sentence_order_loss, masked_lm_accuracy, sentence_order_accuracy; and the
     weight sums `masked_lm_count` and `sentence_order_count`.
@@ -52,7 +55,8 @@ def pretraining_losses(outputs, features):
   sop_acc = tf.reduce_mean(tf.cast(
       tf.equal(tf.argmax(sop_logits, -1, output_type=tf.int32), labels),
       tf.float32))
-  return {"loss": mlm_loss + sop_loss, "masked_lm_loss": mlm_loss,
+  return {"loss": mlm_loss + sentence_order_weight * sop_loss,
+          "masked_lm_loss": mlm_loss,
           "sentence_order_loss": sop_loss, "masked_lm_accuracy": mlm_acc,
           "sentence_order_accuracy": sop_acc, "masked_lm_count": weight_sum,
           "sentence_order_count": tf.cast(tf.size(labels), tf.float32)}
@@ -101,10 +105,12 @@ class AlbertPretrainer(keras.Model):
   (float32) and `sop_logits` [batch, 2] (float32).
   `fit`/`evaluate` take batches of TFRecord features and report loss,
   masked_lm_loss, masked_lm_accuracy, sentence_order_loss and
-  sentence_order_accuracy.
+  sentence_order_accuracy; `sentence_order_weight` weighs the sentence loss
+  in the loss trained on (0: MLM only, the sentence head stays untrained).
   """
 
-  def __init__(self, config: AlbertConfig, dtype=None, **kwargs):
+  def __init__(self, config: AlbertConfig, dtype=None,
+               sentence_order_weight=1.0, **kwargs):
     if isinstance(config, dict):
       config = AlbertConfig.from_dict(config)
     # === Layers ===
@@ -136,6 +142,7 @@ class AlbertPretrainer(keras.Model):
     self.encoder = encoder
     self.masked_lm_head = masked_lm_head
     self.sentence_order_head = sentence_order_head
+    self.sentence_order_weight = float(sentence_order_weight)
     self._trackers = {
         name: keras.metrics.Mean(name=name)
         for name in ("loss", "masked_lm_loss", "masked_lm_accuracy",
@@ -154,7 +161,7 @@ class AlbertPretrainer(keras.Model):
   def _step_losses(self, data, training):
     inputs = {k: tf.cast(data[k], tf.int32) for k in PRETRAINER_INPUTS}
     outputs = self(inputs, training=training)
-    return pretraining_losses(outputs, data)
+    return pretraining_losses(outputs, data, self.sentence_order_weight)
 
   def _update_trackers(self, losses):
     # Weighted by what each figure averages over (masked tokens, examples),
@@ -174,7 +181,7 @@ class AlbertPretrainer(keras.Model):
     return self._update_trackers(self._step_losses(data, training=False))
 
   def get_config(self):
-    return model_config(self)
+    return model_config(self, sentence_order_weight=self.sentence_order_weight)
 
   @classmethod
   def from_config(cls, config):

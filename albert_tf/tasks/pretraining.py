@@ -44,7 +44,9 @@ class PretrainingTask(Task):
                max_seq_length: int, max_predictions_per_seq: int,
                eval_batch_size: int = 64, max_eval_steps: int = 100,
                seed: int = 12345, shuffle_buffer_size: int = 1000,
-               skip_corrupt_records: bool = False):
+               skip_corrupt_records: bool = False,
+               sentence_order_weight: float = 1.0):
+    self.sentence_order_weight = sentence_order_weight
     self.train_files = train_files
     self.eval_files = eval_files
     self.eval_batch_size = eval_batch_size
@@ -56,7 +58,8 @@ class PretrainingTask(Task):
                             skip_corrupt_records=skip_corrupt_records)
 
   def build_model(self, config):
-    return AlbertPretrainer(config)
+    return AlbertPretrainer(
+        config, sentence_order_weight=self.sentence_order_weight)
 
   def build_inputs(self, split, strategy, global_batch_size, start_step=0,
                    num_steps=0):
