@@ -98,7 +98,7 @@ def _plot_albert_vs_bert(results, out):
 KEY_FIGURES = {
     "corpus": ("train.txt", "heldout.txt", "sentences", "sentiment_train",
                "sentiment_dev", "sentiment_test"),
-    "tfrecords": ("train.instances", "train.masked_lm_rate",
+    "tfrecords": ("train.instances", "reviews.instances", "train.masked_lm_rate",
                   "train.next_sentence_label_1_fraction", "heldout.instances",
                   "documents.used"),
     "pretrain": ("masked_lm_accuracy", "sentence_order_accuracy", "global_step"),
@@ -107,6 +107,8 @@ KEY_FIGURES = {
     "finetune": ("pretrained.test_accuracy", "random_init.test_accuracy",
                  "tfidf.test_accuracy", "pretrained.eval_accuracy",
                  "random_init.eval_accuracy"),
+    "curves": (".pretrained", ".random_init", ".tfidf", ".vs_random_init",
+               ".vs_random_init_p"),
     "ner": ("pretrained.test_entity_f1", "random_init.test_entity_f1",
             "crf.test_entity_f1", "pretrained.entity_f1",
             "random_init.entity_f1"),
@@ -135,6 +137,36 @@ def flatten_figures(prefix, value, rows):
     rows.append((prefix, value))
 
 
+def _sizes(rows, verdict, key):
+  return ", ".join(f"{r['train_examples']:,}" for r in rows
+                   if r[key]["verdict"] == verdict) or "none"
+
+
+def learning_curve_section(curves_dir):
+  """The learning-curve table (curves/learning_curves.md) and, from its
+  JSON, where pretraining is significantly above, level with or below
+  random init and TF-IDF; [] when the stage did not run."""
+  md = os.path.join(curves_dir, "learning_curves.md")
+  data = os.path.join(curves_dir, "learning_curves.json")
+  if not (os.path.exists(md) and os.path.exists(data)):
+    return []
+  with open(md, encoding="utf-8") as f:
+    table = f.read().strip()
+  with open(data, encoding="utf-8") as f:
+    rows = json.load(f)["rows"]
+  return [
+      "## Does pretraining pay? Labelled reviews vs test accuracy", "",
+      table, "",
+      "Pretrained init vs random init (same config, recipe and labelled "
+      f"subsets), by labelled reviews: significantly above at "
+      f"{_sizes(rows, 'above', 'vs_random_init')}; level at "
+      f"{_sizes(rows, 'level', 'vs_random_init')}; significantly below at "
+      f"{_sizes(rows, 'below', 'vs_random_init')}. Against TF-IDF + LR on "
+      f"the same reviews: above at {_sizes(rows, 'above', 'vs_tfidf')}; level "
+      f"at {_sizes(rows, 'level', 'vs_tfidf')}; below at "
+      f"{_sizes(rows, 'below', 'vs_tfidf')}.", ""]
+
+
 def write_report(demo, out):
   """Writes report.md + plots into `out`; returns the headline figures."""
   from benchmarks.albert_vs_bert import compare  # pylint: disable=g-import-not-at-top
@@ -156,6 +188,7 @@ def write_report(demo, out):
 
   lines = [f"# ALBERT demo report ({demo.mode})", "",
            f"Machine: {machine()}", ""]
+  lines += learning_curve_section(demo.path("curves"))
   times = {}
   for name, _ in demo.STAGES:
     marker = demo.path(name, "_STAGE_DONE.json")
@@ -180,7 +213,9 @@ def write_report(demo, out):
   for path in plots:
     if path:
       lines.append(f"![{os.path.basename(path)}]({os.path.basename(path)})")
-  with open(os.path.join(out, "report.md"), "w", encoding="utf-8") as f:
+  path = os.path.join(out, "report.md")
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")
+  os.replace(path + ".tmp", path)
   return {"tiny_vs_bert_base_speedup": round(speedup, 2),
           "plots": [os.path.basename(p) for p in plots if p]}

