@@ -153,7 +153,16 @@ def learning_curve_section(curves_dir):
   with open(md, encoding="utf-8") as f:
     table = f.read().strip()
   with open(data, encoding="utf-8") as f:
-    rows = json.load(f)["rows"]
+    summary = json.load(f)
+  rows = summary["rows"]
+  why = []
+  if any(r["vs_tfidf"]["verdict"] != "above" for r in rows):
+    why = [
+        "Where ALBERT is not above TF-IDF + LR, the reason is the budget: "
+        f"the encoder ({summary['pretraining']}) has learnt little beyond "
+        "which pieces are frequent (docs/demo_report_full.md, \"Why\"), so "
+        "fine-tuning must learn the sentiment words from the labelled "
+        "reviews alone, which TF-IDF + LR reads off directly.", ""]
   return [
       "## Does pretraining pay? Labelled reviews vs test accuracy", "",
       table, "",
@@ -164,7 +173,7 @@ def learning_curve_section(curves_dir):
       f"{_sizes(rows, 'below', 'vs_random_init')}. Against TF-IDF + LR on "
       f"the same reviews: above at {_sizes(rows, 'above', 'vs_tfidf')}; level "
       f"at {_sizes(rows, 'level', 'vs_tfidf')}; below at "
-      f"{_sizes(rows, 'below', 'vs_tfidf')}.", ""]
+      f"{_sizes(rows, 'below', 'vs_tfidf')}.", ""] + why
 
 
 def write_report(demo, out):

@@ -126,7 +126,8 @@ def test_report_leads_with_the_learning_curves(tmp_path):
   assert report.learning_curve_section(str(tmp_path)) == []
   runs = _runs([0.5, 0.4, 0.5], [0.6, 0.5, 0.6], [0.7, 0.6, 0.7])
   rows = lc.summarise(runs, [1] * 10, [50], [1, 2, 3])
-  (tmp_path / "learning_curves.json").write_text(json.dumps({"rows": rows}))
+  (tmp_path / "learning_curves.json").write_text(json.dumps(
+      {"rows": rows, "pretraining": "20 pretraining steps"}))
   (tmp_path / "learning_curves.md").write_text("| the table |\n")
   lines = report.learning_curve_section(str(tmp_path))
   assert lines[0].startswith("## Does pretraining pay?")
@@ -137,3 +138,5 @@ def test_report_leads_with_the_learning_curves(tmp_path):
          "at 50." in text
   assert "Against TF-IDF + LR on the same reviews: above at none; level at " \
          "none; below at 50." in text
+  # Below a baseline: the reason and the budget come with it.
+  assert "the reason is the budget: the encoder (20 pretraining steps)" in text
