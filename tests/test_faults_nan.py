@@ -78,14 +78,16 @@ def _nan_checkpoint(data, directory, model_class):
 
 
 # ------------------------------------------------------------ the rows
-def pretraining_learning_rate_1e6(data, tmp, monkeypatch):
+def pretraining_learning_rate_1e9(data, tmp, monkeypatch):
   # --iterations_per_loop=3: the NaN shows in the loss logged after the
-  # first call; the first checkpoint would have been at step 3.
-  argv = tiny_argv(tmp, "--learning_rate=1e6", "--do_eval")
+  # first call; the first checkpoint would have been at step 3. (LAMB's
+  # trust ratio keeps each step at lr times the weights' norm: at 1e6 the
+  # loss stayed finite for 5 steps.)
+  argv = tiny_argv(tmp, "--learning_rate=1e9", "--do_eval")
   code, stderr = _one_line_error(lambda: rp.run(rp.params_from_argv(argv)))
-  # Warmup ends at step 2: lr = 1e6 * (1 - 2/6) for step 3.
+  # Warmup ends at step 2: lr = 1e9 * (1 - 2/6) for step 3.
   assert code == 1 and _errors(stderr) == [
-      "error: training loss is nan at step 3 (learning rate 666667; steps "
+      "error: training loss is nan at step 3 (learning rate 6.66667e+08; steps "
       "1-3 ran as one --iterations_per_loop call): " +
       NOT_SAVED.format("no checkpoint was written")], stderr
   out = tmp / "out"
@@ -100,30 +102,32 @@ def pretraining_nan_after_finite_checkpoints(data, tmp, monkeypatch):
   code, stderr = _one_line_error(lambda: rp.run(rp.params_from_argv(argv)))
   out = tmp / "out"
   assert code == 1 and _errors(stderr) == [
-      "error: training loss is nan at step 3 (learning rate 666667): " +
-      NOT_SAVED.format(f"the last finite checkpoint, {out}/ckpt-2, is kept")
+      "error: training loss is nan at step 4 (learning rate 500000): " +
+      NOT_SAVED.format(f"the last finite checkpoint, {out}/ckpt-3, is kept")
   ], stderr
-  assert _ckpt_steps(out) == [1, 2]
-  assert tf.train.latest_checkpoint(str(out)) == str(out / "ckpt-2")
-  assert _all_finite(out / "ckpt-2")
+  assert _ckpt_steps(out) == [1, 2, 3]
+  assert tf.train.latest_checkpoint(str(out)) == str(out / "ckpt-3")
+  assert _all_finite(out / "ckpt-3")
   # The NaN step is not logged either.
   assert [json.loads(l)["step"] for l in
-          (out / "train_log.jsonl").read_text().splitlines()] == [1, 2]
+          (out / "train_log.jsonl").read_text().splitlines()] == [1, 2, 3]
 
 
 def finetuning_learning_rate_1e6(data, tmp, monkeypatch):
   out = tmp / "out"
   code, stderr = _one_line_error(lambda: run_classifier.run(**_options(
       data, out, learning_rate=1e6, train_step=12)))
-  # Warmup 10% of 12 steps = 1: lr = 1e6 * (1 - 3/12) for step 4.
+  # Warmup 10% of 12 steps = 1: lr = 1e6 * (1 - 2/12) for step 3 (the
+  # 0-based step 2).
   assert code == 1 and _errors(stderr) == [
-      "error: training loss is nan at step 4 (learning rate 750000): " +
+      "error: training loss is nan at step 3 (learning rate 833333): " +
       NOT_SAVED.format(f"the last finite checkpoint, {out}/ckpt-2, is kept")
   ], stderr
   assert _ckpt_steps(out) == [2] and _all_finite(out / "ckpt-2")
   assert not (out / "eval_results.json").exists()
+  # The step-0 eval (the untrained head) is never kept as the best.
   best = json.loads((out / "best" / "best.json").read_text())
-  assert (best["step"], best["checkpoint"]) == (0, "ckpt-0")
+  assert (best["step"], best["checkpoint"]) == (2, "ckpt-2")
   assert [json.loads(l)["global_step"] for l in
           (out / "eval_log.jsonl").read_text().splitlines()] == [0, 2]
 
@@ -229,7 +233,7 @@ def convert_of_a_nan_checkpoint(data, tmp, monkeypatch):
   assert not (tmp / "out").exists()
 
 
-FAULTS = [pretraining_learning_rate_1e6,
+FAULTS = [pretraining_learning_rate_1e9,
           pretraining_nan_after_finite_checkpoints,
           finetuning_learning_rate_1e6, weights_not_finite_at_a_save,
           init_checkpoint_not_finite, export_of_a_nan_checkpoint,

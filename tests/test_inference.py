@@ -76,7 +76,7 @@ def tagger(tmp_path_factory):
               output_dir=str(root / "out"), vocab_file=str(root / "vocab.txt"),
               albert_config_file=str(root / "albert_config.json"),
               max_seq_length=24, doc_stride=8, train_batch_size=16,
-              learning_rate=1e-2, warmup_step=2, classifier_dropout=0.0,
+              learning_rate=3e-3, warmup_step=2, classifier_dropout=0.0,
               seed=1, train_step=60, iterations_per_loop=20,
               log_every_steps=60, do_train=True, do_eval=False)
   return root

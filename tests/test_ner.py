@@ -262,7 +262,7 @@ def options(workdir, data_dir, output_dir, **kw):
            output_dir=str(output_dir), vocab_file=str(workdir / "vocab.txt"),
            albert_config_file=str(workdir / "albert_config.json"),
            max_seq_length=24, doc_stride=8, train_batch_size=16,
-           eval_batch_size=32, learning_rate=1e-2, warmup_step=2,
+           eval_batch_size=32, learning_rate=3e-3, warmup_step=2,
            classifier_dropout=0.0, seed=1, iterations_per_loop=5,
            log_every_steps=10)
   o.update(kw)

@@ -126,7 +126,7 @@ def train_and_export(root, token_level, tokenizer_flag, tokenizer_file):
               output_dir=str(root / "ner"),
               albert_config_file=str(root / "albert_config.json"),
               max_seq_length=MAX_SEQ, doc_stride=10, train_batch_size=16,
-              learning_rate=1e-2, warmup_step=2, classifier_dropout=0.0,
+              learning_rate=3e-3, warmup_step=2, classifier_dropout=0.0,
               seed=1, train_step=60, iterations_per_loop=20,
               log_every_steps=60, do_train=True, do_eval=False,
               **{tokenizer_flag: tokenizer_file})
