@@ -269,3 +269,31 @@ def test_resumed_from_a_checkpoint_the_trajectory_is_the_same(name, tmp_path):
     opt.apply([tf.constant(grads[t][n], "float32") for n in names], variables)
   for v in variables:
     np.testing.assert_array_equal(v.numpy(), straight[v.path], err_msg=v.path)
+
+
+@pytest.mark.parametrize("name", ["lamb", "adamw"])
+def test_embedding_gradients_are_clipped_and_applied_as_dense(name):
+  """A lookup's gradient comes as IndexedSlices with a slice per token; the
+  rule is defined on the dense gradient (repeated rows summed), for the
+  global norm and the moments alike."""
+  table = np.random.default_rng(2).normal(0, 1, (6, 3))
+  embedding = keras.layers.Embedding(6, 3, name="word_embeddings",
+                                     dtype="float64")
+  embedding.build()
+  embedding.embeddings.assign(table)
+  ids = np.array([[1, 1, 1, 4], [1, 2, 4, 1]])
+  coefficients = np.random.default_rng(3).normal(0, 1, ids.shape + (3,))
+  optimizer = optimization.create_optimizer(name, 0.1)
+  params, slots = {"word_embeddings/embeddings": table.copy()}, {}
+  for t in range(3):
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(embedding(ids) * coefficients * (t + 1))
+    grad, = tape.gradient(loss, [embedding.embeddings])
+    assert isinstance(grad, tf.IndexedSlices)
+    optimizer.apply([grad], [embedding.embeddings])
+    dense = np.zeros_like(table)  # d loss / d table: rows summed per id
+    np.add.at(dense, ids.reshape(-1), coefficients.reshape(-1, 3) * (t + 1))
+    ref.original_step(params, {"word_embeddings/embeddings": dense}, slots,
+                      0.1, name)
+  np.testing.assert_allclose(embedding.embeddings.numpy(),
+                             params["word_embeddings/embeddings"], rtol=1e-6)

@@ -132,6 +132,16 @@ class _OriginalRule(keras.optimizers.Optimizer):
     self.exclude_patterns += tuple(var_names or ())
     self.exclude_adaptation_patterns += tuple(var_names or ())
 
+  def _clip_gradients(self, grads):
+    # An embedding lookup's gradient arrives as IndexedSlices, one slice per
+    # token: Keras's global norm (as TF1's off TPU) would square the slices
+    # before adding up repeated rows, and so would the moments. The rule is
+    # defined on the dense gradient, which the TPU runs of the original
+    # (one-hot embeddings) had; the step updates every row anyway.
+    return super()._clip_gradients([
+        tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+        for g in grads])
+
   def build(self, var_list):
     if self.built:
       return
