@@ -10,6 +10,7 @@ All LayerNorms use epsilon 1e-12.
 """
 
 import numpy as np
+from scipy.special import erf
 
 EPS = 1e-12
 
@@ -127,3 +128,162 @@ def original_step(params, grads, slots, lr, rule, weight_decay_rate=0.01,
         ratio = w_norm / u_norm
     params[name] = w - ratio * lr * update
   return params
+
+
+# ---------------------------------------------------------------- BERT
+# A BERT forward pass that reads the arrays of a checkpoint by the names the
+# file gives them (Google's TF1 release or Hugging Face's), written from the
+# published layouts and the BERT paper, not from albert_tf's code:
+#   x = LN(word[ids] + pos[:s] + type[seg]); per layer
+#   x = LN(x + attention(x) W_o + b_o); x = LN(x + gelu(x W_i + b_i) W_f + b_f)
+#   pooled = tanh(x[:, 0] W_p + b_p); BERT's "gelu" is the erf one.
+# role -> name in the file; "{n}" is the layer, "{p}" HF's optional "bert.".
+BERT_TF1_NAMES = {
+    "word": "bert/embeddings/word_embeddings",
+    "pos": "bert/embeddings/position_embeddings",
+    "type": "bert/embeddings/token_type_embeddings",
+    "emb_ln": "bert/embeddings/LayerNorm",
+    "q": "bert/encoder/layer_{n}/attention/self/query",
+    "k": "bert/encoder/layer_{n}/attention/self/key",
+    "v": "bert/encoder/layer_{n}/attention/self/value",
+    "att_out": "bert/encoder/layer_{n}/attention/output/dense",
+    "att_ln": "bert/encoder/layer_{n}/attention/output/LayerNorm",
+    "inter": "bert/encoder/layer_{n}/intermediate/dense",
+    "out": "bert/encoder/layer_{n}/output/dense",
+    "out_ln": "bert/encoder/layer_{n}/output/LayerNorm",
+    "pool": "bert/pooler/dense",
+    "mlm": "cls/predictions/transform/dense",
+    "mlm_ln": "cls/predictions/transform/LayerNorm",
+    "mlm_bias": "cls/predictions/output_bias",
+    "nsp_w": "cls/seq_relationship/output_weights",
+    "nsp_b": "cls/seq_relationship/output_bias",
+}
+BERT_HF_NAMES = {
+    "word": "{p}embeddings.word_embeddings",
+    "pos": "{p}embeddings.position_embeddings",
+    "type": "{p}embeddings.token_type_embeddings",
+    "emb_ln": "{p}embeddings.LayerNorm",
+    "q": "{p}encoder.layer.{n}.attention.self.query",
+    "k": "{p}encoder.layer.{n}.attention.self.key",
+    "v": "{p}encoder.layer.{n}.attention.self.value",
+    "att_out": "{p}encoder.layer.{n}.attention.output.dense",
+    "att_ln": "{p}encoder.layer.{n}.attention.output.LayerNorm",
+    "inter": "{p}encoder.layer.{n}.intermediate.dense",
+    "out": "{p}encoder.layer.{n}.output.dense",
+    "out_ln": "{p}encoder.layer.{n}.output.LayerNorm",
+    "pool": "{p}pooler.dense",
+    "mlm": "cls.predictions.transform.dense",
+    "mlm_ln": "cls.predictions.transform.LayerNorm",
+    "mlm_bias": "cls.predictions.bias",
+    "nsp_w": "cls.seq_relationship.weight",
+    "nsp_b": "cls.seq_relationship.bias",
+}
+BERT_DENSE_ROLES = ("q", "k", "v", "att_out", "inter", "out", "pool", "mlm")
+BERT_NORM_ROLES = ("emb_ln", "att_ln", "out_ln", "mlm_ln")
+BERT_TABLE_ROLES = ("word", "pos", "type")
+
+
+class BertTf1Source:
+  """Google's TF1 BERT arrays by name: kernels are [in, out]."""
+  DENSE_LEAVES, NORM_LEAVES, TABLE_LEAF = ("/kernel", "/bias"), (
+      "/gamma", "/beta"), ""
+
+  def __init__(self, tensors=None):
+    self.t = {} if tensors is None else tensors
+
+  def name(self, role, n=None):
+    return BERT_TF1_NAMES[role].format(n=n)
+
+  def keys(self, role, n=None):
+    """The file's key(s) of a role: a pair for dense and LayerNorm."""
+    name = self.name(role, n)
+    if role in BERT_DENSE_ROLES:
+      return tuple(name + leaf for leaf in self.DENSE_LEAVES)
+    if role in BERT_NORM_ROLES:
+      return tuple(name + leaf for leaf in self.NORM_LEAVES)
+    return name + (self.TABLE_LEAF if role in BERT_TABLE_ROLES else "")
+
+  def kernel_layout(self, kernel):
+    """[in, out] <-> the file's orientation (its own inverse)."""
+    return kernel
+
+  def table(self, role):
+    return self.t[self.keys(role)]
+
+  def dense(self, role, n=None):
+    kernel, bias = self.keys(role, n)
+    return self.kernel_layout(self.t[kernel]), self.t[bias]
+
+  def norm(self, role, n=None):
+    gamma, beta = self.keys(role, n)
+    return self.t[gamma], self.t[beta]
+
+  def nsp(self):  # [2, H] in both layouts
+    return self.t[self.keys("nsp_w")], self.t[self.keys("nsp_b")]
+
+
+class BertHfSource(BertTf1Source):
+  """HF BERT arrays by name: torch Linear weights are [out, in]."""
+  DENSE_LEAVES, NORM_LEAVES, TABLE_LEAF = (".weight", ".bias"), (
+      ".weight", ".bias"), ".weight"
+
+  def __init__(self, state=None, prefix=""):
+    super().__init__(state)
+    self.prefix = prefix
+
+  def name(self, role, n=None):
+    return BERT_HF_NAMES[role].format(n=n, p=self.prefix)
+
+  def kernel_layout(self, kernel):
+    return kernel.T
+
+
+def gelu_erf(x):
+  return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
+def bert_forward(src, inputs, num_layers, num_heads, heads=True):
+  """Post-LN BERT in float64 over `src` (BertTf1Source / BertHfSource).
+
+  inputs: int arrays input_ids, input_mask, segment_ids [batch, seq] (and
+  masked_lm_positions [batch, P] when `heads`). Returns sequence_output,
+  pooled_output and, with `heads`, mlm_logits and sop_logits (BERT's NSP).
+  """
+  f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+
+  def linear(x, kernel_bias):
+    return x @ f64(kernel_bias[0]) + f64(kernel_bias[1])
+
+  def norm(x, gamma_beta):
+    return layer_norm(x, f64(gamma_beta[0]), f64(gamma_beta[1]))
+
+  ids, mask, seg = (inputs[k] for k in ("input_ids", "input_mask",
+                                        "segment_ids"))
+  b, s = ids.shape
+  word = f64(src.table("word"))
+  x = word[ids] + f64(src.table("pos"))[:s] + f64(src.table("type"))[seg]
+  x = norm(x, src.norm("emb_ln"))
+  hidden = x.shape[-1]
+  d = hidden // num_heads
+  bias = ((1.0 - mask) * -10000.0)[:, None, None, :]
+
+  def split(t):
+    return t.reshape(b, s, num_heads, d).transpose(0, 2, 1, 3)
+
+  for n in range(num_layers):
+    q, k, v = (split(linear(x, src.dense(r, n))) for r in ("q", "k", "v"))
+    probs = softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + bias)
+    ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(b, s, hidden)
+    x = norm(x + linear(ctx, src.dense("att_out", n)), src.norm("att_ln", n))
+    ffn = linear(gelu_erf(linear(x, src.dense("inter", n))),
+                 src.dense("out", n))
+    x = norm(x + ffn, src.norm("out_ln", n))
+  pooled = np.tanh(linear(x[:, 0], src.dense("pool")))
+  out = {"sequence_output": x, "pooled_output": pooled}
+  if heads:
+    g = np.take_along_axis(x, inputs["masked_lm_positions"][..., None], 1)
+    t = norm(gelu_erf(linear(g, src.dense("mlm"))), src.norm("mlm_ln"))
+    out["mlm_logits"] = t @ word.T + f64(src.table("mlm_bias"))
+    weights, nsp_bias = src.nsp()
+    out["sop_logits"] = pooled @ f64(weights).T + f64(nsp_bias)
+  return out

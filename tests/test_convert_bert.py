@@ -14,7 +14,6 @@ import os
 import numpy as np
 import pytest
 import safetensors.numpy
-from scipy.special import erf
 
 import tensorflow as tf
 
@@ -24,7 +23,11 @@ from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.training import checkpoints
 from tests import cli_runner
+from tests.numpy_reference import BERT_NORM_ROLES as NORMS
+from tests.numpy_reference import BertHfSource as HfSource
+from tests.numpy_reference import BertTf1Source as Tf1Source
 from tests.numpy_reference import assert_close_to_scale
+from tests.numpy_reference import bert_forward
 from tests.test_convert_checkpoint import make_inputs  # [2, 7], 3 positions
 from tests.test_convert_checkpoint import write_tf1_checkpoint
 from tests.test_cli_errors import _TF_RUNTIME_LINE as TF_RUNTIME_LINE
@@ -36,165 +39,15 @@ REL = 1e-5
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
-# ------------------------------------------------------------ source names
-# role -> name in the source file; "{n}" is the layer, "{p}" HF's optional
-# "bert." prefix. Written from the published layouts, not from the code.
-TF1_NAMES = {
-    "word": "bert/embeddings/word_embeddings",
-    "pos": "bert/embeddings/position_embeddings",
-    "type": "bert/embeddings/token_type_embeddings",
-    "emb_ln": "bert/embeddings/LayerNorm",
-    "q": "bert/encoder/layer_{n}/attention/self/query",
-    "k": "bert/encoder/layer_{n}/attention/self/key",
-    "v": "bert/encoder/layer_{n}/attention/self/value",
-    "att_out": "bert/encoder/layer_{n}/attention/output/dense",
-    "att_ln": "bert/encoder/layer_{n}/attention/output/LayerNorm",
-    "inter": "bert/encoder/layer_{n}/intermediate/dense",
-    "out": "bert/encoder/layer_{n}/output/dense",
-    "out_ln": "bert/encoder/layer_{n}/output/LayerNorm",
-    "pool": "bert/pooler/dense",
-    "mlm": "cls/predictions/transform/dense",
-    "mlm_ln": "cls/predictions/transform/LayerNorm",
-    "mlm_bias": "cls/predictions/output_bias",
-    "nsp_w": "cls/seq_relationship/output_weights",
-    "nsp_b": "cls/seq_relationship/output_bias",
-}
-HF_NAMES = {
-    "word": "{p}embeddings.word_embeddings",
-    "pos": "{p}embeddings.position_embeddings",
-    "type": "{p}embeddings.token_type_embeddings",
-    "emb_ln": "{p}embeddings.LayerNorm",
-    "q": "{p}encoder.layer.{n}.attention.self.query",
-    "k": "{p}encoder.layer.{n}.attention.self.key",
-    "v": "{p}encoder.layer.{n}.attention.self.value",
-    "att_out": "{p}encoder.layer.{n}.attention.output.dense",
-    "att_ln": "{p}encoder.layer.{n}.attention.output.LayerNorm",
-    "inter": "{p}encoder.layer.{n}.intermediate.dense",
-    "out": "{p}encoder.layer.{n}.output.dense",
-    "out_ln": "{p}encoder.layer.{n}.output.LayerNorm",
-    "pool": "{p}pooler.dense",
-    "mlm": "cls.predictions.transform.dense",
-    "mlm_ln": "cls.predictions.transform.LayerNorm",
-    "mlm_bias": "cls.predictions.bias",
-    "nsp_w": "cls.seq_relationship.weight",
-    "nsp_b": "cls.seq_relationship.bias",
-}
+# ------------------------------------------------------- source layouts
 DENSE = {"q": (H, H), "k": (H, H), "v": (H, H), "att_out": (H, H),
          "inter": (H, I), "out": (I, H), "pool": (H, H), "mlm": (H, H)}
-NORMS = ("emb_ln", "att_ln", "out_ln", "mlm_ln")
 TABLES = {"word": (V, H), "pos": (MAX_POS, H), "type": (2, H)}
 LAYER_ROLES = ("q", "k", "v", "att_out", "att_ln", "inter", "out", "out_ln")
-HEAD_ROLES = ("mlm", "mlm_ln", "mlm_bias", "nsp_w", "nsp_b")
-
-
-class Tf1Source:
-  """Google's TF1 BERT arrays by name: kernels are [in, out]."""
-  DENSE_LEAVES, NORM_LEAVES, TABLE_LEAF = ("/kernel", "/bias"), (
-      "/gamma", "/beta"), ""
-
-  def __init__(self, tensors=None):
-    self.t = {} if tensors is None else tensors
-
-  def name(self, role, n=None):
-    return TF1_NAMES[role].format(n=n)
-
-  def keys(self, role, n=None):
-    """The file's key(s) of a role: a pair for dense and LayerNorm."""
-    name = self.name(role, n)
-    if role in DENSE:
-      return tuple(name + leaf for leaf in self.DENSE_LEAVES)
-    if role in NORMS:
-      return tuple(name + leaf for leaf in self.NORM_LEAVES)
-    return name + (self.TABLE_LEAF if role in TABLES else "")
-
-  def kernel_layout(self, kernel):
-    """[in, out] <-> the file's orientation (its own inverse)."""
-    return kernel
-
-  def table(self, role):
-    return self.t[self.keys(role)]
-
-  def dense(self, role, n=None):
-    kernel, bias = self.keys(role, n)
-    return self.kernel_layout(self.t[kernel]), self.t[bias]
-
-  def norm(self, role, n=None):
-    gamma, beta = self.keys(role, n)
-    return self.t[gamma], self.t[beta]
-
-  def nsp(self):  # [2, H] in both layouts
-    return self.t[self.keys("nsp_w")], self.t[self.keys("nsp_b")]
-
-
-class HfSource(Tf1Source):
-  """HF BERT arrays by name: torch Linear weights are [out, in]."""
-  DENSE_LEAVES, NORM_LEAVES, TABLE_LEAF = (".weight", ".bias"), (
-      ".weight", ".bias"), ".weight"
-
-  def __init__(self, state=None, prefix=""):
-    super().__init__(state)
-    self.prefix = prefix
-
-  def name(self, role, n=None):
-    return HF_NAMES[role].format(n=n, p=self.prefix)
-
-  def kernel_layout(self, kernel):
-    return kernel.T
-
-
-# --------------------------------------------------------- NumPy reference
-def gelu_erf(x):
-  return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
-
-
-def layer_norm(x, gamma_beta, eps=1e-12):
-  gamma, beta = gamma_beta
-  mean = x.mean(-1, keepdims=True)
-  var = ((x - mean) ** 2).mean(-1, keepdims=True)
-  return (x - mean) / np.sqrt(var + eps) * gamma + beta
-
-
-def linear(x, kernel_bias):
-  kernel, bias = kernel_bias
-  return x @ kernel + bias
 
 
 def numpy_bert(src, inputs, heads=True):
-  """Post-LN BERT in float64: sequence, pooled and (heads) MLM/NSP logits."""
-  f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
-  ids, mask, seg = (inputs[k] for k in ("input_ids", "input_mask",
-                                        "segment_ids"))
-  b, s = ids.shape
-  d = H // HEADS
-  x = (f64(src.table("word"))[ids] + f64(src.table("pos"))[:s] +
-       f64(src.table("type"))[seg])
-  x = layer_norm(x, src.norm("emb_ln"))
-  bias = ((1.0 - mask) * -10000.0)[:, None, None, :]
-
-  def split(t):
-    return t.reshape(b, s, HEADS, d).transpose(0, 2, 1, 3)
-
-  for n in range(LAYERS):
-    q, k, v = (split(linear(x, src.dense(r, n))) for r in ("q", "k", "v"))
-    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + bias
-    probs = np.exp(scores - scores.max(-1, keepdims=True))
-    probs /= probs.sum(-1, keepdims=True)
-    ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(b, s, H)
-    x = layer_norm(x + linear(ctx, src.dense("att_out", n)),
-                   src.norm("att_ln", n))
-    ffn = linear(gelu_erf(linear(x, src.dense("inter", n))),
-                 src.dense("out", n))
-    x = layer_norm(x + ffn, src.norm("out_ln", n))
-  pooled = np.tanh(linear(x[:, 0], src.dense("pool")))
-  out = {"sequence_output": x, "pooled_output": pooled}
-  if heads:
-    g = np.take_along_axis(x, inputs["masked_lm_positions"][..., None], 1)
-    t = layer_norm(gelu_erf(linear(g, src.dense("mlm"))), src.norm("mlm_ln"))
-    out["mlm_logits"] = (t @ f64(src.table("word")).T +
-                         f64(src.table("mlm_bias")))
-    weights, nsp_bias = src.nsp()
-    out["sop_logits"] = pooled @ f64(weights).T + nsp_bias
-  return out
+  return bert_forward(src, inputs, LAYERS, HEADS, heads=heads)
 
 
 # ----------------------------------------------------------- source writers
