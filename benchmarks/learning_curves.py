@@ -317,7 +317,9 @@ def markdown(summary):
 def pretraining_note(pretrained):
   """What the checkpoint is: its config shape and step, from its files."""
   note = []
-  if not os.path.isdir(pretrained):  # a checkpoint prefix
+  given_as_directory = os.path.isdir(pretrained)
+  if not given_as_directory:  # a checkpoint prefix
+    note.append(f"fine-tuned from {os.path.basename(pretrained)}")
     pretrained = os.path.dirname(pretrained)
   config_path = os.path.join(pretrained, "albert_config.json")
   if os.path.exists(config_path):
@@ -334,6 +336,15 @@ def pretraining_note(pretrained):
       note.append(f"{r['global_step']} pretraining steps")
     if "masked_lm_accuracy" in r:
       note.append(f"held-out MLM accuracy {r['masked_lm_accuracy']:.3f}")
+  best = os.path.join(pretrained, "best", "best.json")
+  if os.path.exists(best) and given_as_directory:
+    # A directory restores best/ (checkpoints.latest_checkpoint), not the
+    # last step: say which weights the runs started from.
+    with open(best, encoding="utf-8") as f:
+      b = json.load(f)
+    note.append(f"fine-tuned from its best/ checkpoint, step {b['step']} "
+                f"(held-out MLM accuracy "
+                f"{b.get('masked_lm_accuracy', float('nan')):.3f})")
   return ", ".join(note) or "no albert_config.json beside it"
 
 

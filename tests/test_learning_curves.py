@@ -140,3 +140,24 @@ def test_report_leads_with_the_learning_curves(tmp_path):
          "none; below at 50." in text
   # Below a baseline: the reason and the budget come with it.
   assert "the reason is the budget: the encoder (20 pretraining steps)" in text
+
+
+def test_pretraining_note_names_the_weights_the_runs_start_from(tmp_path):
+  (tmp_path / "albert_config.json").write_text(json.dumps(
+      {"hidden_size": 128, "num_hidden_layers": 4, "intermediate_size": 512,
+       "embedding_size": 128, "vocab_size": 8000}))
+  (tmp_path / "eval_results.json").write_text(json.dumps(
+      {"global_step": 3000, "masked_lm_accuracy": 0.0914}))
+  assert lc.pretraining_note(str(tmp_path)) == (
+      "H128/L4/I512/E128, vocab 8,000, 3000 pretraining steps, held-out MLM "
+      "accuracy 0.091")
+  # A directory with best/ restores best/, not the last step.
+  (tmp_path / "best").mkdir()
+  (tmp_path / "best" / "best.json").write_text(json.dumps(
+      {"step": 1200, "masked_lm_accuracy": 0.1100}))
+  assert lc.pretraining_note(str(tmp_path)).endswith(
+      "fine-tuned from its best/ checkpoint, step 1200 (held-out MLM "
+      "accuracy 0.110)")
+  # A prefix is what it names.
+  assert lc.pretraining_note(str(tmp_path / "ckpt-3000")).startswith(
+      "fine-tuned from ckpt-3000, H128/L4")
