@@ -269,6 +269,25 @@ def _original_checkpoint(directory):
   config.to_json_file(os.path.join(directory, "albert_config.json"))
 
 
+def _bert_checkpoints(directory):
+  """Tiny random stand-ins for the docs' BERT releases: Google's TF1 layout
+  at chinese_L-12_H-768_A-12/ and an HF BERT folder at all-MiniLM-L6-v2/."""
+  import json  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  from tests import test_convert_bert as bert  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  bert.write_google_release(os.path.join(directory, "chinese_L-12_H-768_A-12"),
+                            bert.tf1_bert_tensors(rng))
+  hf_dir = os.path.join(directory, "all-MiniLM-L6-v2")
+  os.makedirs(hf_dir)
+  safetensors.numpy.save_file(bert.hf_bert_state(rng, "", heads=False),
+                              os.path.join(hf_dir, "model.safetensors"))
+  with open(os.path.join(hf_dir, "config.json"), "w", encoding="utf-8") as f:
+    json.dump(bert.hf_bert_config("BertModel"), f)
+  bert.write_vocab(hf_dir)
+
+
 # Docs whose commands read only the demo's outputs and their own: each
 # stream runs in order, on its own copy of the smoke run, beside the other.
 STREAMS = (("data_prep/README.md", "docs/pretraining.md"),
@@ -283,6 +302,7 @@ def _run_docs(docs, commands, root, directory):
   shutil.copytree(root, directory / "demo_output", symlinks=True)
   os.symlink(os.path.join(ROOT, "configs"), directory / "configs")
   _original_checkpoint(str(directory / "albert_base_v2"))
+  _bert_checkpoints(str(directory))
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
   ran = 0
   for doc, command in commands:
