@@ -159,8 +159,8 @@ class Params(options.StrategySettings):
   sentence_order_loss_weight: float = settings.field(
       1.0, "Weight of the sentence loss (SOP, or NSP on --random_next_"
       "sentence records) in the loss trained on; 0 trains MLM alone (the "
-      "paper's Table 5 'none': the sentence head stays untrained, its eval "
-      "accuracy is chance).", lower_bound=0.0)
+      "paper's Table 5 'none': the sentence head stays untrained and "
+      "answers one class whatever the input).", lower_bound=0.0)
   eval_every_checkpoint: bool = settings.field(
       False, "With --do_eval, also evaluate at step 0 and at every "
       "checkpoint while training (eval_log.jsonl, TensorBoard eval/); the "
@@ -270,6 +270,11 @@ def _run(p: Params) -> Dict[str, float]:
       "pretraining", config, tokenizer,
       settings.optimizer_fingerprint() if p.do_train else None,
       p.mixed_precision, p.train_batch_size)
+  # The loss trained on: another weight makes the checkpoints mean another
+  # model (None in runs that do not train, and in older fingerprints: not
+  # compared).
+  fingerprint["sentence_order_loss_weight"] = (
+      p.sentence_order_loss_weight if p.do_train else None)
   output_dir.check_output_dir(p.output_dir, fingerprint, p.overwrite)
 
   # Everything is checked: only now is output_dir written.

@@ -408,3 +408,15 @@ def test_mirrored_and_multi_worker_match_default_strategy(tmp_path):
   np.testing.assert_allclose(losses["multi_worker"], losses["default"],
                              rtol=1e-5)
   assert not os.path.exists(base / "multi_worker" / ".worker_1")
+
+
+def test_rerun_with_another_sentence_loss_weight_is_refused(tmp_path):
+  argv = tiny_argv(tmp_path, "--num_train_steps=3")
+  rp.run(rp.params_from_argv(argv))
+  fingerprint = json.loads((tmp_path / "out" / "run_fingerprint.json")
+                           .read_text())
+  assert fingerprint["sentence_order_loss_weight"] == 1.0
+  with pytest.raises(runtime.RunConfigError) as e:
+    rp.run(rp.params_from_argv(argv + ["--num_train_steps=6",
+                                       "--sentence_order_loss_weight=0"]))
+  assert "(sentence_order_loss_weight 1.0 there vs 0.0 now)" in str(e.value)

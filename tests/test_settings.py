@@ -34,7 +34,7 @@ COMMANDS = {
     "data_prep.train_vocab": ("TrainVocabSettings", 10),
     "data_prep.corpora": ("CorporaSettings", 7),
     "data_prep.create_pretraining_data": ("CreateDataSettings", 27),
-    "albert_tf.run_pretraining": ("Params", 43),
+    "albert_tf.run_pretraining": ("Params", 44),
     "albert_tf.run_classifier": ("ClassifierOptions", 51),
     "albert_tf.run_ner": ("NerOptions", 48),
     "albert_tf.run_squad": ("SquadOptions", 54),
