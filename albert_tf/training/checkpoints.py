@@ -58,11 +58,13 @@ def best_checkpoint(directory):
   return prefix
 
 
-# Said when a fine-tuning run's best checkpoint is its untrained start.
+# Said when no trained checkpoint of a fine-tuning run beat its untrained
+# start on dev (the best kept is then a trained step no better than it; an
+# older run's best could be step 0 itself).
 NEVER_BEAT_STEP_0 = (
-    "%s: no checkpoint beat the dev metric of step 0, so its best checkpoint "
-    "is the untrained one (the task head as initialised): check the "
-    "learning rate, the labels and the steps")
+    "%s: no trained checkpoint beat the dev metric of step 0 (the task head "
+    "as initialised), so the model it serves is no better on dev than an "
+    "untrained one: check the learning rate, the labels and the steps")
 
 
 def checkpoint_dir(path_or_dir):
