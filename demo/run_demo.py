@@ -109,17 +109,21 @@ BUDGETS = {
 # Wall-clock seconds per stage on a 2-core CPU, for the progress estimates
 # (measured runs: docs/demo_report_full.md).
 ESTIMATES = {
-    # `make demo` of 2026-12-04 on an AMD EPYC with AVX-512 (avx512_bf16, no
-    # AMX): 19.7 min. The same stages took 31.6 min earlier that day on a
-    # contended AVX2-only EPYC instance (pretraining 649 s).
-    "full": {"corpus": 3, "vocab": 27, "tfrecords": 12, "pretrain": 349,
-             "eval": 11, "finetune": 180, "curves": 420, "ner": 293, "reading": 254,
-             "export": 12, "tflite": 13, "check": 7, "report": 21},
-    # `make demo FAST=1` of 2026-12-04, same CPU: 4.3 min (4.7 min on
-    # 2026-12-03, AVX2 only).
-    "fast": {"corpus": 4, "vocab": 3, "tfrecords": 13, "pretrain": 33,
-             "eval": 12, "finetune": 35, "curves": 60, "ner": 42, "reading": 74,
-             "export": 12, "tflite": 12, "check": 8, "report": 12},
+    # `make demo` of 2026-12-04 (albert_zh_l4_h128, 3,000 pretraining steps)
+    # on an AMD EPYC with avx512_bf16 (no AMX) shared with other jobs (load
+    # average 3.6-12.7, median 9.4, on its 2 cores): 32.4 min of stage time over two
+    # invocations (the first was stopped in the curves stage).
+    "full": {"corpus": 13, "vocab": 157, "tfrecords": 54, "pretrain": 479,
+             "eval": 20, "finetune": 229, "curves": 706, "ner": 182,
+             "reading": 77, "export": 7, "tflite": 8, "check": 4,
+             "report": 10},
+    # `make demo FAST=1` of 2026-12-04, same CPU, load average about 9:
+    # 11.5 min wall, 3.4 min of CPU (4.3 min wall when the CPU was quiet,
+    # with albert_tiny_zh and no curves stage).
+    "fast": {"corpus": 9, "vocab": 10, "tfrecords": 37, "pretrain": 70,
+             "eval": 23, "finetune": 60, "curves": 75, "ner": 88,
+             "reading": 149, "export": 21, "tflite": 60, "check": 38,
+             "report": 42},
     "smoke": {"corpus": 15, "vocab": 2, "tfrecords": 12, "pretrain": 25,
               "eval": 12, "finetune": 60, "curves": 60, "ner": 40, "reading": 40,
               "export": 20, "tflite": 15, "check": 8, "report": 10},
