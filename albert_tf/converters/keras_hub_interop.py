@@ -104,9 +104,12 @@ def _paired_weights(backbone, encoder):
        emb.token_type_embeddings.embeddings),
       (backbone.embeddings_layer_norm.gamma, emb.layer_norm.gamma),
       (backbone.embeddings_layer_norm.beta, emb.layer_norm.beta),
-      (backbone.embeddings_projection.kernel, emb.projection.kernel),
-      (backbone.embeddings_projection.bias, emb.projection.bias),
   ]
+  # E == H: ours has no E->H projection; keras-hub's always has one, which
+  # `_copy_projection` sets to (or checks is) the identity.
+  if emb.projection is not None:
+    pairs += [(backbone.embeddings_projection.kernel, emb.projection.kernel),
+              (backbone.embeddings_projection.bias, emb.projection.bias)]
   ours = iter(encoder.blocks)  # groups x inner, in keras-hub's order
   for group in backbone.transformer_layers:
     for theirs in group:
@@ -149,12 +152,35 @@ def _copy(pairs, to_keras_hub):
     target.assign(value.reshape(target.shape).astype(target.dtype))
 
 
+def _identity_projection(backbone, encoder, to_keras_hub):
+  """An encoder with E == H has no E->H projection (the embedding feeds the
+  layers); keras-hub's backbone always has one: written as the identity
+  (kernel I, bias 0), which gives the same outputs, and on the way back
+  required to be the identity (else its weights would be lost)."""
+  if encoder.embedding.projection is not None:
+    return
+  kernel = backbone.embeddings_projection.kernel
+  bias = backbone.embeddings_projection.bias
+  identity = np.eye(*kernel.shape, dtype=np.float32)
+  if to_keras_hub:
+    kernel.assign(identity.astype(kernel.dtype))
+    bias.assign(np.zeros(bias.shape, bias.dtype))
+    return
+  if not (np.array_equal(keras.ops.convert_to_numpy(kernel), identity) and
+          not np.any(keras.ops.convert_to_numpy(bias))):
+    raise ValueError(
+        f"{kernel.path}: the backbone's embedding projection is not the "
+        "identity, but an encoder with embedding_size == hidden_size has no "
+        "projection to hold it")
+
+
 def copy_from_keras_hub(backbone, encoder):
   """Copies every weight of a keras-hub AlbertBackbone into `encoder`.
 
   Both must have the same shape (see `config_from_keras_hub`). Returns
   `encoder`.
   """
+  _identity_projection(backbone, encoder, to_keras_hub=False)
   _copy(_paired_weights(backbone, encoder), to_keras_hub=False)
   return encoder
 
@@ -163,6 +189,7 @@ def copy_to_keras_hub(encoder, backbone):
   """Copies every weight of `encoder` into a keras-hub AlbertBackbone built
   with `backbone_kwargs(encoder.config)`. Returns `backbone`."""
   _copy(_paired_weights(backbone, encoder), to_keras_hub=True)
+  _identity_projection(backbone, encoder, to_keras_hub=True)
   return backbone
 
 
