@@ -109,21 +109,20 @@ BUDGETS = {
 # Wall-clock seconds per stage on a 2-core CPU, for the progress estimates
 # (measured runs: docs/demo_report_full.md).
 ESTIMATES = {
-    # `make demo` of 2026-12-04 (albert_zh_l4_h128, 3,000 pretraining steps)
-    # on an AMD EPYC with avx512_bf16 (no AMX) shared with other jobs (load
-    # average 3.6-12.7, median 9.4, on its 2 cores): 32.4 min of stage time over two
-    # invocations (the first was stopped in the curves stage).
-    "full": {"corpus": 13, "vocab": 157, "tfrecords": 54, "pretrain": 479,
-             "eval": 20, "finetune": 229, "curves": 706, "ner": 182,
-             "reading": 77, "export": 7, "tflite": 8, "check": 4,
-             "report": 10},
-    # `make demo FAST=1` of 2026-12-04, same CPU, load average about 9:
-    # 11.5 min wall, 3.4 min of CPU (4.3 min wall when the CPU was quiet,
-    # with albert_tiny_zh and no curves stage).
-    "fast": {"corpus": 9, "vocab": 10, "tfrecords": 37, "pretrain": 70,
-             "eval": 23, "finetune": 60, "curves": 75, "ner": 88,
-             "reading": 149, "export": 21, "tflite": 60, "check": 38,
-             "report": 42},
+    # `make demo` of 2026-12-04 09:00 (albert_zh_l4_h128, 3,000 pretraining
+    # steps) on an AMD EPYC with avx512_bf16 (no AMX), quiet (1-minute load
+    # average 1.7-4.7 with the demo itself): 12.8 min. At load average about
+    # 9 from other jobs the same stages took 32.4 min.
+    "full": {"corpus": 2, "vocab": 17, "tfrecords": 14, "pretrain": 327,
+             "eval": 6, "finetune": 110, "curves": 168, "ner": 57,
+             "reading": 40, "export": 6, "tflite": 7, "check": 4,
+             "report": 9},
+    # `make demo FAST=1` of 2026-12-04 09:00, same CPU, quiet (1-minute load
+    # average 1.5-2.2 with the demo itself): 1.9 min (11.5 min at load 9).
+    "fast": {"corpus": 2, "vocab": 1, "tfrecords": 6, "pretrain": 10,
+             "eval": 6, "finetune": 13, "curves": 14, "ner": 16,
+             "reading": 23, "export": 6, "tflite": 7, "check": 4,
+             "report": 5},
     "smoke": {"corpus": 15, "vocab": 2, "tfrecords": 12, "pretrain": 25,
               "eval": 12, "finetune": 60, "curves": 60, "ner": 40, "reading": 40,
               "export": 20, "tflite": 15, "check": 8, "report": 10},
