@@ -61,9 +61,9 @@ BUDGETS = {
              "curve_sizes": "50,200,1000", "curve_seeds": "1,2,3",
              "curve_min_steps": 30, "curve_max_steps": 150,
              "curve_test_examples": 0,
-             "ner_documents": 0, "ner_steps": 140, "ner_seq": 64,
+             "ner_documents": 0, "ner_steps": 900, "ner_seq": 64,
              "ner_train_examples": 0, "ner_eval_examples": 600,
-             "ner_evals": 2, "crf_train_sentences": 8000,
+             "ner_evals": 3, "crf_train_sentences": 8000,
              "bench_batch": 16, "bench_repetitions": 2,
              "rc_steps": 40, "rc_batch": 32, "rc_seq": 128, "rc_query": 48,
              "rc_context_chars": 100, "rc_train_examples": 0,
@@ -111,10 +111,11 @@ BUDGETS = {
 ESTIMATES = {
     # `make demo` of 2026-12-04 09:00 (albert_zh_l4_h128, 3,000 pretraining
     # steps) on an AMD EPYC with avx512_bf16 (no AMX), quiet (1-minute load
-    # average 1.7-4.7 with the demo itself): 12.8 min. At load average about
-    # 9 from other jobs the same stages took 32.4 min.
+    # average 1.7-4.7 with the demo itself): 12.8 min; NER from its rerun at
+    # 900 steps (09:20, 166 s; 57 s at 140 steps). At load average about 9
+    # from other jobs the same stages took 32.4 min.
     "full": {"corpus": 2, "vocab": 17, "tfrecords": 14, "pretrain": 327,
-             "eval": 6, "finetune": 110, "curves": 168, "ner": 57,
+             "eval": 6, "finetune": 110, "curves": 168, "ner": 166,
              "reading": 40, "export": 6, "tflite": 7, "check": 4,
              "report": 9},
     # `make demo FAST=1` of 2026-12-04 09:00, same CPU, quiet (1-minute load
@@ -493,10 +494,11 @@ class Demo:
          f"--max_seq_length={b['ner_seq']}",
          f"--doc_stride={b['ner_seq'] // 2}", f"--train_step={b['ner_steps']}",
          f"--eval_every_steps={b['ner_steps'] // b['ner_evals']}"],
-        # 5e-4 (as for sentiment) left both inits predicting only O for 150
-        # steps; at 2e-4 both learn (dev F1 at 300 steps: 0.196 pretrained,
-        # 0.180 random init; at 200 steps, 0.132 and 0.129; at 140, 0.070
-        # and 0.094).
+        # albert_zh_l4_h128 at 2e-4 (2026-12-04, 600 dev windows): both
+        # inits still predict only O at 140 steps (F1 0.000); dev F1 at 300
+        # / 600 / 900 steps 0.214 / 0.205 / 0.231 pretrained, 0.182 / 0.218
+        # / 0.245 random init. At 1e-3 both stayed on O for 900 steps, and so
+        # did a 450-step run (its learning rate decays twice as fast).
         b["ner_train_examples"], b["ner_eval_examples"], 2e-4)
 
   def stage_ner(self, out):
