@@ -297,3 +297,68 @@ def test_embedding_gradients_are_clipped_and_applied_as_dense(name):
                       0.1, name)
   np.testing.assert_allclose(embedding.embeddings.numpy(),
                              params["word_embeddings/embeddings"], rtol=1e-6)
+
+
+_MIRRORED_STEPS = """
+import json, numpy as np, tensorflow as tf, keras
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from albert_tf.training import optimization
+from tests import numpy_reference as ref
+from tests import test_optimization as t
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+errors = {}
+for name in ("lamb", "adamw"):
+  with strategy.scope():
+    keras.utils.set_random_seed(1)
+    model = t._dense_layer_norm_model("float32")
+    opt = optimization.create_optimizer(name, optimization.WarmupPolynomialDecay(
+        t.PEAK_LR, t.TOTAL, t.WARMUP))
+    opt.build(model.trainable_variables)
+  variables = model.trainable_variables
+  names = [v.path for v in variables]
+  initial = {v.path: v.numpy().astype(np.float64) for v in variables}
+  params, slots = dict(initial), {}
+
+  @tf.function
+  def step(grads):
+    ctx = tf.distribute.get_replica_context
+    # Replica r holds (r + 1) / 3 of the batch's gradient: the all-reduce
+    # adds them up to the whole.
+    strategy.run(lambda gs: opt.apply(
+        [g * tf.cast(ctx().replica_id_in_sync_group + 1, g.dtype) / 3
+         for g in gs], variables), args=(grads,))
+
+  for i, grads in enumerate(t._gradients(names, {n: initial[n].shape
+                                                 for n in names})):
+    step([tf.constant(grads[n], "float32") for n in names])
+    ref.original_step(params, grads, slots,
+                      ref.original_lr(i, t.PEAK_LR, t.TOTAL, t.WARMUP), name)
+  final = {v.path: v.numpy().astype(np.float64) for v in variables}
+  errors[name] = {k: float(e) for k, e in t._change_error(
+      initial, final, params).items()}
+print(json.dumps(errors))
+"""
+
+
+@pytest.mark.slow
+def test_under_mirrored_the_whole_batch_gradient_is_clipped():
+  """Two replicas holding unequal shares of each step's gradient (whose
+  global norm is 50x the clip norm every other step) update as one device
+  does: clipped after the all-reduce, not each share before it."""
+  import json  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  proc = subprocess.run(
+      [sys.executable, "-c", _MIRRORED_STEPS], cwd=root, capture_output=True,
+      text=True, timeout=300, env=dict(os.environ, PYTHONPATH=root,
+                                       TF_CPP_MIN_LOG_LEVEL="2"))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  errors = json.loads(proc.stdout.strip().splitlines()[-1])
+  for name, per_variable in errors.items():
+    assert len(per_variable) == 7
+    for path, error in per_variable.items():
+      assert error <= 1e-6, (name, path, error)

@@ -133,14 +133,27 @@ class _OriginalRule(keras.optimizers.Optimizer):
     self.exclude_adaptation_patterns += tuple(var_names or ())
 
   def _clip_gradients(self, grads):
+    # Called by Keras on each replica's gradients, before they are summed:
+    # only made dense here, clipped in _all_reduce_sum_gradients.
     # An embedding lookup's gradient arrives as IndexedSlices, one slice per
     # token: Keras's global norm (as TF1's off TPU) would square the slices
     # before adding up repeated rows, and so would the moments. The rule is
     # defined on the dense gradient, which the TPU runs of the original
     # (one-hot embeddings) had; the step updates every row anyway.
-    return super()._clip_gradients([
-        tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-        for g in grads])
+    return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+            for g in grads]
+
+  def _all_reduce_sum_gradients(self, grads_and_vars):
+    # The global norm of the whole batch's gradient, as on one device: the
+    # same update on any number of replicas. (Keras clips each replica's
+    # share before the sum; the original's TPU runs clipped each core's
+    # gradient before the cross-core mean, so they depended on the count.)
+    pairs = list(super()._all_reduce_sum_gradients(grads_and_vars))
+    if not self.global_clipnorm or not pairs:
+      return pairs
+    grads, _ = tf.clip_by_global_norm([g for g, _ in pairs],
+                                      self.global_clipnorm)
+    return list(zip(grads, [v for _, v in pairs]))
 
   def build(self, var_list):
     if self.built:
