@@ -114,9 +114,10 @@ ESTIMATES = {
     # average 1.7-4.7 with the demo itself): 12.8 min; NER from its rerun at
     # 900 steps (09:20, 166 s; 57 s at 140 steps). At load average about 9
     # from other jobs the same stages took 32.4 min.
-    "full": {"corpus": 2, "vocab": 17, "tfrecords": 14, "pretrain": 327,
-             "eval": 6, "finetune": 110, "curves": 168, "ner": 166,
-             "reading": 40, "export": 6, "tflite": 7, "check": 4,
+    # The run at ec15c9f (NER at 900 steps), same CPU, quiet: 12.4 min.
+    "full": {"corpus": 2, "vocab": 17, "tfrecords": 17, "pretrain": 269,
+             "eval": 6, "finetune": 54, "curves": 133, "ner": 168,
+             "reading": 50, "export": 6, "tflite": 8, "check": 4,
              "report": 9},
     # `make demo FAST=1` of 2026-12-04 09:00, same CPU, quiet (1-minute load
     # average 1.5-2.2 with the demo itself): 1.9 min (11.5 min at load 9).
