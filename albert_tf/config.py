@@ -11,6 +11,8 @@ import dataclasses
 import json
 from typing import Optional
 
+from albert_tf.file_io import atomic_writer
+
 SHARE_MODES = ("all", "attention", "ffn", "none")
 # "gelu" is the tanh approximation, as in the original modeling.py (HF calls it
 # gelu_new); "gelu_exact"/"gelu_python" use erf.
@@ -173,7 +175,7 @@ class AlbertConfig:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
   def to_json_file(self, path):
-    with open(path, "w", encoding="utf-8") as f:
+    with atomic_writer(path) as f:
       f.write(self.to_json_string())
 
   def replace(self, **changes):

@@ -17,10 +17,19 @@ from absl import flags
 from albert_tf.data import classifier_data as cd
 
 
-def run(data_dir, task_name="sentiment", ngram_max=3, c=4.0, max_features=200000):
-  """Fits the baseline; returns {"dev_accuracy", "test_accuracy", ...}."""
+def make_model(ngram_max=3, c=4.0, max_features=200000):
+  """The baseline, unfitted: a scikit-learn pipeline, texts -> labels."""
   from sklearn.feature_extraction.text import TfidfVectorizer  # pylint: disable=g-import-not-at-top
   from sklearn.linear_model import LogisticRegression  # pylint: disable=g-import-not-at-top
+  from sklearn.pipeline import make_pipeline  # pylint: disable=g-import-not-at-top
+  return make_pipeline(
+      TfidfVectorizer(analyzer="char", ngram_range=(1, ngram_max),
+                      sublinear_tf=True, max_features=max_features),
+      LogisticRegression(C=c, max_iter=2000))
+
+
+def run(data_dir, task_name="sentiment", ngram_max=3, c=4.0, max_features=200000):
+  """Fits the baseline; returns {"dev_accuracy", "test_accuracy", ...}."""
   spec = cd.get_task(task_name)
   start = time.time()
   splits = {s: cd.read_examples(spec, data_dir, s)[0]
@@ -32,15 +41,12 @@ def run(data_dir, task_name="sentiment", ngram_max=3, c=4.0, max_features=200000
   def labels(examples):
     return [cd.label_to_value(spec, e.label) for e in examples]
 
-  vectorizer = TfidfVectorizer(analyzer="char", ngram_range=(1, ngram_max),
-                               sublinear_tf=True, max_features=max_features)
-  x_train = vectorizer.fit_transform(texts(splits["train"]))
-  model = LogisticRegression(C=c, max_iter=2000)
-  model.fit(x_train, labels(splits["train"]))
+  model = make_model(ngram_max, c, max_features)
+  model.fit(texts(splits["train"]), labels(splits["train"]))
   result = {"task": task_name, "ngram_range": [1, ngram_max], "C": c,
-            "num_features": len(vectorizer.vocabulary_)}
+            "num_features": len(model[0].vocabulary_)}
   for split in ("dev", "test"):
-    predictions = model.predict(vectorizer.transform(texts(splits[split])))
+    predictions = model.predict(texts(splits[split]))
     gold = labels(splits[split])
     result[f"{split}_accuracy"] = float(
         sum(int(p == g) for p, g in zip(predictions, gold)) / len(gold))

@@ -87,8 +87,8 @@ def assert_close_to_scale(actual, expected, rel=1e-6, rtol=1e-7):
 
 # ------------------------------------------------ the original update rules
 # google-research/albert's AdamWeightDecayOptimizer and LAMBOptimizer, from
-# their update equations (docs: ../shared reference, "The original's update
-# rules"), in float64. Variables are named; the exclusion regexes are
+# their update equations (as docs/pretraining.md's **Optimizer** paragraph
+# states them), in float64. Variables are named; the exclusion regexes are
 # searched in the names, as the original searches TF1 variable names.
 ORIGINAL_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
 

@@ -29,6 +29,7 @@ from seqeval import metrics
 from seqeval.metrics.sequence_labeling import get_entities
 
 from albert_tf import features as F
+from albert_tf.file_io import atomic_writer
 from albert_tf.data import tokenization
 from albert_tf.data.conll import Sentence, convert, spans
 
@@ -195,7 +196,7 @@ def write_predictions(path: str, sentences: Sequence[Sentence],
                       has_tags: bool) -> None:
   """token \\t gold \\t predicted (token \\t predicted without gold), in the
   file's scheme; a blank line after each sentence."""
-  with open(path, "w", encoding="utf-8") as f:
+  with atomic_writer(path) as f:
     for sentence, bio in zip(sentences, predicted_bio):
       predicted = convert(bio, "BIO", scheme, strict=False)
       for i, token in enumerate(sentence.tokens):

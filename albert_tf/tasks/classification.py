@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.data import classifier_data as cd
+from albert_tf.file_io import atomic_writer
 from albert_tf import features as F
 from albert_tf.modeling.models import AlbertClassifier
 from albert_tf.serving import saved_model
@@ -249,7 +250,7 @@ class ClassificationTask(Task):
 
 def write_predictions(path: str, spec: cd.TaskSpec, logits) -> None:
   """index \\t prediction (label or score) [\\t probability of each label]."""
-  with open(path, "w", encoding="utf-8") as f:
+  with atomic_writer(path) as f:
     if spec.is_regression:
       f.write("index\tprediction\n")
       for i, value in enumerate(np.asarray(logits).reshape([-1])):
