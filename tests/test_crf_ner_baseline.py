@@ -2,6 +2,9 @@
 
 import json
 
+import numpy as np
+import pytest
+
 from albert_tf.data import conll, ner_data
 from benchmarks import crf_ner_baseline as crf
 from data_prep import corpora
@@ -56,5 +59,55 @@ def test_fits_the_training_sentences_and_writes_the_test_tokens(tmp_path):
   predicted = [[r[2] for r in sentence] for sentence in rows]
   assert {t for p in predicted for t in p} <= set(
       ner_data.bio_label_list(["LOC", "ORG", "PER"]))
-  assert ner_data.entity_metrics([s.tags for s in test.sentences],
-                                 predicted) == result["test"]
+  # result["test"] scores that file: the figures counted here from its
+  # columns (BIO, the scheme the CRF predicts), with the chunks below.
+  assert test.scheme == "BIO"
+  gold = [[r[1] for r in sentence] for sentence in rows]
+  gold_chunks, predicted_chunks = _chunks(gold), _chunks(predicted)
+  assert predicted_chunks  # the CRF finds some entities in test
+  expected = {"num_sentences": len(rows),
+              "num_tokens": sum(len(sentence) for sentence in rows),
+              "num_gold_entities": len(gold_chunks),
+              "num_predicted_entities": len(predicted_chunks),
+              "token_accuracy": np.mean([g == p for gs, ps in zip(
+                  gold, predicted) for g, p in zip(gs, ps)])}
+  kinds = sorted({c[-1] for c in gold_chunks | predicted_chunks})
+  for prefix, kind in [("entity", None)] + [(k, k) for k in kinds]:
+    g = {c for c in gold_chunks if kind in (None, c[-1])}
+    p = {c for c in predicted_chunks if kind in (None, c[-1])}
+    precision = len(g & p) / len(p) if p else 0.0
+    recall = len(g & p) / len(g) if g else 0.0
+    expected[f"{prefix}_precision"], expected[f"{prefix}_recall"] = (
+        precision, recall)
+    expected[f"{prefix}_f1"] = (2 * precision * recall / (precision + recall)
+                                if precision + recall else 0.0)
+    if kind:
+      expected[f"{kind}_support"] = len(g)
+  assert result["test"] == pytest.approx(expected, rel=1e-12)
+
+
+def _chunks(tags_per_sentence):
+  """{(sentence, start, end, type)} of BIO tags, as conlleval reads them:
+  an entity starts at B-X, or at an I-X that follows no X, and runs over
+  the I-X after it."""
+  chunks = set()
+  for s, tags in enumerate(tags_per_sentence):
+    start = kind = None
+    for i, tag in enumerate(list(tags) + ["O"]):
+      continues = tag.startswith("I-") and tag[2:] == kind
+      if kind is not None and not continues:
+        chunks.add((s, start, i, kind))
+        kind = None
+      if tag != "O" and not continues:
+        start, kind = i, tag[2:]
+  return chunks
+
+
+def test_chunks_by_hand():
+  # B-PER I-PER: one PER over 0-2; O, then I-LOC: a LOC starts at 3; B-ORG
+  # ends it and starts an ORG at 4; I-LOC after ORG starts a LOC at 5.
+  # Second sentence: B-LOC B-LOC are two LOCs; I-LOC continues the second.
+  assert _chunks([["B-PER", "I-PER", "O", "I-LOC", "B-ORG", "I-LOC"],
+                  ["B-LOC", "B-LOC", "I-LOC", "O"]]) == {
+                      (0, 0, 2, "PER"), (0, 3, 4, "LOC"), (0, 4, 5, "ORG"),
+                      (0, 5, 6, "LOC"), (1, 0, 1, "LOC"), (1, 1, 3, "LOC")}

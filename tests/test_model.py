@@ -1,5 +1,9 @@
 """The ALBERT model: numbers against NumPy and keras-hub, sharing, serialization."""
 
+import dataclasses
+import json
+import zipfile
+
 import numpy as np
 import pytest
 import keras
@@ -283,35 +287,107 @@ def test_classifier_regression_and_labels(tiny_config):
     AlbertClassifier(tiny_config, 0)
 
 
-@pytest.mark.parametrize("kind", ["encoder", "pretrainer", "classifier"])
-def test_keras_save_load_round_trip(tmp_path, tiny_config, kind):
-  config = tiny_config.replace(num_hidden_groups=2, inner_group_num=2)
+# The values the round trip must keep, written out: all but the vocabulary,
+# embedding and position sizes differ from AlbertConfig's defaults.
+ROUND_TRIP_CONFIG = {
+    "vocab_size": 60, "embedding_size": 8, "hidden_size": 16,
+    "num_hidden_layers": 4, "num_hidden_groups": 2, "inner_group_num": 2,
+    "num_attention_heads": 2, "intermediate_size": 32, "hidden_act": "relu",
+    "max_position_embeddings": 32, "share": "all"}
+
+
+@pytest.mark.parametrize("kind, own_args", [
+    ("encoder", {"output_all_layers": False}),
+    ("pretrainer", {"sentence_order_weight": 0.5}),
+    ("classifier", {"num_labels": 3, "classifier_dropout": 0.3})])
+def test_keras_save_load_round_trip(tmp_path, tiny_config, kind, own_args):
+  config = tiny_config.replace(num_hidden_groups=2, inner_group_num=2,
+                               hidden_act="relu")
   feats = _inputs(config)
   if kind == "encoder":
     model = AlbertEncoder(config)
   elif kind == "pretrainer":
-    model = AlbertPretrainer(config)
+    model = AlbertPretrainer(config, sentence_order_weight=0.5)
     feats["masked_lm_positions"] = np.array([[1], [2], [3]], "int32")
   else:
-    model = AlbertClassifier(config, 2)
+    model = AlbertClassifier(config, 3, classifier_dropout=0.3)
+  _randomize(model, seed=4)  # no zero bias or unit gamma hides a lost weight
   path = str(tmp_path / f"{kind}.keras")
   model.save(path)
+  # The file's config.json, read as JSON: the numbers written above.
+  with zipfile.ZipFile(path) as archive:
+    saved = json.loads(archive.read("config.json"))["config"]
+  assert {k: saved["config"][k] for k in ROUND_TRIP_CONFIG} == ROUND_TRIP_CONFIG
+  assert {k: saved[k] for k in own_args} == own_args
   loaded = keras.saving.load_model(path)
-  assert loaded.config == config
+  assert type(loaded) is type(model)
+  loaded_config = dataclasses.asdict(loaded.config)
+  assert {k: loaded_config[k] for k in ROUND_TRIP_CONFIG} == ROUND_TRIP_CONFIG
+  assert {k: getattr(loaded, k) for k in own_args} == own_args
+  # Same weights, same outputs; the outputs are not all alike (a model that
+  # ignored its weights or inputs would pass the comparison).
   a, b = model(feats), loaded(feats)
+  assert set(b) == set(a)
   for key in a:
-    assert_close_to_scale(a[key], b[key], rel=1e-6)
+    assert_close_to_scale(b[key], a[key], rel=1e-6)
+    assert np.ptp(a[key].numpy()) > 0.1, key
+  # From the config alone and the weights, without the .keras loader.
+  rebuilt = type(model).from_config(saved)
+  rebuilt.set_weights(model.get_weights())
+  c = rebuilt(feats)
+  for key in a:
+    assert_close_to_scale(c[key], a[key], rel=1e-6)
+
+
+def _layer_input(kind, seed=0):
+  """A fixed input of each layer kind: its positional call arguments."""
+  rng = np.random.default_rng(seed)
+  if kind == "embedding":  # input_ids [3, 10] below vocab 60, segment_ids
+    ids = rng.integers(0, 60, (3, 10)).astype("int32")
+    return ids, (np.arange(10) >= 4).astype("int32")[None].repeat(3, 0)
+  if kind == "block":  # x [3, 10, 16] and the bias of a row with 4 padded
+    mask = np.ones((3, 10), "float32")
+    mask[1, 6:] = 0
+    bias = np.where(mask > 0, 0.0, -1e4).astype("float32")[:, None, None, :]
+    return rng.normal(size=(3, 10, 16)).astype("float32"), bias
+  return (rng.normal(size=(3, 16)).astype("float32"),)  # pooled [3, 16]
 
 
 def test_layers_round_trip_through_config(tiny_config):
   from albert_tf.modeling.embedding import FactorizedEmbedding
   from albert_tf.modeling.heads import ClassificationHead, SentenceOrderHead
   from albert_tf.modeling.transformer import TransformerEncoderBlock
-  for layer in (FactorizedEmbedding.from_albert_config(tiny_config),
-                TransformerEncoderBlock(16, 2, 32, hidden_act="relu"),
-                SentenceOrderHead(), ClassificationHead(3, 0.2)):
-    clone = layer.__class__.from_config(layer.get_config())
-    assert clone.get_config() == layer.get_config()
+  # Each layer, the fixed input it takes, the config values written out
+  # (every argument the test sets, several not defaults: an eps of 0.5 and
+  # ReLU change the outputs if from_config drops them) and the output shape.
+  cases = [
+      (FactorizedEmbedding.from_albert_config(tiny_config.replace(
+          layer_norm_eps=0.5)), "embedding",
+       {"vocab_size": 60, "embedding_size": 8, "hidden_size": 16,
+        "max_position_embeddings": 32, "type_vocab_size": 2,
+        "layer_norm_eps": 0.5, "embedding_layout": "google"}, (3, 10, 16)),
+      (TransformerEncoderBlock(16, 2, 32, hidden_act="relu",
+                               layer_norm_eps=0.5), "block",
+       {"hidden_size": 16, "num_attention_heads": 2, "intermediate_size": 32,
+        "hidden_act": "relu", "layer_norm_eps": 0.5}, (3, 10, 16)),
+      (SentenceOrderHead(num_classes=3), "pooled", {"num_classes": 3},
+       (3, 3)),
+      (ClassificationHead(4, 0.2), "pooled",
+       {"num_labels": 4, "dropout_rate": 0.2}, (3, 4)),
+  ]
+  for layer, kind, expected, shape in cases:
+    args = _layer_input(kind)
+    layer(*args)  # builds it
+    _randomize(layer, seed=6)
+    want = layer(*args).numpy()
+    assert want.shape == shape
+    assert np.ptp(want) > 0.1, type(layer).__name__
+    clone = type(layer).from_config(layer.get_config())
+    config = clone.get_config()
+    assert {k: config[k] for k in expected} == expected
+    clone(*args)
+    clone.set_weights(layer.get_weights())
+    assert_close_to_scale(clone(*args).numpy(), want, rel=1e-6)
 
 
 def test_mixed_bfloat16_keeps_layer_norm_and_losses_in_float32(tiny_config):

@@ -187,7 +187,43 @@ def test_stsb_regression(workdir):
   assert "test_pearson" not in saved  # the GLUE test split has no score
   preds = (out / "test_results.tsv").read_text().splitlines()
   assert preds[0] == "index\tprediction" and len(preds) == 17
-  float(preds[1].split("\t")[1])
+  assert [int(r.split("\t")[0]) for r in preds[1:]] == list(range(16))
+  # test.tsv holds dev.tsv's 16 pairs without their scores, so the written
+  # predictions (the best checkpoint's) are the ones scored on dev. Their
+  # gold scores, i % 6 for rows i = 32..47:
+  gold = np.array([2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5], float)
+  predicted = np.array([float(r.split("\t")[1]) for r in preds[1:]])
+  assert np.ptp(predicted) > 1e-3  # not constant: both correlations exist
+  # Pearson and Spearman in NumPy (ranks: see the example in the comment of
+  # test_metrics_on_hand_computed_examples).
+  assert _average_ranks([1, 2, 2, 3, 7]).tolist() == [1, 2.5, 2.5, 4, 5]
+  pearson = np.corrcoef(predicted, gold)[0, 1]
+  spearman = np.corrcoef(_average_ranks(predicted), _average_ranks(gold))[0, 1]
+  # The file rounds to 6 decimals, an error of 5e-7 or less per entry: to
+  # first order r then moves by at most 5e-7 / std(predicted); twice that.
+  # The ranks are unchanged (the predictions are ~1e-4 apart).
+  tol = 2 * 5e-7 / predicted.std()
+  dev = result["eval"]
+  assert dev["pearson"] == pytest.approx(pearson, abs=tol)
+  assert dev["spearman"] == pytest.approx(spearman, abs=1e-9)
+  assert dev["corr"] == pytest.approx((pearson + spearman) / 2, abs=tol)
+  assert dev["num_examples"] == len(gold)
+  # Evaluated at step 0 and after each epoch (32 examples / batch 16 = 2
+  # steps). The best is the trained step with the highest dev corr (step
+  # 0's eval is never kept), and the result is its logged eval.
+  evals = [json.loads(l) for l in (out / "eval_log.jsonl").read_text(
+      ).splitlines() if l]
+  assert [e["global_step"] for e in evals] == [0, 2, 4, 6]
+  best = max(evals[1:], key=lambda e: e["corr"])
+  assert result["best_step"] == saved["best_step"] == best["global_step"]
+  assert (dev["pearson"], dev["spearman"], dev["num_examples"]) == (
+      best["pearson"], best["spearman"], best["num_examples"])
+
+
+def _average_ranks(x):
+  """1-based ranks; tied values share the mean of their ranks."""
+  x = np.asarray(x)
+  return np.array([(x < v).sum() + ((x == v).sum() + 1) / 2 for v in x])
 
 
 # ------------------------------------------------------- readers (no model)
