@@ -11,7 +11,9 @@ same --help (absl shows the `__main__` docstring and the flags it defined),
 and nothing here has to follow changes to those blocks.
 
 SCRIPTS is the one table; tests/test_packaging.py checks it against
-pyproject.toml. The module is imported only when its script runs, so
+pyproject.toml and against the families of `albert_tf.registry` (each
+family's own command is an alias of albert-finetune; a family without one
+runs as `albert-finetune --task=<it>`, so a new family edits nothing here). The module is imported only when its script runs, so
 importing this file loads neither TF nor Beam.
 """
 
@@ -20,6 +22,7 @@ import runpy
 # Console script -> the module `python -m` runs.
 SCRIPTS = {
     "albert-pretrain": "albert_tf.run_pretraining",
+    "albert-finetune": "albert_tf.finetune",
     "albert-classify": "albert_tf.run_classifier",
     "albert-ner": "albert_tf.run_ner",
     "albert-squad": "albert_tf.run_squad",
@@ -49,6 +52,7 @@ def _entry_point(name):
 
 
 pretrain = _entry_point("albert-pretrain")
+finetune = _entry_point("albert-finetune")
 classify = _entry_point("albert-classify")
 ner = _entry_point("albert-ner")
 squad = _entry_point("albert-squad")

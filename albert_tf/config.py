@@ -32,6 +32,16 @@ _IGNORED_FIELDS = ("down_scale_factor", "gap_size", "net_structure_type",
                    "pooler_size_per_head", "pooler_type")
 
 
+# The fields that make two configs the same network (the rest are
+# training settings such as dropout): checkpoints and fingerprints compare
+# these.
+ARCHITECTURE_FIELDS = ("vocab_size", "embedding_size", "hidden_size",
+                       "num_hidden_layers", "num_hidden_groups",
+                       "inner_group_num", "num_attention_heads",
+                       "intermediate_size", "hidden_act",
+                       "max_position_embeddings", "type_vocab_size",
+                       "layer_norm_eps", "share", "embedding_layout")
+
 @dataclasses.dataclass
 class AlbertConfig:
   """Hyperparameters of an ALBERT (or, with share="none" and E == H, BERT) encoder.

@@ -6,7 +6,7 @@ r"""Export a checkpoint as a versioned SavedModel for TF Serving.
 
 writes `saved_models/sentiment/<version>/` (the next free integer unless
 --version is given). What is served is the task's: the task_record.json
-beside the checkpoint names its family (`albert_tf.tasks.TASKS`), whose
+beside the checkpoint names its family (`albert_tf.registry`), whose
 `export_model` and `export_signatures` say what to restore and serve.
 --model (encoder | classifier | pretrainer | tagger) defaults to that
 family's `export_name`, or to encoder when nothing is recorded; a family's
@@ -89,9 +89,10 @@ class ExportError(ValueError):
 
 def model_choices():
   """--model's values: encoder, then every family's export_name."""
-  from albert_tf import tasks  # pylint: disable=g-import-not-at-top
+  from albert_tf import registry  # pylint: disable=g-import-not-at-top
   return (ENCODER,) + tuple(dict.fromkeys(
-      t.export_name for t in tasks.TASKS.values() if t.export_name))
+      f.task.export_name for f in registry.families().values()
+      if f.task.export_name))
 
 
 def resolve_model(checkpoint, preset, albert_config_file, spm_model_file,
@@ -108,19 +109,21 @@ def resolve_model(checkpoint, preset, albert_config_file, spm_model_file,
 
 
 def resolve_task(checkpoint, model, record):
-  """(the name in tasks.TASKS, or None for the encoder; the --model).
+  """(the registered family name, or None for the encoder; the --model).
 
   The recorded family unless --model says otherwise; --model=classifier,
   tagger or pretrainer is the family with that export_name.
   """
   # pylint: disable=g-import-not-at-top
-  from albert_tf import tasks
+  from albert_tf import registry
   from albert_tf.tasks.record import RECORD_FILE
-  recorded = tasks.TASKS.get(record.task) if record else None
-  if record and record.task and recorded is None:
-    raise ExportError(f"{RECORD_FILE} beside --checkpoint={checkpoint} names "
-                      f"task {record.task!r}, which is not among "
-                      f"{sorted(tasks.TASKS)}")
+  recorded = None
+  if record and record.task:
+    try:
+      recorded = registry.family(record.task, record.task_module).task
+    except registry.RegistryError as e:
+      raise ExportError(f"{RECORD_FILE} beside --checkpoint={checkpoint}: "
+                        f"{e}") from None
   model = model or (recorded.export_name if recorded else ENCODER)
   if model not in model_choices():
     raise ExportError(f"--model must be one of {model_choices()}, got "
@@ -135,8 +138,8 @@ def resolve_task(checkpoint, model, record):
           f"with --model={recorded.export_name}")
     return record.task, model
   # No record: the first family registered under this export_name.
-  return next(name for name, t in tasks.TASKS.items()
-              if t.export_name == model), model
+  return next(name for name, f in registry.families().items()
+              if f.task.export_name == model), model
 
 
 def default_length_buckets(max_seq_length: int) -> Tuple[int, ...]:
@@ -265,7 +268,7 @@ def export(checkpoint, export_dir, model=None, preset=None,
       checkpoint that does not match the config or the task.
   """
   # pylint: disable=g-import-not-at-top
-  from albert_tf import tasks
+  from albert_tf import registry
   from albert_tf.modeling.encoder import AlbertEncoder
   from albert_tf.serving import saved_model
   from albert_tf.tasks.record import RECORD_FILE, ModelInfo
@@ -274,7 +277,7 @@ def export(checkpoint, export_dir, model=None, preset=None,
   precision = export_precision(mixed_precision)
   record = ModelInfo.read_beside(checkpoint)
   task_name, model = resolve_task(checkpoint, model, record)
-  task = tasks.TASKS[task_name] if task_name else None
+  task = registry.family(task_name).task if task_name else None
   if task is None:
     record = ModelInfo()  # the encoder serves no task's labels or length
   elif record is None:

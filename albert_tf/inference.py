@@ -38,7 +38,7 @@ import tensorflow as tf
 from albert_tf import export_saved_model as export_lib
 from albert_tf import features as F
 from albert_tf import fill_mask as fill_mask_lib
-from albert_tf import tasks
+from albert_tf import registry
 from albert_tf.data import classifier_data, ner_data
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.modeling.encoder import AlbertEncoder
@@ -216,7 +216,7 @@ def load(path, spm_model_file=None, vocab_file=None, do_lower_case=None):
   # As export_saved_model.export does, for the recorded task.
   config, tokenizer = export_lib.resolve_model(
       path, None, None, spm_model_file, vocab_file, do_lower_case)
-  task = tasks.TASKS[task_name]
+  task = registry.family(task_name).task
   max_seq_length = record.max_seq_length or DEFAULT_SEQ_LENGTH
   record = dataclasses.replace(record, max_seq_length=max_seq_length)
   model = task.export_model(config, record)

@@ -39,8 +39,8 @@ from absl import logging
 import albert_tf  # noqa: F401  (sets KERAS_BACKEND before keras is imported)
 
 from albert_tf import settings
-from albert_tf.training import options
-from albert_tf.training.options import PRECISIONS
+from albert_tf import options
+from albert_tf.options import PRECISIONS
 
 # TensorFlow, Keras and what imports them are imported by the functions
 # that run, not here: --help and a flag mistake answer before TF loads.
@@ -248,7 +248,7 @@ def _run(p: Params) -> Dict[str, float]:
   # pylint: disable=g-import-not-at-top
   import keras
   import tensorflow as tf
-  from albert_tf import tasks
+  from albert_tf import registry
   from albert_tf.data import corrupt_records
   from albert_tf.training import output_dir
   from albert_tf.training import resolution
@@ -294,7 +294,7 @@ def _run(p: Params) -> Dict[str, float]:
             os.path.join(p.output_dir, "train")), 0,
                       {"skipped_records": skipped_report["skipped"]})
     keras.utils.set_random_seed(p.seed)
-    task = tasks.TASKS["pretraining"](
+    task = registry.family("pretraining").task(
         train_files, eval_files, p.max_seq_length, p.max_predictions_per_seq,
         eval_batch_size=p.eval_batch_size, max_eval_steps=p.max_eval_steps,
         seed=p.seed, shuffle_buffer_size=p.shuffle_buffer_size,

@@ -77,7 +77,7 @@ _GROUP_OF_NAME = {
 }
 
 # (flag_values, class) for every define_flags call: what --help lists.
-_DEFINED: List[Tuple[flags.FlagValues, type]] = []
+_DEFINED: List[Tuple[flags.FlagValues, type, dict, dict]] = []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,18 +167,23 @@ def _base_type(annotation):
   return annotation
 
 
-def define_flags(cls, flag_values=flags.FLAGS, group=None):
+def define_flags(cls, flag_values=flags.FLAGS, group=None, defaults=None,
+                 helps=None):
   """Defines one absl flag per `field` of dataclass `cls` on flag_values.
 
   group: the module name the flags are listed under in --helpfull (absl
   groups flags by module; a field's purpose is its `field(group=)`);
   default: the caller's module, so flags defined from a command's
   `__main__` block are that command's key flags. `flag_groups` lists them.
+  defaults: {field name: value} replacing fields' defaults (a dataset's
+  values under `albert-finetune --task=<dataset>`); such a flag is not
+  required. helps: {field name: help text} replacing fields' help.
   Raises TypeError naming the field whose annotation has no flag kind.
   """
   hints = typing.get_type_hints(cls)
   for f in flag_fields(cls):
     s = spec(f)
+    s = _overridden(s, f.name, defaults or {}, helps or {})
     kind = _base_type(hints[f.name])
     common = dict(flag_values=flag_values, module_name=group,
                   required=s.required)
@@ -201,7 +206,16 @@ def define_flags(cls, flag_values=flags.FLAGS, group=None):
       raise TypeError(f"{where}: no flag kind for the annotation "
                       f"{hints[f.name]!r} (str, int, float, bool, List[str], "
                       "or Optional of one)")
-  _DEFINED.append((flag_values, cls))
+  _DEFINED.append((flag_values, cls, dict(defaults or {}), dict(helps or {})))
+
+
+def _overridden(s: FlagSpec, name: str, defaults: dict, helps: dict
+                ) -> FlagSpec:
+  if name in defaults:
+    s = dataclasses.replace(s, default=defaults[name], required=False)
+  if name in helps:
+    s = dataclasses.replace(s, help=helps[name])
+  return s
 
 
 def flag_groups(flag_values=flags.FLAGS
@@ -211,13 +225,14 @@ def flag_groups(flag_values=flags.FLAGS
   order. Empty when define_flags defined none there."""
   by_group = {name: [] for name in GROUPS}
   seen = set()
-  for values, cls in _DEFINED:
+  for values, cls, defaults, helps in _DEFINED:
     if values is not flag_values:
       continue
     for f in flag_fields(cls):
       if flag_name(f) not in seen:
         seen.add(flag_name(f))
-        by_group[group_of(f)].append((flag_name(f), spec(f)))
+        by_group[group_of(f)].append(
+            (flag_name(f), _overridden(spec(f), f.name, defaults, helps)))
   return {name: listed for name, listed in by_group.items() if listed}
 
 

@@ -49,7 +49,7 @@ def overwrite_deletes_only_the_runs_files(data, tmp, caplog):
   out = tmp / "out"
   run_classifier.run(**_options(data, out, do_predict=True))
   # Everything the run wrote is a run file (a new file of the trainer, a
-  # command or a task must be listed in output_dir.RUN_FILES).
+  # command or a task must be listed in output_dir.run_files()).
   assert _left_after_removing_run_files(out, tmp) == [output_dir.LOCK_FILE]
   assert (out / "test_results.tsv").exists() and (out / "best").is_dir()
   # A user's files beside the run's, some with names close to its own.

@@ -40,6 +40,7 @@ TRAINING = ["Data", "Model", "Training", "Output", "Distribution", "Runtime"]
 # module -> the section headers of its --help, in order.
 SECTIONS = {
     "albert_tf.run_pretraining": TRAINING,
+    "albert_tf.finetune": ["Data"],  # --task, --task_module; then the family's
     "albert_tf.run_classifier": TRAINING,
     "albert_tf.run_ner": TRAINING,
     "albert_tf.run_squad": TRAINING,
@@ -99,7 +100,11 @@ def test_every_command_lists_its_flags_by_purpose_without_tf():
     assert "Flags by purpose (--helpfull lists every flag, absl's too):" in (
         proc.stdout.splitlines()), module
   classifier = _sections(procs["albert_tf.run_classifier"].stdout)
-  assert len([n for names in classifier.values() for n in names]) == 51
+  # Every flag of the family's registered options, and nothing else.
+  from albert_tf import registry  # pylint: disable=g-import-not-at-top
+  assert sorted(n for names in classifier.values() for n in names) == sorted(
+      settings.flag_name(f) for f in settings.flag_fields(
+          registry.family("classification").options))
   assert {"max_seq_length", "task_name", "data_dir"} <= set(classifier["Data"])
   assert {"learning_rate", "num_train_epochs", "train_step"} <= set(
       classifier["Training"])
@@ -112,6 +117,55 @@ def test_every_command_lists_its_flags_by_purpose_without_tf():
       lines)
   assert lines[0] == ("Fine-tune ALBERT on sentence(-pair) classification "
                       "or regression.")
+
+
+def _help_args(module, *args):
+  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+  return subprocess.run([sys.executable, "-c", PROBE, module, *args],
+                        cwd=REPO, env=env, capture_output=True, text=True,
+                        timeout=120, check=False)
+
+
+def test_finetune_help_of_each_family_and_dataset_comes_from_the_registry():
+  """`albert-finetune --task=<family or dataset> --help` lists --task,
+  --task_module and exactly that family's option flags, a dataset's values
+  as their defaults, and loads no TF; the families come from the registry,
+  not from a list here."""
+  from albert_tf import registry  # pylint: disable=g-import-not-at-top
+  families = {n: f for n, f in registry.families().items()
+              if f.options and f.task.name == n}
+  assert {"classification", "tagging", "span_qa", "multiple_choice"} <= set(
+      families)
+  some_dataset = {f: sorted(registry.datasets(f)) for f in families}
+  args = [("--task=" + name, "--help") for name in families] + [
+      ("--task=" + names[0], "--help")
+      for names in some_dataset.values() if names]
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    procs = list(pool.map(lambda a: _help_args("albert_tf.finetune", *a),
+                          args))
+  for (task_flag, _), proc in zip(args, procs):
+    assert proc.returncode == 0, (task_flag, proc.stderr[-2000:])
+    assert _tf_modules(proc.stderr) == [], task_flag
+    task = task_flag.split("=", 1)[1]
+    family, dataset = registry.resolve(task)
+    listed = sorted(n for names in _sections(proc.stdout).values()
+                    for n in names)
+    assert listed == sorted(["task", "task_module"] + [
+        settings.flag_name(f) for f in settings.flag_fields(family.options)
+    ]), task_flag
+    if dataset is not None:
+      line = next(l for l in proc.stdout.splitlines()
+                  if l.startswith("  --task_name:"))
+      # The dataset's name is the default, and the flag is not required.
+      block = proc.stdout.split("  --task_name:", 1)[1].split("\n  --")[0]
+      assert f"default: {dataset.name})" in block, (line, block)
+      assert "(required)" not in block, block
+  # An unknown --task is one line naming the known ones.
+  bad = _help_args("albert_tf.finetune", "--task=no_such_task", "--help")
+  assert bad.returncode != 0
+  assert [l for l in bad.stderr.splitlines() if l.startswith("FATAL")][0].startswith(
+      "FATAL Flags parsing error: --task=no_such_task: no such task family "
+      "or dataset; families: classification,"), bad.stderr[-1500:]
 
 
 def test_helpshort_is_help_and_helpfull_is_absls():

@@ -159,7 +159,9 @@ def test_predict_batch_size_is_the_batch_of_do_predict(module):
                             do_train=False, do_eval=False, do_predict=True,
                             eval_batch_size=32,
                             predict_batch_size=predict_batch_size)
-    evaluate_and_predict = module._evaluate_and_predict  # pylint: disable=protected-access
-    evaluate_and_predict(options, task, trainer, chief=False, best_step=0)
+    # The one writer of every family (run_* are aliases of finetune).
+    from albert_tf.training import finetuning  # pylint: disable=g-import-not-at-top
+    finetuning.evaluate_and_predict(options, task, trainer, chief=False,
+                                    best_step=0)
     sizes += task.predict_batch_sizes
   assert sizes == [16, 32]

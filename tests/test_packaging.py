@@ -8,6 +8,7 @@ are exactly requirements.txt.
 """
 
 import ast
+import importlib
 import importlib.metadata
 import os
 import re
@@ -27,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The issue's table: console script -> the module `python -m` runs.
 EXPECTED_SCRIPTS = {
     "albert-pretrain": "albert_tf.run_pretraining",
+    "albert-finetune": "albert_tf.finetune",
     "albert-classify": "albert_tf.run_classifier",
     "albert-ner": "albert_tf.run_ner",
     "albert-squad": "albert_tf.run_squad",
@@ -154,6 +156,23 @@ def test_console_scripts_match_the_cli_table(monkeypatch):
     assert module == "albert_tf.cli", target
     getattr(cli, function)()  # The entry point runs its own table row.
     assert ran[-1] == name, (name, target)
+
+
+def test_family_commands_are_aliases_of_the_registry():
+  """Each registered family that names a command has it in the table, and
+  that module's `run` is albert_tf.finetune.run with the family fixed
+  (no second recipe); every table row that is a family's is one."""
+  from albert_tf import registry  # pylint: disable=g-import-not-at-top
+  commands = {f.command: name for name, f in registry.families().items()
+              if f.command}
+  assert set(commands) <= set(cli.SCRIPTS), set(commands) - set(cli.SCRIPTS)
+  for command, family in commands.items():
+    module = importlib.import_module(cli.SCRIPTS[command])
+    assert module.run.__doc__.startswith(
+        f"`albert_tf.finetune.run(task={family!r}"), (command, module)
+  fine_tuned = {n for n, f in registry.families().items() if f.options}
+  assert {"classification", "tagging", "span_qa",
+          "multiple_choice"} <= fine_tuned
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_SCRIPTS))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from albert_tf import tasks
+from albert_tf import registry
 from albert_tf.data import classifier_data
 from albert_tf.data import tokenization
 from tests.fixtures_data import write_tiny_vocab_and_config
@@ -31,7 +31,7 @@ def _classification(root, tokenizer, **limits):
     (root / f"{split}.tsv").write_text(
         "".join(f"{i % 2}\t{_text(i)}\n" for i in range(ROWS)),
         encoding="utf-8")
-  task = tasks.TASKS["classification"](
+  task = registry.family("classification").task(
       classifier_data.get_task("sentiment"), tokenizer, str(root), 16,
       **limits)
   return lambda split: len(task.load_split(split)[0])
@@ -42,7 +42,7 @@ def _tagging(root, tokenizer, **limits):
                   for k, c in enumerate(CHARS[:4])) + "\n"
   for name in ("train.txt", "dev.txt", "test.txt"):
     (root / name).write_text(block * ROWS, encoding="utf-8")
-  task = tasks.TASKS["tagging"](
+  task = registry.family("tagging").task(
       "conll", tokenizer, str(root), 16, 8, tag_scheme="BIO", **limits)
   return lambda split: len(task.read_split(split).sentences)
 
@@ -56,7 +56,7 @@ def _span_qa(root, tokenizer, **limits):
           for i in range(ROWS)]}]}]}
   path = root / "squad.json"
   path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-  task = tasks.TASKS["span_qa"]("squad", tokenizer, str(path), str(path),
+  task = registry.family("span_qa").task("squad", tokenizer, str(path), str(path),
                                 max_seq_length=32, doc_stride=8,
                                 max_query_length=8, **limits)
   return lambda split: len(task.load_split(split)[0].examples)
@@ -71,7 +71,7 @@ def _multiple_choice(root, tokenizer, **limits):
           {"id": f"{split}{i}", "article": CHARS, "questions": [_text(i)],
            "options": [list(CHARS[:4])], "answers": ["A"]},
           ensure_ascii=False), encoding="utf-8")
-  task = tasks.TASKS["multiple_choice"]("race", tokenizer, str(root), 32, 8,
+  task = registry.family("multiple_choice").task("race", tokenizer, str(root), 32, 8,
                                         **limits)
   return lambda split: len(task.load_split(split)[0].examples)
 

@@ -82,7 +82,7 @@ def test_sentiment_end_to_end(workdir):
   assert result["eval"]["accuracy"] >= 0.8, result["eval"]
   assert result["test"]["accuracy"] >= 0.8, result["test"]
   saved = json.loads((out / "eval_results.json").read_text())
-  assert saved["eval_accuracy"] == result["eval"]["accuracy"]
+  assert saved["accuracy"] == result["eval"]["accuracy"]
   assert saved["best_step"] == result["best_step"]
   evals = [json.loads(l) for l in (out / "eval_log.jsonl").read_text().split(
       "\n") if l]
@@ -117,7 +117,7 @@ def test_sentiment_end_to_end(workdir):
   assert here["eval"]["accuracy"] == pytest.approx(result["eval"]["accuracy"])
   assert here["best_step"] == result["best_step"]
   assert json.loads((out / "eval_results.json").read_text())[
-      "eval_accuracy"] == pytest.approx(result["eval"]["accuracy"])
+      "accuracy"] == pytest.approx(result["eval"]["accuracy"])
   log = (out / "eval_log.jsonl").read_bytes()
   assert log.startswith(before)  # training's log kept, this eval appended
   assert json.loads(log[len(before):])["accuracy"] == pytest.approx(
@@ -183,7 +183,7 @@ def test_stsb_regression(workdir):
       train_step=6, do_train=True, do_eval=True, do_predict=True,
       **base_options(workdir))
   saved = json.loads((out / "eval_results.json").read_text())
-  assert {"eval_pearson", "eval_spearman", "best_step"} <= set(saved)
+  assert {"pearson", "spearman", "best_step"} <= set(saved)
   assert "test_pearson" not in saved  # the GLUE test split has no score
   preds = (out / "test_results.tsv").read_text().splitlines()
   assert preds[0] == "index\tprediction" and len(preds) == 17

@@ -20,7 +20,7 @@ from albert_tf.data import record_checks
 from albert_tf import run_pretraining as rp
 from albert_tf.training import runtime
 from albert_tf.config import AlbertConfig
-from albert_tf.tasks import PretrainingTask
+from albert_tf.tasks.pretraining import PretrainingTask
 from albert_tf.training.trainer import Trainer, segments
 from tests import cli_runner
 from tests.pretraining_fixtures import tiny_argv, write_records

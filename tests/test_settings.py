@@ -169,8 +169,8 @@ def test_the_old_import_places_still_work():
   """Names that moved to TF-free modules, so that a command parses its
   flags before TF loads, are still found where other code imports them."""
   # pylint: disable=g-import-not-at-top
-  from albert_tf import convert_checkpoint, converters
-  from albert_tf.training import finetuning, options
+  from albert_tf import convert_checkpoint, converters, options
+  from albert_tf.training import finetuning
   assert finetuning.FinetuneOptions is options.FinetuneOptions
   assert convert_checkpoint.read_tf1_checkpoint is (
       converters.tf1.read_tf1_checkpoint)

@@ -5,7 +5,7 @@ The family here, "toy_parity", says whether token id 7 occurs in a short
 sequence. Its model is the ALBERT encoder plus a head of its own, saved
 under the checkpoint name "toy_head" that no package code knows: the model
 declares it in `checkpoint_items`. It is registered only for the test
-(`monkeypatch.setitem(tasks.TASKS, ...)`). The run is killed (an input error
+(`registry.register_family`, undone after the test). The run is killed (an input error
 one step after a checkpoint) and resumed by a fresh trainer; the head must
 come back as saved, not re-initialised, as it would if a central list of
 checkpoint parts had been left out of date.
@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from albert_tf import export_saved_model
 from albert_tf import features as F
-from albert_tf import tasks
+from albert_tf import registry
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
 from albert_tf.tasks.base import Task
@@ -171,7 +171,9 @@ def _jsonl(path):
 
 
 def test_a_task_family_outside_the_package(tmp_path, monkeypatch):
-  monkeypatch.setitem(tasks.TASKS, NAME, ToyTask)
+  # Registered as a family file outside the package would be.
+  monkeypatch.setitem(registry._FAMILIES, NAME, registry.Family(  # pylint: disable=protected-access
+      NAME, ToyTask, module=__name__))
   out = tmp_path / "out"
   out.mkdir()
   vocab = out / "vocab.txt"
@@ -310,7 +312,8 @@ def test_names_made_up_at_run_time(tmp_path, monkeypatch):
   with pytest.raises(export_saved_model.ExportError, match=family_name):
     export_saved_model.export(str(out), str(tmp_path / "refused"))
   assert not (tmp_path / "refused").exists()
-  monkeypatch.setitem(tasks.TASKS, family_name, Family)
+  monkeypatch.setitem(registry._FAMILIES, family_name, registry.Family(  # pylint: disable=protected-access
+      family_name, Family, module=__name__))
   version = export_saved_model.export(str(out), str(tmp_path / "export"))
   info = json.loads((pathlib.Path(version) / "assets.extra" /
                      "albert_export.json").read_text())

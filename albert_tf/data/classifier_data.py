@@ -21,12 +21,14 @@ wrong) are most of it.
 
 import collections
 import dataclasses
+import json
 import os
-from typing import Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
 from albert_tf import features as F
+from albert_tf.file_io import atomic_writer
 
 Column = Union[int, str]
 
@@ -36,13 +38,32 @@ class DataError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Submission:
+  """A benchmark's own prediction file (CLUE's `<task>_predict.json`).
+
+  One JSON line {"id": ..., "label": ...} per example of `split` (a key of
+  the task's `files`), in file order: the example's id and the predicted
+  label as the task writes it (`write_submission`).
+  """
+  file_name: str
+  split: str = "test"
+
+
+@dataclasses.dataclass(frozen=True)
 class TaskSpec:
-  """How one task's TSV files are laid out.
+  """How one task's files are laid out.
 
   files: split -> candidate file names in data_dir (the first that exists).
   columns: split -> (text_a, text_b or None, label or None). Names need a
     header line (has_header); ints are 0-based indices.
   label_list: class labels as they appear in the file; None for regression.
+  reader: a reader of another file layout, called by `read_examples`
+    instead of the TSV reader as reader(path, spec, split, max_examples)
+    and returning (examples, stats) as `read_tsv_examples` does (e.g.
+    `albert_tf.data.clue`'s JSON lines); None: TSV. `columns` then only
+    says whether the task reads pairs (text_b not None).
+  submission: the benchmark's prediction file written beside the
+    predictions, or None.
   """
   name: str
   files: dict
@@ -54,6 +75,8 @@ class TaskSpec:
   # A line of a headerless file has exactly the declared columns (largest
   # index + 1); else the most common count of the file is the reference.
   exact_columns: bool = False
+  reader: Optional[Callable] = None
+  submission: Optional[Submission] = None
 
   @property
   def is_regression(self):
@@ -180,12 +203,15 @@ def get_task(task_name, **tsv_options):
 
 @dataclasses.dataclass
 class InputExample:
-  """One example; `source` is "file:line" for error messages."""
+  """One example; `source` is "file:line" for error messages; `id` the
+  example's id in its file, where the layout has one (a submission names
+  its predictions by it)."""
   guid: str
   text_a: str
   text_b: Optional[str]
   label: Optional[str]
   source: str
+  id: Any = None
 
 
 def find_split_file(spec, data_dir, split):
@@ -205,6 +231,8 @@ def read_examples(spec, data_dir, split, max_examples=None):
   Raises DataError (file:line) for a missing column or an unknown label.
   """
   path = find_split_file(spec, data_dir, split)
+  if spec.reader is not None:
+    return spec.reader(path, spec, split, max_examples=max_examples)
   return read_tsv_examples(path, spec, split, max_examples=max_examples)
 
 
@@ -371,6 +399,17 @@ def infer_tsv_labels(spec, data_dir, regression=None):
       f"{path}: {len(labels)} classes from the train split: "
       f"{', '.join(labels[:20])}{' ...' if len(labels) > 20 else ''} (pass "
       "--label_list to fix the order, --regression for scores)")
+
+
+def write_submission(path, examples: Sequence[InputExample], labels) -> None:
+  """A benchmark's prediction file: one line {"id": ..., "label": ...} per
+  example, in order (as CLUE's baselines write `<task>_predict.json`:
+  json.dumps, non-ASCII escaped). `labels`: the predicted label strings."""
+  if len(labels) != len(examples):
+    raise ValueError(f"{len(labels)} labels for {len(examples)} examples")
+  with atomic_writer(path) as f:
+    for example, label in zip(examples, labels):
+      f.write(json.dumps({"id": example.id, "label": label}) + "\n")
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):

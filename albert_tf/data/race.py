@@ -33,7 +33,7 @@ import collections
 import dataclasses
 import json
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
@@ -285,7 +285,8 @@ def read_race(path: str, split: Optional[str] = None) -> RaceData:
 
 # ----------------------------------------------------------------- encoding
 def encode_race(examples: Sequence[Question], tokenizer,
-                max_seq_length: int = 512, max_qa_length: int = 128
+                max_seq_length: int = 512, max_qa_length: int = 128,
+                num_choices: int = NUM_CHOICES, pad_choices: bool = False
                 ) -> Tuple[Dict[str, np.ndarray], Dict[str, int]]:
   """Model inputs for RACE questions, four sequences per question.
 
@@ -299,31 +300,41 @@ def encode_race(examples: Sequence[Question], tokenizer,
       `encode`, `cls_id`, `sep_id`, `pad_id`).
     max_seq_length: length of each sequence, special tokens included.
     max_qa_length: qa keeps its last this many pieces (the original's rule).
+    num_choices: sequences per question (the choice axis).
+    pad_choices: a question may have fewer options (C3: 2-4); its missing
+      choices are all-zero rows (input_mask 0), which the model scores out
+      of the softmax (`modeling.multiple_choice`). False: exactly
+      num_choices options, as RACE has.
   Returns:
     (features, counts). features: F.INPUT_IDS, F.INPUT_MASK, F.SEGMENT_IDS
-    int32 [n, 4, max_seq_length] and F.LABEL_IDS int32 [n] (-1 when
-    unlabelled). counts: questions, articles_truncated and qa_truncated
-    (questions with that part cut in at least one choice).
+    int32 [n, num_choices, max_seq_length] and F.LABEL_IDS int32 [n] (-1
+    when unlabelled). counts: questions, articles_truncated and
+    qa_truncated (questions with that part cut in at least one choice);
+    with pad_choices also choices_padded (questions with fewer options).
   Raises:
     ValueError: max_qa_length not in [1, max_seq_length - 3], which would
       leave qa no room or [CLS] article [SEP] qa [SEP] too long.
-    RaceError: a question without 4 options.
+    RaceError: a question without num_choices options (more, or none,
+      with pad_choices).
   """
   if not 1 <= max_qa_length <= max_seq_length - 3:
     raise ValueError(f"max_qa_length must be between 1 and max_seq_length - 3 "
                      f"= {max_seq_length - 3} (the 3 for [CLS] and two "
                      f"[SEP]), got {max_qa_length}")
-  shape = (len(examples), NUM_CHOICES, max_seq_length)
+  shape = (len(examples), num_choices, max_seq_length)
   input_ids = np.full(shape, tokenizer.pad_id, np.int32)
   input_mask = np.zeros(shape, np.int32)
   segment_ids = np.zeros(shape, np.int32)
   label_ids = np.full([len(examples)], -1, np.int32)
   cache = {}
-  articles_truncated = qa_truncated = 0
+  articles_truncated = qa_truncated = padded = 0
   for n, question in enumerate(examples):
-    if len(question.options) != NUM_CHOICES:
-      raise RaceError(f"question {question.id}: {len(question.options)} "
-                      f"options (expected {NUM_CHOICES})")
+    given = len(question.options)
+    if given > num_choices or not given or (given < num_choices and
+                                            not pad_choices):
+      raise RaceError(f"question {question.id}: {given} options (expected "
+                      f"{'at most ' if pad_choices else ''}{num_choices})")
+    padded += given < num_choices
     if question.article not in cache:
       cache[question.article] = np.asarray(
           tokenizer.encode(question.article), np.int32)
@@ -355,6 +366,8 @@ def encode_race(examples: Sequence[Question], tokenizer,
   counts = {"questions": len(examples),
             "articles_truncated": articles_truncated,
             "qa_truncated": qa_truncated}
+  if pad_choices:
+    counts["choices_padded"] = padded
   logging.info("RACE encoded (max_seq_length %d, max_qa_length %d): %s",
                max_seq_length, max_qa_length, counts)
   return features, counts
@@ -395,3 +408,30 @@ def accuracy_by_level(examples: Sequence[Question],
   for level in present:
     result[f"num_{level}"] = total[level]
   return result
+
+
+# ------------------------------------------------------------------ datasets
+@dataclasses.dataclass(frozen=True)
+class ChoiceSpec:
+  """A multiple-choice dataset as the multiple_choice family reads it: a
+  registered dataset's `spec` (`albert_tf.data.clue_choice` has CLUE's C3
+  and CHID; `RACE` is the family's default).
+
+  read(data_dir, split) -> RaceData (Questions: id, level, article,
+    question, options, label); encode(examples, tokenizer, max_seq_length,
+    max_qa_length) -> (features [n, num_choices, L], counts), a question
+    with fewer options having all-zero rows (masked out by the model).
+  choice_names: how predictions and the record name each choice position.
+  submission_file / write_submission(path, examples, predicted indices):
+    the benchmark's prediction file written beside the predictions.
+  """
+  name: str
+  read: Callable
+  encode: Callable
+  num_choices: int = NUM_CHOICES
+  choice_names: Tuple[str, ...] = tuple(LETTERS)
+  submission_file: Optional[str] = None
+  write_submission: Optional[Callable] = None
+
+
+RACE = ChoiceSpec("race", read_race, encode_race)

@@ -6,6 +6,11 @@ loss is softmax cross-entropy over the choices of a question.
 
     model = AlbertMultipleChoice(config, num_choices=4)
     logits = model({"input_ids": ids, ...})["logits"]  # ids [b, 4, L]
+
+A choice whose input_mask is all zero is padding (a question with fewer
+options than num_choices: C3's 2-4, CHID's 7-10): its logit is
+PADDED_CHOICE_LOGIT, so the softmax gives it no probability and the loss
+no gradient through it.
 """
 
 import keras
@@ -16,6 +21,9 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.heads import ClassificationHead
 from albert_tf.modeling.models import model_config, model_kwargs
+
+# The logit of a padded choice (float32 logits: exp of it is 0).
+PADDED_CHOICE_LOGIT = -1e9
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -41,7 +49,8 @@ class AlbertMultipleChoice(keras.Model):
 
   Inputs: the encoder inputs with a choice axis, int32 [b, C, L].
   Output dict: `logits` [b, C] float32 (softmax over C: the choice
-  probabilities).
+  probabilities); a choice with an all-zero input_mask (padding) has
+  PADDED_CHOICE_LOGIT.
   """
 
   def __init__(self, config: AlbertConfig, num_choices=4,
@@ -62,6 +71,9 @@ class AlbertMultipleChoice(keras.Model):
     pooled = encoder({k: to_rows(v) for k, v in inputs.items()})[
         F.POOLED_OUTPUT]
     logits = keras.ops.reshape(choice_head(pooled), (-1, num_choices))
+    real = keras.ops.any(keras.ops.not_equal(inputs[F.INPUT_MASK], 0),
+                         axis=-1)
+    logits = keras.ops.where(real, logits, PADDED_CHOICE_LOGIT)
     super().__init__(inputs=inputs, outputs={F.LOGITS: logits}, dtype=dtype,
                      **kwargs)
     # === Config ===

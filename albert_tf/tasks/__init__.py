@@ -1,39 +1,28 @@
-"""Task families: one file each, one line each in `TASKS`.
+"""Task families: one file each, registered in it (`albert_tf.registry`).
 
-    task = tasks.TASKS["classification"](spec, tokenizer, data_dir, 128)
+    from albert_tf import registry
+    family = registry.family("classification")
+    task = family.task(spec, tokenizer, data_dir, 128)
     trainer = Trainer(task, config, settings, strategy)
 
-A family is one file here and one line below. Its `Task` subclass
-(`tasks/base.py` says what it declares) builds its model, whose
-`checkpoint_items` name what the trainer checkpoints; says what it records
-beside the checkpoints (`record()`: task_record.json, `tasks/record.py`);
-and says what export_saved_model serves (`export_name`, `export_model`,
-`export_signatures`). Nothing else lists heads, checkpoint parts or export
-kinds. To add one: write `albert_tf/tasks/<family>.py`, add
-its line below, and, when it has a command of its own, that command's file
-and its console-script line in `albert_tf/cli.py`; docs/finetuning.md says
-more.
+A family is one file here. Its `Task` subclass (`tasks/base.py` says what
+it declares) carries `@registry.register_family(name, options=...)`: the
+dataclass whose fields are its flags, the model whose `checkpoint_items`
+name what the trainer checkpoints, what it records beside the checkpoints
+(`record()`: task_record.json, `tasks/record.py`), what a SavedModel serves
+(`export_signatures`), how raw inputs are encoded and outputs decoded for
+`albert_tf.load(...).predict`, and its TFLite inputs. `albert-finetune
+--task=<name>`, export_saved_model, export_tflite and `albert_tf.load` find
+it through the registry; no other file lists families. docs/finetuning.md
+says how to add one, here or in a module of your own (--task_module).
+
+`TASKS` ({name: Task subclass}) is the registry's view, kept for callers
+of earlier versions.
 """
 
-from albert_tf.tasks.base import Task
-from albert_tf.tasks.classification import ClassificationTask
-from albert_tf.tasks.multiple_choice import MultipleChoiceTask
-from albert_tf.tasks.pretraining import PretrainingTask
-from albert_tf.tasks.span_qa import SpanQATask
-from albert_tf.tasks.tagging import TaggingTask
 
-TASKS = {
-    "pretraining": PretrainingTask,
-    "classification": ClassificationTask,
-    # Same family with one output and squared error (sts-b, tsv scores).
-    "regression": ClassificationTask,
-    # Token tagging (NER) on CoNLL files.
-    "tagging": TaggingTask,
-    # Reading comprehension: SQuAD v1.1/v2.0, CMRC 2018, DRCD spans.
-    "span_qa": SpanQATask,
-    # Reading comprehension: RACE's four options per question.
-    "multiple_choice": MultipleChoiceTask,
-}
-
-__all__ = ["TASKS", "Task", "ClassificationTask", "MultipleChoiceTask",
-           "PretrainingTask", "SpanQATask", "TaggingTask"]
+def __getattr__(name):
+  if name == "TASKS":
+    from albert_tf import registry  # pylint: disable=g-import-not-at-top
+    return {n: f.task for n, f in registry.families().items()}
+  raise AttributeError(f"module 'albert_tf.tasks' has no attribute {name!r}")

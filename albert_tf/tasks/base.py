@@ -16,29 +16,77 @@ the trainer's, and the SavedModel's files export_saved_model's, written once
 for every task.
 """
 
+from __future__ import annotations
+
+import dataclasses
 import math
 from typing import Callable, Dict, Optional, Tuple
 
-import keras
 import numpy as np
-import tensorflow as tf
 
 from albert_tf import features as F
+from albert_tf import lazy
 from albert_tf.tasks.record import ModelInfo
+
+keras = lazy.module("keras")
+tf = lazy.module("tensorflow")
 
 
 class Task:
   """Base class of the task families registered in `albert_tf.tasks`."""
 
-  #: Registry name (`albert_tf.tasks.TASKS`).
+  #: The registered name (`albert_tf.registry.register_family`).
   name: str = ""
   #: The dev metric (higher is better) that picks the best checkpoint.
   best_metric: Optional[str] = None
   #: export_saved_model's --model value that means this family.
   export_name: str = ""
   #: What `predict` writes in output_dir: --overwrite deletes these along
-  #: with the trainer's files (`albert_tf.training.output_dir.RUN_FILES`).
+  #: with the trainer's files (`albert_tf.training.output_dir.run_files()`).
   output_files: Tuple[str, ...] = ()
+
+  # Fine-tuning: `albert_tf.finetune` calls these, in this order, for the
+  # family --task names (the options are its registered dataclass).
+  #: --max_seq_length when neither the flag nor the fine-tuned model says.
+  default_max_seq_length: int = 128
+  #: What a random-init training run warns about (None: nothing).
+  random_init_warning: Optional[str] = None
+
+  @classmethod
+  def resolve_options(cls, o, info: Optional[ModelInfo]):
+    """o with what is left to the model filled in: each such flag, else the
+    value recorded beside the checkpoint (`info`), else the family's
+    default. Families add their own fields with `own_config(info)`.
+    Raises ValueError for options that exclude each other."""
+    return dataclasses.replace(
+        o, max_seq_length=first_given(
+            o.max_seq_length, info and info.max_seq_length,
+            cls.default_max_seq_length),
+        do_lower_case=first_given(o.do_lower_case,
+                                  info and info.do_lower_case, None))
+
+  @classmethod
+  def own_config(cls, info: Optional[ModelInfo]) -> dict:
+    """The recorded task_config of this family ({} for another's record)."""
+    return dict(info.task_config) if info and info.task == cls.name else {}
+
+  @classmethod
+  def from_options(cls, o, tokenizer, info: Optional[ModelInfo],
+                   dataset) -> "Task":
+    """The task of resolved options o (`dataset`: the registry's Dataset
+    --task or --task_name named, or None)."""
+    raise NotImplementedError
+
+  def read_splits(self, o) -> Dict[str, dict]:
+    """Reads every split the run needs before anything is written; returns
+    {split: stats}. Raises (naming the file) when a split that must be
+    labelled is not."""
+    raise NotImplementedError
+
+  def fingerprint(self) -> str:
+    """What makes two runs of this family the same task (the run
+    fingerprint refuses an output_dir of another)."""
+    return self.name
 
   def build_model(self, config) -> keras.Model:
     """The Keras model of this task (random weights; the trainer restores)."""
@@ -110,6 +158,12 @@ class Task:
   def guard_input_errors(self, fn: Callable):
     """Runs fn (a fit/evaluate call); may turn input errors into clear ones."""
     return fn()
+
+
+def first_given(*values):
+  """The first value that is not None (the flag, the recorded value, the
+  default): `0` and `False` are given values."""
+  return next((v for v in values if v is not None), None)
 
 
 def step_indexed_inputs(columns: Dict[str, tf.Tensor],

@@ -10,27 +10,38 @@ The TSV readers and the [CLS] a [SEP] b [SEP] encoding are
   * metrics: accuracy, plus F1 (mrpc, qqp) and Matthews correlation (CoLA,
     its official metric) from scikit-learn; Pearson and Spearman from SciPy
     for regression. `eval_metric` is the one that picks the best checkpoint.
+  * predictions: test_results.tsv and, for a benchmark's dataset (CLUE,
+    FewCLUE: `albert_tf.data.clue`), its submission file
+    (`classifier_data.Submission`, e.g. afqmc_predict.json).
   * record and export (`--model=classifier`): labels, length, tokenizer and
     whether serve_text takes pairs; serving_default and serve_text return
     `logits` and softmax `probabilities` (regression: `logits`, the score).
 """
 
+from __future__ import annotations
+
+import dataclasses
 import math
 import os
 from typing import Dict, Optional
 
 from absl import logging
-import keras
 import numpy as np
-import tensorflow as tf
 
+from albert_tf import registry
+from albert_tf import settings
 from albert_tf.data import classifier_data as cd
+from albert_tf.options import FinetuneOptions
 from albert_tf.file_io import atomic_writer
 from albert_tf import features as F
-from albert_tf.modeling.models import AlbertClassifier
-from albert_tf.serving import saved_model
+from albert_tf import lazy
 from albert_tf.tasks import record as record_lib
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
+
+keras = lazy.module("keras")
+tf = lazy.module("tensorflow")
+models = lazy.module("albert_tf.modeling.models")
+saved_model = lazy.module("albert_tf.serving.saved_model")
 
 PREDICTIONS_FILE = "test_results.tsv"
 
@@ -68,8 +79,38 @@ def compute_metrics(spec: cd.TaskSpec, labels, outputs) -> Dict[str, float]:
   return result
 
 
+@dataclasses.dataclass
+class ClassifierOptions(FinetuneOptions):
+  """The classification family's flags (run_classifier's, the original's)."""
+  task_name: str = settings.field(
+      None, "A registered dataset (sentiment, lcqmc, GLUE's cola, sst-2, "
+      "mrpc, sts-b, qqp, mnli, qnli, rte; CLUE's; `albert-finetune --help` "
+      "lists them) or tsv", required=True)
+  data_dir: str = settings.field(
+      None, "Directory with the dataset's {train,dev,test} files.",
+      required=True)
+  # The generic `tsv` task.
+  text_a_column: Optional[str] = settings.field(
+      None, "tsv task: text_a column (header name or 0-based index).")
+  text_b_column: Optional[str] = settings.field(
+      None, "tsv task: text_b column.")
+  label_column: Optional[str] = settings.field(
+      None, "tsv task: label column.")
+  label_list: Optional[str] = settings.field(
+      None, "tsv task: comma-separated labels (default: the distinct labels "
+      "of the train split).")
+  regression: Optional[bool] = settings.field(
+      None, "tsv task: the label column holds scores (default: when the "
+      "labels are non-integer numbers).")
+  has_header: Optional[bool] = settings.field(
+      None, "tsv task: first line is a header (default: when a column is "
+      "given by name).")
+
+
+@registry.register_family("classification", options=ClassifierOptions,
+                          command="albert-classify", aliases=("regression",))
 class ClassificationTask(Task):
-  """One TSV task (`classifier_data.TaskSpec`) encoded with one tokenizer."""
+  """Sentence(-pair) classification or regression (a `classifier_data.TaskSpec`)."""
 
   best_metric = "eval_metric"
   export_name = "classifier"
@@ -95,13 +136,51 @@ class ClassificationTask(Task):
     self._train_tensors = None
     self._predict_fn = self._predict_model = None
 
+  # --------------------------------------------------------- fine-tuning
+  @classmethod
+  def from_options(cls, o: ClassifierOptions, tokenizer, info, dataset):
+    spec = read_spec(o.task_name, o.text_a_column, o.text_b_column,
+                     o.label_column, o.label_list, o.has_header, o.regression,
+                     o.data_dir, info.label_list if info and
+                     info.task_name == "tsv" else None)
+    return cls(spec, tokenizer, o.data_dir, o.max_seq_length,
+               o.eval_batch_size, o.classifier_dropout, o.seed,
+               o.max_train_examples, o.max_eval_examples,
+               o.max_predict_examples)
+
+  def read_splits(self, o) -> Dict[str, dict]:
+    stats = {}
+    for split, wanted, needs_labels in (("train", o.do_train, True),
+                                        ("dev", o.do_eval, True),
+                                        ("test", o.do_predict, False)):
+      if not wanted:
+        continue
+      _, _, stats[split], has_labels = self.load_split(split)
+      if needs_labels and not has_labels:
+        raise cd.DataError(f"{stats[split]['file']}: the {split} split "
+                           "needs labels")
+    submission = self.spec.submission
+    if o.do_predict and submission and submission.split != "test":
+      # The benchmark's own test file (FewCLUE's test.json), read now so
+      # that a bad line stops the run before training.
+      try:
+        stats[submission.split] = self.load_split(submission.split)[2]
+      except FileNotFoundError as e:
+        logging.warning("%s: %s is not written", e, submission.file_name)
+    return stats
+
+  def fingerprint(self) -> str:
+    return f"{self.name}:{self.spec.name}"
+
   # --------------------------------------------------------- data
   def load_split(self, split: str):
     """(examples, features, stats, has_labels) of a split, read once."""
     if split not in self._splits:
       examples, read_stats = cd.read_examples(
           self.spec, self.data_dir, split,
-          max_examples=self.max_examples[split] or None)
+          # A benchmark's submission split is predicted as the test split.
+          max_examples=self.max_examples.get(
+              split, self.max_examples["test"]) or None)
       features, enc_stats = cd.encode_examples(
           examples, self.tokenizer, self.max_seq_length, self.spec,
           name_truncated=3)
@@ -146,7 +225,7 @@ class ClassificationTask(Task):
 
   # --------------------------------------------------------- model
   def build_model(self, config):
-    return AlbertClassifier(config, self.spec.num_labels,
+    return models.AlbertClassifier(config, self.spec.num_labels,
                             classifier_dropout=self.classifier_dropout)
 
   def build_losses(self):
@@ -179,13 +258,38 @@ class ClassificationTask(Task):
                            self.logits(model, features))
 
   def predict(self, model, output_dir):
-    _, features, _, has_labels = self.load_split("test")
+    examples, features, stats, has_labels = self.load_split("test")
     logits = self.logits(model, features)
     write_predictions(os.path.join(output_dir, PREDICTIONS_FILE), self.spec,
                       logits)
+    if self.spec.submission is not None:
+      self._write_submission(model, output_dir, examples, logits,
+                             stats["file"])
     if not has_labels:
       return {}
     return compute_metrics(self.spec, features[F.LABEL_IDS], logits)
+
+  def _write_submission(self, model, output_dir, test_examples, test_logits,
+                        test_file):
+    """The benchmark's prediction file (CLUE's `<task>_predict.json`) of
+    its submission split: the test split's predictions, or another file's
+    (FewCLUE's test.json beside the labelled test_public.json)."""
+    submission = self.spec.submission
+    examples, logits = test_examples, test_logits
+    if submission.split != "test":
+      try:
+        examples, features, stats, _ = self.load_split(submission.split)
+      except FileNotFoundError as e:
+        logging.warning("%s: %s is not written", e, submission.file_name)
+        return
+      if stats["file"] != test_file:
+        logits = self.logits(model, features)
+    labels = [self.spec.label_list[int(i)] for i in
+              np.asarray(logits).argmax(-1)]
+    path = os.path.join(output_dir, submission.file_name)
+    cd.write_submission(path, examples, labels)
+    logging.info("%s: %d predictions (the benchmark's submission file)",
+                 path, len(labels))
 
   # --------------------------------------------------------- record / export
   def record(self):
@@ -203,7 +307,7 @@ class ClassificationTask(Task):
       raise ValueError("--model=classifier needs --num_labels (or the "
                        f"{record_lib.RECORD_FILE} run_classifier writes "
                        "beside the checkpoint)")
-    return AlbertClassifier(config, record.num_labels)
+    return models.AlbertClassifier(config, record.num_labels)
 
   @classmethod
   def export_signatures(cls, model, record, tokenizer, max_seq_length,
@@ -275,6 +379,9 @@ def read_spec(task_name: str, text_a_column=None, text_b_column=None,
   train split in data_dir (`classifier_data.infer_tsv_labels`).
   """
   if task_name.lower() != "tsv":
+    known = registry.datasets("classification").get(task_name)
+    if known is not None and known.spec is not None:
+      return known.spec
     return cd.get_task(task_name)
   labels = [x.strip() for x in (label_list or "").split(",") if x.strip()]
   if regression and labels:

@@ -1,7 +1,11 @@
-"""Multiple-choice reading comprehension: RACE and files in its layout.
+"""Multiple-choice reading comprehension: RACE, CLUE's C3 and CHID.
 
 Reading and the four `[CLS] article [SEP] question+option [SEP]` sequences
-are `albert_tf.data.race`; this file is what the trainer needs on top:
+are `albert_tf.data.race`; another dataset gives its own reader, encoder,
+number of choices and submission file (a `race.ChoiceSpec` registered as
+the dataset's spec: `albert_tf.data.clue_choice`'s C3 and CHID; a question
+with fewer options has padded choices the model masks out). This file is
+what the trainer needs on top:
 
   * inputs: the encoded train split in memory ([n, 4, L] per input),
     batched as a pure function of (seed, step);
@@ -11,7 +15,9 @@ are `albert_tf.data.race`; this file is what the trainer needs on top:
   * metrics: accuracy overall and per middle/high (`race.accuracy_by_level`);
     `accuracy` picks the best checkpoint;
   * predictions: test_predictions.tsv, one line per question (id, level,
-    the predicted letter, the probability of each option);
+    the predicted letter, the probability of each option), and the
+    dataset's submission file (C3: c311_predict.json, CHID:
+    chid11_predict.json);
   * record: max_qa_length and the number of choices in task_config;
   * export (`--model=multiple_choice`): serving_default takes ids
     [b, 4, L] and returns logits and probabilities; serve_text(article,
@@ -19,24 +25,59 @@ are `albert_tf.data.race`; this file is what the trainer needs on top:
     (`albert_tf.serving.choice_graph`).
 """
 
+from __future__ import annotations
+
+import dataclasses
 import os
-from typing import Dict
+from typing import Dict, Optional
 
 from absl import logging
-import keras
 import numpy as np
-import tensorflow as tf
 
 from albert_tf import features as F
+from albert_tf import registry
+from albert_tf import settings
+from albert_tf.options import FinetuneOptions
+from albert_tf import lazy
 from albert_tf.data import race
-from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
-from albert_tf.serving import saved_model
+from albert_tf.data.race import TASK_NAMES
 from albert_tf.tasks import record as record_lib
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
+
+keras = lazy.module("keras")
+tf = lazy.module("tensorflow")
+choice_model = lazy.module("albert_tf.modeling.multiple_choice")
+saved_model = lazy.module("albert_tf.serving.saved_model")
 
 PREDICTIONS_FILE = "test_predictions.tsv"
 
 
+@dataclasses.dataclass
+class RaceOptions(FinetuneOptions):
+  """Everything `run` needs; the fields define the command-line flags."""
+  task_name: str = settings.field(
+      "race", "race (RACE's layout) or a registered multiple-choice "
+      "dataset (CLUE's c3, chid).")
+  data_dir: str = settings.field(
+      None, "RACE/ (train, dev, test, each with middle/ and high/), or the "
+      "directory that holds it; c3, chid: the directory of CLUE's files.",
+      required=True)
+  max_seq_length: Optional[int] = settings.field(
+      None, "Tokens per choice incl. [CLS]/[SEP]; the article is cut from "
+      "its end (default: as the model was fine-tuned, else 512).")
+  max_qa_length: int = settings.field(
+      128, "Question+option pieces kept (its last ones, as the original).",
+      lower_bound=1)
+  learning_rate: float = settings.field(1e-5, "Peak AdamW learning rate.")
+  train_step: int = settings.field(12000, "Training steps; 0: epochs.")
+  warmup_step: int = settings.field(
+      1000, "Warmup steps; -1: --warmup_proportion of training.")
+  eval_batch_size: int = settings.field(8, "Eval/predict batch size "
+                                        "(questions, 4 sequences each).")
+
+
+@registry.register_family("multiple_choice", options=RaceOptions,
+                          command="albert-race")
 class MultipleChoiceTask(Task):
   """RACE's {train,dev,test} splits under data_dir, one tokenizer."""
 
@@ -45,15 +86,62 @@ class MultipleChoiceTask(Task):
   export_name = "multiple_choice"
   output_files = (PREDICTIONS_FILE,)
 
+  # --------------------------------------------------------- fine-tuning
+  default_max_seq_length = 512
+  random_init_warning = (
+      "Training RACE from random initial weights (no --init_checkpoint): "
+      "expect accuracy near chance (0.25); give a pretrained checkpoint")
+
+  @classmethod
+  def resolve_options(cls, o: RaceOptions, info):
+    o = super().resolve_options(o, info)
+    if o.max_qa_length > o.max_seq_length - 4:
+      raise ValueError(f"--max_qa_length={o.max_qa_length} leaves no room "
+                       f"for the article in --max_seq_length="
+                       f"{o.max_seq_length}")
+    return o
+
+  @classmethod
+  def from_options(cls, o: RaceOptions, tokenizer, info, dataset):
+    return cls(o.task_name, tokenizer, o.data_dir, o.max_seq_length,
+               o.max_qa_length, o.eval_batch_size, o.classifier_dropout,
+               o.seed, o.max_train_examples, o.max_eval_examples,
+               o.max_predict_examples,
+               spec=dataset.spec if dataset is not None else None)
+
+  def read_splits(self, o) -> Dict[str, dict]:
+    stats = {}
+    for split, wanted, needs_labels in (("train", o.do_train, True),
+                                        ("dev", o.do_eval, True),
+                                        ("test", o.do_predict, False)):
+      if not wanted:
+        continue
+      stats[split] = self.load_split(split)[2]
+      if needs_labels and not self.has_labels(split):
+        raise race.RaceError(f"{stats[split]['source']}: the {split} split "
+                             "needs answers")
+    return stats
+
+  def fingerprint(self) -> str:
+    return f"{self.name}:{self.task_name}"
+
   def __init__(self, task_name: str, tokenizer, data_dir: str,
                max_seq_length: int = 512, max_qa_length: int = 128,
                eval_batch_size: int = 8, classifier_dropout: float = 0.1,
                seed: int = 12345, max_train_examples: int = 0,
-               max_eval_examples: int = 0, max_predict_examples: int = 0):
-    if task_name not in race.TASK_NAMES:
-      raise ValueError(f"--task_name must be one of "
-                       f"{', '.join(race.TASK_NAMES)}, "
+               max_eval_examples: int = 0, max_predict_examples: int = 0,
+               spec: Optional[race.ChoiceSpec] = None):
+    if spec is None and task_name in race.TASK_NAMES:
+      spec = race.RACE
+    if spec is None:
+      known = registry.datasets("multiple_choice").get(task_name)
+      spec = known.spec if known is not None else None
+    if spec is None:
+      names = sorted({*race.TASK_NAMES, *registry.datasets(
+          "multiple_choice")})
+      raise ValueError(f"--task_name must be one of {', '.join(names)}, "
                        f"got {task_name!r}")
+    self.spec = spec
     self.task_name = task_name
     self.tokenizer = tokenizer
     self.data_dir = data_dir
@@ -73,19 +161,28 @@ class MultipleChoiceTask(Task):
   def load_split(self, split: str):
     """(RaceData, features, stats) of a split, read and encoded once."""
     if split not in self._splits:
-      data = race.read_race(self.data_dir, split)
+      data = self.spec.read(self.data_dir, split)
       if self.max_examples[split]:
         data.examples = data.examples[:self.max_examples[split]]
-      features, counts = race.encode_race(
+      features, counts = self.spec.encode(
           data.examples, self.tokenizer, self.max_seq_length,
           self.max_qa_length)
       stats = dict(data.counts, **counts, source=data.source)
-      logging.log(
-          logging.WARNING if counts["articles_truncated"] else logging.INFO,
-          "[%s] %s: %d questions; %d articles cut to max_seq_length=%d, %d "
-          "question+option texts cut to max_qa_length=%d", split,
-          data.source, len(data.examples), counts["articles_truncated"],
-          self.max_seq_length, counts["qa_truncated"], self.max_qa_length)
+      if self.spec is race.RACE:
+        logging.log(
+            logging.WARNING if counts["articles_truncated"] else logging.INFO,
+            "[%s] %s: %d questions; %d articles cut to max_seq_length=%d, %d "
+            "question+option texts cut to max_qa_length=%d", split,
+            data.source, len(data.examples), counts["articles_truncated"],
+            self.max_seq_length, counts["qa_truncated"], self.max_qa_length)
+      else:
+        cut = {k: v for k, v in counts.items() if k.endswith("_truncated")}
+        logging.log(
+            logging.WARNING if any(cut.values()) else logging.INFO,
+            "[%s] %s: %d questions (max_seq_length=%d, max_qa_length=%d): %s",
+            split, data.source, len(data.examples), self.max_seq_length,
+            self.max_qa_length,
+            ", ".join(f"{k} {v}" for k, v in counts.items()))
       self._splits[split] = (data, features, stats)
     return self._splits[split]
 
@@ -114,8 +211,9 @@ class MultipleChoiceTask(Task):
 
   # --------------------------------------------------------- model
   def build_model(self, config):
-    return AlbertMultipleChoice(config, race.NUM_CHOICES,
-                                classifier_dropout=self.classifier_dropout)
+    return choice_model.AlbertMultipleChoice(
+        config, self.spec.num_choices,
+        classifier_dropout=self.classifier_dropout)
 
   def build_losses(self):
     return {F.LOGITS: keras.losses.SparseCategoricalCrossentropy(
@@ -127,13 +225,13 @@ class MultipleChoiceTask(Task):
 
   # --------------------------------------------------------- eval / predict
   def logits(self, model, split: str) -> np.ndarray:
-    """[n, 4] logits of a split's questions, in order."""
+    """[n, num_choices] logits of a split's questions, in order."""
     features = self.load_split(split)[1]
     if self._predict_model is not model:
       self._predict_fn = batched_logits(model)
       self._predict_model = model
     return self._predict_fn(features, self.eval_batch_size).reshape(
-        [-1, race.NUM_CHOICES])
+        [-1, self.spec.num_choices])
 
   def _metrics(self, split: str, logits) -> Dict[str, float]:
     data = self.load_split(split)[0]
@@ -151,29 +249,35 @@ class MultipleChoiceTask(Task):
     data = self.load_split("test")[0]
     logits = self.logits(model, "test")
     probs = tf.nn.softmax(logits, axis=-1).numpy()
+    names = self.spec.choice_names
     with open(os.path.join(output_dir, PREDICTIONS_FILE), "w",
               encoding="utf-8") as f:
       f.write("id\tlevel\tprediction\t" + "\t".join(
-          f"prob_{letter}" for letter in race.LETTERS) + "\n")
+          f"prob_{name}" for name in names) + "\n")
       for question, row in zip(data.examples, probs):
         f.write(f"{question.id}\t{question.level}\t"
-                f"{race.LETTERS[int(row.argmax())]}\t" +
+                f"{names[int(row.argmax())]}\t" +
                 "\t".join(f"{p:.6f}" for p in row) + "\n")
+    if self.spec.submission_file:
+      self.spec.write_submission(
+          os.path.join(output_dir, self.spec.submission_file),
+          data.examples, logits.argmax(-1))
     return self._metrics("test", logits) if self.has_labels("test") else {}
 
   # --------------------------------------------------------- record / export
   def record(self):
     return record_lib.ModelInfo(
         task=self.name, task_name=self.task_name,
-        num_labels=race.NUM_CHOICES, label_list=list(race.LETTERS),
+        num_labels=self.spec.num_choices,
+        label_list=list(self.spec.choice_names),
         max_seq_length=self.max_seq_length, text_pair=True,
         task_config={"max_qa_length": self.max_qa_length,
-                     "num_choices": race.NUM_CHOICES},
+                     "num_choices": self.spec.num_choices},
         **record_lib.tokenizer_fields(self.tokenizer))
 
   @classmethod
   def export_model(cls, config, record):
-    return AlbertMultipleChoice(
+    return choice_model.AlbertMultipleChoice(
         config, record.task_config.get("num_choices", race.NUM_CHOICES))
 
   @classmethod

@@ -14,25 +14,31 @@ Export (`--model=pretrainer`): serving_default and serve_text (+
 (`albert_tf.fill_mask`).
 """
 
+from __future__ import annotations
+
 import re
 import warnings
 from typing import Dict, List, Optional
 
-import tensorflow as tf
 
 from albert_tf import features as F
-from albert_tf.data import corrupt_records
-from albert_tf.data import pretraining_dataset
-from albert_tf.data import record_checks
-from albert_tf.modeling.models import AlbertPretrainer
-from albert_tf.serving import saved_model
+from albert_tf import lazy
+from albert_tf import registry
 from albert_tf.tasks import record as record_lib
 from albert_tf.tasks.base import Task
+
+tf = lazy.module("tensorflow")
+corrupt_records = lazy.module("albert_tf.data.corrupt_records")
+pretraining_dataset = lazy.module("albert_tf.data.pretraining_dataset")
+record_checks = lazy.module("albert_tf.data.record_checks")
+models = lazy.module("albert_tf.modeling.models")
+saved_model = lazy.module("albert_tf.serving.saved_model")
 
 EVAL_KEYS = ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
              "sentence_order_loss")
 
 
+@registry.register_family("pretraining")
 class PretrainingTask(Task):
   """MLM + SOP over TFRecord files in the `albert_tf.features` format."""
 
@@ -58,7 +64,7 @@ class PretrainingTask(Task):
                             skip_corrupt_records=skip_corrupt_records)
 
   def build_model(self, config):
-    return AlbertPretrainer(
+    return models.AlbertPretrainer(
         config, sentence_order_weight=self.sentence_order_weight)
 
   def build_inputs(self, split, strategy, global_batch_size, start_step=0,
@@ -108,7 +114,7 @@ class PretrainingTask(Task):
 
   @classmethod
   def export_model(cls, config, record):
-    return AlbertPretrainer(config)
+    return models.AlbertPretrainer(config)
 
   @classmethod
   def export_signatures(cls, model, record, tokenizer, max_seq_length,

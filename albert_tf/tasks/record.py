@@ -2,7 +2,7 @@
 
 Every training command writes `task_record.json` beside its checkpoints:
 
-    {"task": "tagging",                 # the family's name in tasks.TASKS
+    {"task": "tagging",                 # the registered family (albert_tf.registry)
      "task_name": "conll", "label_list": [...], "num_labels": 5,
      "max_seq_length": 128, "tokenizer_file": "spm.model",
      "tokenizer_kind": "sentencepiece", "do_lower_case": true,
@@ -18,14 +18,17 @@ their classifier_config.json (run_classifier) and tagger_config.json
 task_config.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import os
 from typing import List, Optional
 
-import tensorflow as tf
 
-from albert_tf.training import checkpoints
+from albert_tf import lazy
+
+tf = lazy.module("tensorflow")
 
 
 # ------------------------------------------------------------ task record
@@ -40,7 +43,7 @@ LEGACY_RECORD_FILES = (CLASSIFIER_CONFIG, TAGGER_CONFIG)
 class ModelInfo:
   """The task record (RECORD_FILE), and the export's albert_export.json.
 
-  `task` names the family (`albert_tf.tasks.TASKS`); the common fields are
+  `task` names the family (`albert_tf.registry`); the common fields are
   what every family serves with; `task_config` is the family's own (the
   tagger's tag_scheme, doc_stride, token_level).
   """
@@ -54,6 +57,9 @@ class ModelInfo:
   do_lower_case: bool = True
   text_pair: bool = False
   task_config: dict = dataclasses.field(default_factory=dict)
+  # The module that registers the family (`registry.family` imports it
+  # when the family is not registered yet: a family of the user's own).
+  task_module: Optional[str] = None
   # Written by export_saved_model only.
   model: Optional[str] = None
   version: Optional[int] = None
@@ -114,7 +120,8 @@ class ModelInfo:
     RECORD_FILE first; else an older output's classifier_config.json (task
     "regression" or "classification") or tagger_config.json ("tagging").
     """
-    directory = checkpoints.checkpoint_dir(checkpoint_or_dir)
+    directory = (checkpoint_or_dir if tf.io.gfile.isdir(checkpoint_or_dir)
+                 else os.path.dirname(checkpoint_or_dir))
     path = os.path.join(directory, RECORD_FILE)
     if tf.io.gfile.exists(path):
       return cls.read(path)

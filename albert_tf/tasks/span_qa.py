@@ -24,24 +24,81 @@ answers `albert_tf.data.span_decode`, the official scores
     (`albert_tf.serving.span_graph`).
 """
 
+from __future__ import annotations
+
+import dataclasses
+import os
 from typing import Dict, Optional, Tuple
 
 from absl import logging
 
 from albert_tf import features as F
+from albert_tf import registry
+from albert_tf import settings
+from albert_tf.options import FinetuneOptions
+from albert_tf import lazy
 from albert_tf.data import span_decode
 from albert_tf.data import squad
 from albert_tf.data import squad_metrics
-from albert_tf.modeling import span_qa
-from albert_tf.serving import saved_model
+from albert_tf.data.squad_metrics import TASK_NAMES
 from albert_tf.tasks import record as record_lib
 from albert_tf.tasks.base import Task, batched_outputs, step_indexed_inputs
+from albert_tf.tasks.base import first_given
+
+span_qa = lazy.module("albert_tf.modeling.span_qa")
+saved_model = lazy.module("albert_tf.serving.saved_model")
 
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
 NULL_ODDS_FILE = "null_odds.json"
 
 
+# --data_dir's files when --train_file / --predict_file are not given.
+TRAIN_JSON, DEV_JSON = "train.json", "dev.json"
+# The original run_squad's defaults (a fine-tuned model's own come first).
+MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH = 384, 128, 64
+
+
+@dataclasses.dataclass
+class SquadOptions(FinetuneOptions):
+  """Everything `run` needs; the fields define the command-line flags."""
+  task_name: str = settings.field(
+      "squad", "squad (the official SQuAD evaluation), cmrc2018 or drcd "
+      "(CMRC 2018's: character F1 over mixed segmentation, EM without "
+      "punctuation).", choices=TASK_NAMES)
+  data_dir: Optional[str] = settings.field(
+      None, f"Directory with {TRAIN_JSON} and {DEV_JSON}, for "
+      "--train_file and --predict_file when they are not given.")
+  train_file: Optional[str] = settings.field(
+      None, "SQuAD JSON for training.")
+  predict_file: Optional[str] = settings.field(
+      None, "SQuAD JSON to predict (and to evaluate when it has answers).")
+  version_2_with_negative: bool = settings.field(
+      False, "SQuAD 2.0: questions may have no answer (is_impossible); the "
+      "v2 head with its answer-class logit.")
+  doc_stride: Optional[int] = settings.field(
+      None, "Pieces between the starts of a context's windows (the step "
+      "between window starts as in the original, not HF's overlap; "
+      f"default: as the model was fine-tuned, else {DOC_STRIDE}).",
+      lower_bound=1)
+  max_query_length: Optional[int] = settings.field(
+      None, "Question pieces kept; longer questions are cut and counted "
+      f"(default: as the model was fine-tuned, else {MAX_QUERY_LENGTH}).",
+      lower_bound=1)
+  # How the predictions are read from the logits.
+  n_best_size: int = settings.field(
+      20, "Answers kept per question in nbest_predictions.json.",
+      lower_bound=1, group="output")
+  max_answer_length: int = settings.field(
+      30, "Longest answer, in pieces.", lower_bound=1, group="output")
+  start_n_top: int = settings.field(5, "v2: start beams.", lower_bound=1,
+                                    group="output")
+  end_n_top: int = settings.field(5, "v2: end beams per start.",
+                                  lower_bound=1, group="output")
+
+
+@registry.register_family("span_qa", options=SquadOptions,
+                          command="albert-squad")
 class SpanQATask(Task):
   """A SQuAD-JSON train file and predict (dev) file, one tokenizer.
 
@@ -54,6 +111,70 @@ class SpanQATask(Task):
   best_metric = "f1"
   export_name = "span_qa"
   output_files = (PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE)
+
+  # --------------------------------------------------------- fine-tuning
+  default_max_seq_length = MAX_SEQ_LENGTH
+  random_init_warning = (
+      "Training span QA from random initial weights (no --init_checkpoint): "
+      "the scores will be far below ALBERT's; give a pretrained checkpoint "
+      "(convert_checkpoint) to fine-tune it")
+
+  @classmethod
+  def resolve_options(cls, o: SquadOptions, info):
+    def pick(given, name):
+      return given if given or not o.data_dir else os.path.join(o.data_dir,
+                                                                name)
+    o = dataclasses.replace(o, train_file=pick(o.train_file, TRAIN_JSON),
+                            predict_file=pick(o.predict_file, DEV_JSON))
+    if o.do_train and not o.train_file:
+      raise squad.SquadError("--do_train needs --train_file (or --data_dir "
+                             f"with {TRAIN_JSON})")
+    if (o.do_eval or o.do_predict) and not o.predict_file:
+      raise squad.SquadError("--do_eval and --do_predict need --predict_file "
+                             f"(or --data_dir with {DEV_JSON})")
+    own = cls.own_config(info)
+    if own and bool(own.get("version_2_with_negative")) != (
+        o.version_2_with_negative):
+      recorded = str(bool(own.get("version_2_with_negative"))).lower()
+      raise squad.SquadError(
+          f"--init_checkpoint={o.init_checkpoint} was fine-tuned with "
+          f"--version_2_with_negative={recorded} (another head); give the "
+          "same value")
+    o = super().resolve_options(o, info)
+    o = dataclasses.replace(
+        o, doc_stride=first_given(o.doc_stride, own.get("doc_stride"),
+                                  DOC_STRIDE),
+        max_query_length=first_given(o.max_query_length,
+                                     own.get("max_query_length"),
+                                     MAX_QUERY_LENGTH))
+    if o.max_seq_length < o.max_query_length + 3 + 1:
+      raise ValueError(f"--max_seq_length={o.max_seq_length} leaves no room "
+                       f"for context after --max_query_length="
+                       f"{o.max_query_length} and [CLS], [SEP], [SEP]")
+    return o
+
+  @classmethod
+  def from_options(cls, o: SquadOptions, tokenizer, info, dataset):
+    return cls(o.task_name, tokenizer, o.train_file, o.predict_file,
+               o.max_seq_length, o.doc_stride, o.max_query_length,
+               o.version_2_with_negative, o.n_best_size, o.max_answer_length,
+               o.start_n_top, o.end_n_top, o.eval_batch_size,
+               o.classifier_dropout, o.seed, o.max_train_examples,
+               o.max_eval_examples, o.max_predict_examples)
+
+  def read_splits(self, o) -> Dict[str, dict]:
+    # Every split the run needs, each with its own example limit.
+    stats = {split: self.stats(split) for split, wanted in (
+        ("train", o.do_train), ("dev", o.do_eval), ("test", o.do_predict))
+             if wanted}
+    if o.do_eval and not self.has_answers("dev"):
+      raise squad.SquadError(f"{self.files['dev']}: --do_eval needs answers "
+                             "in the predict file")
+    return stats
+
+  def fingerprint(self) -> str:
+    return (f"{self.name}:{self.task_name}:"
+            f"v{2 if self.version_2_with_negative else 1}")
 
   def __init__(self, task_name: str, tokenizer, train_file: Optional[str],
                predict_file: Optional[str], max_seq_length: int = 384,

@@ -21,24 +21,59 @@ metric `albert_tf.data.ner_data`; this file is what the trainer needs on top:
     character offsets (`albert_tf.serving.tagging_graph.TextTagger`).
 """
 
+from __future__ import annotations
+
+import dataclasses
 import os
 from typing import Dict, List, Optional, Sequence
 
 from absl import logging
-import keras
-import tensorflow as tf
 
 from albert_tf import features as F
+from albert_tf import registry
+from albert_tf import settings
+from albert_tf.options import FinetuneOptions
+from albert_tf import lazy
 from albert_tf.data import conll, ner_data
-from albert_tf.modeling.models import AlbertTagger
-from albert_tf.serving import saved_model
+from albert_tf.data.conll import TASK_NAMES
 from albert_tf.tasks import record as record_lib
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
+from albert_tf.tasks.base import first_given
+
+keras = lazy.module("keras")
+tf = lazy.module("tensorflow")
+models = lazy.module("albert_tf.modeling.models")
+saved_model = lazy.module("albert_tf.serving.saved_model")
 
 PREDICTIONS_FILE = "test_predictions.txt"
 SPLIT_FILES = {"train": "train.txt", "dev": "dev.txt", "test": "test.txt"}
 
 
+@dataclasses.dataclass
+class NerOptions(FinetuneOptions):
+  """Everything `run` needs; the fields define the command-line flags."""
+  task_name: str = settings.field(
+      None, "peoples_daily_ner (data_prep.corpora's BIO files) or conll (any "
+      "CoNLL files).", choices=TASK_NAMES, required=True)
+  data_dir: str = settings.field(
+      None, "Directory with train.txt, dev.txt and test.txt in CoNLL layout.",
+      required=True)
+  doc_stride: Optional[int] = settings.field(
+      None, "Pieces between the starts of the windows of a sentence longer "
+      "than max_seq_length - 2 (default: half a window).")
+  tag_scheme: Optional[str] = settings.field(
+      None, "BIO (IOB2), IOB1, BIOES (IOBES) or BMES (default: detected from "
+      "the files).")
+  strict_tags: bool = settings.field(
+      False, "Stop at the first gold tag that does not continue or close an "
+      "entity in its scheme (an I-PER after O, an M-PER or E-PER at the "
+      "sentence start, an entity BIOES leaves open), naming file:line. "
+      "Without it such tags are read as conlleval and seqeval read them (an "
+      "inside tag that continues no entity starts one), counted, and named "
+      "in one warning per file.")
+
+
+@registry.register_family("tagging", options=NerOptions, command="albert-ner")
 class TaggingTask(Task):
   """CoNLL {train,dev,test}.txt in data_dir, encoded with one tokenizer.
 
@@ -51,6 +86,43 @@ class TaggingTask(Task):
   best_metric = "entity_f1"
   export_name = "tagger"
   output_files = (PREDICTIONS_FILE,)
+
+  # --------------------------------------------------------- fine-tuning
+  @classmethod
+  def resolve_options(cls, o: NerOptions, info):
+    conll.canonical_scheme(o.tag_scheme)  # a bad name fails here
+    o = super().resolve_options(o, info)
+    return dataclasses.replace(o, doc_stride=first_given(
+        o.doc_stride, cls.own_config(info).get("doc_stride"),
+        max(1, (o.max_seq_length - 2) // 2)))
+
+  @classmethod
+  def from_options(cls, o: NerOptions, tokenizer, info, dataset):
+    own = info if info and info.task == cls.name else None
+    return cls(o.task_name, tokenizer, o.data_dir, o.max_seq_length,
+               o.doc_stride, label_list=own.label_list if own else None,
+               tag_scheme=o.tag_scheme, eval_batch_size=o.eval_batch_size,
+               classifier_dropout=o.classifier_dropout, seed=o.seed,
+               max_train_examples=o.max_train_examples,
+               max_eval_examples=o.max_eval_examples,
+               strict_tags=o.strict_tags,
+               max_predict_examples=o.max_predict_examples)
+
+  def read_splits(self, o) -> Dict[str, dict]:
+    # The splits are read first: the train split's tags are the model's.
+    stats = {}
+    for split, wanted, needs_tags in (("train", o.do_train, True),
+                                      ("dev", o.do_eval, True),
+                                      ("test", o.do_predict, False)):
+      if not wanted:
+        continue
+      data, _, stats[split] = self.load_split(split)
+      if needs_tags and not data.has_tags:
+        raise conll.DataError(f"{data.file}: the {split} split needs tags")
+    return stats
+
+  def fingerprint(self) -> str:
+    return f"{self.name}:{self.task_name}:{','.join(self.label_list)}"
 
   def __init__(self, task_name: str, tokenizer, data_dir: str,
                max_seq_length: int, doc_stride: int,
@@ -189,7 +261,7 @@ class TaggingTask(Task):
 
   # --------------------------------------------------------- model
   def build_model(self, config):
-    return AlbertTagger(config, len(self.label_list),
+    return models.AlbertTagger(config, len(self.label_list),
                         classifier_dropout=self.classifier_dropout)
 
   def build_losses(self):
@@ -250,7 +322,7 @@ class TaggingTask(Task):
       raise ValueError(f"{record_lib.RECORD_FILE} beside --checkpoint: "
                        f"token_level must be one of {ner_data.TOKEN_LEVELS}, "
                        f"got {level!r}")
-    return AlbertTagger(config, len(record.label_list))
+    return models.AlbertTagger(config, len(record.label_list))
 
   @classmethod
   def export_signatures(cls, model, record, tokenizer, max_seq_length,

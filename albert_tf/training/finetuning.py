@@ -24,7 +24,7 @@ from albert_tf.training import checkpoints
 from albert_tf.training import output_dir
 from albert_tf.training import resolution
 from albert_tf.training import runtime
-from albert_tf.training.options import FinetuneOptions, main_for  # noqa: F401  pylint: disable=unused-import
+from albert_tf.options import FinetuneOptions, main_for  # noqa: F401  pylint: disable=unused-import
 from albert_tf.training.trainer import Trainer, TrainerSettings
 
 
@@ -146,7 +146,10 @@ def write_run_files(output_dir: str, config, task) -> None:
   copy = os.path.join(output_dir, os.path.basename(tokenizer.model_file))
   if os.path.abspath(copy) != os.path.abspath(tokenizer.model_file):
     shutil.copyfile(tokenizer.model_file, copy)
-  task.record().write_beside(output_dir)
+  info = task.record()
+  if info.task_module is None:
+    info.task_module = type(task).__module__
+  info.write_beside(output_dir)
 
 
 def strategy(o: FinetuneOptions):
@@ -214,7 +217,7 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
 
 def write_eval_results(directory: str, results: dict) -> None:
   """eval_results.json, renamed into place (a kill leaves the last one;
-  --overwrite removes a leftover .tmp, `output_dir.RUN_FILES`)."""
+  --overwrite removes a leftover .tmp, `output_dir.run_files()`)."""
   path = os.path.join(directory, "eval_results.json")
   write_synced(path + ".tmp", json.dumps(results, indent=2).encode("utf-8"))
   os.replace(path + ".tmp", path)

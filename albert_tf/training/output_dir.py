@@ -3,7 +3,7 @@
 The fingerprint is what a run in an output_dir was started with. A rerun
 with another architecture, task, tokenizer, optimizer or batch size stops
 with one line instead of resuming from weights that mean something else.
---overwrite deletes the files a run writes there (`RUN_FILES`) and nothing
+--overwrite deletes the files a run writes there (`run_files()`) and nothing
 else: data, notes or another tool's output in the folder stay as they are.
 """
 
@@ -16,13 +16,12 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf import features
-from albert_tf import tasks
-from albert_tf.config import AlbertConfig
+from albert_tf import registry
+from albert_tf.config import ARCHITECTURE_FIELDS, AlbertConfig
 from albert_tf.data.tokenization import file_sha256
 from albert_tf.tasks import record
 from albert_tf.training import callbacks
 from albert_tf.training import checkpoints
-from albert_tf.training.resolution import ARCHITECTURE_FIELDS
 from albert_tf.training.runtime import RunConfigError, canonical_precision
 
 
@@ -186,26 +185,38 @@ _EVENTS = r"events\.out\.tfevents\..+"  # tf.summary's
 # What training, eval and predict runs write in output_dir, by folder (full
 # matches of the names): --overwrite deletes these and nothing else. The
 # tokenizer copy (`finetuning.write_run_files`) is the file the previous
-# run's task record names.
-RUN_FILES: Dict[str, Sequence[str]] = {
+# run's task record names; the families' own predictions are their
+# `output_files`, read from the registry when a run starts over (so a family
+# registered after this module loaded is included).
+_RUN_FILES: Dict[str, Sequence[str]] = {
     "": (_CKPT, r"checkpoint(\.tmp)?",
          re.escape(FINGERPRINT_FILE) + r"(\.tmp)?",
          *map(re.escape, (
              checkpoints.CONFIG_NAME, record.RECORD_FILE,
              *record.LEGACY_RECORD_FILES, callbacks.TRAIN_LOG,
              callbacks.EVAL_LOG, features.SKIPPED_RECORDS_FILE,
-             # The commands' results (run_pretraining, run_classifier,
-             # run_ner) and the task families' test predictions.
-             "eval_results.txt", "test_results.json",
-             *sorted({name for task in tasks.TASKS.values()
-                      for name in task.output_files}))),
-         # renamed into place (finetuning.write_eval_results)
+             # run_pretraining's results; test_results.json of older runs.
+             "eval_results.txt", "test_results.json")),
+         # renamed into place (file_io.atomic_writer, its .tmp)
          r"eval_results\.json(\.tmp)?"),
     "train": (_EVENTS,),
     "eval": (_EVENTS,),
     checkpoints.BEST_DIR: (_CKPT, r"checkpoint(\.tmp)?", re.escape(
         checkpoints.BEST_FILE) + r"(\.tmp)?"),
 }
+
+
+def run_files() -> Dict[str, Sequence[str]]:
+  """{folder: name patterns} of what runs write in output_dir: the
+  trainer's and commands' files and every registered family's
+  `output_files` (each also as its `.tmp`)."""
+  own = sorted({name for family in registry.families().values()
+                for name in family.task.output_files})
+  files = dict(_RUN_FILES)
+  files[""] = (*files[""], *(re.escape(n) + r"(\.tmp)?" for n in own))
+  return files
+
+
 # Folders of the run's own: a save killed midway (`<prefix>_temp*`), a
 # multi-worker run's scratch checkpoints (`.worker_N`).
 RUN_DIRS = r"ckpt-\d+_temp.*|\.worker_\d+"
@@ -241,7 +252,7 @@ def _recorded_tokenizer(output_dir: str) -> Optional[str]:
 
 
 def remove_run_files(output_dir: str, keep: Iterable[str] = ()) -> list:
-  """Deletes what a run wrote in output_dir (`RUN_FILES`, `RUN_DIRS`, the
+  """Deletes what a run wrote in output_dir (`run_files()`, `RUN_DIRS`, the
   tokenizer copy), never the lock, nor a path in `keep` (the new run's own
   inputs: a tokenizer or config file that lies there). A folder of the
   run's (train/, eval/, best/) goes once nothing else is left in it.
@@ -249,7 +260,7 @@ def remove_run_files(output_dir: str, keep: Iterable[str] = ()) -> list:
   keep = {_resolved(p) for p in keep if p}
   tokenizer = _recorded_tokenizer(output_dir)
   removed = []
-  for folder, patterns in sorted(RUN_FILES.items(), reverse=True):
+  for folder, patterns in sorted(run_files().items(), reverse=True):
     directory = os.path.join(output_dir, folder) if folder else output_dir
     if not tf.io.gfile.isdir(directory):
       continue

@@ -11,7 +11,7 @@ from typing import List, Optional, Tuple
 import tensorflow as tf
 
 from albert_tf.training import checkpoints
-from albert_tf.config import AlbertConfig, resolve_config
+from albert_tf.config import ARCHITECTURE_FIELDS, AlbertConfig, resolve_config
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.training.runtime import RunConfigError
 from albert_tf.tasks.record import ModelInfo
@@ -20,12 +20,6 @@ from albert_tf.tasks.record import ModelInfo
 # ------------------------------------------------------------ model + tokenizer
 # Config fields that change the weights' shapes or the math; dropout and
 # initializer_range may differ between pretraining and fine-tuning.
-ARCHITECTURE_FIELDS = ("vocab_size", "embedding_size", "hidden_size",
-                       "num_hidden_layers", "num_hidden_groups",
-                       "inner_group_num", "num_attention_heads",
-                       "intermediate_size", "hidden_act",
-                       "max_position_embeddings", "type_vocab_size",
-                       "layer_norm_eps", "share", "embedding_layout")
 
 
 def architecture_diff(a: AlbertConfig, b: AlbertConfig) -> List[str]:

@@ -15,8 +15,8 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from albert_tf.training.options import PRECISIONS
-from albert_tf.training.options import STRATEGIES
+from albert_tf.options import PRECISIONS
+from albert_tf.options import STRATEGIES
 
 
 class RunConfigError(ValueError):

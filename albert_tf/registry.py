@@ -1,0 +1,246 @@
+"""Task families and datasets register themselves where they are defined.
+
+The shape of Model Garden's `task_factory.register_task_cls`: a family's
+file says, beside its `Task` subclass,
+
+    @registry.register_family("classification", options=ClassifierOptions,
+                              command="albert-classify")
+    class ClassificationTask(Task):
+      ...
+
+and a dataset (a named set of option values of one family, such as CLUE's
+AFQMC) says, in the file that reads it,
+
+    registry.register_dataset("afqmc", "classification", spec=AFQMC_SPEC,
+                              help="CLUE AFQMC: ...")
+
+Nothing else lists families or datasets: `albert-finetune --task=<family or
+dataset>`, the console scripts, export_saved_model, export_tflite and
+`albert_tf.load` find them here. The built-in ones are the modules of the
+`albert_tf.tasks` and `albert_tf.datasets` packages, imported by
+`load_builtins` (pkgutil, no list); a family outside the package is a
+module named by `--task_module` (or a `.py` file), or an installed
+package's `albert_tf.tasks` entry point, or any module imported before the
+lookup. The family files import TensorFlow lazily (`albert_tf.lazy`), so
+that listing them for --help loads no TF.
+
+No TensorFlow and no albert_tf import here: every layer may import this.
+"""
+
+import dataclasses
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import pkgutil
+import sys
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+
+# The packages whose modules register the built-in families and datasets.
+BUILTIN_PACKAGES = ("albert_tf.tasks", "albert_tf.datasets")
+# The entry-point group of installed packages' families and datasets.
+ENTRY_POINT_GROUP = "albert_tf.tasks"
+
+
+class RegistryError(ValueError):
+  """An unknown or clashing family or dataset name."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+  """A task family: its Task subclass and the dataclass of its flags.
+
+  options: a `training.options.FinetuneOptions` subclass whose fields are
+    the family's flags (shared ones inherited); None for a family that is
+    not fine-tuned (pretraining).
+  command: the console script of the family's own command (an alias of
+    `albert-finetune --task=<name>`), or None.
+  module: the module that defined the family (`load` imports it).
+  """
+  name: str
+  task: type
+  options: Optional[type] = None
+  command: Optional[str] = None
+  module: str = ""
+  help: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+  """A named dataset of one family: option defaults and the family's spec.
+
+  spec: what the family reads the data with (a classifier_data.TaskSpec,
+    a reader); the family says what it accepts.
+  defaults: option values this dataset sets (task_name, max_seq_length, ..)
+    unless the command line gives them.
+  """
+  name: str
+  family: str
+  spec: Any = None
+  defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  help: str = ""
+  module: str = ""
+
+
+_FAMILIES: Dict[str, Family] = {}
+_DATASETS: Dict[str, Dataset] = {}
+_loaded = False
+
+
+def register_family(name: str, *, options: Optional[type] = None,
+                    command: Optional[str] = None, help: str = "",  # pylint: disable=redefined-builtin
+                    aliases: Iterable[str] = ()):
+  """Class decorator: registers a Task subclass as family `name`.
+
+  aliases: other names of the same class (regression is classification's
+  scores variant). Registering a name twice with another class is an
+  error; the same class again (a module reloaded) replaces it.
+  """
+  def decorate(task_cls):
+    for n in (name, *aliases):
+      known = _FAMILIES.get(n)
+      if known and known.task.__qualname__ != task_cls.__qualname__:
+        raise RegistryError(
+            f"task family {n!r}: already registered by {known.module}."
+            f"{known.task.__qualname__}; {task_cls.__module__}."
+            f"{task_cls.__qualname__} cannot take the name")
+      _FAMILIES[n] = Family(n, task_cls, options, command if n == name
+                            else None, task_cls.__module__,
+                            help or (task_cls.__doc__ or "").split("\n")[0])
+    task_cls.name = task_cls.__dict__.get("name") or name
+    return task_cls
+  return decorate
+
+
+def register_dataset(name: str, family: str, *, spec: Any = None,
+                     help: str = "", **defaults) -> Dataset:  # pylint: disable=redefined-builtin
+  """Registers dataset `name` of `family`; returns it.
+
+  defaults: option values (the family's option fields) the dataset sets;
+  task_name defaults to `name`.
+  """
+  known = _DATASETS.get(name)
+  caller = sys._getframe(1).f_globals.get("__name__", "")  # pylint: disable=protected-access
+  if known and known.module != caller:
+    raise RegistryError(f"dataset {name!r}: already registered by "
+                        f"{known.module}")
+  if name in _FAMILIES:
+    raise RegistryError(f"dataset {name!r}: the name of a task family")
+  dataset = Dataset(name, family, spec, {"task_name": name, **defaults},
+                    help, caller)
+  _DATASETS[name] = dataset
+  return dataset
+
+
+def import_task_module(name: str) -> None:
+  """Imports a module that registers families or datasets: a dotted module
+  name, or the path of a .py file (imported under its file name)."""
+  if name.endswith(".py"):
+    if not os.path.isfile(name):
+      raise RegistryError(f"--task_module={name}: no such file")
+    module_name = os.path.splitext(os.path.basename(name))[0]
+    if module_name in sys.modules:
+      return
+    spec = importlib.util.spec_from_file_location(module_name, name)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+      spec.loader.exec_module(module)
+    except BaseException:
+      del sys.modules[module_name]
+      raise
+    return
+  try:
+    importlib.import_module(name)
+  except ModuleNotFoundError as e:
+    if e.name and name.startswith(e.name):
+      raise RegistryError(f"--task_module={name}: no module named "
+                          f"{e.name!r} (give a module on the Python path or "
+                          "a .py file)") from None
+    raise
+
+
+def load_builtins() -> None:
+  """Imports every module of BUILTIN_PACKAGES and the entry points of
+  ENTRY_POINT_GROUP (once)."""
+  global _loaded
+  if _loaded:
+    return
+  _loaded = True
+  for package in BUILTIN_PACKAGES:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+      continue
+    importlib.import_module(package)
+    for info in pkgutil.iter_modules(spec.submodule_search_locations):
+      if not info.name.startswith("_"):
+        importlib.import_module(f"{package}.{info.name}")
+  for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    entry.load()
+
+
+def families() -> Dict[str, Family]:
+  """{name: Family} of every registered family (built-ins loaded)."""
+  load_builtins()
+  return dict(_FAMILIES)
+
+
+def datasets(family: Optional[str] = None) -> Dict[str, Dataset]:
+  """{name: Dataset} of every registered dataset (of `family`)."""
+  load_builtins()
+  return {k: v for k, v in _DATASETS.items()
+          if family is None or v.family == family}
+
+
+def family(name: str, module: Optional[str] = None) -> Family:
+  """The family `name`; `module` (a record's) is imported when the name is
+  not registered yet. Raises RegistryError listing the known ones."""
+  load_builtins()
+  if name not in _FAMILIES and module:
+    try:
+      import_task_module(module)
+    except (ImportError, RegistryError):
+      pass
+  if name not in _FAMILIES:
+    raise RegistryError(
+        f"unknown task family {name!r}"
+        + (f" (defined in {module}, which is not importable here)"
+           if module else "")
+        + f"; known: {', '.join(sorted(_FAMILIES))} (a family of your own: "
+        "--task_module=<module or file.py>)")
+  return _FAMILIES[name]
+
+
+def family_of_task(task_cls: type) -> Family:
+  """The Family a Task subclass was registered as (its first name)."""
+  load_builtins()
+  for f in _FAMILIES.values():
+    if f.task is task_cls and f.options is not None or (
+        f.task is task_cls and f.name == getattr(task_cls, "name", None)):
+      return f
+  raise RegistryError(f"{task_cls.__qualname__} is not a registered family")
+
+
+def resolve(task: str) -> Tuple[Family, Optional[Dataset]]:
+  """(family, dataset or None) of a --task value: a family or dataset name.
+  Raises RegistryError naming the known ones."""
+  load_builtins()
+  if task in _FAMILIES:
+    return _FAMILIES[task], None
+  if task in _DATASETS:
+    dataset = _DATASETS[task]
+    return family(dataset.family), dataset
+  fine_tuned = sorted(n for n, f in _FAMILIES.items() if f.options)
+  raise RegistryError(
+      f"--task={task}: no such task family or dataset; families: "
+      f"{', '.join(fine_tuned)}; datasets: {', '.join(sorted(_DATASETS))} "
+      "(a family of your own: --task_module=<module or file.py>)")
+
+
+def dataset(name: str) -> Dataset:
+  """The registered dataset `name`; RegistryError listing them if none."""
+  load_builtins()
+  if name not in _DATASETS:
+    raise RegistryError(f"unknown dataset {name!r}; known: "
+                        f"{', '.join(sorted(_DATASETS))}")
+  return _DATASETS[name]
