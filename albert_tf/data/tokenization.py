@@ -14,14 +14,17 @@ Example:
 This module is plain Python (sentencepiece + unicodedata): the Beam workers of
 `data_prep` load it in every process, and TF-Text / keras-hub WordPiece ops
 would pull TensorFlow graph execution into every string (slow per call, and a
-large import) for no gain. An in-graph TF-Text version for export mirrors
-`normalize` step by step; keep the two in sync.
+large import) for no gain. The normalisation steps are the table of
+`albert_tf.data.normalization`, whose graph side the in-graph tokenizer of
+the export (`albert_tf.serving.text_graph`) runs.
 """
 
 import collections
 import hashlib
 import os
 import unicodedata
+
+from albert_tf.data import normalization
 
 SPM_UNDERLINE = "\u2581"  # "▁": SentencePiece's word-start marker.
 KINDS = ("sentencepiece", "wordpiece")
@@ -60,29 +63,17 @@ def is_punctuation(char):
   return unicodedata.category(char).startswith("P")
 
 
-def is_dropped_control(char):
-  """What WordPiece normalisation deletes: NUL, U+FFFD and Cc/Cf except
-  tab and newlines (BERT's _clean_text)."""
-  if char in "\x00\ufffd":
-    return True
-  if char in "\t\n\r":
-    return False
-  return unicodedata.category(char) in ("Cc", "Cf")
+# What WordPiece normalisation deletes (a step of the normalisation table).
+is_dropped_control = normalization.is_dropped_control
 
 
 def normalize(text, kind="sentencepiece", do_lower_case=True):
   """Normalises text the way the original tokenizers do before splitting.
 
-  Exact steps, in order (an in-graph mirror must do the same):
-    1. Every run of whitespace (str.split) becomes one space; leading and
-       trailing whitespace is removed.
-    2. kind="sentencepiece" (ALBERT `preprocess_text`): "``" and "''"
-       become '"'. If do_lower_case: Unicode NFKD, drop combining marks
-       (accent stripping), then lowercase.
-    3. kind="wordpiece" (BERT `BasicTokenizer`): drop U+0000, U+FFFD and
-       control/format characters (categories Cc, Cf). If do_lower_case:
-       lowercase, then NFD and drop non-spacing marks (Mn). NFD, not NFKD,
-       so full-width punctuation keeps the ids BERT's Chinese vocab gives it.
+  Runs the Python side of the steps of `normalization.PIPELINES[kind]`
+  (ALBERT's `preprocess_text` for "sentencepiece", BERT's `BasicTokenizer`
+  cleaning for "wordpiece"), in order; `normalization.describe(kind,
+  do_lower_case)` lists them in prose.
 
   Args:
     text: str.
@@ -91,20 +82,7 @@ def normalize(text, kind="sentencepiece", do_lower_case=True):
   Returns:
     The normalised str.
   """
-  if kind == "wordpiece":
-    text = "".join(c for c in text
-                   if not is_dropped_control(c))
-  text = " ".join(text.split())
-  if kind == "sentencepiece":
-    text = text.replace("``", '"').replace("''", '"')
-    if do_lower_case:
-      text = unicodedata.normalize("NFKD", text)
-      text = "".join(c for c in text if not unicodedata.combining(c))
-      text = text.lower()
-  elif do_lower_case:
-    text = unicodedata.normalize("NFD", text.lower())
-    text = "".join(c for c in text if unicodedata.category(c) != "Mn")
-  return text
+  return normalization.normalize(text, kind, do_lower_case)
 
 
 class AlbertTokenizer:

@@ -381,23 +381,17 @@ def normalization_rules(tokenizer, token_level=None):
   token_level: a tagger's ("char"/"word"): its text is split into tokens
   first and each token goes through the rules on its own.
   """
+  # The normalisation steps are the descriptions of the one table that
+  # tokenization.normalize and text_graph run (albert_tf.data.normalization).
+  from albert_tf.data import normalization  # pylint: disable=g-import-not-at-top
   if token_level:
     return tagger_text_rules(tokenizer, token_level)
+  steps = normalization.describe(tokenizer.kind, tokenizer.do_lower_case)
   if tokenizer.kind == "sentencepiece":
-    steps = ["collapse every run of whitespace (Python str.isspace) to one "
-             "space; strip leading/trailing whitespace",
-             "replace `` and '' with \""]
-    if tokenizer.do_lower_case:
-      steps += ["Unicode NFKD", "drop combining characters "
-                "(unicodedata.combining != 0)", "lowercase"]
     steps.append("SentencePiece encode (the model's own normalizer runs "
                  "inside); a piece ending in <digit>',' is re-encoded "
                  "without the ',' and followed by ','")
   else:
-    steps = ["drop U+0000, U+FFFD and Cc/Cf characters except \\t \\n \\r",
-             "collapse every run of whitespace to one space; strip"]
-    if tokenizer.do_lower_case:
-      steps += ["lowercase", "Unicode NFD", "drop non-spacing marks (Mn)"]
     steps.append("split on whitespace, punctuation (ASCII symbols + Unicode "
                  "P*) and CJK ideographs (each its own word); WordPiece "
                  "longest-match-first with '##' continuations; a word over "

@@ -6,14 +6,17 @@ or WordPiece) and `albert_tf.data.classifier_data.encode_pair` (the
 TensorFlow and tensorflow-text ops, so that a SavedModel can take raw text
 (the `serve_text` signature of `export_saved_model`).
 
-The character classes the Python tokenizer decides with `str.isspace`,
-`unicodedata.combining` or `unicodedata.category` are generated here from
-the same Python predicates and written into the graph as RE2 classes, so the
-two tokenizers agree character for character (tests compare them on real
-Chinese and mixed-script text). Known remaining difference: TF's Unicode
-tables (lowercasing, NFKD) are older than Python's for about 150 letters
-added in Unicode 14+ (e.g. Vithkuqi); no CJK, Latin, Cyrillic or Greek letter
-is among them.
+The normalisation is the graph side of the one table of steps in
+`albert_tf.data.normalization`, whose Python side `tokenization.normalize`
+runs. The character classes the Python tokenizer decides with predicates
+(whitespace, controls, combining marks, punctuation, digits) are generated
+from those same predicates and written into the graph as RE2 classes, so the
+two tokenizers agree character for character (tests/test_export.py compares
+them on real Chinese and mixed-script text, tests/test_preprocessing_parity.py
+on random and adversarial text). Known remaining difference: TF's case tables
+are older than Python 3.11's (Unicode 14) for 40 capital letters added in
+Unicode 14 (Vithkuqi, Latin Extended-D, U+2C2F), which serving leaves
+uppercase; no CJK, Latin-1, Cyrillic or Greek letter is among them.
 
     encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length=128)
     features = encoder(tf.constant(["很好用"]))   # dict of int32 [1, 128]
@@ -30,65 +33,30 @@ Building a `TextEncoder` needs `import tensorflow_text`; so does loading a
 SavedModel that contains one.
 """
 
-import functools
-import itertools
-import sys
-import unicodedata
-
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf import features as F
+from albert_tf.data import normalization
 from albert_tf.data import tokenization
 
 _UNDERLINE = "\u2581"  # SentencePiece's word-start marker "▁".
 
+# The RE2 class helper lives with the normalisation table; tagging_graph
+# uses it through this name.
+_re2_class = normalization.re2_class
+# Predicates beyond the normalisation table's: the tokenizer's own, so that
+# both split alike.
+_SPLIT_PREDICATES = {"digit": str.isdigit,
+                     "punctuation": tokenization.is_punctuation}
 
 
-def _re2_class(codepoints):
-  """An RE2 character class `[...]` matching exactly `codepoints` (sorted)."""
-  parts = []
-  start = prev = None
-  for cp in list(codepoints) + [None]:
-    if cp is not None and prev is not None and cp == prev + 1:
-      prev = cp
-      continue
-    if start is not None:
-      parts.append(f"\\x{{{start:x}}}" if start == prev else
-                   f"\\x{{{start:x}}}-\\x{{{prev:x}}}")
-    start = prev = cp
-  return "[" + "".join(parts) + "]"
-
-
-@functools.lru_cache(maxsize=None)
 def _char_class(name):
-  """RE2 class of the characters a Python predicate selects, by name."""
-  predicates = {
-      # str.split() with no argument splits on str.isspace characters.
-      "space": lambda c: c.isspace(),
-      "combining": lambda c: unicodedata.combining(c) != 0,
-      "nonspacing_mark": lambda c: unicodedata.category(c) == "Mn",
-      "digit": lambda c: c.isdigit(),
-      # The Python tokenizer's own predicates, so both split alike.
-      "control": tokenization.is_dropped_control,
-      "punctuation": tokenization.is_punctuation,
-  }
-  predicate = predicates[name]
-  return _re2_class(ord(c) for c in _assigned_characters() if predicate(c))
-
-
-@functools.lru_cache(maxsize=None)
-def _assigned_characters():
-  """Every character but the unassigned (Cn), private-use (Co) and surrogate
-  (Cs) code points, in order: none of those passes a predicate above
-  (surrogates cannot occur in valid UTF-8 either). About 145k of the 1.1M
-  code points, found with C-level map/compress so that an export does not
-  spend seconds calling Python predicates on the rest."""
-  everything = "".join(map(chr, range(sys.maxunicode + 1)))
-  keep = map(str.__ne__, map(unicodedata.category, everything),
-             itertools.repeat("Cn"))
-  return [c for c in itertools.compress(everything, keep)
-          if unicodedata.category(c) not in ("Co", "Cs")]
+  """RE2 class of the characters a Python predicate selects, by name: one of
+  `normalization.CHAR_PREDICATES` or "digit" / "punctuation"."""
+  if name in _SPLIT_PREDICATES:
+    return normalization.predicate_class(_SPLIT_PREDICATES[name])
+  return normalization.char_class(name)
 
 
 def _cjk_class():
@@ -177,25 +145,9 @@ class TextEncoder(tf.Module):
 
   # ------------------------------------------------------------ normalise
   def normalize(self, text):
-    """tf.string [batch] -> normalised tf.string [batch].
-
-    The steps of `albert_tf.data.tokenization.normalize`, in the same order.
-    """
-    if self.kind == "wordpiece":
-      text = tf.strings.regex_replace(text, _char_class("control"), "")
-    text = tf.strings.regex_replace(text, _char_class("space") + "+", " ")
-    text = tf.strings.regex_replace(text, "^ | $", "")
-    if self.kind == "sentencepiece":
-      text = tf.strings.regex_replace(text, "``|''", '"')
-      if self.do_lower_case:
-        text = tf_text.normalize_utf8(text, "NFKD")
-        text = tf.strings.regex_replace(text, _char_class("combining"), "")
-        text = _lower_keeping_nul(text)
-    elif self.do_lower_case:
-      text = tf_text.normalize_utf8(tf.strings.lower(text, encoding="utf-8"),
-                                    "NFD")
-      text = tf.strings.regex_replace(text, _char_class("nonspacing_mark"), "")
-    return text
+    """tf.string [batch] -> normalised tf.string [batch]: the graph side of
+    `normalization.steps(kind, do_lower_case)`, in order."""
+    return normalization.normalize_graph(text, self.kind, self.do_lower_case)
 
   # ------------------------------------------------------------ tokenize
   def tokenize(self, text):
@@ -353,24 +305,6 @@ def bucket_lengths(length_buckets, max_seq_length):
                      f"{max_seq_length}]: a batch is padded to a bucket and "
                      "cut at max_seq_length")
   return tuple(b for b in buckets if b < max_seq_length) + (max_seq_length,)
-
-
-def _lower_keeping_nul(text):
-  """tf.strings.lower(text, "utf-8"), NUL characters included.
-
-  With encoding="utf-8" tf.strings.lower stops at the first NUL
-  ("Paris\x00 Museum" -> "paris"); Python's str.lower keeps going. A
-  string that holds a NUL is lowercased one character at a time instead
-  (the NULs kept), the others whole, as before.
-  """
-  nul = tf.constant(b"\x00")
-  chars = tf.strings.unicode_split(text, "UTF-8")
-  per_char = tf.strings.reduce_join(tf.ragged.map_flat_values(
-      lambda c: tf.where(tf.equal(c, nul), c,
-                         tf.strings.lower(c, encoding="utf-8")), chars),
-                                    axis=-1)
-  has_nul = tf.strings.regex_full_match(text, "(?s).*\\x00.*")
-  return tf.where(has_nul, per_char, tf.strings.lower(text, encoding="utf-8"))
 
 
 def _keep_first(ragged, counts):

@@ -1,0 +1,251 @@
+"""The tokenizers' text normalisation, written once: a table of steps.
+
+Every rule the tokenizers apply to raw text before splitting it is one
+`Step` here, with
+
+  - `name`: a short identifier;
+  - `description`: one line of prose, the text of the exported metadata
+    (`albert_tf.serving.saved_model.normalization_rules`, the TFLite JSON);
+  - `python(text: str) -> str`: what `tokenization.normalize` runs (the
+    training side: data_prep and the fine-tuning readers);
+  - `graph(text: tf.string tensor) -> tf.string tensor`: what
+    `text_graph.TextEncoder.normalize` runs (the `serve_text` side).
+
+`PIPELINES[kind]` puts the steps of each tokenizer kind in order;
+`steps(kind, do_lower_case)` leaves out the lowercasing ones when
+do_lower_case is off. `normalize` and `normalize_graph` run a pipeline;
+`describe` lists its descriptions. The two kinds differ in what they do and
+in order (ALBERT's SentencePiece `preprocess_text`: NFKD, drop combining
+characters, then lowercase; BERT's WordPiece `BasicTokenizer`: lowercase,
+NFD, drop Mn), so each keeps its own order.
+
+The characters a step selects (whitespace, controls, combining marks) are
+decided by one Python predicate each; the graph side matches them with an
+RE2 class generated from that same predicate over every assigned code
+point (`char_class`), so both sides agree character for character. Known
+remaining difference: TF's ICU case tables are older than Python's
+`unicodedata` (Python 3.11: Unicode 14) for 40 capital letters added in
+Unicode 14 (Vithkuqi, Glagolitic U+2C2F, Latin Extended-D U+A7C0...), which
+`str.lower` lowercases and the graph keeps (tests/test_preprocessing_parity
+checks that the difference is exactly those).
+
+This module is TF-free at import (the data_prep Beam workers load it); the
+graph implementations import tensorflow / tensorflow_text when called.
+"""
+
+import dataclasses
+import functools
+import itertools
+import sys
+import unicodedata
+from typing import Any, Callable, Dict, List, Tuple
+
+
+# ------------------------------------------------------------ predicates
+def is_dropped_control(char):
+  """What WordPiece normalisation deletes: NUL, U+FFFD and Cc/Cf except
+  tab and newlines (BERT's _clean_text)."""
+  if char in "\x00\ufffd":
+    return True
+  if char in "\t\n\r":
+    return False
+  return unicodedata.category(char) in ("Cc", "Cf")
+
+
+def is_space(char):
+  """str.split() with no argument splits on exactly these."""
+  return char.isspace()
+
+
+def is_combining(char):
+  return unicodedata.combining(char) != 0
+
+
+def is_nonspacing_mark(char):
+  return unicodedata.category(char) == "Mn"
+
+
+# The predicates of the steps below, by the name `char_class` takes.
+CHAR_PREDICATES = {
+    "space": is_space,
+    "control": is_dropped_control,
+    "combining": is_combining,
+    "nonspacing_mark": is_nonspacing_mark,
+}
+
+
+# ------------------------------------------------------------ RE2 classes
+def re2_class(codepoints):
+  """An RE2 character class `[...]` matching exactly `codepoints` (sorted)."""
+  parts = []
+  start = prev = None
+  for cp in list(codepoints) + [None]:
+    if cp is not None and prev is not None and cp == prev + 1:
+      prev = cp
+      continue
+    if start is not None:
+      parts.append(f"\\x{{{start:x}}}" if start == prev else
+                   f"\\x{{{start:x}}}-\\x{{{prev:x}}}")
+    start = prev = cp
+  return "[" + "".join(parts) + "]"
+
+
+@functools.lru_cache(maxsize=None)
+def assigned_characters():
+  """Every character but the unassigned (Cn), private-use (Co) and surrogate
+  (Cs) code points, in order: none of those passes a predicate used here
+  (surrogates cannot occur in valid UTF-8 either). About 145k of the 1.1M
+  code points, found with C-level map/compress so that an export does not
+  spend seconds calling Python predicates on the rest."""
+  everything = "".join(map(chr, range(sys.maxunicode + 1)))
+  keep = map(str.__ne__, map(unicodedata.category, everything),
+             itertools.repeat("Cn"))
+  return [c for c in itertools.compress(everything, keep)
+          if unicodedata.category(c) not in ("Co", "Cs")]
+
+
+@functools.lru_cache(maxsize=None)
+def predicate_class(predicate):
+  """RE2 class of the assigned characters `predicate` accepts."""
+  return re2_class(ord(c) for c in assigned_characters() if predicate(c))
+
+
+def char_class(name):
+  """RE2 class of one of `CHAR_PREDICATES`, by name."""
+  return predicate_class(CHAR_PREDICATES[name])
+
+
+# ------------------------------------------------------------ steps
+@dataclasses.dataclass(frozen=True)
+class Step:
+  """One normalisation rule, in prose, in Python and in the TF graph."""
+  name: str
+  description: str
+  python: Callable[[str], str]
+  graph: Callable[[Any], Any]  # tf.string tensor -> tf.string tensor
+  lower_case_only: bool = False  # runs only with do_lower_case
+
+
+def _drop_step(name, description, predicate, lower_case_only=False):
+  """A step deleting every character `predicate` accepts."""
+  def python(text):
+    return "".join(c for c in text if not predicate(c))
+
+  def graph(text):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return tf.strings.regex_replace(text, predicate_class(predicate), "")
+  return Step(name, description, python, graph, lower_case_only)
+
+
+def _unicode_form_step(form):
+  def python(text):
+    return unicodedata.normalize(form, text)
+
+  def graph(text):
+    import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
+    return tf_text.normalize_utf8(text, form)
+  return Step(form.lower(), f"Unicode {form}", python, graph,
+              lower_case_only=True)
+
+
+def _collapse_whitespace_graph(text):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  text = tf.strings.regex_replace(text, char_class("space") + "+", " ")
+  return tf.strings.regex_replace(text, "^ | $", "")
+
+
+def _quotes_python(text):
+  return text.replace("``", '"').replace("''", '"')
+
+
+def _quotes_graph(text):
+  # `` and '' share no character, so one left-to-right pass replaces the
+  # same pairs as the two str.replace calls.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.strings.regex_replace(text, "``|''", '"')
+
+
+def _lower_graph(text):
+  """str.lower in the graph, NUL characters included.
+
+  With encoding="utf-8" tf.strings.lower stops at the first NUL
+  ("Paris\\x00 Museum" -> "paris"), so each NUL-free part is lowercased on
+  its own and the parts joined back with their NULs. A NUL is neither cased
+  nor case-ignorable, so no casing context (the word-final sigma "ς") crosses
+  it: the parts lowercase as the whole string does in Python.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  parts = tf.strings.split(tf.reshape(text, [-1]), sep="\x00")  # [n, (k)]
+  lengths = parts.row_lengths()
+  last = tf.equal(tf.ragged.range(lengths).flat_values,
+                  tf.gather(lengths, parts.value_rowids()) - 1)
+  # reduce_join's separator attribute cannot hold a NUL; a tensor can.
+  nul = tf.where(last, "", tf.constant("\x00"))
+  lowered = tf.strings.join(
+      [tf.strings.lower(parts.flat_values, encoding="utf-8"), nul])
+  joined = tf.strings.reduce_join(parts.with_flat_values(lowered), axis=-1)
+  return tf.reshape(joined, tf.shape(text))
+
+
+DROP_CONTROLS = _drop_step(
+    "drop_controls",
+    "drop U+0000, U+FFFD and Cc/Cf characters except \\t \\n \\r",
+    is_dropped_control)
+COLLAPSE_WHITESPACE = Step(
+    "collapse_whitespace",
+    "collapse every run of whitespace (Python str.isspace) to one space; "
+    "strip leading/trailing whitespace",
+    lambda text: " ".join(text.split()), _collapse_whitespace_graph)
+LATEX_QUOTES = Step("latex_quotes", "replace `` and '' with \"",
+                    _quotes_python, _quotes_graph)
+NFKD = _unicode_form_step("NFKD")
+NFD = _unicode_form_step("NFD")
+DROP_COMBINING = _drop_step(
+    "drop_combining", "drop combining characters (unicodedata.combining != 0)",
+    is_combining, lower_case_only=True)
+DROP_NONSPACING_MARKS = _drop_step(
+    "drop_nonspacing_marks", "drop non-spacing marks (Mn)",
+    is_nonspacing_mark, lower_case_only=True)
+LOWERCASE = Step("lowercase", "lowercase", str.lower, _lower_graph,
+                 lower_case_only=True)
+
+# The one table: each kind's steps, in the order they run.
+PIPELINES: Dict[str, Tuple[Step, ...]] = {
+    # ALBERT's `preprocess_text` (its " ".join(text.split()) first).
+    "sentencepiece": (COLLAPSE_WHITESPACE, LATEX_QUOTES, NFKD, DROP_COMBINING,
+                      LOWERCASE),
+    # BERT's `BasicTokenizer`: _clean_text, whitespace, then lowercase and
+    # accent stripping. NFD, not NFKD, so full-width punctuation keeps the
+    # ids BERT's Chinese vocab gives it.
+    "wordpiece": (DROP_CONTROLS, COLLAPSE_WHITESPACE, LOWERCASE, NFD,
+                  DROP_NONSPACING_MARKS),
+}
+
+
+def steps(kind, do_lower_case=True) -> Tuple[Step, ...]:
+  """The steps a tokenizer of `kind` runs, in order."""
+  if kind not in PIPELINES:
+    raise ValueError(f"tokenizer kind must be one of {tuple(PIPELINES)}, "
+                     f"got {kind!r}")
+  return tuple(s for s in PIPELINES[kind]
+               if do_lower_case or not s.lower_case_only)
+
+
+def normalize(text, kind="sentencepiece", do_lower_case=True):
+  """Runs the Python side of `steps(kind, do_lower_case)` on a str."""
+  for step in steps(kind, do_lower_case):
+    text = step.python(text)
+  return text
+
+
+def normalize_graph(text, kind="sentencepiece", do_lower_case=True):
+  """Runs the graph side of `steps(kind, do_lower_case)` on a tf.string
+  tensor (any shape)."""
+  for step in steps(kind, do_lower_case):
+    text = step.graph(text)
+  return text
+
+
+def describe(kind, do_lower_case=True) -> List[str]:
+  """The one-line descriptions of `steps(kind, do_lower_case)`, in order."""
+  return [step.description for step in steps(kind, do_lower_case)]
