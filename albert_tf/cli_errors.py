@@ -25,6 +25,7 @@ import textwrap
 from absl import app
 from absl import flags
 
+from albert_tf import errors
 from albert_tf import settings
 
 
@@ -261,11 +262,8 @@ def flags_parser(argv, other_options=None):
   return rest[:1] + extra
 
 
-class Interrupted(Exception):
-  """A run that stopped on a signal after saving (a SIGTERM before a
-  preemption): one line, and the exit code of a process the signal ended,
-  so a scheduler sees the job as not finished."""
-  exit_code = 128 + 15
+# Raised by the trainer (albert_tf.errors), caught by one_line_errors.
+Interrupted = errors.Interrupted
 
 
 def one_line_errors(main_fn, also=()):

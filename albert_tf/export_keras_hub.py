@@ -209,7 +209,7 @@ def export(checkpoint, output_dir, albert_config_file=None,
     remove_stale_temporaries(output_dir)
   _check_output_dir(output_dir, overwrite)
 
-  from albert_tf.tasks.record import ModelInfo  # pylint: disable=g-import-not-at-top
+  from albert_tf.record import ModelInfo  # pylint: disable=g-import-not-at-top
   record = ModelInfo.read_beside(checkpoint)
   family = record.task if record else None
   if family in CLASSIFIER_FAMILIES:

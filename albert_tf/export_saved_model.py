@@ -116,7 +116,7 @@ def resolve_task(checkpoint, model, record):
   """
   # pylint: disable=g-import-not-at-top
   from albert_tf import registry
-  from albert_tf.tasks.record import RECORD_FILE
+  from albert_tf.record import RECORD_FILE
   recorded = None
   if record and record.task:
     try:
@@ -271,7 +271,7 @@ def export(checkpoint, export_dir, model=None, preset=None,
   from albert_tf import registry
   from albert_tf.modeling.encoder import AlbertEncoder
   from albert_tf.serving import saved_model
-  from albert_tf.tasks.record import RECORD_FILE, ModelInfo
+  from albert_tf.record import RECORD_FILE, ModelInfo
   from albert_tf.training import resolution
   from albert_tf.training import runtime
   precision = export_precision(mixed_precision)

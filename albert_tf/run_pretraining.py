@@ -16,7 +16,7 @@ The recipe, top to bottom in `run`:
 Written to --output_dir: ckpt-<step>.* + `checkpoint` (tf.train.CheckpointManager,
 layout of `albert_tf.training.checkpoints`: encoder, masked_lm_head,
 sentence_order_head, optimizer, step), albert_config.json, task_record.json
-(task "pretraining", `albert_tf.tasks.record`), train/ and eval/
+(task "pretraining", `albert_tf.record`), train/ and eval/
 TensorBoard events, train_log.jsonl (one JSON object per --log_steps) and
 eval_log.jsonl.
 

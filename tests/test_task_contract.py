@@ -26,7 +26,7 @@ from albert_tf import registry
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
 from albert_tf.tasks.base import Task
-from albert_tf.tasks.record import ModelInfo
+from albert_tf.record import ModelInfo
 from albert_tf.training import checkpoints
 from albert_tf.training.trainer import Trainer, TrainerSettings
 

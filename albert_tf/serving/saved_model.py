@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import features as F
-from albert_tf.tasks.record import ModelInfo
+from albert_tf.record import ModelInfo
 
 METADATA_FILE = "albert_export.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -240,7 +240,7 @@ def export_metadata(record, model, version, checkpoint, config, tokenizer,
                     signatures, length_buckets=None, jit_compile=False,
                     mixed_precision="none"):
   """What albert_export.json holds (an `ExportInfo`): the task record (a
-  `tasks.record.ModelInfo`) with the tokenizer as exported, what was
+  `albert_tf.record.ModelInfo`) with the tokenizer as exported, what was
   exported (--model, version, checkpoint prefix, config, special ids, the
   text rules an app applies) and how it serves (length_buckets: default
   [max_seq_length]; jit_compile; mixed_precision)."""
@@ -297,7 +297,7 @@ def write_version(archive, export_dir, version, tokenizer, metadata,
   """Writes export_dir/<version>/ and returns its path.
 
   The archive, assets/<tokenizer file>, assets.extra/METADATA_FILE
-  (metadata: a `tasks.record.ModelInfo`, written flat) and the warmup
+  (metadata: a `albert_tf.record.ModelInfo`, written flat) and the warmup
   requests, in a dot-named temporary directory (TF Serving loads only
   integer names) renamed into place; an existing version is swapped out
   when overwrite.

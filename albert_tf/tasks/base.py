@@ -26,7 +26,7 @@ import numpy as np
 
 from albert_tf import features as F
 from albert_tf import lazy
-from albert_tf.tasks.record import ModelInfo
+from albert_tf.record import ModelInfo
 
 keras = lazy.module("keras")
 tf = lazy.module("tensorflow")

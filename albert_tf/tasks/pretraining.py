@@ -24,7 +24,7 @@ from typing import Dict, List, Optional
 from albert_tf import features as F
 from albert_tf import lazy
 from albert_tf import registry
-from albert_tf.tasks import record as record_lib
+from albert_tf import record as record_lib
 from albert_tf.tasks.base import Task
 
 tf = lazy.module("tensorflow")

@@ -41,7 +41,7 @@ from albert_tf.data import span_decode
 from albert_tf.data import squad
 from albert_tf.data import squad_metrics
 from albert_tf.data.squad_metrics import TASK_NAMES
-from albert_tf.tasks import record as record_lib
+from albert_tf import record as record_lib
 from albert_tf.tasks.base import Task, batched_outputs, step_indexed_inputs
 from albert_tf.tasks.base import first_given
 

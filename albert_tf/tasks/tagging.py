@@ -36,7 +36,7 @@ from albert_tf.options import FinetuneOptions
 from albert_tf import lazy
 from albert_tf.data import conll, ner_data
 from albert_tf.data.conll import TASK_NAMES
-from albert_tf.tasks import record as record_lib
+from albert_tf import record as record_lib
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
 from albert_tf.tasks.base import first_given
 

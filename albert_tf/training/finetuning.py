@@ -19,7 +19,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.data.tokenization import write_synced
-from albert_tf.tasks import record
+from albert_tf import record
 from albert_tf.training import checkpoints
 from albert_tf.training import output_dir
 from albert_tf.training import resolution

@@ -19,7 +19,7 @@ from albert_tf import features
 from albert_tf import registry
 from albert_tf.config import ARCHITECTURE_FIELDS, AlbertConfig
 from albert_tf.data.tokenization import file_sha256
-from albert_tf.tasks import record
+from albert_tf import record
 from albert_tf.training import callbacks
 from albert_tf.training import checkpoints
 from albert_tf.training.runtime import RunConfigError, canonical_precision

@@ -14,7 +14,7 @@ from albert_tf.training import checkpoints
 from albert_tf.config import ARCHITECTURE_FIELDS, AlbertConfig, resolve_config
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.training.runtime import RunConfigError
-from albert_tf.tasks.record import ModelInfo
+from albert_tf.record import ModelInfo
 
 
 # ------------------------------------------------------------ model + tokenizer

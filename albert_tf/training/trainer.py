@@ -42,7 +42,7 @@ from typing import Dict, List, Optional
 from absl import logging
 import tensorflow as tf
 
-from albert_tf import cli_errors
+from albert_tf import errors
 from albert_tf.training import callbacks
 from albert_tf.training import checkpoints
 from albert_tf.training import keras_compat
@@ -316,7 +316,7 @@ class Trainer:
             self.strategy, tf.distribute.MultiWorkerMirroredStrategy)):
           on_signal.on_train_batch_end(None)  # it came between two fit calls
         if on_signal.saved:
-          raise cli_errors.Interrupted(
+          raise errors.Interrupted(
               f"stopped by {on_signal.received} at step {self.step} of "
               f"{s.num_train_steps}: saved {on_signal.saved}; the same "
               "command resumes there")

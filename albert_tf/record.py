@@ -1,0 +1,149 @@
+"""The task record: what a trained model needs beside its weights.
+
+Every training command writes `task_record.json` beside its checkpoints:
+
+    {"task": "tagging",                 # the registered family (albert_tf.registry)
+     "task_name": "conll", "label_list": [...], "num_labels": 5,
+     "max_seq_length": 128, "tokenizer_file": "spm.model",
+     "tokenizer_kind": "sentencepiece", "do_lower_case": true,
+     "text_pair": false,                # the fields every family serves with
+     "task_config": {"tag_scheme": "BIO", "doc_stride": 63,
+                     "token_level": "char"}}   # the family's own
+
+export_saved_model finds the task class by `task` and hands it the record;
+it writes the same fields (task_config flattened, as before) plus its own
+into assets.extra/albert_export.json. Outputs of older versions still load:
+their classifier_config.json (run_classifier) and tagger_config.json
+(run_ner) are read, never written, the flat fields a family owns going into
+task_config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import List, Optional
+
+
+from albert_tf import lazy
+
+tf = lazy.module("tensorflow")
+
+
+# ------------------------------------------------------------ task record
+RECORD_FILE = "task_record.json"
+# Older outputs: read (after RECORD_FILE), never written.
+CLASSIFIER_CONFIG = "classifier_config.json"
+TAGGER_CONFIG = "tagger_config.json"
+LEGACY_RECORD_FILES = (CLASSIFIER_CONFIG, TAGGER_CONFIG)
+
+
+@dataclasses.dataclass
+class ModelInfo:
+  """The task record (RECORD_FILE), and the export's albert_export.json.
+
+  `task` names the family (`albert_tf.registry`); the common fields are
+  what every family serves with; `task_config` is the family's own (the
+  tagger's tag_scheme, doc_stride, token_level).
+  """
+  task: Optional[str] = None
+  task_name: Optional[str] = None  # the data set (sentiment, conll, ...)
+  num_labels: Optional[int] = None
+  label_list: List[str] = dataclasses.field(default_factory=list)
+  max_seq_length: Optional[int] = None
+  tokenizer_file: Optional[str] = None
+  tokenizer_kind: Optional[str] = None
+  do_lower_case: bool = True
+  text_pair: bool = False
+  task_config: dict = dataclasses.field(default_factory=dict)
+  # The module that registers the family (`registry.family` imports it
+  # when the family is not registered yet: a family of the user's own).
+  task_module: Optional[str] = None
+  # Written by export_saved_model only.
+  model: Optional[str] = None
+  version: Optional[int] = None
+  checkpoint: Optional[str] = None
+  albert_config: Optional[dict] = None
+  special_ids: Optional[dict] = None
+  normalization: Optional[list] = None
+
+  def to_dict(self) -> dict:
+    """The fields that are set (task_config always)."""
+    return {k: v for k, v in dataclasses.asdict(self).items()
+            if v is not None}
+
+  def flat_dict(self) -> dict:
+    """albert_export.json's layout: task_config's fields at the top level
+    and is_regression, as apps and export_tflite read them."""
+    values = self.to_dict()
+    own = values.pop("task_config")
+    values.update({k: v for k, v in own.items() if k not in values})
+    values["is_regression"] = self.task == "regression"
+    return values
+
+  def write(self, path: str, flat: bool = False) -> None:
+    values = self.flat_dict() if flat else self.to_dict()
+    with tf.io.gfile.GFile(path, "w") as f:
+      f.write(json.dumps(values, indent=2, ensure_ascii=False))
+
+  def write_beside(self, directory: str) -> str:
+    """Writes directory/RECORD_FILE; returns its path."""
+    path = os.path.join(directory, RECORD_FILE)
+    self.write(path)
+    return path
+
+  @classmethod
+  def from_dict(cls, values: dict, task: Optional[str] = None) -> "ModelInfo":
+    """A record from a parsed file; `task` when the file names none.
+
+    Fields this class does not know (a flat file's tag_scheme, ...) go into
+    task_config; is_regression, which `task` says now, is dropped.
+    """
+    known = {f.name for f in dataclasses.fields(cls)}
+    fields = {k: v for k, v in values.items() if k in known}
+    own = {k: v for k, v in values.items()
+           if k not in known and k != "is_regression"}
+    fields["task_config"] = dict(own, **(values.get("task_config") or {}))
+    fields.setdefault("task", task)
+    return cls(**fields)
+
+  @classmethod
+  def read(cls, path: str, task: Optional[str] = None) -> "ModelInfo":
+    with tf.io.gfile.GFile(path, "r") as f:
+      return cls.from_dict(json.loads(f.read()), task)
+
+  @classmethod
+  def read_beside(cls, checkpoint_or_dir: str) -> Optional["ModelInfo"]:
+    """The record beside a checkpoint (prefix or directory), or None.
+
+    RECORD_FILE first; else an older output's classifier_config.json (task
+    "regression" or "classification") or tagger_config.json ("tagging").
+    """
+    directory = (checkpoint_or_dir if tf.io.gfile.isdir(checkpoint_or_dir)
+                 else os.path.dirname(checkpoint_or_dir))
+    path = os.path.join(directory, RECORD_FILE)
+    if tf.io.gfile.exists(path):
+      return cls.read(path)
+    for name in LEGACY_RECORD_FILES:
+      path = os.path.join(directory, name)
+      if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path, "r") as f:
+          values = json.loads(f.read())
+        task = ("tagging" if name == TAGGER_CONFIG else
+                "regression" if values.get("is_regression") else
+                "classification")
+        return cls.from_dict(values, task)
+    return None
+
+
+# The one reader, also as a function: record.read_beside(checkpoint_or_dir).
+read_beside = ModelInfo.read_beside
+
+
+def tokenizer_fields(tokenizer) -> dict:
+  """The record's tokenizer fields: the copy of its file beside the
+  checkpoint (`finetuning.write_run_files`), its kind and lowercasing."""
+  return {"tokenizer_file": os.path.basename(tokenizer.model_file),
+          "tokenizer_kind": tokenizer.kind,
+          "do_lower_case": tokenizer.do_lower_case}
