@@ -1,0 +1,286 @@
+"""A task family in a file outside the package, with no package edit, gets
+`albert-finetune --task=<it>`, training, resume, the best checkpoint and a
+SavedModel with serve_text.
+
+The family ("keyword_spot": does a sentence contain --keyword?) is written
+by the test into tmp_path as `keyword_spot_family.py`: its options
+dataclass, its reader of JSON lines, a model whose head is saved under a
+checkpoint name no package code knows ("spot_head"), and its export. The
+command finds it by --task_module; the run is stopped after a checkpoint
+(the family's input pipeline fails at a step, as a kill would) and the same
+command resumes it. The family's name appears nowhere in albert_tf/.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NAME = "keyword_spot"
+CHARS = "好差很不是的电影书手机质量服务一般喜欢失望"
+
+FAMILY = textwrap.dedent('''
+    """A family of the user's own: does a sentence contain --keyword?"""
+    import dataclasses
+    import json
+    import os
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf import features as F
+    from albert_tf import registry, settings
+    from albert_tf.data.classifier_data import encode_pair
+    from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
+    from albert_tf.options import FinetuneOptions
+    from albert_tf.record import ModelInfo, tokenizer_fields
+    from albert_tf.serving import saved_model
+    from albert_tf.tasks.base import Task
+
+    @dataclasses.dataclass
+    class SpotOptions(FinetuneOptions):
+      task_name: str = settings.field("spot", "The data set.")
+      keyword: str = settings.field("好", "The word to spot.")
+      fail_at_step: int = settings.field(0, "Stop the input at this step.")
+
+    class SpotModel(keras.Model):
+      def __init__(self, config, **kwargs):
+        encoder = AlbertEncoder(config, name="encoder")
+        head = keras.layers.Dense(2, name="spot")
+        inputs = encoder_inputs()
+        outputs = {F.LOGITS: head(encoder(inputs)[F.POOLED_OUTPUT])}
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.encoder, self.head = encoder, head
+
+      @property
+      def checkpoint_items(self):
+        return {"encoder": self.encoder, "spot_head": self.head}
+
+    @registry.register_family("keyword_spot", options=SpotOptions)
+    class SpotTask(Task):
+      """Sentences in JSON lines, label: the keyword occurs."""
+      best_metric = "accuracy"
+      export_name = "keyword_spot"
+      output_files = ("spots.jsonl",)
+
+      def __init__(self, o, tokenizer):
+        self.o, self.tokenizer = o, tokenizer
+
+      @classmethod
+      def from_options(cls, o, tokenizer, info, dataset):
+        return cls(o, tokenizer)
+
+      def _split(self, split):
+        path = os.path.join(self.o.data_dir, split + ".jsonl")
+        with open(path, encoding="utf-8") as f:
+          texts = [json.loads(l)["text"] for l in f if l.strip()]
+        rows = [encode_pair(self.tokenizer, t, None, self.o.max_seq_length)
+                for t in texts]
+        features = {k: np.array([r[i] for r in rows], np.int32)
+                    for i, k in enumerate(F.ENCODER_INPUTS)}
+        labels = np.array([int(self.o.keyword in t) for t in texts],
+                          np.int32)
+        return texts, features, labels
+
+      def read_splits(self, o):
+        return {s: {"examples": len(self._split(s)[0])}
+                for s, wanted in (("train", o.do_train), ("dev", o.do_eval),
+                                  ("test", o.do_predict)) if wanted}
+
+      def steps_per_epoch(self, batch):
+        return max(1, len(self._split("train")[0]) // batch)
+
+      def build_model(self, config):
+        return SpotModel(config)
+
+      def build_losses(self):
+        return {F.LOGITS: keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True)}
+
+      def build_inputs(self, split, strategy, global_batch_size,
+                       start_step=0, num_steps=0):
+        _, features, labels = self._split("train")
+        n = len(labels)
+        stop = self.o.fail_at_step or num_steps + 1
+
+        def batch(step):  # rows of the step; past `stop`, the input dies
+          tf.debugging.assert_less(step, tf.constant(stop, tf.int64),
+                                   message=f"input stopped at step {stop}")
+          idx = (tf.range(global_batch_size, dtype=tf.int64)
+                 + step * global_batch_size) % n
+          return ({k: tf.gather(v, idx) for k, v in features.items()},
+                  {F.LOGITS: tf.gather(labels, idx)})
+
+        ds = tf.data.Dataset.range(start_step, num_steps).map(batch)
+        return strategy.experimental_distribute_dataset(ds)
+
+      def evaluate(self, model, strategy):
+        _, features, labels = self._split("dev")
+        logits = model(features, training=False)[F.LOGITS].numpy()
+        return {"accuracy": float((logits.argmax(-1) == labels).mean())}
+
+      def predict(self, model, output_dir):
+        texts, features, labels = self._split("test")
+        logits = model(features, training=False)[F.LOGITS].numpy()
+        with open(os.path.join(output_dir, "spots.jsonl"), "w",
+                  encoding="utf-8") as f:
+          for text, row in zip(texts, logits):
+            f.write(json.dumps({"text": text, "spot": int(row.argmax())},
+                               ensure_ascii=False) + "\\n")
+        return {"accuracy": float((logits.argmax(-1) == labels).mean())}
+
+      def record(self):
+        return ModelInfo(task="keyword_spot", task_name=self.o.task_name,
+                         num_labels=2, label_list=["no", "yes"],
+                         max_seq_length=self.o.max_seq_length,
+                         task_config={"keyword": self.o.keyword},
+                         **tokenizer_fields(self.tokenizer))
+
+      @classmethod
+      def export_model(cls, config, record):
+        return SpotModel(config)
+
+      @classmethod
+      def export_signatures(cls, model, record, tokenizer, max_seq_length,
+                            text_pair):
+        from albert_tf.serving.text_graph import TextEncoder
+        encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
+
+        def run(features):
+          logits = model(features, training=False)[F.LOGITS]
+          return {F.LOGITS: logits,
+                  "spot": tf.argmax(logits, -1, output_type=tf.int32)}
+
+        return {"serving_default": saved_model.ids_signature(
+                    run, vocab_size=model.encoder.config.vocab_size),
+                "serve_text": saved_model.signature(
+                    lambda t: run(encoder(t["text"])),
+                    saved_model.text_specs(False))}
+''')
+
+
+def _rows(n, seed):
+  rng = np.random.default_rng(seed)
+  filler = list("很不是的电影书手机质量服务一般")
+  rows = []
+  for i in range(n):
+    words = list(rng.choice(filler, size=int(rng.integers(3, 8))))
+    words.insert(int(rng.integers(0, len(words))), "好" if i % 2 else "差")
+    rows.append("".join(words))
+  return rows
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+  root = tmp_path_factory.mktemp("scratch")
+  (root / "keyword_spot_family.py").write_text(FAMILY, encoding="utf-8")
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(CHARS)
+  (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+  from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  AlbertConfig(vocab_size=len(vocab), embedding_size=8, hidden_size=16,
+               num_hidden_layers=1, num_attention_heads=2,
+               intermediate_size=32, max_position_embeddings=32,
+               initializer_range=0.2).to_json_file(root / "config.json")
+  data = root / "data"
+  data.mkdir()
+  for split, n, seed in (("train", 64, 0), ("dev", 16, 1), ("test", 16, 1)):
+    (data / f"{split}.jsonl").write_text("".join(
+        json.dumps({"text": t}, ensure_ascii=False) + "\n"
+        for t in _rows(n, seed)), encoding="utf-8")
+  return root
+
+
+def _finetune(root, *extra, rc=0):
+  argv = [sys.executable, "-m", "albert_tf.finetune", f"--task={NAME}",
+          f"--task_module={root / 'keyword_spot_family.py'}",
+          f"--data_dir={root / 'data'}", f"--output_dir={root / 'out'}",
+          f"--vocab_file={root / 'vocab.txt'}",
+          f"--albert_config_file={root / 'config.json'}",
+          "--max_seq_length=16", "--train_batch_size=16", "--train_step=12",
+          "--eval_every_steps=4", "--learning_rate=3e-3", "--warmup_step=2",
+          "--classifier_dropout=0", "--iterations_per_loop=1",
+          "--log_every_steps=1", "--do_train",
+          "--do_eval", "--do_predict", *extra]
+  env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+  proc = subprocess.run(argv, cwd=root, env=env, capture_output=True,
+                        text=True, timeout=600, check=False)
+  assert proc.returncode == rc, proc.stderr[-3000:]
+  if rc:
+    return proc.stderr
+  return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
+def _jsonl(path):
+  return [json.loads(l) for l in path.read_text(encoding="utf-8").splitlines()
+          if l.strip()]
+
+
+def test_a_scratch_family_finetunes_resumes_and_exports(scratch):
+  out = scratch / "out"
+  # Stopped at step 6 (after the step-4 checkpoint), then the same command.
+  stderr = _finetune(scratch, "--fail_at_step=6", rc=1)
+  assert "input stopped at step 6" in stderr
+  first_steps = [r["global_step"] for r in _jsonl(out / "eval_log.jsonl")]
+  assert first_steps == [0, 4], first_steps
+  assert (out / "ckpt-4.index").exists()
+  result, stderr = _finetune(scratch)
+  assert f"Resumed from {out / 'ckpt-4'}" in stderr, stderr[-3000:]
+  assert result["num_train_steps"] == 12
+  logged = {r["global_step"]: r for r in _jsonl(out / "eval_log.jsonl")}
+  assert {4, 8, 12} <= set(logged), sorted(logged)
+  train_steps = [r["step"] for r in _jsonl(out / "train_log.jsonl")
+                 if "step" in r]
+  # The log lines past the checkpoint (steps 5, 6 of the first run) were
+  # dropped at the resume: one line per step.
+  assert train_steps == list(range(1, 13)), train_steps
+
+  # The best checkpoint by the family's metric, and eval_results.json.
+  best = json.loads((out / "best" / "best.json").read_text())
+  trained = {s: r for s, r in logged.items() if s > 0}
+  best_step = max(sorted(trained), key=lambda s: trained[s]["accuracy"])
+  assert best["step"] == best_step
+  saved = json.loads((out / "eval_results.json").read_text())
+  assert saved["accuracy"] == pytest.approx(trained[best_step]["accuracy"])
+  assert saved["best_step"] == best_step
+  # The keyword is learnable: the best model spots it on most test rows.
+  spots = _jsonl(out / "spots.jsonl")
+  want = [int("好" in r["text"]) for r in spots]
+  got = [r["spot"] for r in spots]
+  assert saved["test_accuracy"] == pytest.approx(
+      np.mean(np.array(got) == np.array(want)))
+  assert saved["test_accuracy"] >= 0.75, saved
+
+  # The record names the module, so export finds the family on its own.
+  record = json.loads((out / "task_record.json").read_text())
+  assert record["task"] == NAME
+  assert record["task_module"] == "keyword_spot_family"
+  env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{scratch}",
+             TF_CPP_MIN_LOG_LEVEL="2")
+  proc = subprocess.run(
+      [sys.executable, "-m", "albert_tf.export_saved_model",
+       f"--checkpoint={out}", f"--export_dir={scratch / 'export'}"],
+      cwd=scratch, env=env, capture_output=True, text=True, timeout=600,
+      check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  version = sorted((scratch / "export").iterdir())[-1]
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401  the in-graph tokenizer's ops
+  served = tf.saved_model.load(str(version)).signatures["serve_text"](
+      text=tf.constant([r["text"] for r in spots]))
+  # serve_text tokenizes in the graph; its answers are the command's.
+  assert served["spot"].numpy().tolist() == got
+
+
+def test_the_package_does_not_name_the_scratch_family():
+  found = [str(p.relative_to(ROOT)) for p in (ROOT / "albert_tf").rglob("*")
+           if p.is_file() and p.suffix == ".py"
+           and NAME in p.read_text(encoding="utf-8")]
+  assert found == []
