@@ -1,0 +1,420 @@
+"""CLUE 1.1's choice tasks, C3 and CHID, for the multiple_choice family.
+
+C3 (multiple-choice reading; CLUE's c3_public.zip): d-train.json and
+m-train.json (dialogues, mixed texts), d-dev.json and m-dev.json, and
+test1.1.json (else test.json; the original C3 repository's
+c3-{d,m}-{split}.json are read too). Each file is one JSON array of
+documents [[sentences], [{"question", "choice" (2-4), "answer"}], id]; the
+answer is the text of one choice. A question is one example; its document
+is the sentences joined by newlines and it is encoded as RACE is
+(`race.encode_race`: [CLS] document [SEP] question option [SEP] per
+choice, the document cut from its end), with 4 choices: a question with 2
+or 3 has its missing choices padded and masked out of the softmax. Its
+submission id is the question's "id" where the file has one, else its
+0-based place among the split's questions (as CLUE's baseline numbers
+them). Submission: c311_predict.json, one line {"id": ..., "label":
+index of the predicted choice} per test question.
+
+CHID (idiom cloze; CLUE's chid_public.zip): train.json with
+train_answer.json, dev.json with dev_answer.json, test1.1.json (else
+test.json). One JSON object per line: {"content": [passages], "candidates":
+[7-10 idioms]} (a content string is read as one passage); each passage has
+blanks "#idiom000378#", and the answer file is one JSON object {blank:
+index of its idiom among the candidates}. Each blank is one example whose
+choices are its line's candidates, padded to 10 and masked. Encoding, as
+CLUE's baseline (mrc_pytorch/preprocess/CHID_preprocess.py):
+[CLS] idiom [SEP] left context, a marker at the blank, right context [SEP]
+with the passage's other blanks as four [MASK]s each; the context is the
+window of pieces around the blank that fits (max_seq_length 64 in CLUE's
+runs); the marker is "[unused1]" where the vocabulary has it (CLUE's
+baseline), else [MASK]. Submission: chid11_predict.json, one JSON object
+{blank: index of the predicted idiom}.
+
+Errors name file:line (C3: the line where the document starts) and what
+was expected; a CHID passage without a blank is skipped, counted and named
+in one warning, and answers the file gives for no blank are counted.
+
+Plain Python and numpy (no TensorFlow), like the other readers here.
+"""
+
+import collections
+import json
+import os
+import re
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+from absl import logging
+import numpy as np
+
+from albert_tf import features as F
+from albert_tf.data import race
+from albert_tf.data.classifier_data import DataError
+from albert_tf.data.clue import json_lines
+from albert_tf.file_io import atomic_writer
+
+C3_CHOICES = 4
+CHID_CHOICES = 10
+C3_SUBMISSION = "c311_predict.json"
+CHID_SUBMISSION = "chid11_predict.json"
+# Candidate file groups of each split, the first whose files all exist.
+C3_FILES = {
+    "train": (("d-train.json", "m-train.json"),
+              ("c3-d-train.json", "c3-m-train.json")),
+    "dev": (("d-dev.json", "m-dev.json"), ("c3-d-dev.json", "c3-m-dev.json")),
+    "test": (("test1.1.json",), ("test.json",),
+             ("c3-d-test.json", "c3-m-test.json")),
+}
+CHID_FILES = {"train": ("train.json",), "dev": ("dev.json",),
+              "test": ("test1.1.json", "test.json")}
+BLANK_RE = re.compile(r"#idiom\d+#")
+# The target blank's marker in CLUE's CHID baseline.
+CHID_MARKER = "[unused1]"
+
+
+def _find(data_dir: str, groups, task: str, split: str) -> List[str]:
+  if split not in groups:
+    raise DataError(f"{task}: no split {split!r} (splits: "
+                    f"{', '.join(groups)})")
+  for group in groups[split]:
+    paths = [os.path.join(data_dir, name) for name in group]
+    if all(os.path.isfile(p) for p in paths):
+      return paths
+  looked = "; ".join(" + ".join(g) for g in groups[split])
+  raise FileNotFoundError(f"task {task}: no {split} file(s) in {data_dir} "
+                          f"(looked for {looked})")
+
+
+# -------------------------------------------------------------------- C3
+def _array_items(path: str) -> Iterator[Tuple[str, object]]:
+  """Yields ("file:line", item) for each item of a file holding one JSON
+  array (the line where the item starts)."""
+  try:
+    with open(path, encoding="utf-8-sig") as f:
+      text = f.read()
+  except UnicodeDecodeError as e:
+    raise DataError(f"{path}: not UTF-8 text ({e})") from None
+  decoder = json.JSONDecoder()
+  space = re.compile(r"\s*")
+
+  def skip(i):
+    return space.match(text, i).end()
+
+  def line(i):
+    return text.count("\n", 0, i) + 1
+
+  i = skip(0)
+  if not text.startswith("[", i):
+    raise DataError(f"{path}:{line(i)}: expected a JSON array of documents "
+                    "[[sentences], [questions], id]")
+  i = skip(i + 1)
+  if text.startswith("]", i):
+    return
+  while True:
+    try:
+      item, end = decoder.raw_decode(text, i)
+    except json.JSONDecodeError as e:
+      raise DataError(f"{path}:{e.lineno}: not JSON ({e.msg} at column "
+                      f"{e.colno})") from None
+    yield f"{path}:{line(i)}", item
+    i = skip(end)
+    if text.startswith(",", i):
+      i = skip(i + 1)
+    elif text.startswith("]", i):
+      return
+    else:
+      raise DataError(f"{path}:{line(i)}: expected ',' or ']' after a "
+                      "document")
+
+
+def _c3_questions(where: str, doc, split: str, first_index: int,
+                  level: str) -> List[race.Question]:
+  if (not isinstance(doc, list) or len(doc) != 3 or
+      not isinstance(doc[0], list) or not isinstance(doc[1], list)):
+    raise DataError(f"{where}: expected a document [[sentences], "
+                    "[questions], id]")
+  sentences, questions, doc_id = doc
+  if not all(isinstance(s, str) for s in sentences):
+    raise DataError(f"{where}: document {doc_id!r}: its sentences are not "
+                    "all strings")
+  article = "\n".join(sentences)
+  out = []
+  for j, q in enumerate(questions):
+    here = f"{where}: document {doc_id!r} question {j}"
+    if not isinstance(q, dict) or "question" not in q or "choice" not in q:
+      raise DataError(f"{here}: expected an object with question, choice "
+                      "and answer")
+    question, choices = q["question"], q["choice"]
+    if not isinstance(question, str):
+      raise DataError(f"{here}: 'question' is {type(question).__name__} "
+                      "(expected a string)")
+    if (not isinstance(choices, list) or not 2 <= len(choices) <= C3_CHOICES
+        or not all(isinstance(c, str) for c in choices)):
+      raise DataError(f"{here}: 'choice' is not a list of 2 to {C3_CHOICES} "
+                      "strings")
+    answer = q.get("answer")
+    label = None
+    if answer is None or (answer == "" and split not in ("train", "dev")):
+      if split in ("train", "dev"):
+        raise DataError(f"{here}: no 'answer' (every question of the "
+                        f"{split} split needs one)")
+    else:
+      stripped = [c.strip() for c in choices]
+      if not isinstance(answer, str) or answer.strip() not in stripped:
+        raise DataError(f"{here}: answer {answer!r} is not one of its "
+                        f"choices {choices}")
+      label = stripped.index(answer.strip())
+    qid = q.get("id", first_index + len(out))
+    out.append(race.Question(qid, level, article, question, list(choices),
+                             label))
+  return out
+
+
+def read_c3(data_dir: str, split: str) -> race.RaceData:
+  """C3's questions of a split (`C3_FILES`), in file order (d before m).
+
+  A question's level is "d" or "m" from its file's name ("" for the test
+  file). Raises DataError naming file:line and FileNotFoundError naming
+  the files looked for."""
+  paths = _find(data_dir, C3_FILES, "c3", split)
+  examples: List[race.Question] = []
+  documents = 0
+  for path in paths:
+    name = os.path.basename(path)
+    level = next((lv for lv in ("d", "m") if f"{lv}-" in name[:5]), "")
+    for where, doc in _array_items(path):
+      documents += 1
+      examples.extend(_c3_questions(where, doc, split, len(examples), level))
+  ids = collections.Counter(q.id for q in examples)
+  twice = [i for i, c in ids.items() if c > 1]
+  if twice:
+    raise DataError(f"{' + '.join(paths)}: question id(s) "
+                    f"{', '.join(map(repr, twice[:3]))} occur more than once "
+                    "(a submission names each question by its id)")
+  counts = {"files": len(paths), "documents": documents,
+            "questions": len(examples),
+            "unlabelled": sum(q.label is None for q in examples)}
+  for k in range(2, C3_CHOICES + 1):
+    counts[f"choices_{k}"] = sum(len(q.options) == k for q in examples)
+  logging.info("C3 %s: %s", ", ".join(paths), counts)
+  return race.RaceData(examples, counts, " + ".join(paths))
+
+
+def encode_c3(examples: Sequence[race.Question], tokenizer,
+              max_seq_length: int = 512, max_qa_length: int = 128):
+  """race.encode_race with 4 choices, fewer padded (and masked)."""
+  return race.encode_race(examples, tokenizer, max_seq_length,
+                          max_qa_length, num_choices=C3_CHOICES,
+                          pad_choices=True)
+
+
+def write_c3_submission(path: str, examples: Sequence[race.Question],
+                        predicted: Sequence[int]) -> None:
+  """c311_predict.json: one line {"id": ..., "label": choice index} per
+  question."""
+  with atomic_writer(path) as f:
+    for question, choice in zip(examples, predicted):
+      f.write(json.dumps({"id": question.id, "label": int(choice)}) + "\n")
+
+
+C3 = race.ChoiceSpec("c3", read_c3, encode_c3, num_choices=C3_CHOICES,
+                     choice_names=tuple(str(i) for i in range(C3_CHOICES)),
+                     submission_file=C3_SUBMISSION,
+                     write_submission=write_c3_submission)
+
+
+# ------------------------------------------------------------------ CHID
+def _answer_file(path: str) -> str:
+  return os.path.splitext(path)[0] + "_answer.json"
+
+
+def _read_answers(path: str) -> Dict[str, int]:
+  try:
+    with open(path, encoding="utf-8-sig") as f:
+      answers = json.load(f)
+  except json.JSONDecodeError as e:
+    raise DataError(f"{path}:{e.lineno}: not JSON ({e.msg}); expected one "
+                    "object {blank: index of its idiom}") from None
+  if not isinstance(answers, dict):
+    raise DataError(f"{path}: expected one JSON object {{blank: index of "
+                    f"its idiom}}, got {type(answers).__name__}")
+  for tag, index in answers.items():
+    if isinstance(index, bool) or not isinstance(index, int):
+      raise DataError(f"{path}: {tag}: answer {index!r} is not an integer")
+  return answers
+
+
+def read_chid(data_dir: str, split: str) -> race.RaceData:
+  """CHID's blanks of a split (`CHID_FILES`, answers from <file>_answer.json
+  where it exists), in file order; each a race.Question whose id and
+  question are the blank's tag and whose article is its passage."""
+  (path,) = _find(data_dir, {k: tuple((v,) for v in names)
+                             for k, names in CHID_FILES.items()},
+                  "chid", split)
+  answer_path = _answer_file(path)
+  answers = (_read_answers(answer_path) if os.path.isfile(answer_path)
+             else None)
+  if answers is None and split in ("train", "dev"):
+    raise FileNotFoundError(f"task chid: the {split} split needs "
+                            f"{answer_path} (the answers of {path})")
+  examples: List[race.Question] = []
+  no_blank, seen = [], {}
+  lines = passages = 0
+  for where, obj in json_lines(path):
+    if obj is None:
+      continue
+    lines += 1
+    missing = [k for k in ("content", "candidates") if k not in obj]
+    if missing:
+      raise DataError(f"{where}: missing field(s) "
+                      f"{', '.join(map(repr, missing))} (expected content "
+                      "and candidates)")
+    content, candidates = obj["content"], obj["candidates"]
+    if isinstance(content, str):
+      content = [content]
+    if not isinstance(content, list) or not all(
+        isinstance(c, str) for c in content):
+      raise DataError(f"{where}: 'content' is not a list of passages "
+                      "(strings)")
+    if (not isinstance(candidates, list) or
+        not 2 <= len(candidates) <= CHID_CHOICES or
+        not all(isinstance(c, str) for c in candidates)):
+      raise DataError(f"{where}: 'candidates' is not a list of 2 to "
+                      f"{CHID_CHOICES} idioms (strings)")
+    for k, passage in enumerate(content):
+      passages += 1
+      tags = BLANK_RE.findall(passage)
+      if not tags:
+        no_blank.append(f"{where} passage {k}")
+      for tag in tags:
+        if tag in seen:
+          raise DataError(f"{where}: blank {tag} occurs again (first at "
+                          f"{seen[tag]}); a submission names each blank once")
+        seen[tag] = where
+        label = None
+        if answers is not None:
+          if tag not in answers:
+            raise DataError(f"{where}: blank {tag} has no answer in "
+                            f"{answer_path}")
+          label = answers[tag]
+          if not 0 <= label < len(candidates):
+            raise DataError(f"{answer_path}: {tag}: answer {label} is not an "
+                            f"index of the {len(candidates)} candidates of "
+                            f"{where}")
+        examples.append(race.Question(tag, "", passage, tag,
+                                      list(candidates), label))
+  if no_blank:
+    logging.warning("%d CHID passage(s) without a #idiom...# blank skipped "
+                    "(%s%s)", len(no_blank), ", ".join(no_blank[:3]),
+                    f", and {len(no_blank) - 3} more" if len(no_blank) > 3
+                    else "")
+  unused = len(set(answers or ()) - set(seen))
+  counts = {"lines": lines, "passages": passages, "blanks": len(examples),
+            "passages_without_blank": len(no_blank),
+            "answers_unused": unused,
+            "unlabelled": sum(q.label is None for q in examples)}
+  logging.info("CHID %s: %s", path, counts)
+  return race.RaceData(examples, counts, path)
+
+
+def _window(n_left: int, n_right: int, room: int) -> Tuple[int, int]:
+  """(pieces kept left, right) of a blank: half each, a short side's
+  room given to the other (CHID_preprocess.add_tokens_for_around)."""
+  left = min(n_left, max(room - n_right, room // 2))
+  return left, min(n_right, room - left)
+
+
+def encode_chid(examples: Sequence[race.Question], tokenizer,
+                max_seq_length: int = 64, max_qa_length: int = 16,
+                num_choices: int = CHID_CHOICES):
+  """Model inputs of CHID blanks: per candidate idiom `[CLS] idiom [SEP]
+  left <marker> right [SEP]` (segment 1 after the first [SEP]), the
+  passage's other blanks four [MASK]s each, the context the window around
+  the blank that fits; missing candidates are all-zero rows.
+
+  Returns (features, counts) as race.encode_race: features [n, num_choices,
+  max_seq_length]; counts: questions, contexts_truncated (blanks whose
+  passage did not fit whole), idioms_truncated (an idiom cut to
+  max_qa_length pieces), choices_padded. Raises ValueError when
+  max_qa_length leaves no room, DataError for more candidates than
+  num_choices.
+  """
+  if not 1 <= max_qa_length <= max_seq_length - 4:
+    raise ValueError(f"max_qa_length (the idiom's pieces) must be between 1 "
+                     f"and max_seq_length - 4 = {max_seq_length - 4} ([CLS], "
+                     f"two [SEP] and the blank's marker), got {max_qa_length}")
+  marker = tokenizer.convert_tokens_to_ids([CHID_MARKER])[0]
+  if marker == tokenizer.unk_id:
+    marker = tokenizer.mask_id
+  shape = (len(examples), num_choices, max_seq_length)
+  input_ids = np.full(shape, tokenizer.pad_id, np.int32)
+  input_mask = np.zeros(shape, np.int32)
+  segment_ids = np.zeros(shape, np.int32)
+  label_ids = np.full([len(examples)], -1, np.int32)
+  passages: Dict[str, List] = {}
+  idioms: Dict[str, List[int]] = {}
+  cut_context = cut_idiom = padded = 0
+  for n, question in enumerate(examples):
+    if len(question.options) > num_choices:
+      raise DataError(f"blank {question.id}: {len(question.options)} "
+                      f"candidates (expected at most {num_choices})")
+    padded += len(question.options) < num_choices
+    if question.article not in passages:
+      parts = BLANK_RE.split(question.article)
+      tags = BLANK_RE.findall(question.article)
+      passages[question.article] = [
+          list(tokenizer.encode(parts[0]))] + [
+              x for tag, text in zip(tags, parts[1:])
+              for x in (tag, list(tokenizer.encode(text)))]
+    left: List[int] = []
+    right: List[int] = []
+    side = left
+    for part in passages[question.article]:
+      if part == question.id:
+        side = right
+      elif isinstance(part, str):
+        side.extend([tokenizer.mask_id] * 4)
+      else:
+        side.extend(part)
+    cut = False
+    for c, option in enumerate(question.options):
+      if option not in idioms:
+        idioms[option] = list(tokenizer.encode(option))
+      idiom = idioms[option]
+      if len(idiom) > max_qa_length:
+        idiom, cut_idiom = idiom[:max_qa_length], cut_idiom + 1
+      room = max_seq_length - 4 - len(idiom)
+      n_left, n_right = _window(len(left), len(right), room)
+      cut = cut or n_left < len(left) or n_right < len(right)
+      ids = ([tokenizer.cls_id] + idiom + [tokenizer.sep_id] +
+             left[len(left) - n_left:] + [marker] + right[:n_right] +
+             [tokenizer.sep_id])
+      second = len(idiom) + 2
+      input_ids[n, c, :len(ids)] = ids
+      input_mask[n, c, :len(ids)] = 1
+      segment_ids[n, c, second:len(ids)] = 1
+    cut_context += cut
+    if question.label is not None:
+      label_ids[n] = question.label
+  features = {F.INPUT_IDS: input_ids, F.INPUT_MASK: input_mask,
+              F.SEGMENT_IDS: segment_ids, F.LABEL_IDS: label_ids}
+  counts = {"questions": len(examples), "contexts_truncated": cut_context,
+            "idioms_truncated": cut_idiom, "choices_padded": padded}
+  logging.info("CHID encoded (max_seq_length %d): %s", max_seq_length,
+               counts)
+  return features, counts
+
+
+def write_chid_submission(path: str, examples: Sequence[race.Question],
+                          predicted: Sequence[int]) -> None:
+  """chid11_predict.json: one JSON object {blank: idiom index} (indented,
+  as CLUE's baseline writes it)."""
+  result = {q.id: int(choice) for q, choice in zip(examples, predicted)}
+  with atomic_writer(path) as f:
+    f.write(json.dumps(result, indent=2) + "\n")
+
+
+CHID = race.ChoiceSpec("chid", read_chid, encode_chid,
+                       num_choices=CHID_CHOICES,
+                       choice_names=tuple(str(i) for i in range(CHID_CHOICES)),
+                       submission_file=CHID_SUBMISSION,
+                       write_submission=write_chid_submission)
