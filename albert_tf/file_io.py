@@ -28,3 +28,19 @@ def atomic_writer(path, mode: str = "w"):
     if os.path.exists(tmp):
       os.remove(tmp)
     raise
+
+
+def write_eval_results(directory, results: dict, text_copy: bool = False
+                       ) -> None:
+  """The one writer of eval_results.json (every command's, one schema: the
+  metric names as the task reports them, test_* for the test split,
+  best_step / global_step): atomic, keys sorted. text_copy: also the
+  original scripts' eval_results.txt ("key = value" lines), atomic too."""
+  import json  # pylint: disable=g-import-not-at-top
+  directory = os.fspath(directory)
+  with atomic_writer(os.path.join(directory, "eval_results.json")) as f:
+    json.dump(results, f, indent=2, sort_keys=True)
+  if text_copy:
+    with atomic_writer(os.path.join(directory, "eval_results.txt")) as f:
+      for key in sorted(results):
+        f.write(f"{key} = {results[key]}\n")

@@ -28,7 +28,6 @@ resumed run does not replay the batches it already trained on.
 
 import dataclasses
 import importlib
-import json
 import os
 from typing import Dict, Optional, Sequence
 
@@ -38,6 +37,7 @@ from absl import logging
 
 import albert_tf  # noqa: F401  (sets KERAS_BACKEND before keras is imported)
 
+from albert_tf import file_io
 from albert_tf import settings
 from albert_tf import options
 from albert_tf.options import PRECISIONS
@@ -218,17 +218,6 @@ def trainer_settings(p: Params):
       weight_decay=optimization.WEIGHT_DECAY)
 
 
-def write_eval_results(output_dir: str, results: Dict[str, float]):
-  """eval_results.json and the original-style eval_results.txt ("key = value")."""
-  with open(os.path.join(output_dir, "eval_results.json"), "w",
-            encoding="utf-8") as f:
-    json.dump(results, f, indent=2, sort_keys=True)
-  with open(os.path.join(output_dir, "eval_results.txt"), "w",
-            encoding="utf-8") as f:
-    for key in sorted(results):
-      f.write(f"{key} = {results[key]}\n")
-
-
 def run(p: Params) -> Dict[str, float]:
   """Trains and/or evaluates as the flags say; returns the last metrics.
 
@@ -312,7 +301,7 @@ def _run(p: Params) -> Dict[str, float]:
       results = (settings.eval_at_checkpoints and
                  trainer.evaluated.get(trainer.step)) or trainer.evaluate()
       if chief:
-        write_eval_results(p.output_dir, results)
+        file_io.write_eval_results(p.output_dir, results, text_copy=True)
     trainer.finish()
   finally:
     if lock is not None:  # over, or failed: another run may write here

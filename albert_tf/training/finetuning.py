@@ -8,7 +8,6 @@ from here as before). Each CLI adds its task's flags and builds its task
 (`albert_tf.tasks`); the trainer does the rest.
 """
 
-import json
 import os
 import shutil
 import time
@@ -18,7 +17,7 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from albert_tf.data.tokenization import write_synced
+from albert_tf import file_io
 from albert_tf import record
 from albert_tf.training import checkpoints
 from albert_tf.training import output_dir
@@ -216,8 +215,5 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
 
 
 def write_eval_results(directory: str, results: dict) -> None:
-  """eval_results.json, renamed into place (a kill leaves the last one;
-  --overwrite removes a leftover .tmp, `output_dir.run_files()`)."""
-  path = os.path.join(directory, "eval_results.json")
-  write_synced(path + ".tmp", json.dumps(results, indent=2).encode("utf-8"))
-  os.replace(path + ".tmp", path)
+  """eval_results.json (`file_io.write_eval_results`, the one writer)."""
+  file_io.write_eval_results(directory, results)

@@ -197,6 +197,7 @@ _RUN_FILES: Dict[str, Sequence[str]] = {
              callbacks.EVAL_LOG, features.SKIPPED_RECORDS_FILE,
              # run_pretraining's results; test_results.json of older runs.
              "eval_results.txt", "test_results.json")),
+         r"eval_results\.txt\.tmp",
          # renamed into place (file_io.atomic_writer, its .tmp)
          r"eval_results\.json(\.tmp)?"),
     "train": (_EVENTS,),
