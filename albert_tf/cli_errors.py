@@ -369,6 +369,11 @@ def run_main(main_fn, other_options=None, also=(), quiet_tensorflow=None):
   """
   if quiet_tensorflow is None:
     quiet_tensorflow = _is_albert_tf_command()
+  # Every command's --verbose, defined once here (unless its settings
+  # class still has one).
+  # Listed by --helpfull under the command (absl's key flags of __main__).
+  settings.define_flags(settings.CommandSettings, group=sys.argv[0],
+                        if_missing=True)
 
   def main(argv):
     if quiet_tensorflow and not ("verbose" in flags.FLAGS and

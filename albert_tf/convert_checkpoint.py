@@ -167,7 +167,6 @@ class ConvertSettings:
   output_dir: str = settings.field(
       None, "Where the converted checkpoint and albert_config.json go.",
       required=True)
-  verbose: bool = settings.field(False, "Show the traceback of an error.")
 
 
 def main(argv):

@@ -71,75 +71,19 @@ from typing import Optional, Sequence, Tuple, Union
 
 from albert_tf import features as F
 from albert_tf import settings
+# The library part (restoring, resolving the task; no TensorFlow at import).
+from albert_tf.training.export import (  # noqa: F401  (this module's API too)
+    ENCODER, ExportError, check_finite, model_choices, resolve_model,
+    resolve_task, restore)
 
 # TensorFlow and what imports it (tasks, serving, modeling, checkpoints)
 # are imported by the functions that run, not here: --help and a flag
 # mistake answer before TF loads.
 
-ENCODER = "encoder"  # --model without a task: the encoder's outputs
 FULL_PADDING = "none"  # --length_buckets=none: every row max_seq_length
 SMALLEST_BUCKET = 16
 # What an export may compute in (`training.runtime.canonical_precision`).
 EXPORT_PRECISIONS = ("none", "bfloat16")
-
-
-class ExportError(ValueError):
-  """A bad export request; the message names the flag or file."""
-
-
-def model_choices():
-  """--model's values: encoder, then every family's export_name."""
-  from albert_tf import registry  # pylint: disable=g-import-not-at-top
-  return (ENCODER,) + tuple(dict.fromkeys(
-      f.task.export_name for f in registry.families().values()
-      if f.task.export_name))
-
-
-def resolve_model(checkpoint, preset, albert_config_file, spm_model_file,
-                  vocab_file, do_lower_case):
-  """Config + tokenizer by the rules of every CLI (`resolution.resolve_model`)."""
-  from albert_tf.training import resolution  # pylint: disable=g-import-not-at-top
-  try:
-    return resolution.resolve_model(
-        preset, albert_config_file, init_checkpoint=checkpoint,
-        spm_model_file=spm_model_file, vocab_file=vocab_file,
-        do_lower_case=do_lower_case, checkpoint_flag="--checkpoint")
-  except ValueError as e:
-    raise ExportError(str(e)) from None
-
-
-def resolve_task(checkpoint, model, record):
-  """(the registered family name, or None for the encoder; the --model).
-
-  The recorded family unless --model says otherwise; --model=classifier,
-  tagger or pretrainer is the family with that export_name.
-  """
-  # pylint: disable=g-import-not-at-top
-  from albert_tf import registry
-  from albert_tf.record import RECORD_FILE
-  recorded = None
-  if record and record.task:
-    try:
-      recorded = registry.family(record.task, record.task_module).task
-    except registry.RegistryError as e:
-      raise ExportError(f"{RECORD_FILE} beside --checkpoint={checkpoint}: "
-                        f"{e}") from None
-  model = model or (recorded.export_name if recorded else ENCODER)
-  if model not in model_choices():
-    raise ExportError(f"--model must be one of {model_choices()}, got "
-                      f"{model!r}")
-  if model == ENCODER:
-    return None, model
-  if recorded is not None:
-    if recorded.export_name != model:
-      raise ExportError(
-          f"--checkpoint={checkpoint} is a {recorded.export_name} "
-          f"({RECORD_FILE} beside it says task={record.task!r}): export it "
-          f"with --model={recorded.export_name}")
-    return record.task, model
-  # No record: the first family registered under this export_name.
-  return next(name for name, f in registry.families().items()
-              if f.task.export_name == model), model
 
 
 def default_length_buckets(max_seq_length: int) -> Tuple[int, ...]:
@@ -206,29 +150,6 @@ def encoder_signatures(model, tokenizer, max_seq_length, text_pair,
           "serve_text": saved_model.signature(
               lambda t: run(encoder(t["text"], t.get("text_b"))),
               saved_model.text_specs(bool(text_pair)))}
-
-
-def check_finite(model_or_variables, where):
-  """checkpoints.check_finite, imported when an export runs (TF)."""
-  from albert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
-  return checkpoints.check_finite(model_or_variables, where)
-
-
-def _restore(checkpoint, keras_model, model):
-  from albert_tf.training.checkpoints import restore_weights  # pylint: disable=g-import-not-at-top
-  try:
-    report = restore_weights(checkpoint, keras_model)
-  except (ValueError, FileNotFoundError) as e:
-    raise ExportError(f"--checkpoint={checkpoint}: {e}") from None
-  # Exporting a randomly initialised head would serve garbage silently.
-  if report["missing"]:
-    raise ExportError(
-        f"--checkpoint={report['prefix']} has no "
-        f"{', '.join(report['missing'])}: it cannot be exported as "
-        f"--model={model} (export it as --model=encoder, or give a "
-        "checkpoint written by the matching training script)")
-  check_finite(keras_model, f"--checkpoint={report['prefix']}")
-  return report
 
 
 def export(checkpoint, export_dir, model=None, preset=None,
@@ -321,7 +242,7 @@ def export(checkpoint, export_dir, model=None, preset=None,
     raise ExportError(f"{final_dir} already exists; pass --overwrite to "
                       "replace it, or omit --version to write the next one")
 
-  report = _restore(checkpoint, keras_model, model)
+  report = restore(checkpoint, keras_model, model)
   served = saved_model.served_model(keras_model, jit_compile, precision)
   options = {"length_buckets": buckets} if bucketed else {}
   try:

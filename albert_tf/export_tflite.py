@@ -3,10 +3,17 @@ r"""Convert an exported SavedModel's serving_default to TFLite (LiteRT), builtin
     python -m albert_tf.export_tflite --saved_model=saved_models/sentiment/1 \
         --output=tflite/sentiment_dynamic.tflite --quantize=dynamic
 
+What is family-specific (the fixed input shapes: [1, L], or [1,
+num_choices, L] for multiple choice; how a calibration line is read and
+encoded) is the family's (`Task.tflite_input_shapes`,
+`Task.calibration_inputs`, `Task.encode_inputs`), found through the registry
+by the export's task.
+
 The model is converted through a SavedModel, never `from_concrete_functions`
 (with a Keras 3 model that path does not freeze the variables: the .tflite
 comes out tiny and outputs NaN). A small wrapper SavedModel pins the inputs to
-[1, max_seq_length] (the length stored at export) and keeps only
+one example of the length stored at export ([1, max_seq_length]; [1,
+num_choices, max_seq_length] for multiple choice) and keeps only
 serving_default, so no TF Text op reaches the converter and no Flex delegate
 is needed (the pip LiteRT interpreter no longer has one).
 
@@ -56,9 +63,8 @@ from typing import Optional
 
 from absl import logging
 
-from albert_tf import features as F
 from albert_tf import settings
-from albert_tf.features import ENCODER_INPUTS, MASKED_LM_POSITIONS
+from albert_tf.features import ENCODER_INPUTS
 from albert_tf.data.tokenization import load_tokenizer, write_synced
 
 # TensorFlow, NumPy and what imports them (serving, tasks, checkpoints,
@@ -106,64 +112,77 @@ def tokenizer_of(saved_model_dir, metadata):
       do_lower_case=metadata["do_lower_case"])
 
 
+def task_of(record):
+  """The family's Task subclass of an export record (`albert_tf.registry`;
+  the base Task, sentence packing, for an encoder export)."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf import registry
+  from albert_tf.tasks.base import Task
+  if not record.task:
+    return Task
+  return registry.family(record.task, record.task_module).task
+
+
 def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
                             text_b_column=None, max_examples=200,
-                            token_level=None):
-  """Token-id features of up to max_examples TSV lines (int32 [1, L] each).
+                            token_level=None, record=None):
+  """Model-input features of up to max_examples TSV lines (int32, one
+  example each: [1, L], or [1, choices, L] for multiple choice).
 
-  token_level: a tagger's; its text is packed token by token as serve_text
-  packs it (`ner_data.encode_text`), text_b_column unused.
+  Each line is read into the raw inputs of the export's family
+  (`Task.calibration_inputs`: text_column and text_b_column for the text
+  families, question and context for span QA, article, question and
+  options for multiple choice) and encoded as serve_text encodes them
+  (`Task.encode_inputs`). record: the export's (`read_export_record`);
+  without one, token_level says a tagger (its text packed token by token).
   """
   # pylint: disable=g-import-not-at-top
-  import numpy as np
-  from albert_tf.data import ner_data
-  from albert_tf.data.classifier_data import encode_pair
-  examples = []
+  from albert_tf.record import ModelInfo
+  if record is None:
+    record = (ModelInfo(task="tagging", task_config={
+        "token_level": token_level}) if token_level else ModelInfo())
+  task = task_of(record)
+  rows = []
   with open(path, encoding="utf-8") as f:
     for line_number, line in enumerate(f, start=1):
       fields = line.rstrip("\r\n").split("\t")
       if not line.strip():
         continue
       try:
-        text_a = fields[text_column]
-        text_b = fields[text_b_column] if text_b_column is not None else None
+        rows.append(task.calibration_inputs(record, fields, text_column,
+                                            text_b_column))
       except IndexError:
         raise ValueError(f"{path}:{line_number}: no column {text_column}"
                          f"/{text_b_column}") from None
-      if token_level:
-        examples.append(ner_data.encode_text(text_a, tokenizer, token_level,
-                                             max_seq_length)[1])
-      else:
-        ids, mask, segments, _ = encode_pair(tokenizer, text_a, text_b,
-                                             max_seq_length)
-        examples.append({F.INPUT_IDS: np.array([ids], np.int32),
-                         F.INPUT_MASK: np.array([mask], np.int32),
-                         F.SEGMENT_IDS: np.array([segments], np.int32)})
-      if len(examples) >= max_examples:
+      if len(rows) >= max_examples:
         break
-  if not examples:
+  if not rows:
     raise ValueError(f"--representative_data={path} has no lines")
-  return examples
+  return task.calibration_examples(record, tokenizer, max_seq_length, rows,
+                                   max_examples)
 
 
 def _fixed_shape_saved_model(saved_model_dir, out_dir, max_seq_length,
-                             max_predictions):
-  """Re-saves serving_default with [1, L] inputs (TF Text ops left behind)."""
+                             max_predictions, record=None):
+  """Re-saves serving_default with the family's fixed one-example input
+  shapes (`Task.tflite_input_shapes`; TF Text ops left behind)."""
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   # The source SavedModel also holds serve_text; loading it needs the ops.
   import tensorflow_text  # noqa: F401  pylint: disable=unused-import
   from albert_tf.training.checkpoints import check_finite
+  if record is None:
+    record = read_export_record(saved_model_dir)
   loaded = tf.saved_model.load(saved_model_dir)
   check_finite(loaded.variables, f"--saved_model={saved_model_dir}")
   serving = loaded.signatures["serving_default"]
   # The ids, then what else the task's serving_default takes (a
-  # pretrainer's masked_lm_positions: [1, max_predictions]).
+  # pretrainer's masked_lm_positions).
   names = ENCODER_INPUTS + tuple(sorted(
       set(serving.structured_input_signature[1]) - set(ENCODER_INPUTS)))
-  specs = [tf.TensorSpec([1, max_predictions if n == MASKED_LM_POSITIONS
-                          else max_seq_length], tf.int32, name=n)
-           for n in names]
+  shapes = task_of(record).tflite_input_shapes(record, max_seq_length, names,
+                                                max_predictions)
+  specs = [tf.TensorSpec(shapes[n], tf.int32, name=n) for n in names]
   module = tf.Module()
   module.loaded = loaded
 
@@ -209,7 +228,7 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
   # Read before anything is written: a bad TSV is no write error.
   examples = read_representative_tsv(
       representative_data, tokenizer, length, text_column, text_b_column,
-      num_calibration_examples, metadata.get("token_level")
+      num_calibration_examples, record=record
   ) if quantize == "int8" else None
   names = {"model": os.path.basename(output),
            "tokenizer": tokenizer_copy_name(output,
@@ -221,7 +240,7 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
 
   with _scratch_folder(output) as (scratch, replaced):
     flatbuffer = _convert_in(scratch, saved_model, length, max_predictions,
-                             quantize, examples)
+                             quantize, examples, record)
     write_synced(os.path.join(scratch, names["model"]), flatbuffer)
     with open(tokenizer.model_file, "rb") as f:
       write_synced(os.path.join(scratch, names["tokenizer"]), f.read())
@@ -255,11 +274,12 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
 
 
 def _convert_in(scratch, saved_model, length, max_predictions, quantize,
-                examples):
+                examples, record=None):
   """The .tflite flatbuffer; the fixed-shape SavedModel goes to scratch."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   fixed = os.path.join(scratch, "saved_model")
-  _fixed_shape_saved_model(saved_model, fixed, length, max_predictions)
+  _fixed_shape_saved_model(saved_model, fixed, length, max_predictions,
+                           record)
   converter = tf.lite.TFLiteConverter.from_saved_model(
       fixed, signature_keys=["serving_default"])
   converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]

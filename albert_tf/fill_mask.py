@@ -16,19 +16,20 @@ import dataclasses
 import os
 from typing import List, Optional
 
-from albert_tf import features as F
 from albert_tf import settings
 from albert_tf.data.tokenization import MASK_TOKEN, SPM_UNDERLINE
+from albert_tf.training import export as export_lib
 
 # TensorFlow and what imports it (serving, modeling, checkpoints,
 # resolution) are imported by the functions that run, not here: --help and
 # a flag mistake answer before TF loads.
 
-BATCH_SIZE = 32
-
-
-class FillMaskError(ValueError):
-  """Bad fill-mask input; the message names the flag, file or line."""
+BATCH_SIZE = export_lib.FILL_MASK_BATCH_SIZE
+# The library part, this command's API too: load (the pretrainer of a
+# checkpoint), fill_mask (its top-k per [MASK]) and their FillMaskError.
+FillMaskError = export_lib.FillMaskError
+load = export_lib.load_pretrainer
+fill_mask = export_lib.fill_mask
 
 
 # ------------------------------------------------------- SentencePiece
@@ -56,83 +57,6 @@ class FillMaskArgs:
       None, "Lowercase + strip accents (default: as recorded beside the "
       "checkpoint, else true).")
   verbose: bool = settings.field(False, "Show the traceback of an error.")
-
-
-def load(checkpoint, albert_config_file=None, spm_model_file=None,
-         vocab_file=None, do_lower_case=None):
-  """(AlbertPretrainer with the checkpoint's weights, tokenizer).
-
-  Raises FillMaskError when the checkpoint has no masked_lm_head.
-  """
-  # pylint: disable=g-import-not-at-top
-  from albert_tf.modeling.models import AlbertPretrainer
-  from albert_tf.training import resolution
-  from albert_tf.training.checkpoints import check_finite, restore_weights
-  config, tokenizer = resolution.resolve_model(
-      albert_config_file=albert_config_file, init_checkpoint=checkpoint,
-      spm_model_file=spm_model_file, vocab_file=vocab_file,
-      do_lower_case=do_lower_case, checkpoint_flag="--checkpoint")
-  model = AlbertPretrainer(config)
-  report = restore_weights(checkpoint, model)
-  if "masked_lm_head" in report["missing"]:
-    raise FillMaskError(
-        f"--checkpoint={report['prefix']} has no masked_lm_head: fill-mask "
-        "needs a checkpoint written by run_pretraining (or converted with "
-        "its MLM head)")
-  check_finite(model, f"--checkpoint={report['prefix']}")
-  return model, tokenizer
-
-
-def fill_mask(model, tokenizer, texts, top_k=5):
-  """Top-k predictions per [MASK] of each text.
-
-  Returns one list per text, with one list per [MASK] (left to right) of
-  top_k (piece, id, probability) tuples, most probable first. Raises
-  FillMaskError for a text without [MASK] or longer than the model takes.
-  """
-  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf
-  from albert_tf.serving.fill_mask_graph import MaskedTextTokenizer
-  from albert_tf.serving.fill_mask_graph import predict_masks
-  if top_k < 1:
-    raise FillMaskError(f"--top_k must be >= 1, got {top_k}")
-  masked = MaskedTextTokenizer(tokenizer)
-  limit = model.config.max_position_embeddings
-  encoded = []
-  for n, text in enumerate(texts, 1):
-    if MASK_TOKEN not in text:
-      raise FillMaskError(f"text {n} has no {MASK_TOKEN}: {text[:60]!r}")
-    ids = masked.encode(text)
-    if len(ids) > limit:
-      raise FillMaskError(
-          f"text {n} is {len(ids)} tokens with [CLS]/[SEP], more than the "
-          f"model's max_position_embeddings={limit}: {text[:60]!r}")
-    encoded.append(ids)
-  results = []
-  for start in range(0, len(encoded), BATCH_SIZE):
-    batch = encoded[start:start + BATCH_SIZE]
-    width = max(len(ids) for ids in batch)
-    positions = [[i for i, t in enumerate(ids) if t == tokenizer.mask_id]
-                 for ids in batch]
-    most = max(len(p) for p in positions)
-    features = {
-        F.INPUT_IDS: tf.constant([ids + [tokenizer.pad_id] * (width - len(ids))
-                                  for ids in batch], tf.int32),
-        F.INPUT_MASK: tf.constant([[1] * len(ids) + [0] * (width - len(ids))
-                                   for ids in batch], tf.int32),
-        F.SEGMENT_IDS: tf.zeros([len(batch), width], tf.int32),
-        F.MASKED_LM_POSITIONS: tf.constant(
-            [p + [0] * (most - len(p)) for p in positions], tf.int32)}
-    probabilities, ids = predict_masks(model, features, top_k,
-                                       tokenizer.vocab_size)
-    probabilities, ids = probabilities.numpy(), ids.numpy()
-    for row, row_positions in enumerate(positions):
-      results.append([
-          [(piece, int(i), float(p)) for piece, i, p in zip(
-              tokenizer.convert_ids_to_tokens(ids[row, m].tolist()),
-              ids[row, m], probabilities[row, m])]
-          for m in range(len(row_positions))])
-  return results
 
 
 def _surface(piece, kind):

@@ -20,12 +20,23 @@ version) or version runs its `serve_text` (`serve_fill_mask`), its task
 and labels read from assets.extra/albert_export.json; an export_keras_hub
 preset is an encoder.
 
-Per text, `predict` gives: classification {"label", "probabilities":
-{label: p}}; regression {"score"}; tagging [{"type", "text", "start",
-"end"}] (code points: text[start:end] is the entity); fill-mask per [MASK]
-[{"piece", "id", "probability"}], most probable first. `encode` gives the
-Python tokenizer's model inputs (int32 numpy, `features.ENCODER_INPUTS`),
-`embed` the encoder's outputs on them.
+`predict` takes one list per input of the family's serve_text (or one
+list of tuples): texts (texts_b=... for a pair task); span QA
+`predict(questions, contexts)` or `predict([(question, context), ...])`;
+multiple choice `predict(articles, questions, options)` (options: one list
+of num_choices strings per question). Per example it gives what the
+family's `Task.decode_outputs` says: classification {"label",
+"probabilities": {label: p}}; regression {"score"}; tagging [{"type",
+"text", "start", "end"}] (code points: text[start:end] is the entity); span
+QA {"answer", "start", "end", "score"} (context[start:end] is the answer;
+v2 adds "no_answer_score"); multiple choice {"label", "choice",
+"probabilities" [per option]}; fill-mask per [MASK] [{"piece", "id",
+"probability"}], most probable first. `encode` gives the Python twin of the
+family's encoding (`Task.encode_inputs`: int32 numpy,
+`features.ENCODER_INPUTS`), `embed` the encoder's outputs on them.
+
+Which family a folder holds is its record's (`albert_tf.registry`): this
+module has no table of families; restoring is `albert_tf.training.export`'s.
 """
 
 import dataclasses
@@ -35,21 +46,17 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import export_saved_model as export_lib
 from albert_tf import features as F
-from albert_tf import fill_mask as fill_mask_lib
 from albert_tf import registry
-from albert_tf.data import classifier_data, ner_data
 from albert_tf.data.tokenization import load_tokenizer
-from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.serving import saved_model
+from albert_tf.tasks.base import Task
 from albert_tf.tasks.record import ModelInfo
 from albert_tf.training import checkpoints
+from albert_tf.training import export
 
 BATCH_SIZE = 64
-DEFAULT_SEQ_LENGTH = 128  # export_saved_model's, when nothing is recorded
-# The families whose serve_text `predict` reads.
-SERVED = ("classification", "regression", "tagging")
+DEFAULT_SEQ_LENGTH = export.DEFAULT_SEQ_LENGTH  # when nothing is recorded
 PRESET_FILES = ("config.json", "model.weights.h5")  # a keras-hub preset
 PRESET_SPM = os.path.join("assets", "tokenizer", "vocabulary.spm")
 LOOKED_FOR = (
@@ -57,6 +64,7 @@ LOOKED_FOR = (
     "'checkpoint' file, best/best.json or PREFIX.index), an "
     "export_saved_model export_dir or version (saved_model.pb) or a "
     "keras-hub preset (config.json + model.weights.h5)")
+OPTIONAL = "text_b"  # the one serve_text input a caller may leave out
 
 
 class LoadError(ValueError):
@@ -67,53 +75,56 @@ class Predictor:
   """What `load` returns.
 
   Attributes:
-    kind: "classification", "regression", "tagging", "fill_mask",
-      "encoder", or another family's name (span_qa, multiple_choice: embed
-      only).
-    labels: the class names (classification) or BIO tags (tagging).
+    kind: the family's name (classification, regression, tagging, span_qa,
+      multiple_choice, ...), "fill_mask" or "encoder".
+    task: the family's Task subclass (`albert_tf.tasks.base.Task` for an
+      encoder or fill-mask model); record: its ModelInfo.
+    inputs: the names of the inputs predict() takes, in order.
+    labels: the class names (classification), BIO tags (tagging) or choice
+      names (multiple choice).
     max_seq_length, tokenizer, text_pair, token_level: how texts are read.
     checkpoint: the prefix the weights came from; model: the Keras model
       (None for a SavedModel).
   """
 
-  def __init__(self, path, kind, tokenizer, max_seq_length, labels=(),
-               text_pair=False, token_level=None, checkpoint=None,
-               model=None, serve_text=None, fill=None, encoder=None,
-               keep=None, what=None):
+  def __init__(self, path, kind, tokenizer, max_seq_length, record=None,
+               task=None, inputs=None, checkpoint=None, model=None,
+               serve_text=None, fill=None, encoder=None, keep=None,
+               what=None):
     self.path, self.kind, self.tokenizer = path, kind, tokenizer
     self.what = what or f"the {kind} model there"
     self.max_seq_length = max_seq_length
-    self.labels = [] if kind == "regression" else list(labels)
-    self.text_pair, self.token_level = text_pair, token_level
+    self.record = record or ModelInfo()
+    self.task = task or Task
+    self.labels = list(self.record.label_list)
+    self.inputs = tuple(inputs or self.task.serve_text_inputs(
+        dataclasses.replace(self.record, text_pair=True)))
+    self.text_pair = "text_b" in self.inputs
+    self.token_level = self.record.task_config.get("token_level")
     self.checkpoint, self.model = checkpoint, model
     self._serve_text, self._fill, self._encoder = serve_text, fill, encoder
     self._keep = keep  # the loaded SavedModel its functions belong to
 
-  def predict(self, texts, texts_b=None, top_k=5):
-    """One result per text (the module docstring says which)."""
-    texts = _strings(texts, "texts")
+  def predict(self, texts, texts_b=None, *more, top_k=5, **named):
+    """One result per example (the module docstring says which)."""
     if self.kind == "fill_mask":
-      if texts_b is not None:
+      if texts_b is not None or more or named:
         raise LoadError(f"{self.path}: fill-mask takes no texts_b")
-      return self._fill(texts, top_k)
+      return self._fill(_strings(texts, "texts"), top_k)
     if self._serve_text is None:
       raise LoadError(f"{self.path}: {self.what} has no classifier, tagger "
                       "or MLM head for predict(); embed() gives its encoder "
                       "outputs")
-    if self.text_pair != (texts_b is not None):
-      raise LoadError(f"{self.path}: a sentence-pair model takes texts_b"
-                      if self.text_pair else
-                      f"{self.path}: a single-text model takes no texts_b")
-    inputs = {"text": texts}
-    if texts_b is not None:
-      inputs["text_b"] = _strings(texts_b, "texts_b", len(texts))
+    inputs = self._columns(texts, texts_b, more, named, optional=False)
+    n = len(inputs[self.inputs[0]])
     results, untagged = [], []
-    for start in range(0, len(texts), BATCH_SIZE):
+    for start in range(0, n, BATCH_SIZE):
       out = self._serve_text(**{k: tf.constant(v[start:start + BATCH_SIZE],
                                                tf.string)
                                 for k, v in inputs.items()})
       out = {k: v.numpy() for k, v in out.items()}
-      results += self._decode(out, len(texts[start:start + BATCH_SIZE]))
+      size = min(BATCH_SIZE, n - start)
+      results += self.task.decode_outputs(self.record, out, size)
       if "num_untagged_chars" in out:
         untagged += [start + i for i in np.flatnonzero(
             out["num_untagged_chars"])]
@@ -121,53 +132,73 @@ class Predictor:
       logging.warning(
           "%d of %d texts are longer than the %d pieces the tagger reads: "
           "their tails are not tagged (texts %s); split them first",
-          len(untagged), len(texts), self.max_seq_length - 2,
+          len(untagged), n, self.max_seq_length - 2,
           ", ".join(map(str, untagged[:3])))
     return results
 
-  def _decode(self, out, n):
-    if self.kind == "regression":
-      return [{"score": float(out[F.LOGITS][i, 0])} for i in range(n)]
-    if self.kind == "classification":
-      return [{"label": self.labels[int(p.argmax())],
-               "probabilities": dict(zip(self.labels, map(float, p)))}
-              for p in out[F.PROBABILITIES]]
-    return [[{"type": out["entity_types"][i, j].decode(),
-              "text": out["entity_texts"][i, j].decode(),
-              "start": int(out["entity_starts"][i, j]),
-              "end": int(out["entity_ends"][i, j])}
-             for j in range(int(out["num_entities"][i]))] for i in range(n)]
+  def _columns(self, texts, texts_b, more, named, optional):
+    """{input name: list} of predict's (serve_text's inputs) or encode's
+    (the family's, text_b optional) arguments."""
+    given = [texts] + ([texts_b] if texts_b is not None or more else []) + [
+        *more]
+    names = self.inputs if not optional else tuple(
+        self.task.serve_text_inputs(
+            dataclasses.replace(self.record, text_pair=True)))
+    unknown = sorted(set(named) - set(names))
+    if unknown:
+      raise LoadError(f"{self.path}: no input {unknown[0]!r} (the "
+                      f"{self.kind} model takes {', '.join(names)})")
+    if (len(given) == 1 and not named and len(names) > 1 and
+        not isinstance(texts, (str, bytes))):
+      rows = list(texts)
+      if rows and all(isinstance(r, (tuple, list)) and
+                      len(r) == len(names) for r in rows):
+        given = [list(c) for c in zip(*rows)]  # a list of tuples
+    if len(given) > len(names):
+      raise LoadError(f"{self.path}: a single-text model takes no texts_b"
+                      if names == ("text",) else
+                      f"{self.path}: the {self.kind} model takes "
+                      f"{len(names)} inputs ({', '.join(names)}), got "
+                      f"{len(given)}")
+    values = dict(zip(names, given), **named)
+    missing = [k for k in names if k not in values and
+               not (optional and k == OPTIONAL)]
+    if missing:
+      raise LoadError(f"{self.path}: a sentence-pair model takes texts_b"
+                      if missing == [OPTIONAL] else
+                      f"{self.path}: the {self.kind} model takes "
+                      f"{', '.join(names)} (one list each); "
+                      f"{', '.join(missing)} missing")
+    first = _strings(values[names[0]], names[0])
+    out = {names[0]: first}
+    for k in names[1:]:
+      if k in values:
+        out[k] = _strings(values[k], k, len(first), names[0])
+    return out
 
-  def encode(self, texts, texts_b=None):
-    """The model inputs of the Python tokenizer: {name: int32 [n, length]}.
+  def encode(self, texts, texts_b=None, *more, **named):
+    """The family's Python encoding of the inputs (`Task.encode_inputs`):
+    {name: int32 [n, length]} ([n, choices, length] for multiple choice,
+    [n_windows, length] for span QA).
 
     A tagger's are `ner_data.encode_text`'s (pieces of its tokens), the
-    others' `classifier_data.encode_pair`'s ([CLS] a [SEP] (b [SEP])).
+    text families' `classifier_data.encode_pair`'s ([CLS] a [SEP] (b
+    [SEP])).
     """
-    texts = _strings(texts, "texts")
-    length = self.max_seq_length
-    if self.kind == "tagging":
-      if texts_b is not None:
-        raise LoadError(f"{self.path}: a tagger takes no texts_b")
-      rows = [ner_data.encode_text(t, self.tokenizer, self.token_level,
-                                   length)[1] for t in texts]
-      return {k: np.concatenate([r[k] for r in rows]) if rows else
-              np.zeros([0, length], np.int32) for k in F.ENCODER_INPUTS}
-    texts_b = (_strings(texts_b, "texts_b", len(texts)) if texts_b is not None
-               else [None] * len(texts))
-    rows = [classifier_data.encode_pair(self.tokenizer, a, b, length)[:3]
-            for a, b in zip(texts, texts_b)]
-    return {k: np.asarray([r[i] for r in rows], np.int32).reshape([-1, length])
-            for i, k in enumerate(F.ENCODER_INPUTS)}
+    inputs = self._columns(texts, texts_b, more, named, optional=True)
+    return self.task.encode_inputs(self.record, self.tokenizer,
+                                   self.max_seq_length, inputs)
 
-  def embed(self, texts, texts_b=None):
+  def embed(self, texts, texts_b=None, *more, **named):
     """The encoder's float32 `sequence_output` [n, length, hidden] and
-    `pooled_output` [n, hidden] on `encode(texts, texts_b)`."""
+    `pooled_output` [n, hidden] on the rows of `encode(...)` (each choice
+    of a multiple-choice question, each window of span QA, one row)."""
     if self._encoder is None:
       raise LoadError(f"{self.path}: this SavedModel serves the {self.kind} "
                       "outputs only; load the output_dir it was exported "
                       "from to embed")
-    features = self.encode(texts, texts_b)
+    features = self.encode(texts, texts_b, *more, **named)
+    features = {k: v.reshape([-1, v.shape[-1]]) for k, v in features.items()}
     n = len(features[F.INPUT_IDS])
     chunks = [self._encoder({k: tf.constant(v[i:i + BATCH_SIZE])
                              for k, v in features.items()})
@@ -176,13 +207,26 @@ class Predictor:
             for k in F.ENCODER_OUTPUTS}
 
 
-def _strings(values, name, length=None):
+def _strings(values, name, length=None, first="texts"):
   if isinstance(values, (str, bytes)):
     raise LoadError(f"{name} must be a list of strings, got one string")
   values = list(values)
   if length is not None and len(values) != length:
-    raise LoadError(f"{name} has {len(values)} strings, texts {length}")
+    raise LoadError(f"{name} has {len(values)} strings, {first} {length}")
   return values
+
+
+def _family(record):
+  """The Task subclass of a record (None: no family, an encoder)."""
+  if not (record and record.task):
+    return None
+  return registry.family(record.task, record.task_module).task
+
+
+def _caller(fn, specs):
+  """fn (a signature) called with keyword inputs."""
+  names = [s.name for s in specs]
+  return lambda **t: fn(*[t[n] for n in names])
 
 
 def load(path, spm_model_file=None, vocab_file=None, do_lower_case=None):
@@ -209,32 +253,26 @@ def load(path, spm_model_file=None, vocab_file=None, do_lower_case=None):
         f"{LOOKED_FOR}" if os.path.exists(path) else
         f"{path} does not exist (albert_tf.load reads {LOOKED_FOR})") from None
   record = ModelInfo.read_beside(path)
-  task_name, model_name = export_lib.resolve_task(path, None, record)
-  if task_name in (None, "pretraining"):
+  task_name, model_name = export.resolve_task(path, None, record)
+  task = _family(record) if task_name else None
+  if task is None or task.fills_masks:
     return _from_encoder_checkpoint(path, record, spm_model_file, vocab_file,
                                     do_lower_case)
-  # As export_saved_model.export does, for the recorded task.
-  config, tokenizer = export_lib.resolve_model(
-      path, None, None, spm_model_file, vocab_file, do_lower_case)
-  task = registry.family(task_name).task
-  max_seq_length = record.max_seq_length or DEFAULT_SEQ_LENGTH
-  record = dataclasses.replace(record, max_seq_length=max_seq_length)
-  model = task.export_model(config, record)
-  report = export_lib._restore(path, model, model_name)  # pylint: disable=protected-access
-  kwargs = dict(model=model, checkpoint=report["prefix"],
-                encoder=lambda f: model.encoder(f, training=False))
-  if task_name not in SERVED:
-    return Predictor(path, task_name, tokenizer, max_seq_length, **kwargs)
-  signatures = task.export_signatures(model, record, tokenizer,
-                                      max_seq_length, None)
-  fn = signatures["serve_text"]
-  names = [s.name for s in fn.input_signature]
+  # As export_saved_model.export restores it, for the recorded task; its
+  # serve_text runs in memory.
+  restored = export.restore_task(path, task_name, model_name, record,
+                                 spm_model_file, vocab_file, do_lower_case)
+  model, record = restored.model, restored.record
+  signatures = task.export_signatures(model, record, restored.tokenizer,
+                                      record.max_seq_length, None)
+  fn = signatures.get("serve_text")
   return Predictor(
-      path, task_name, tokenizer, max_seq_length,
-      labels=record.label_list or [str(i) for i in range(record.num_labels)],
-      text_pair=saved_model.takes_text_b(signatures),
-      token_level=record.task_config.get("token_level"),
-      serve_text=lambda **t: fn(*[t[n] for n in names]), **kwargs)
+      path, task_name, restored.tokenizer, record.max_seq_length,
+      record=record, task=task,
+      inputs=[s.name for s in fn.input_signature] if fn else None,
+      checkpoint=restored.prefix, model=model,
+      serve_text=_caller(fn, fn.input_signature) if fn else None,
+      encoder=lambda f: model.encoder(f, training=False))
 
 
 def _from_encoder_checkpoint(path, record, spm_model_file, vocab_file,
@@ -243,15 +281,13 @@ def _from_encoder_checkpoint(path, record, spm_model_file, vocab_file,
   head."""
   prefix = checkpoints.latest_checkpoint(path)
   try:
-    model, tokenizer = fill_mask_lib.load(
+    model, tokenizer = export.load_pretrainer(
         path, spm_model_file=spm_model_file, vocab_file=vocab_file,
         do_lower_case=do_lower_case)
     kind = "fill_mask"
-  except fill_mask_lib.FillMaskError:
-    config, tokenizer = export_lib.resolve_model(
-        path, None, None, spm_model_file, vocab_file, do_lower_case)
-    model = AlbertEncoder(config)
-    export_lib._restore(path, model, export_lib.ENCODER)  # pylint: disable=protected-access
+  except export.FillMaskError:
+    model, tokenizer = export.restore_encoder(path, spm_model_file,
+                                              vocab_file, do_lower_case)
     kind = "encoder"
   encoder = model if kind == "encoder" else model.encoder
   recorded = record and (record.max_seq_length or
@@ -262,7 +298,7 @@ def _from_encoder_checkpoint(path, record, spm_model_file, vocab_file,
   return Predictor(
       path, kind, tokenizer, length, checkpoint=prefix, model=model,
       fill=lambda texts, k: [[[_top(*t) for t in mask] for mask in masks]
-                             for masks in fill_mask_lib.fill_mask(
+                             for masks in export.fill_mask(
                                  model, tokenizer, texts, k)],
       encoder=lambda f: encoder(f, training=False))
 
@@ -290,24 +326,30 @@ def _from_saved_model(path, version_dir):
       meta.tokenizer_kind, meta.do_lower_case)
   loaded = tf.saved_model.load(version_dir)
   signatures = loaded.signatures
-  kind = meta.task or export_lib.ENCODER
-  serve_text = signatures["serve_text"] if kind in SERVED else None
-  encoder = fill = None
-  if kind in (export_lib.ENCODER, "pretraining"):
+  task = _family(meta)
+  kind = meta.task or export.ENCODER
+  serve_text = inputs = encoder = fill = None
+  if task is not None and not task.fills_masks and (
+      "serve_text" in signatures):
+    fn = signatures["serve_text"]
+    specs = fn.structured_input_signature[1]
+    order = task.serve_text_inputs(dataclasses.replace(meta, text_pair=True))
+    inputs = [n for n in order if n in specs] + sorted(set(specs) -
+                                                       set(order))
+    serve_text = fn
+  if task is None or task.fills_masks:
     ids = signatures["serving_default"]
-    extra = kind == "pretraining"  # its serving_default reads positions
+    extra = task is not None  # a pretrainer's serving_default reads positions
     encoder = lambda f: ids(**f, **({F.MASKED_LM_POSITIONS: tf.zeros(
         [tf.shape(f[F.INPUT_IDS])[0], 1], tf.int32)} if extra else {}))
-  if kind == "pretraining":
-    kind = "fill_mask"
+  if task is not None and task.fills_masks:
+    kind, task = "fill_mask", None
     fill = lambda texts, k: _serve_fill_mask(
         signatures["serve_fill_mask"], texts, k)
   return Predictor(
-      path, kind, tokenizer, meta.max_seq_length, labels=meta.label_list,
-      text_pair=meta.text_pair,
-      token_level=meta.task_config.get("token_level"),
-      checkpoint=meta.checkpoint, serve_text=serve_text, fill=fill,
-      encoder=encoder, keep=loaded)
+      path, kind, tokenizer, meta.max_seq_length, record=meta, task=task,
+      inputs=inputs, checkpoint=meta.checkpoint, serve_text=serve_text,
+      fill=fill, encoder=encoder, keep=loaded)
 
 
 def _serve_fill_mask(fn, texts, top_k):

@@ -127,7 +127,6 @@ class FinetuneOptions(StrategySettings):
   save_checkpoints_steps: int = settings.field(
       0, "Original name of --eval_every_steps (a checkpoint and an eval "
       "every N).", group="training")
-  verbose: bool = settings.field(False, "Show the traceback of an error.")
 
 
 def main_for(options_class, run: Callable) -> Callable:

@@ -26,7 +26,6 @@ class ParamsSettings:
   presets: Optional[List[str]] = settings.field(
       None, "Only these presets (comma-separated names of "
       "albert_tf.config.PRESETS; default: all).")
-  verbose: bool = settings.field(False, "Show the traceback of an error.")
 
 
 def count_params(model):

@@ -122,7 +122,6 @@ class Params(options.StrategySettings):
       "none", f"Compute dtype: {'|'.join(PRECISIONS)} (Keras policy names "
       "accepted); variables, LayerNorm, softmax and losses stay float32. "
       "float16 adds dynamic loss scaling.")
-  verbose: bool = settings.field(False, "Show the traceback of an error.")
   overwrite: bool = settings.field(
       False, "Start over in an --output_dir that holds a run with other "
       "settings (deletes that run's checkpoints, logs, events and results; "

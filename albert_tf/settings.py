@@ -168,7 +168,7 @@ def _base_type(annotation):
 
 
 def define_flags(cls, flag_values=flags.FLAGS, group=None, defaults=None,
-                 helps=None):
+                 helps=None, if_missing=False):
   """Defines one absl flag per `field` of dataclass `cls` on flag_values.
 
   group: the module name the flags are listed under in --helpfull (absl
@@ -178,10 +178,13 @@ def define_flags(cls, flag_values=flags.FLAGS, group=None, defaults=None,
   defaults: {field name: value} replacing fields' defaults (a dataset's
   values under `albert-finetune --task=<dataset>`); such a flag is not
   required. helps: {field name: help text} replacing fields' help.
+  if_missing: skip the fields whose flag flag_values has already.
   Raises TypeError naming the field whose annotation has no flag kind.
   """
   hints = typing.get_type_hints(cls)
-  for f in flag_fields(cls):
+  fields = [f for f in flag_fields(cls)
+            if not (if_missing and flag_name(f) in flag_values)]
+  for f in fields:
     s = spec(f)
     s = _overridden(s, f.name, defaults or {}, helps or {})
     kind = _base_type(hints[f.name])
@@ -245,3 +248,11 @@ def from_flags(cls, flag_values=flags.FLAGS, **overrides):
   values = {f.name: flag_values[flag_name(f)].value for f in flag_fields(cls)}
   values.update(overrides)
   return cls(**values)
+
+
+@dataclasses.dataclass
+class CommandSettings:
+  """The flag every command has, defined once by `cli_errors.run_main`
+  (it reads it there: one line per error, or the traceback)."""
+  verbose: bool = field(False, "Show the traceback of an error instead of "
+                        "one line.")

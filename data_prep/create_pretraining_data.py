@@ -111,8 +111,6 @@ class CreateDataSettings:
   max_sentences_per_document: int = settings.field(
       10_000, "Documents with more sentences (lines) are counted and logged "
       "as a warning: blank lines between documents missing?", lower_bound=1)
-  verbose: bool = settings.field(False, "Show the traceback of an error "
-                                 "instead of one line.")
   progress_interval_secs: float = settings.field(
       10.0, "Seconds between two progress lines in the log.")
   input_timeout_secs: int = settings.field(
@@ -128,6 +126,7 @@ def _define_flags():
   # Defined only when run as a script, so tests and the benchmark can import
   # this module next to others that define flags of the same names.
   settings.define_flags(CreateDataSettings)
+  settings.define_flags(settings.CommandSettings)  # --verbose
   return flags.FLAGS
 
 

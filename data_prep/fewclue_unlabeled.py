@@ -98,8 +98,6 @@ class UnlabeledSettings:
   tasks: Optional[str] = settings.field(
       None, "Comma-separated task directories (default: "
       f"{','.join(clue.UNLABELED_FIELDS)}).")
-  verbose: bool = settings.field(False, "Show the traceback of an error "
-                                 "instead of one line.")
 
 
 def main(argv):

@@ -261,8 +261,6 @@ class TrainVocabSettings:
       True, "Lowercase and strip accents, as the tokenizer will (must match "
       "the tokenizer's setting).")
   seed: int = settings.field(12345, "Sentence sampling seed.")
-  verbose: bool = settings.field(False, "Show the traceback of an error "
-                                 "instead of one line.")
 
 
 def main(argv):

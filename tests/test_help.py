@@ -40,7 +40,7 @@ TRAINING = ["Data", "Model", "Training", "Output", "Distribution", "Runtime"]
 # module -> the section headers of its --help, in order.
 SECTIONS = {
     "albert_tf.run_pretraining": TRAINING,
-    "albert_tf.finetune": ["Data"],  # --task, --task_module; then the family's
+    "albert_tf.finetune": ["Data", "Runtime"],  # --task, --task_module, --verbose
     "albert_tf.run_classifier": TRAINING,
     "albert_tf.run_ner": TRAINING,
     "albert_tf.run_squad": TRAINING,
@@ -103,8 +103,8 @@ def test_every_command_lists_its_flags_by_purpose_without_tf():
   # Every flag of the family's registered options, and nothing else.
   from albert_tf import registry  # pylint: disable=g-import-not-at-top
   assert sorted(n for names in classifier.values() for n in names) == sorted(
-      settings.flag_name(f) for f in settings.flag_fields(
-          registry.family("classification").options))
+      [settings.flag_name(f) for f in settings.flag_fields(
+          registry.family("classification").options)] + ["verbose"])
   assert {"max_seq_length", "task_name", "data_dir"} <= set(classifier["Data"])
   assert {"learning_rate", "num_train_epochs", "train_step"} <= set(
       classifier["Training"])
@@ -150,7 +150,7 @@ def test_finetune_help_of_each_family_and_dataset_comes_from_the_registry():
     family, dataset = registry.resolve(task)
     listed = sorted(n for names in _sections(proc.stdout).values()
                     for n in names)
-    assert listed == sorted(["task", "task_module"] + [
+    assert listed == sorted(["task", "task_module", "verbose"] + [
         settings.flag_name(f) for f in settings.flag_fields(family.options)
     ]), task_flag
     if dataset is not None:

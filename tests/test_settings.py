@@ -51,10 +51,10 @@ def _main_block_definitions(module_name, monkeypatch):
   classes, fv = [], flags.FlagValues()
   define = settings.define_flags
 
-  def record(cls, flag_values=None, group=None):
+  def record(cls, flag_values=None, group=None, **kwargs):
     del flag_values
     classes.append(cls)
-    define(cls, fv, group=group)
+    define(cls, fv, group=group, **kwargs)
 
   monkeypatch.setattr(settings, "define_flags", record)
   monkeypatch.setattr(app, "run", lambda *args, **kwargs: None)
@@ -85,13 +85,16 @@ def test_every_flag_of_a_command_is_a_field_of_its_settings(module_name,
                                                            monkeypatch):
   class_name, count = COMMANDS[module_name]
   classes, fv, stray = _main_block_definitions(module_name, monkeypatch)
-  assert [c.__name__ for c in classes] == [class_name]
-  assert stray == set()  # no flag defined beside the settings class
-  fields = {settings.flag_name(f) for f in settings.flag_fields(classes[0])}
+  # The command's class, then --verbose (settings.CommandSettings, which
+  # every command has and cli_errors defines once).
+  assert [c.__name__ for c in classes] == [class_name, "CommandSettings"]
+  assert stray == set()  # no flag defined beside the settings classes
+  fields = {settings.flag_name(f) for c in classes
+            for f in settings.flag_fields(c)}
   assert set(fv) == fields
-  assert len(fields) == count
+  assert len(fields) == count and "verbose" in fields
   # Every field is a flag: none is left for Python callers only.
-  assert len(dataclasses.fields(classes[0])) == count
+  assert sum(len(dataclasses.fields(c)) for c in classes) == count
 
 
 def test_help_lists_the_fields_as_the_commands_own_flags():
@@ -117,7 +120,8 @@ def test_help_lists_the_fields_as_the_commands_own_flags():
       "  --[no]json: Print {preset: {encoder, pretrainer}} JSON. "
       "(default: false)",
       "", "Runtime flags:",
-      "  --[no]verbose: Show the traceback of an error. (default: false)"]
+      "  --[no]verbose: Show the traceback of an error instead of one line.",
+      "      (default: false)"]
   lines = full.stdout.splitlines()
   start = lines.index(str(REPO / "albert_tf" / "params.py") + ":")
   end = lines.index("absl.app:")

@@ -155,6 +155,78 @@ class Task:
     """
     raise NotImplementedError
 
+  # Serving from raw inputs: `albert_tf.load(...).predict/encode` and
+  # export_tflite call these through the registry with the record (a
+  # task_record.json or an export's albert_export.json), without data.
+  # The defaults are sentence (pair) classification's; a family overrides
+  # them beside its export code.
+  #: predict() fills [MASK]s (`training.export.fill_mask`) instead of
+  #: calling serve_text.
+  fills_masks: bool = False
+
+  @classmethod
+  def serve_text_inputs(cls, record: ModelInfo) -> Tuple[str, ...]:
+    """The string inputs of serve_text, in the order predict() takes them:
+    `text`, and `text_b` for a pair task."""
+    return ("text", "text_b") if record.text_pair else ("text",)
+
+  @classmethod
+  def encode_inputs(cls, record: ModelInfo, tokenizer, max_seq_length: int,
+                    inputs: Dict[str, list]) -> Dict[str, np.ndarray]:
+    """The Python twin of serve_text's encoding: {name: int32 array} of the
+    model inputs (`F.ENCODER_INPUTS`) for the raw inputs {serve_text input
+    name: one value per example}. Default: `classifier_data.encode_pair`
+    ([CLS] a [SEP] (b [SEP])), [n, max_seq_length]."""
+    from albert_tf.data import classifier_data  # pylint: disable=g-import-not-at-top
+    texts = list(inputs["text"])
+    texts_b = inputs.get("text_b") or [None] * len(texts)
+    rows = [classifier_data.encode_pair(tokenizer, a, b, max_seq_length)[:3]
+            for a, b in zip(texts, texts_b)]
+    return {k: np.asarray([r[i] for r in rows], np.int32).reshape(
+        [-1, max_seq_length]) for i, k in enumerate(F.ENCODER_INPUTS)}
+
+  @classmethod
+  def decode_outputs(cls, record: ModelInfo, outputs: Dict[str, np.ndarray],
+                     n: int) -> list:
+    """serve_text's outputs for a batch of n examples (numpy) -> one
+    Python value per example. Default: {output name: its row}."""
+    return [{k: v[i].tolist() for k, v in outputs.items()} for i in range(n)]
+
+  @classmethod
+  def tflite_input_shapes(cls, record: ModelInfo, max_seq_length: int,
+                          input_names, max_predictions: int
+                          ) -> Dict[str, list]:
+    """The fixed shape of each serving_default input in a .tflite: one
+    example, [1, max_seq_length] (`masked_lm_positions`: [1,
+    max_predictions])."""
+    return {n: [1, max_predictions if n == F.MASKED_LM_POSITIONS
+                else max_seq_length] for n in input_names}
+
+  @classmethod
+  def calibration_inputs(cls, record: ModelInfo, fields, text_column: int,
+                         text_b_column: Optional[int]) -> Dict[str, object]:
+    """The raw inputs (serve_text's names) of one line of an int8
+    calibration TSV (its fields); IndexError for a missing column.
+    Default: `text` from text_column, `text_b` from text_b_column."""
+    values = {"text": fields[text_column]}
+    if text_b_column is not None:
+      values["text_b"] = fields[text_b_column]
+    return values
+
+  @classmethod
+  def calibration_examples(cls, record: ModelInfo, tokenizer,
+                           max_seq_length: int, rows,
+                           max_examples: int) -> list:
+    """int8 calibration examples ({name: int32 array of one example,
+    `tflite_input_shapes`}) of calibration_inputs' rows, at most
+    max_examples."""
+    if not rows:
+      return []
+    inputs = {k: [r.get(k) for r in rows] for k in rows[0]}
+    features = cls.encode_inputs(record, tokenizer, max_seq_length, inputs)
+    n = min(len(features[F.INPUT_IDS]), max_examples)
+    return [{k: v[i:i + 1] for k, v in features.items()} for i in range(n)]
+
   def guard_input_errors(self, fn: Callable):
     """Runs fn (a fit/evaluate call); may turn input errors into clear ones."""
     return fn()

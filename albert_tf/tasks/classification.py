@@ -351,6 +351,21 @@ class ClassificationTask(Task):
     return {F.LOGITS: logits,
             F.PROBABILITIES: tf.nn.softmax(logits, axis=-1)}
 
+  # --------------------------------------------- serving from raw inputs
+  # (Task's encode_inputs, tflite_input_shapes and calibration: the default
+  # [CLS] a [SEP] (b [SEP]) packing.)
+  @classmethod
+  def decode_outputs(cls, record, outputs, n):
+    """{"label", "probabilities": {label: p}}; regression {"score"}."""
+    if record.task == "regression" or F.PROBABILITIES not in outputs:
+      return [{"score": float(outputs[F.LOGITS][i, 0])} for i in range(n)]
+    probs = outputs[F.PROBABILITIES]
+    labels = list(record.label_list) or [str(i)
+                                         for i in range(probs.shape[-1])]
+    return [{"label": labels[int(p.argmax())],
+             "probabilities": dict(zip(labels, map(float, p)))}
+            for p in probs[:n]]
+
 
 def write_predictions(path: str, spec: cd.TaskSpec, logits) -> None:
   """index \\t prediction (label or score) [\\t probability of each label]."""

@@ -304,3 +304,56 @@ class MultipleChoiceTask(Task):
                 lambda t: run(encoder(t["article"], t["question"],
                                       t["options"])),
                 encoder.input_specs(model.num_choices))}
+
+  # --------------------------------------------- serving from raw inputs
+  @classmethod
+  def num_choices(cls, record) -> int:
+    return int(record.task_config.get("num_choices", race.NUM_CHOICES))
+
+  @classmethod
+  def serve_text_inputs(cls, record):
+    return ("article", "question", "options")
+
+  @classmethod
+  def encode_inputs(cls, record, tokenizer, max_seq_length, inputs):
+    """`race.encode_race` of each (article, question, options): int32
+    [n, num_choices, max_seq_length]."""
+    examples = [race.Question(id=str(i), level="", article=a, question=q,
+                              options=list(o), label=None)
+                for i, (a, q, o) in enumerate(zip(
+                    inputs["article"], inputs["question"], inputs["options"]))]
+    num_choices = cls.num_choices(record)
+    if not examples:
+      return {k: np.zeros([0, num_choices, max_seq_length], np.int32)
+              for k in F.ENCODER_INPUTS}
+    features, _ = race.encode_race(
+        examples, tokenizer, max_seq_length,
+        record.task_config.get("max_qa_length", 128), num_choices)
+    return {k: features[k] for k in F.ENCODER_INPUTS}
+
+  @classmethod
+  def decode_outputs(cls, record, outputs, n):
+    """Per question {"label" (the most probable choice's name), "choice"
+    (its index), "probabilities" [one per option, in order]}."""
+    probs = outputs[F.PROBABILITIES]
+    names = list(record.label_list) or [
+        chr(ord("A") + i) for i in range(probs.shape[-1])]
+    return [{"label": names[int(p.argmax())], "choice": int(p.argmax()),
+             "probabilities": [float(x) for x in p]} for p in probs[:n]]
+
+  @classmethod
+  def tflite_input_shapes(cls, record, max_seq_length, input_names,
+                          max_predictions):
+    """One question: [1, num_choices, max_seq_length] each."""
+    return {n: [1, cls.num_choices(record), max_seq_length]
+            for n in input_names}
+
+  @classmethod
+  def calibration_inputs(cls, record, fields, text_column, text_b_column):
+    """A line is article \t question \t its num_choices options (the
+    column flags are not read)."""
+    num_choices = cls.num_choices(record)
+    if len(fields) < 2 + num_choices:
+      raise IndexError(2 + num_choices)
+    return {"article": fields[0], "question": fields[1],
+            "options": fields[2:2 + num_choices]}

@@ -45,6 +45,8 @@ class PretrainingTask(Task):
   name = "pretraining"
   best_metric = "masked_lm_accuracy"
   export_name = "pretrainer"
+  # albert_tf.load(...).predict fills [MASK]s with the MLM head.
+  fills_masks = True
 
   def __init__(self, train_files: List[str], eval_files: List[str],
                max_seq_length: int, max_predictions_per_seq: int,

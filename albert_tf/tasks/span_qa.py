@@ -394,3 +394,44 @@ class SpanQATask(Task):
                 lambda t: reader(t["question"], t["context"], run),
                 reader.input_specs())}
 
+  # --------------------------------------------- serving from raw inputs
+  @classmethod
+  def serve_text_inputs(cls, record):
+    return ("question", "context")
+
+  @classmethod
+  def encode_inputs(cls, record, tokenizer, max_seq_length, inputs):
+    """`squad.make_windows` of each (question, context): the model inputs
+    of its windows, [n_windows, max_seq_length] (more rows than pairs when
+    a context needs several windows)."""
+    own = record.task_config
+    examples = [squad.Example(qas_id=str(i), question=q, context=c,
+                              answers=[], is_impossible=False, title="")
+                for i, (q, c) in enumerate(zip(inputs["question"],
+                                               inputs["context"]))]
+    windows = squad.make_windows(
+        examples, tokenizer, max_seq_length, own.get("doc_stride", 128),
+        own.get("max_query_length", 64))
+    return {k: windows.features[k] for k in F.ENCODER_INPUTS}
+
+  @classmethod
+  def decode_outputs(cls, record, outputs, n):
+    """Per pair {"answer" (a slice of the context, "" when no span is
+    allowed), "start", "end" (code points; -1 -1 then), "score"} and, v2,
+    "no_answer_score" (`span_graph.TextSpanReader.__call__`)."""
+    keys = [k for k in ("start", "end", "score", "no_answer_score")
+            if k in outputs]
+    return [{"answer": outputs["answer"][i].decode(),
+             **{k: (int if k in ("start", "end") else float)(outputs[k][i])
+                for k in keys}} for i in range(n)]
+
+  @classmethod
+  def calibration_inputs(cls, record, fields, text_column, text_b_column):
+    """The context from text_column (default: the last), the question from
+    text_b_column (default: the column before the context)."""
+    context = len(fields) + text_column if text_column < 0 else text_column
+    question = context - 1 if text_b_column is None else text_b_column
+    if question < 0:
+      raise IndexError(question)
+    return {"question": fields[question], "context": fields[context]}
+

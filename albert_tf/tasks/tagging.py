@@ -354,3 +354,36 @@ class TaggingTask(Task):
     logits = tf.cast(outputs[F.LOGITS], tf.float32)
     return {F.LOGITS: logits,
             F.TAG_IDS: tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+  # --------------------------------------------- serving from raw inputs
+  @classmethod
+  def serve_text_inputs(cls, record):
+    return ("text",)
+
+  @classmethod
+  def encode_inputs(cls, record, tokenizer, max_seq_length, inputs):
+    """`ner_data.encode_text` of each text (pieces of its tokens, as
+    serve_text packs them), [n, max_seq_length]."""
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    rows = [ner_data.encode_text(t, tokenizer,
+                                 record.task_config.get("token_level"),
+                                 max_seq_length)[1] for t in inputs["text"]]
+    return {k: np.concatenate([r[k] for r in rows]).astype(np.int32)
+            if rows else np.zeros([0, max_seq_length], np.int32)
+            for k in F.ENCODER_INPUTS}
+
+  @classmethod
+  def decode_outputs(cls, record, outputs, n):
+    """Per text its entities [{"type", "text", "start", "end"}] (code
+    points: text[start:end] is the entity)."""
+    return [[{"type": outputs["entity_types"][i, j].decode(),
+              "text": outputs["entity_texts"][i, j].decode(),
+              "start": int(outputs["entity_starts"][i, j]),
+              "end": int(outputs["entity_ends"][i, j])}
+             for j in range(int(outputs["num_entities"][i]))]
+            for i in range(n)]
+
+  @classmethod
+  def calibration_inputs(cls, record, fields, text_column, text_b_column):
+    """One text per line (text_column); a tagger takes no text_b."""
+    return {"text": fields[text_column]}

@@ -1,0 +1,232 @@
+"""The library part of exporting and restoring a fine-tuned model.
+
+`export_saved_model` (the command), `fill_mask` (the command) and
+`albert_tf.inference` (`albert_tf.load`) all restore a checkpoint the same
+way: the family its task_record.json names (`albert_tf.registry`), the
+config and tokenizer by the rules of every command
+(`resolution.resolve_model`), the family's `export_model` with the
+checkpoint's weights, refused when a head is missing or a weight is not
+finite. The commands add their flags and files; this module has none.
+
+TensorFlow and what imports it are imported by the functions that run, so
+that the commands' --help answers before TF loads.
+"""
+
+import dataclasses
+from typing import NamedTuple, Optional
+
+from albert_tf import features as F
+from albert_tf.data.tokenization import MASK_TOKEN
+
+ENCODER = "encoder"  # --model without a task: the encoder's outputs
+DEFAULT_SEQ_LENGTH = 128  # the export length when nothing is recorded
+FILL_MASK_BATCH_SIZE = 32
+
+
+class ExportError(ValueError):
+  """A bad export request; the message names the flag or file."""
+
+
+class FillMaskError(ValueError):
+  """Bad fill-mask input; the message names the flag, file or line."""
+
+
+def model_choices():
+  """--model's values: encoder, then every family's export_name."""
+  from albert_tf import registry  # pylint: disable=g-import-not-at-top
+  return (ENCODER,) + tuple(dict.fromkeys(
+      f.task.export_name for f in registry.families().values()
+      if f.task.export_name))
+
+
+def resolve_model(checkpoint, preset, albert_config_file, spm_model_file,
+                  vocab_file, do_lower_case):
+  """Config + tokenizer by the rules of every CLI (`resolution.resolve_model`)."""
+  from albert_tf.training import resolution  # pylint: disable=g-import-not-at-top
+  try:
+    return resolution.resolve_model(
+        preset, albert_config_file, init_checkpoint=checkpoint,
+        spm_model_file=spm_model_file, vocab_file=vocab_file,
+        do_lower_case=do_lower_case, checkpoint_flag="--checkpoint")
+  except ValueError as e:
+    raise ExportError(str(e)) from None
+
+
+def resolve_task(checkpoint, model, record):
+  """(the registered family name, or None for the encoder; the --model).
+
+  The recorded family unless --model says otherwise; --model=classifier,
+  tagger or pretrainer is the family with that export_name.
+  """
+  # pylint: disable=g-import-not-at-top
+  from albert_tf import registry
+  from albert_tf.record import RECORD_FILE
+  recorded = None
+  if record and record.task:
+    try:
+      recorded = registry.family(record.task, record.task_module).task
+    except registry.RegistryError as e:
+      raise ExportError(f"{RECORD_FILE} beside --checkpoint={checkpoint}: "
+                        f"{e}") from None
+  model = model or (recorded.export_name if recorded else ENCODER)
+  if model not in model_choices():
+    raise ExportError(f"--model must be one of {model_choices()}, got "
+                      f"{model!r}")
+  if model == ENCODER:
+    return None, model
+  if recorded is not None:
+    if recorded.export_name != model:
+      raise ExportError(
+          f"--checkpoint={checkpoint} is a {recorded.export_name} "
+          f"({RECORD_FILE} beside it says task={record.task!r}): export it "
+          f"with --model={recorded.export_name}")
+    return record.task, model
+  # No record: the first family registered under this export_name.
+  return next(name for name, f in registry.families().items()
+              if f.task.export_name == model), model
+
+
+def check_finite(model_or_variables, where):
+  """checkpoints.check_finite, imported when an export runs (TF)."""
+  from albert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
+  return checkpoints.check_finite(model_or_variables, where)
+
+
+def restore(checkpoint, keras_model, model):
+  """Restores keras_model from checkpoint; returns restore_weights' report.
+
+  model: the --model name the error messages give. Raises ExportError for
+  a checkpoint that does not load, lacks a part of keras_model (a randomly
+  initialised head would serve garbage silently) or holds a non-finite
+  weight.
+  """
+  from albert_tf.training.checkpoints import restore_weights  # pylint: disable=g-import-not-at-top
+  try:
+    report = restore_weights(checkpoint, keras_model)
+  except (ValueError, FileNotFoundError) as e:
+    raise ExportError(f"--checkpoint={checkpoint}: {e}") from None
+  if report["missing"]:
+    raise ExportError(
+        f"--checkpoint={report['prefix']} has no "
+        f"{', '.join(report['missing'])}: it cannot be exported as "
+        f"--model={model} (export it as --model=encoder, or give a "
+        "checkpoint written by the matching training script)")
+  check_finite(keras_model, f"--checkpoint={report['prefix']}")
+  return report
+
+
+class Restored(NamedTuple):
+  """A fine-tuned model restored from its output_dir (`restore_task`)."""
+  task: type            # the family's Task subclass
+  record: object        # tasks.record.ModelInfo, max_seq_length filled in
+  model: object         # the family's export_model, restored
+  tokenizer: object
+  config: object
+  prefix: str           # the checkpoint prefix read
+
+
+def restore_task(checkpoint, task_name, model_name, record,
+                 spm_model_file=None, vocab_file=None, do_lower_case=None):
+  """The family's `export_model` restored from checkpoint, as
+  export_saved_model.export restores it (no dtype policy, no flags)."""
+  from albert_tf import registry  # pylint: disable=g-import-not-at-top
+  config, tokenizer = resolve_model(checkpoint, None, None, spm_model_file,
+                                    vocab_file, do_lower_case)
+  task = registry.family(task_name, record.task_module).task
+  record = dataclasses.replace(
+      record, max_seq_length=record.max_seq_length or DEFAULT_SEQ_LENGTH)
+  try:
+    model = task.export_model(config, record)
+  except ValueError as e:
+    raise ExportError(str(e)) from None
+  report = restore(checkpoint, model, model_name)
+  return Restored(task, record, model, tokenizer, config, report["prefix"])
+
+
+def restore_encoder(checkpoint, spm_model_file=None, vocab_file=None,
+                    do_lower_case=None):
+  """(AlbertEncoder with the checkpoint's encoder weights, tokenizer)."""
+  from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=g-import-not-at-top
+  config, tokenizer = resolve_model(checkpoint, None, None, spm_model_file,
+                                    vocab_file, do_lower_case)
+  model = AlbertEncoder(config)
+  restore(checkpoint, model, ENCODER)
+  return model, tokenizer
+
+
+# ------------------------------------------------------------ fill-mask
+def load_pretrainer(checkpoint, albert_config_file=None, spm_model_file=None,
+                    vocab_file=None, do_lower_case=None):
+  """(AlbertPretrainer with the checkpoint's weights, tokenizer).
+
+  Raises FillMaskError when the checkpoint has no masked_lm_head.
+  """
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling.models import AlbertPretrainer
+  from albert_tf.training import resolution
+  from albert_tf.training.checkpoints import restore_weights
+  config, tokenizer = resolution.resolve_model(
+      albert_config_file=albert_config_file, init_checkpoint=checkpoint,
+      spm_model_file=spm_model_file, vocab_file=vocab_file,
+      do_lower_case=do_lower_case, checkpoint_flag="--checkpoint")
+  model = AlbertPretrainer(config)
+  report = restore_weights(checkpoint, model)
+  if "masked_lm_head" in report["missing"]:
+    raise FillMaskError(
+        f"--checkpoint={report['prefix']} has no masked_lm_head: fill-mask "
+        "needs a checkpoint written by run_pretraining (or converted with "
+        "its MLM head)")
+  check_finite(model, f"--checkpoint={report['prefix']}")
+  return model, tokenizer
+
+
+def fill_mask(model, tokenizer, texts, top_k=5):
+  """Top-k predictions per [MASK] of each text.
+
+  Returns one list per text, with one list per [MASK] (left to right) of
+  top_k (piece, id, probability) tuples, most probable first. Raises
+  FillMaskError for a text without [MASK] or longer than the model takes.
+  """
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from albert_tf.serving.fill_mask_graph import MaskedTextTokenizer
+  from albert_tf.serving.fill_mask_graph import predict_masks
+  if top_k < 1:
+    raise FillMaskError(f"--top_k must be >= 1, got {top_k}")
+  masked = MaskedTextTokenizer(tokenizer)
+  limit = model.config.max_position_embeddings
+  encoded = []
+  for n, text in enumerate(texts, 1):
+    if MASK_TOKEN not in text:
+      raise FillMaskError(f"text {n} has no {MASK_TOKEN}: {text[:60]!r}")
+    ids = masked.encode(text)
+    if len(ids) > limit:
+      raise FillMaskError(
+          f"text {n} is {len(ids)} tokens with [CLS]/[SEP], more than the "
+          f"model's max_position_embeddings={limit}: {text[:60]!r}")
+    encoded.append(ids)
+  results = []
+  for start in range(0, len(encoded), FILL_MASK_BATCH_SIZE):
+    batch = encoded[start:start + FILL_MASK_BATCH_SIZE]
+    width = max(len(ids) for ids in batch)
+    positions = [[i for i, t in enumerate(ids) if t == tokenizer.mask_id]
+                 for ids in batch]
+    most = max(len(p) for p in positions)
+    features = {
+        F.INPUT_IDS: tf.constant([ids + [tokenizer.pad_id] * (width - len(ids))
+                                  for ids in batch], tf.int32),
+        F.INPUT_MASK: tf.constant([[1] * len(ids) + [0] * (width - len(ids))
+                                   for ids in batch], tf.int32),
+        F.SEGMENT_IDS: tf.zeros([len(batch), width], tf.int32),
+        F.MASKED_LM_POSITIONS: tf.constant(
+            [p + [0] * (most - len(p)) for p in positions], tf.int32)}
+    probabilities, ids = predict_masks(model, features, top_k,
+                                       tokenizer.vocab_size)
+    probabilities, ids = probabilities.numpy(), ids.numpy()
+    for row, row_positions in enumerate(positions):
+      results.append([
+          [(piece, int(i), float(p)) for piece, i, p in zip(
+              tokenizer.convert_ids_to_tokens(ids[row, m].tolist()),
+              ids[row, m], probabilities[row, m])]
+          for m in range(len(row_positions))])
+  return results
