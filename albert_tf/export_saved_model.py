@@ -328,7 +328,6 @@ class ExportSettings:
       "variables, LayerNorm statistics, the attention softmax and the "
       "outputs stay float32.", group="model")
   overwrite: bool = settings.field(False, "Replace an existing version.")
-  verbose: bool = settings.field(False, "Show the traceback of an error.")
 
 
 def main(argv):

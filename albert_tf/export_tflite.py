@@ -389,7 +389,6 @@ class TfliteSettings:
       200, "Lines used for int8.")
   max_predictions: int = settings.field(
       20, "Pretrainer: masked positions per sequence.", group="model")
-  verbose: bool = settings.field(False, "Show the traceback of an error.")
 
 
 def main(argv):

@@ -56,7 +56,6 @@ class FillMaskArgs:
   do_lower_case: Optional[bool] = settings.field(
       None, "Lowercase + strip accents (default: as recorded beside the "
       "checkpoint, else true).")
-  verbose: bool = settings.field(False, "Show the traceback of an error.")
 
 
 def _surface(piece, kind):
