@@ -60,9 +60,6 @@ from albert_tf import settings
 # answer before TF loads.
 
 
-# Task families written as keras-hub's AlbertTextClassifier, head included;
-# the others' presets hold the backbone only.
-CLASSIFIER_FAMILIES = ("classification", "regression")
 
 
 class KerasHubExportError(ValueError):
@@ -211,8 +208,13 @@ def export(checkpoint, output_dir, albert_config_file=None,
 
   from albert_tf.record import ModelInfo  # pylint: disable=g-import-not-at-top
   record = ModelInfo.read_beside(checkpoint)
+  from albert_tf import registry  # pylint: disable=g-import-not-at-top
+  # A family says whether it is keras-hub's AlbertTextClassifier, head
+  # included (`Task.keras_hub_text_classifier`); else the backbone only.
   family = record.task if record else None
-  if family in CLASSIFIER_FAMILIES:
+  whole = bool(record and record.task and registry.family(
+      record.task, record.task_module).task.keras_hub_text_classifier)
+  if whole:
     from albert_tf.modeling.models import AlbertClassifier  # pylint: disable=g-import-not-at-top
     model = AlbertClassifier(config, record.num_labels)
     report = checkpoints.restore_weights(checkpoint, model)
@@ -233,7 +235,7 @@ def export(checkpoint, output_dir, albert_config_file=None,
     hub_tokenizer = keras_hub.models.AlbertTokenizer(proto=f.read())
 
   task = None
-  if family in CLASSIFIER_FAMILIES:
+  if whole:
     task = _text_classifier(keras_hub, backbone, hub_tokenizer, model,
                             record.max_seq_length or 128)
   _write_preset(output_dir, backbone, hub_tokenizer, task)
@@ -288,7 +290,6 @@ class KerasHubExportSettings:
       None, "SentencePiece model of the checkpoint (default: the one "
       "recorded beside it).")
   overwrite: bool = settings.field(False, "Replace a non-empty --output_dir.")
-  verbose: bool = settings.field(False, "Show the traceback of an error.")
 
 
 def main(argv):

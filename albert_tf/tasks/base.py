@@ -41,6 +41,9 @@ class Task:
   best_metric: Optional[str] = None
   #: export_saved_model's --model value that means this family.
   export_name: str = ""
+  #: Whether export_keras_hub writes the whole model as keras-hub's
+  #: AlbertTextClassifier (head included); else the backbone only.
+  keras_hub_text_classifier: bool = False
   #: What `predict` writes in output_dir: --overwrite deletes these along
   #: with the trainer's files (`albert_tf.training.output_dir.run_files()`).
   output_files: Tuple[str, ...] = ()

@@ -114,6 +114,7 @@ class ClassificationTask(Task):
 
   best_metric = "eval_metric"
   export_name = "classifier"
+  keras_hub_text_classifier = True
   output_files = (PREDICTIONS_FILE,)
 
   def __init__(self, spec: cd.TaskSpec, tokenizer, data_dir: str,

@@ -94,6 +94,10 @@ class MultipleChoiceTask(Task):
 
   @classmethod
   def resolve_options(cls, o: RaceOptions, info):
+    known = sorted(registry.datasets(cls.name))
+    if o.task_name not in known:  # before any file or model is read
+      raise ValueError(f"--task_name must be one of {', '.join(known)}, got "
+                       f"{o.task_name!r}")
     o = super().resolve_options(o, info)
     if o.max_qa_length > o.max_seq_length - 4:
       raise ValueError(f"--max_qa_length={o.max_qa_length} leaves no room "
