@@ -1,6 +1,7 @@
 """A task family in a file outside the package, with no package edit, gets
-`albert-finetune --task=<it>`, training, resume, the best checkpoint and a
-SavedModel with serve_text.
+`albert-finetune --task=<it>`, training, resume, the best checkpoint, a
+SavedModel with serve_text, TFLite (float and dynamic-range) with parity,
+and `albert_tf.load(...).predict`.
 
 The family ("keyword_spot": does a sentence contain --keyword?) is written
 by the test into tmp_path as `keyword_spot_family.py`: its options
@@ -277,6 +278,47 @@ def test_a_scratch_family_finetunes_resumes_and_exports(scratch):
       text=tf.constant([r["text"] for r in spots]))
   # serve_text tokenizes in the graph; its answers are the command's.
   assert served["spot"].numpy().tolist() == got
+
+  # TFLite (float and dynamic-range int8) of the export, by the command,
+  # against the SavedModel's serving_default on the same ids.
+  from albert_tf.data.classifier_data import encode_pair  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.tokenization import load_tokenizer  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving.tflite_runner import TFLiteRunner  # pylint: disable=g-import-not-at-top
+  tokenizer = load_tokenizer(vocab_file=str(scratch / "vocab.txt"))
+  rows = [encode_pair(tokenizer, r["text"], None, 16)[:3] for r in spots]
+  ids = {k: np.array([r[i] for r in rows], np.int32)
+         for i, k in enumerate(("input_ids", "input_mask", "segment_ids"))}
+  want = tf.saved_model.load(str(version)).signatures["serving_default"](
+      **{k: tf.constant(v) for k, v in ids.items()})["logits"].numpy()
+  scale = float(np.abs(want).max())
+  for quantize, rel in (("none", 1e-4), ("dynamic", 0.1)):
+    target = scratch / f"spot_{quantize}.tflite"
+    proc = subprocess.run(
+        [sys.executable, "-m", "albert_tf.export_tflite",
+         f"--saved_model={version}", f"--output={target}",
+         f"--quantize={quantize}"], cwd=scratch, env=env,
+        capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runner = TFLiteRunner(str(target))
+    lite = np.concatenate([runner(**{k: v[i:i + 1] for k, v in ids.items()})
+                           ["logits"] for i in range(len(spots))])
+    np.testing.assert_allclose(lite, want, atol=rel * scale, rtol=0,
+                               err_msg=quantize)
+
+
+def test_load_predict_of_a_scratch_family(scratch, monkeypatch):
+  """albert_tf.load finds the family by the record's task_module (on the
+  path, as a user's module would be) and predicts from raw text with the
+  family's default encoding: the same spots as the command wrote."""
+  out = scratch / "out"
+  if not (out / "spots.jsonl").exists():
+    pytest.skip("needs test_a_scratch_family_finetunes_resumes_and_exports")
+  monkeypatch.syspath_prepend(str(scratch))
+  import albert_tf  # pylint: disable=g-import-not-at-top
+  spots = _jsonl(out / "spots.jsonl")
+  for source in (out, sorted((scratch / "export").iterdir())[-1]):
+    got = albert_tf.load(str(source)).predict([r["text"] for r in spots])
+    assert [g["spot"] for g in got] == [r["spot"] for r in spots], source
 
 
 def test_the_package_does_not_name_the_scratch_family():
