@@ -95,3 +95,8 @@ def make_pretraining_example(input_ids, input_mask, segment_ids, token_boundary,
       NEXT_SENTENCE_LABELS: _int64_feature([next_sentence_label]),
   }
   return tf.train.Example(features=tf.train.Features(feature=feature))
+
+# The original's v2 span head: start positions kept, and end positions per
+# start (run_squad's --start_n_top / --end_n_top defaults).
+START_N_TOP = 5
+END_N_TOP = 5

@@ -105,8 +105,8 @@ class SquadV2Head(keras.layers.Layer):
   gives what the loss needs, the end teacher-forced on the gold start.
   """
 
-  def __init__(self, hidden_size, start_n_top=5, end_n_top=5,
-               dropout_rate=0.1, initializer_range=0.02,
+  def __init__(self, hidden_size, start_n_top=F.START_N_TOP,
+               end_n_top=F.END_N_TOP, dropout_rate=0.1, initializer_range=0.02,
                layer_norm_eps=1e-12, **kwargs):
     super().__init__(**kwargs)
     self.hidden_size = hidden_size
@@ -248,7 +248,8 @@ class AlbertSpanQA(keras.Model):
   """
 
   def __init__(self, config: AlbertConfig, version_2_with_negative=False,
-               start_n_top=5, end_n_top=5, classifier_dropout=0.1, dtype=None,
+               start_n_top=F.START_N_TOP, end_n_top=F.END_N_TOP,
+               classifier_dropout=0.1, dtype=None,
                **kwargs):
     if isinstance(config, dict):
       config = AlbertConfig.from_dict(config)

@@ -91,9 +91,9 @@ class SquadOptions(FinetuneOptions):
       lower_bound=1, group="output")
   max_answer_length: int = settings.field(
       30, "Longest answer, in pieces.", lower_bound=1, group="output")
-  start_n_top: int = settings.field(5, "v2: start beams.", lower_bound=1,
-                                    group="output")
-  end_n_top: int = settings.field(5, "v2: end beams per start.",
+  start_n_top: int = settings.field(F.START_N_TOP, "v2: start beams.",
+                                    lower_bound=1, group="output")
+  end_n_top: int = settings.field(F.END_N_TOP, "v2: end beams per start.",
                                   lower_bound=1, group="output")
 
 
@@ -180,8 +180,9 @@ class SpanQATask(Task):
                predict_file: Optional[str], max_seq_length: int = 384,
                doc_stride: int = 128, max_query_length: int = 64,
                version_2_with_negative: bool = False, n_best_size: int = 20,
-               max_answer_length: int = 30, start_n_top: int = 5,
-               end_n_top: int = 5, eval_batch_size: int = 64,
+               max_answer_length: int = 30,
+               start_n_top: int = F.START_N_TOP,
+               end_n_top: int = F.END_N_TOP, eval_batch_size: int = 64,
                classifier_dropout: float = 0.1, seed: int = 12345,
                max_train_examples: int = 0, max_eval_examples: int = 0,
                max_predict_examples: int = 0):
@@ -371,8 +372,8 @@ class SpanQATask(Task):
           "writes beside --checkpoint (version_2_with_negative, doc_stride); "
           "none found")
     return span_qa.AlbertSpanQA(config, own["version_2_with_negative"],
-                                own.get("start_n_top", 5),
-                                own.get("end_n_top", 5))
+                                own.get("start_n_top", F.START_N_TOP),
+                                own.get("end_n_top", F.END_N_TOP))
 
   @classmethod
   def export_signatures(cls, model, record, tokenizer, max_seq_length,
