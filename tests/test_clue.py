@@ -8,6 +8,7 @@ the real data)."""
 
 import json
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -370,3 +371,21 @@ def test_afqmc_fine_tunes_and_writes_its_submission(tmp_path):
   assert all(line["label"] in ("0", "1") for line in lines)
   rows = (out / "test_results.tsv").read_text().splitlines()
   assert [r.split("\t")[1] for r in rows[1:]] == [l["label"] for l in lines]
+
+
+def test_overwrite_removes_the_submission_files_and_keeps_the_users(
+    tmp_path):
+  """--overwrite starts over: a previous run's CLUE submission files go
+  (they are the datasets' `Task.dataset_output_files`), a file of the
+  user's with a similar name stays."""
+  from albert_tf.training import output_dir  # pylint: disable=g-import-not-at-top
+  for name in ("afqmc_predict.json", "c311_predict.json",
+               "eprstmt_predict_all.json", "chid11_predict.json.tmp",
+               "my_predict.json", "afqmc_predict.json.bak"):
+    (tmp_path / name).write_text("{}\n", encoding="utf-8")
+  removed = output_dir.remove_run_files(str(tmp_path))
+  assert sorted(os.path.basename(p) for p in removed) == [
+      "afqmc_predict.json", "c311_predict.json", "chid11_predict.json.tmp",
+      "eprstmt_predict_all.json"]
+  assert sorted(p.name for p in tmp_path.iterdir()) == [
+      "afqmc_predict.json.bak", "my_predict.json"]

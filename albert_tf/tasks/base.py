@@ -48,6 +48,14 @@ class Task:
   #: with the trainer's files (`albert_tf.training.output_dir.run_files()`).
   output_files: Tuple[str, ...] = ()
 
+  @classmethod
+  def dataset_output_files(cls, dataset) -> Tuple[str, ...]:
+    """What `predict` writes for one registered dataset beyond
+    `output_files` (a benchmark's submission file); --overwrite deletes
+    these too."""
+    del dataset
+    return ()
+
   # Fine-tuning: `albert_tf.finetune` calls these, in this order, for the
   # family --task names (the options are its registered dataclass).
   #: --max_seq_length when neither the flag nor the fine-tuned model says.

@@ -115,6 +115,11 @@ class ClassificationTask(Task):
   best_metric = "eval_metric"
   export_name = "classifier"
   keras_hub_text_classifier = True
+
+  @classmethod
+  def dataset_output_files(cls, dataset):
+    submission = getattr(dataset.spec, "submission", None)
+    return (submission.file_name,) if submission else ()
   output_files = (PREDICTIONS_FILE,)
 
   def __init__(self, spec: cd.TaskSpec, tokenizer, data_dir: str,

@@ -86,6 +86,11 @@ class MultipleChoiceTask(Task):
   export_name = "multiple_choice"
   output_files = (PREDICTIONS_FILE,)
 
+  @classmethod
+  def dataset_output_files(cls, dataset):
+    name = getattr(dataset.spec, "submission_file", None)
+    return (name,) if name else ()
+
   # --------------------------------------------------------- fine-tuning
   default_max_seq_length = 512
   random_init_warning = (

@@ -209,10 +209,15 @@ _RUN_FILES: Dict[str, Sequence[str]] = {
 
 def run_files() -> Dict[str, Sequence[str]]:
   """{folder: name patterns} of what runs write in output_dir: the
-  trainer's and commands' files and every registered family's
-  `output_files` (each also as its `.tmp`)."""
-  own = sorted({name for family in registry.families().values()
-                for name in family.task.output_files})
+  trainer's and commands' files, every registered family's `output_files`
+  and its datasets' (`Task.dataset_output_files`: CLUE's submission
+  files), each also as its `.tmp`."""
+  own = {name for family in registry.families().values()
+         for name in family.task.output_files}
+  for dataset in registry.datasets().values():
+    own.update(registry.family(dataset.family).task.dataset_output_files(
+        dataset))
+  own = sorted(own)
   files = dict(_RUN_FILES)
   files[""] = (*files[""], *(re.escape(n) + r"(\.tmp)?" for n in own))
   return files
