@@ -90,7 +90,7 @@ class Predictor:
   def __init__(self, path, kind, tokenizer, max_seq_length, record=None,
                task=None, inputs=None, checkpoint=None, model=None,
                serve_text=None, fill=None, encoder=None, keep=None,
-               what=None):
+               what=None, ids_fn=None):
     self.path, self.kind, self.tokenizer = path, kind, tokenizer
     self.what = what or f"the {kind} model there"
     self.max_seq_length = max_seq_length
@@ -103,6 +103,10 @@ class Predictor:
     self.token_level = self.record.task_config.get("token_level")
     self.checkpoint, self.model = checkpoint, model
     self._serve_text, self._fill, self._encoder = serve_text, fill, encoder
+    # A family without serve_text (no in-graph twin of its encoding):
+    # predict encodes in Python (`Task.encode_inputs`, training's rule) and
+    # runs serving_default on the ids.
+    self._ids_fn = ids_fn
     self._keep = keep  # the loaded SavedModel its functions belong to
 
   def predict(self, texts, texts_b=None, *more, top_k=5, **named):
@@ -111,7 +115,7 @@ class Predictor:
       if texts_b is not None or more or named:
         raise LoadError(f"{self.path}: fill-mask takes no texts_b")
       return self._fill(_strings(texts, "texts"), top_k)
-    if self._serve_text is None:
+    if self._serve_text is None and self._ids_fn is None:
       raise LoadError(f"{self.path}: {self.what} has no classifier, tagger "
                       "or MLM head for predict(); embed() gives its encoder "
                       "outputs")
@@ -119,9 +123,15 @@ class Predictor:
     n = len(inputs[self.inputs[0]])
     results, untagged = [], []
     for start in range(0, n, BATCH_SIZE):
-      out = self._serve_text(**{k: tf.constant(v[start:start + BATCH_SIZE],
-                                               tf.string)
-                                for k, v in inputs.items()})
+      batch = {k: v[start:start + BATCH_SIZE] for k, v in inputs.items()}
+      if self._serve_text is not None:
+        out = self._serve_text(**{k: tf.constant(v, tf.string)
+                                  for k, v in batch.items()})
+      else:
+        out = self._ids_fn({k: tf.constant(v) for k, v in
+                            self.task.encode_inputs(
+                                self.record, self.tokenizer,
+                                self.max_seq_length, batch).items()})
       out = {k: v.numpy() for k, v in out.items()}
       size = min(BATCH_SIZE, n - start)
       results += self.task.decode_outputs(self.record, out, size)
@@ -266,13 +276,16 @@ def load(path, spm_model_file=None, vocab_file=None, do_lower_case=None):
   signatures = task.export_signatures(model, record, restored.tokenizer,
                                       record.max_seq_length, None)
   fn = signatures.get("serve_text")
+  ids = signatures["serving_default"]
   return Predictor(
       path, task_name, restored.tokenizer, record.max_seq_length,
       record=record, task=task,
       inputs=[s.name for s in fn.input_signature] if fn else None,
       checkpoint=restored.prefix, model=model,
       serve_text=_caller(fn, fn.input_signature) if fn else None,
-      encoder=lambda f: model.encoder(f, training=False))
+      encoder=lambda f: model.encoder(f, training=False),
+      ids_fn=None if fn else (lambda f, c=_caller(ids, ids.input_signature):
+                              c(**f)))
 
 
 def _from_encoder_checkpoint(path, record, spm_model_file, vocab_file,
@@ -342,6 +355,9 @@ def _from_saved_model(path, version_dir):
     extra = task is not None  # a pretrainer's serving_default reads positions
     encoder = lambda f: ids(**f, **({F.MASKED_LM_POSITIONS: tf.zeros(
         [tf.shape(f[F.INPUT_IDS])[0], 1], tf.int32)} if extra else {}))
+  ids_fn = None
+  if task is not None and not task.fills_masks and serve_text is None:
+    ids_fn = lambda f: signatures["serving_default"](**f)
   if task is not None and task.fills_masks:
     kind, task = "fill_mask", None
     fill = lambda texts, k: _serve_fill_mask(
@@ -349,7 +365,7 @@ def _from_saved_model(path, version_dir):
   return Predictor(
       path, kind, tokenizer, meta.max_seq_length, record=meta, task=task,
       inputs=inputs, checkpoint=meta.checkpoint, serve_text=serve_text,
-      fill=fill, encoder=encoder, keep=loaded)
+      fill=fill, encoder=encoder, keep=loaded, ids_fn=ids_fn)
 
 
 def _serve_fill_mask(fn, texts, top_k):

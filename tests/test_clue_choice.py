@@ -320,6 +320,31 @@ def test_c3_fine_tunes_and_writes_its_submission(tmp_path, vocab_dir):
   assert float(rows[3].split("\t")[-1]) == 0.0  # question 2's 4th choice
   record = json.loads((tmp_path / "out" / "task_record.json").read_text())
   assert record["task_config"]["num_choices"] == 4
+  # albert_tf.load encodes raw questions as training did (C3's padded
+  # choices, not RACE's packing): the probabilities test_predictions.tsv
+  # has, for questions with 2 to 4 options.
+  import albert_tf  # pylint: disable=g-import-not-at-top
+  test = clue_choice.read_c3(str(tmp_path / "c3"), "test").examples
+  got = albert_tf.load(str(tmp_path / "out")).predict(
+      [q.article for q in test], [q.question for q in test],
+      [q.options for q in test])
+  written = np.array([[float(x) for x in row.split("\t")[3:]]
+                      for row in rows[1:]])
+  np.testing.assert_allclose([g["probabilities"] for g in got], written,
+                             atol=2e-6)  # the file's 6 decimals
+  # No in-graph twin of C3's encoding: the export serves ids only.
+  from albert_tf import export_saved_model  # pylint: disable=g-import-not-at-top
+  version = export_saved_model.export(checkpoint=str(tmp_path / "out"),
+                              export_dir=str(tmp_path / "saved"))
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  assert sorted(tf.saved_model.load(version).signatures) == [
+      "serving_default"]
+  # ... and albert_tf.load of the export encodes in Python too.
+  served = albert_tf.load(version).predict(
+      [q.article for q in test], [q.question for q in test],
+      [q.options for q in test])
+  np.testing.assert_allclose([g["probabilities"] for g in served], written,
+                             atol=2e-6)
 
 
 def test_chid_fine_tunes_and_writes_its_submission(tmp_path, vocab_dir):

@@ -295,6 +295,7 @@ class MultipleChoiceTask(Task):
     if text_pair is False:
       raise ValueError("--notext_pair: multiple choice's serve_text takes "
                        "an article, a question and its options")
+    spec = cls.dataset_spec(record)
     # Imported here: only export needs TF Text (the in-graph tokenizer).
     from albert_tf.serving.choice_graph import ChoiceEncoder  # pylint: disable=g-import-not-at-top
     encoder = ChoiceEncoder.from_tokenizer(
@@ -306,15 +307,33 @@ class MultipleChoiceTask(Task):
       return {F.LOGITS: logits,
               F.PROBABILITIES: tf.nn.softmax(logits, axis=-1)}
 
-    return {"serving_default": saved_model.ids_signature(
-                run, vocab_size=model.config.vocab_size,
-                shape=(None, model.num_choices, None)),
-            "serve_text": saved_model.signature(
-                lambda t: run(encoder(t["article"], t["question"],
-                                      t["options"])),
-                encoder.input_specs(model.num_choices))}
+    signatures = {"serving_default": saved_model.ids_signature(
+        run, vocab_size=model.config.vocab_size,
+        shape=(None, model.num_choices, None))}
+    if spec.encode is not race.encode_race:
+      # The in-graph twin (choice_graph) is RACE's packing; another
+      # dataset's (C3's padded choices, CHID's window around the blank)
+      # served from raw text would disagree with training.
+      logging.warning(
+          "%s: no serve_text (its encoding, %s, has no in-graph twin); "
+          "serving_default takes ids, and albert_tf.load(...).predict "
+          "encodes raw inputs as training did", record.task_name,
+          spec.encode.__name__)
+      return signatures
+    signatures["serve_text"] = saved_model.signature(
+        lambda t: run(encoder(t["article"], t["question"], t["options"])),
+        encoder.input_specs(model.num_choices))
+    return signatures
 
   # --------------------------------------------- serving from raw inputs
+  @classmethod
+  def dataset_spec(cls, record) -> race.ChoiceSpec:
+    """The recorded dataset's ChoiceSpec (how it was encoded); RACE's for
+    a record of another or no dataset."""
+    known = registry.datasets(cls.name).get(record.task_name)
+    spec = known.spec if known is not None else None
+    return spec if isinstance(spec, race.ChoiceSpec) else race.RACE
+
   @classmethod
   def num_choices(cls, record) -> int:
     return int(record.task_config.get("num_choices", race.NUM_CHOICES))
@@ -325,8 +344,10 @@ class MultipleChoiceTask(Task):
 
   @classmethod
   def encode_inputs(cls, record, tokenizer, max_seq_length, inputs):
-    """`race.encode_race` of each (article, question, options): int32
-    [n, num_choices, max_seq_length]."""
+    """The recorded dataset's encoding (`ChoiceSpec.encode`: RACE's
+    `race.encode_race`, C3's with padded choices, CHID's window around the
+    blank) of each (article, question, options): int32 [n, num_choices,
+    max_seq_length]."""
     examples = [race.Question(id=str(i), level="", article=a, question=q,
                               options=list(o), label=None)
                 for i, (a, q, o) in enumerate(zip(
@@ -335,9 +356,9 @@ class MultipleChoiceTask(Task):
     if not examples:
       return {k: np.zeros([0, num_choices, max_seq_length], np.int32)
               for k in F.ENCODER_INPUTS}
-    features, _ = race.encode_race(
-        examples, tokenizer, max_seq_length,
-        record.task_config.get("max_qa_length", 128), num_choices)
+    spec = cls.dataset_spec(record)
+    features, _ = spec.encode(examples, tokenizer, max_seq_length,
+                              record.task_config.get("max_qa_length", 128))
     return {k: features[k] for k in F.ENCODER_INPUTS}
 
   @classmethod
