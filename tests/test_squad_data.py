@@ -5,14 +5,17 @@ English, Chinese, full-width, emoji and number text) and a WordPiece
 vocab.txt of single characters; no TensorFlow.
 """
 
+import functools
+import inspect
 import json
 import logging
 import random
+import re
 
 import numpy as np
 import pytest
 
-from albert_tf.data import char_spans, squad, tokenization
+from albert_tf.data import char_spans, normalization, squad, tokenization
 from albert_tf.data.squad import Example, SquadError
 from tests.fixtures_data import tiny_spm_model
 
@@ -150,6 +153,33 @@ def test_lowercase_fallback_final_sigma(tokenizers):
   units = [("a", 0, 1), ("b", 1, 3), ("c", 3, 4)]
   assert char_spans._align_to(units, "axyc") == [
       ("a", 0, 1), ("x", 1, 3), ("y", 1, 3), ("c", 3, 4)]
+
+
+def test_span_forms_are_the_table_steps():
+  # normalize_with_spans runs the table's steps: each group of steps, in
+  # its span form (`Step.offsets`), gives the characters of the steps'
+  # Python form (no word-final sigma here: the one rule looking at
+  # neighbours that these texts would meet).
+  texts = [t for t in TRICKY if "Σ" not in t] + [
+      "x\x00y\ufffd\u200bz", " ``a'' `'`' ''' ```", "ﬁ\u0301 ﬃ\u0308x",
+      "\u0301a\u0301", "한\u0301국 ＡＢＣ"]
+  for kind in tokenization.KINDS:
+    for lower in (True, False):
+      groups = normalization.offset_groups(kind, lower)
+      assert [s for g in groups for s in g] == list(
+          normalization.steps(kind, lower))
+      for group in groups:
+        for text in texts:
+          units = char_spans._with_spans(
+              group, [(c, i, i + 1) for i, c in enumerate(text)])
+          want = functools.reduce(lambda t, s: s.python(t), group, text)
+          assert "".join(u[0] for u in units) == want, (group, text)
+
+
+def test_char_spans_uses_the_tokenizers_public_api():
+  source = inspect.getsource(char_spans)
+  assert "protected-access" not in source
+  assert not re.search(r"\btokeni[sz]\w*\._", source)
 
 
 # ------------------------------------------------------------------ reading

@@ -6,20 +6,21 @@
 `ids` is exactly `tokenizer.encode(text)`; `spans[i]` is the [start, end)
 code-point span of the ORIGINAL text that piece i covers. How:
 
-  1. The tokenizer's normalisation (`tokenization.normalize`) is redone
-     character by character, each normalised character keeping the span of
-     original characters it came from: a whitespace run collapses to one
-     space, "``"/"''" become one '"' spanning both, NFKD/NFD expansions
-     and lowercasing give several characters of one original character,
-     and a dropped mark or control character joins the span of the
-     character before it ("e" + U+0301 is one span). The result is checked
-     against `tokenizer.normalize(text)`. Lowercasing is the one step that
-     is not per character (Python lowercases a word-final "Σ" to "ς"); when
-     the check fails the normalised characters are taken from
-     `tokenizer.normalize` as they are (same length: each keeps its span),
-     or else the differing middle of the two strings maps as one block onto
-     the original characters of its per-character version (coarse but
-     contiguous spans).
+  1. The tokenizer's normalisation steps (the table of
+     `albert_tf.data.normalization`, as `tokenizer.normalize` runs them)
+     are redone with spans, each normalised character keeping the span of
+     original characters it came from, as each step's `offsets` says: a
+     whitespace run collapses to one space, "``"/"''" become one '"'
+     spanning both, and the per-character steps run on each original
+     character (NFKD/NFD expansions and lowercasing give it several
+     characters; a dropped mark or control character joins the span of the
+     character before it: "e" + U+0301 is one span). The result is checked
+     against `tokenizer.normalize(text)`: where a rule looks at neighbours
+     (Python lowercases a word-final "Σ" to "ς") the normalised characters
+     are taken from `tokenizer.normalize` as they are (same length: each
+     keeps its span), or else the differing middle of the two strings maps
+     as one block onto the original characters of its per-character version
+     (coarse but contiguous spans).
   2. Pieces of the normalised text: SentencePiece reports each piece's
      begin/end as UTF-8 byte offsets into its input (through its own NFKC
      rules: "ＡＢＣ" is one piece "ABC" spanning the three full-width
@@ -41,16 +42,15 @@ Plain Python (no TensorFlow).
 """
 
 import bisect
-import unicodedata
+import functools
 from typing import List, Sequence, Tuple
 
+from albert_tf.data import normalization
 from albert_tf.data import tokenization
 
 Span = Tuple[int, int]
 # (normalised character, original start, original end)
 _Unit = Tuple[str, int, int]
-
-_PROTO_KIND = []  # the SentencePiece output type that works, found once
 
 
 def _expand(units: Sequence[_Unit], fn) -> List[_Unit]:
@@ -75,7 +75,7 @@ def _collapse_whitespace(units: Sequence[_Unit]) -> List[_Unit]:
   """" ".join(text.split()): one space per whitespace run, none at the ends."""
   out, run = [], None
   for c, s, e in units:
-    if c.isspace():
+    if normalization.is_space(c):
       run = (run[0], e) if run else (s, e)
       continue
     if run and out:
@@ -122,43 +122,33 @@ def _align_to(units: List[_Unit], target: str) -> List[_Unit]:
   return units[:p] + mid + units[len(units) - q:]
 
 
+def _with_spans(group, units: List[_Unit]) -> List[_Unit]:
+  """A group of `normalization.offset_groups` run on units."""
+  offsets = group[0].offsets
+  if offsets == normalization.SPACE_RUNS:
+    return _collapse_whitespace(units)
+  if offsets == normalization.PAIRS:
+    for pair, repl in group[0].pairs:
+      units = _replace_pairs(units, pair, repl)
+    return units
+  if offsets != normalization.PER_CHARACTER:
+    raise ValueError(f"normalisation step {group[0].name!r}: no span form "
+                     f"for offsets={offsets!r}")
+  return _expand(units, lambda c: functools.reduce(
+      lambda t, step: step.python(t), group, c))
+
+
 def normalize_with_spans(tokenizer, text: str) -> Tuple[str, List[Span]]:
   """`tokenizer.normalize(text)` and, per normalised character, the
   [start, end) span of the original characters it came from."""
   units = [(c, i, i + 1) for i, c in enumerate(text)]
-  lower = tokenizer.do_lower_case
-  if tokenizer.kind == "wordpiece":
-    units = _expand(units, lambda c: (
-        "" if tokenization.is_dropped_control(c) else c))
-    units = _collapse_whitespace(units)
-    if lower:
-      units = _expand(units, lambda c: "".join(
-          d for d in unicodedata.normalize("NFD", c.lower())
-          if unicodedata.category(d) != "Mn"))
-  else:
-    units = _collapse_whitespace(units)
-    units = _replace_pairs(units, "``", '"')
-    units = _replace_pairs(units, "''", '"')
-    if lower:
-      units = _expand(units, lambda c: "".join(
-          d for d in unicodedata.normalize("NFKD", c)
-          if not unicodedata.combining(d)).lower())
+  for group in normalization.offset_groups(tokenizer.kind,
+                                           tokenizer.do_lower_case):
+    units = _with_spans(group, units)
   target = tokenizer.normalize(text)
   if "".join(u[0] for u in units) != target:
     units = _align_to(units, target)
   return target, [(s, e) for _, s, e in units]
-
-
-def _spm_proto_pieces(sp, text: str):
-  """SentencePiece pieces with byte offsets: `immutable_proto` up to
-  sentencepiece 0.2.0, `proto` (parsed) from the versions that removed it."""
-  if not _PROTO_KIND:
-    try:
-      sp.encode("a", out_type="immutable_proto")
-      _PROTO_KIND.append("immutable_proto")
-    except (ValueError, RuntimeError):
-      _PROTO_KIND.append("proto")
-  return sp.encode(text, out_type=_PROTO_KIND[0]).pieces
 
 
 def _char_offsets(text: str) -> List[int]:
@@ -169,28 +159,29 @@ def _char_offsets(text: str) -> List[int]:
   return offsets
 
 
-def _spm_char_pieces(sp, text: str) -> List[Tuple[str, int, int]]:
-  """(piece, begin, end) in code points of `text`, as sp.encode gives."""
+def _spm_char_pieces(tokenizer, text: str) -> List[Tuple[str, int, int]]:
+  """(piece, begin, end) in code points of `text`, as SentencePiece gives."""
   offsets = _char_offsets(text)
   out = []
-  for p in _spm_proto_pieces(sp, text):
-    begin = bisect.bisect_right(offsets, p.begin) - 1
-    end = bisect.bisect_left(offsets, p.end)
-    out.append((p.piece, begin, max(begin, end)))
+  for piece, byte_begin, byte_end in tokenizer.sentencepiece_offsets(text):
+    begin = bisect.bisect_right(offsets, byte_begin) - 1
+    end = bisect.bisect_left(offsets, byte_end)
+    out.append((piece, begin, max(begin, end)))
   return out
 
 
-def _spm_pieces(sp, norm: str) -> List[Tuple[str, int, int]]:
-  """`AlbertTokenizer._spm_pieces` with spans in `norm` (code points)."""
+def _spm_pieces(tokenizer, norm: str) -> List[Tuple[str, int, int]]:
+  """`AlbertTokenizer.tokenize`'s "9," re-split with spans in `norm` (code
+  points)."""
   out = []
-  for piece, begin, end in _spm_char_pieces(sp, norm):
+  for piece, begin, end in _spm_char_pieces(tokenizer, norm):
     if not (len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()):
       out.append((piece, begin, end))
       continue
     while begin < end and norm[begin] == " ":
       begin += 1
     number = piece[:-1].replace(tokenization.SPM_UNDERLINE, "")
-    sub = _spm_char_pieces(sp, number)
+    sub = _spm_char_pieces(tokenizer, number)
     if (piece[0] != tokenization.SPM_UNDERLINE and sub and
         sub[0][0][0] == tokenization.SPM_UNDERLINE):
       sub = sub[1:] if len(sub[0][0]) == 1 else [(sub[0][0][1:],) +
@@ -222,11 +213,9 @@ def _wordpiece_pieces(tokenizer, norm: str) -> List[Tuple[str, int, int]]:
       start = i
   if start is not None:
     words.append((start, len(norm)))
-  unk = tokenization._UNK_TOKENS["wordpiece"]  # pylint: disable=protected-access
   out = []
   for ws, we in words:
-    pieces = tokenization._wordpiece(  # pylint: disable=protected-access
-        norm[ws:we], tokenizer._token_to_id, unk)  # pylint: disable=protected-access
+    pieces = tokenizer.word_pieces(norm[ws:we])
     lengths = [len(p) - 2 if p.startswith("##") and k else len(p)
                for k, p in enumerate(pieces)]
     if sum(lengths) != we - ws:  # [UNK] for the whole word
@@ -257,7 +246,7 @@ def encode_with_offsets(tokenizer, text: str
   if not norm:
     pieces = []
   elif tokenizer.kind == "sentencepiece":
-    pieces = _spm_pieces(tokenizer._sp, norm)  # pylint: disable=protected-access
+    pieces = _spm_pieces(tokenizer, norm)
   else:
     pieces = _wordpiece_pieces(tokenizer, norm)
   ids = tokenizer.convert_tokens_to_ids([p for p, _, _ in pieces])

@@ -11,6 +11,20 @@ Every rule the tokenizers apply to raw text before splitting it is one
   - `graph(text: tf.string tensor) -> tf.string tensor`: what
     `text_graph.TextEncoder.normalize` runs (the `serve_text` side).
 
+Each step also says how it moves characters (`offsets`), for the maps from
+normalised characters back to the original text that span question answering
+needs (`data/char_spans.py` in Python, `serving/span_graph.py` in the graph):
+
+  - `PER_CHARACTER`: the step run on each character alone (`python` /
+    `graph` of a one-character string), a character it deletes joining the
+    span of the character before it. Exact but where a rule looks at
+    neighbours (Python's word-final sigma, the canonical reordering of
+    combining marks), which the maps check against the whole-text result;
+  - `SPACE_RUNS`: each run of `is_space` characters becomes one " " spanning
+    the run, none at the ends;
+  - `PAIRS`: each two-character string of the step's `pairs` becomes its
+    replacement spanning both (left to right, one pair after the other).
+
 `PIPELINES[kind]` puts the steps of each tokenizer kind in order;
 `steps(kind, do_lower_case)` leaves out the lowercasing ones when
 do_lower_case is off. `normalize` and `normalize_graph` run a pipeline;
@@ -116,6 +130,10 @@ def char_class(name):
 
 
 # ------------------------------------------------------------ steps
+# How a step moves characters (`Step.offsets`; see the module docstring).
+PER_CHARACTER, SPACE_RUNS, PAIRS = "per_character", "space_runs", "pairs"
+
+
 @dataclasses.dataclass(frozen=True)
 class Step:
   """One normalisation rule, in prose, in Python and in the TF graph."""
@@ -124,6 +142,9 @@ class Step:
   python: Callable[[str], str]
   graph: Callable[[Any], Any]  # tf.string tensor -> tf.string tensor
   lower_case_only: bool = False  # runs only with do_lower_case
+  offsets: str = PER_CHARACTER  # or SPACE_RUNS, PAIRS
+  # PAIRS: (two characters, replacement), in the order they are replaced.
+  pairs: Tuple[Tuple[str, str], ...] = ()
 
 
 def _drop_step(name, description, predicate, lower_case_only=False):
@@ -195,9 +216,11 @@ COLLAPSE_WHITESPACE = Step(
     "collapse_whitespace",
     "collapse every run of whitespace (Python str.isspace) to one space; "
     "strip leading/trailing whitespace",
-    lambda text: " ".join(text.split()), _collapse_whitespace_graph)
+    lambda text: " ".join(text.split()), _collapse_whitespace_graph,
+    offsets=SPACE_RUNS)
 LATEX_QUOTES = Step("latex_quotes", "replace `` and '' with \"",
-                    _quotes_python, _quotes_graph)
+                    _quotes_python, _quotes_graph, offsets=PAIRS,
+                    pairs=(("``", '"'), ("''", '"')))
 NFKD = _unicode_form_step("NFKD")
 NFD = _unicode_form_step("NFD")
 DROP_COMBINING = _drop_step(
@@ -244,6 +267,22 @@ def normalize_graph(text, kind="sentencepiece", do_lower_case=True):
   for step in steps(kind, do_lower_case):
     text = step.graph(text)
   return text
+
+
+def offset_groups(kind, do_lower_case=True) -> List[Tuple[Step, ...]]:
+  """`steps(kind, do_lower_case)` as the offset maps run them: each
+  SPACE_RUNS or PAIRS step alone, and each run of consecutive PER_CHARACTER
+  steps as one group, run together on each original character (so a
+  character's expansion, e.g. NFKD's "e" + U+0301, goes through the next
+  steps as one string, and what they delete of it stays in its span)."""
+  groups = []
+  for step in steps(kind, do_lower_case):
+    if (step.offsets == PER_CHARACTER and groups and
+        groups[-1][-1].offsets == PER_CHARACTER):
+      groups[-1] += (step,)
+    else:
+      groups.append((step,))
+  return groups
 
 
 def describe(kind, do_lower_case=True) -> List[str]:

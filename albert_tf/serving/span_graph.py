@@ -11,29 +11,34 @@ in the original text), `squad.make_windows` (`[CLS] question [SEP] window
     out = reader(questions, contexts, run)   # run: features -> model outputs
     out["answer"], out["start"], out["end"]  # a slice of each context
 
-Offsets: `tokenization.normalize` is redone character by character, each
-normalised character keeping the original characters it came from (as
-`char_spans.normalize_with_spans`). The string tokenised is the whole-string
-normalisation (`TextEncoder.normalize`'s steps: a word-final "Σ" lowers to
-"ς" as in Python) when it has as many characters as the per-character one,
-else the per-character one (Python aligns such a text blockwise; only a NUL,
-where tf.strings.lower stops, is known to get there). The tokenizers' byte
-offsets are then mapped to those characters. Known difference: TF Text's
-SentencePiece breaks exact score ties of the Viterbi lattice unlike the
-Python package in rare strings ("1,0000": "000"+"0" vs "0"+"000"), as
-`TextEncoder` does. Everything is flat tensors with row splits: ragged ops
-would make a graph of ~5000 ops (seconds to trace at export).
+Offsets: the graph side of the tokenizer's normalisation steps (the table
+of `albert_tf.data.normalization`) is redone with spans as each step's
+`offsets` says, each normalised character keeping the original characters it
+came from (as `char_spans.normalize_with_spans`). The string tokenised is
+the whole-string normalisation (`normalization.normalize_graph`, as
+`TextEncoder.normalize`: a word-final "Σ" lowers to "ς" as in Python, NUL or
+not) when it has as many characters as the per-character one, else the
+per-character one (Python aligns such a text blockwise; no text is known to
+get there). The tokenizers' byte offsets are then mapped to those
+characters. Known difference: TF Text's SentencePiece breaks exact score
+ties of the Viterbi lattice unlike the Python package in rare strings
+("1,0000": "000"+"0" vs "0"+"000"), as `TextEncoder` does. Everything is
+flat tensors with row splits: ragged ops would make a graph of ~5000 ops
+(seconds to trace at export).
 
 Building one needs `import tensorflow_text`; so does loading a SavedModel
-that contains one. (Over 400 lines: the four per-character normalisation
+that contains one. (Over 400 lines: the span forms of the normalisation
 steps, the "9," re-split with spans, the windows and both decoders are one
 contract with the Python twins, kept in one file.)
 """
+
+import functools
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf import features as F
+from albert_tf.data import normalization
 from albert_tf.modeling import span_qa as span_model
 from albert_tf.serving import text_graph
 
@@ -128,6 +133,26 @@ class _Units:
                     tf.gather(self.e, item))
     return _Units(split.flat_values, tf.gather(self.s, item), ends,
                   tf.gather(self.rows, item))
+
+  def run(self, group, nrows):
+    """A group of `normalization.offset_groups` (`char_spans._with_spans`):
+    the graph side of its steps, on each character for PER_CHARACTER."""
+    step = group[0]
+    if step.offsets == normalization.SPACE_RUNS:
+      return self.collapse_whitespace(nrows)
+    if step.offsets == normalization.PAIRS:
+      units = self
+      for pair, repl in step.pairs:
+        if len(pair) != 2 or pair[0] != pair[1]:
+          raise ValueError(f"normalisation step {step.name!r}: the graph "
+                           f"spans pairs of one character only, not {pair!r}")
+        units = units.replace_pairs(pair[0], repl)
+      return units
+    if step.offsets != normalization.PER_CHARACTER:
+      raise ValueError(f"normalisation step {step.name!r}: no span form for "
+                       f"offsets={step.offsets!r}")
+    return self.expand(lambda chars: functools.reduce(
+        lambda t, s: s.graph(t), group, chars))
 
   def collapse_whitespace(self, nrows):
     """" ".join(text.split()): a run spans its characters; none at the ends."""
@@ -254,21 +279,6 @@ class TextSpanReader(tf.Module):
             tf.TensorSpec([None], tf.string, name="context")]
 
   # ------------------------------------------------------------ offsets
-  def _lower_steps(self, per_char):
-    """`tokenization.normalize`'s do_lower_case steps on strings."""
-    def lower(t):
-      low = tf.strings.lower(t, encoding="utf-8")
-      # tf.strings.lower stops at a NUL: a "\x00" character stays one.
-      return tf.where(tf.equal(t, "\x00"), t, low) if per_char else low
-
-    def steps(t):
-      if self.kind == "sentencepiece":
-        return lower(tf.strings.regex_replace(tf_text.normalize_utf8(
-            t, "NFKD"), _cc("combining"), ""))
-      return tf.strings.regex_replace(tf_text.normalize_utf8(
-          lower(t), "NFD"), _cc("nonspacing_mark"), "")
-    return steps
-
   def _normalize(self, text):
     """`char_spans.normalize_with_spans`: (normalised text [B], _Units)."""
     chars = tf.strings.unicode_split(text, "UTF-8")
@@ -276,19 +286,9 @@ class TextSpanReader(tf.Module):
     rows = chars.value_rowids()
     s = _range(tf.size(rows)) - tf.gather(chars.row_splits, rows)
     units = _Units(chars.flat_values, s, s + 1, rows)
-    regex = tf.strings.regex_replace
-    whole = text
-    if self.kind == "wordpiece":
-      units = units.expand(lambda c: regex(c, _cc("control"), ""))
-      whole = regex(whole, _cc("control"), "")
-    units = units.collapse_whitespace(nrows)
-    whole = regex(regex(whole, _cc("space") + "+", " "), "^ | $", "")
-    if self.kind == "sentencepiece":
-      units = units.replace_pairs("`", '"').replace_pairs("'", '"')
-      whole = regex(whole, "``|''", '"')
-    if self.do_lower_case:
-      units = units.expand(self._lower_steps(per_char=True))
-      whole = self._lower_steps(per_char=False)(whole)
+    for group in normalization.offset_groups(self.kind, self.do_lower_case):
+      units = units.run(group, nrows)
+    whole = normalization.normalize_graph(text, self.kind, self.do_lower_case)
     joined = tf.strings.unsorted_segment_join(units.chars, units.rows, nrows)
     return tf.where(tf.equal(_len(whole), _len(joined)), whole, joined), units
 
