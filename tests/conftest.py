@@ -34,6 +34,8 @@ LONGEST_FIRST = (
     "test_export.py",            # 95
     "test_sharding_simulation.py",  # - / 90
     "test_export_options.py",    # 79
+    "test_family_serving.py",    # ~75: five families exported, TFLite twice
+    "test_scratch_family.py",    # ~45: two commands, export, TFLite
     "test_faults_output_dir.py",  # 75
     "test_tflite.py",            # - / 63
     "test_tagger_export.py",     # 62 / 28
