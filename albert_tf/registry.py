@@ -50,7 +50,7 @@ class RegistryError(ValueError):
 class Family:
   """A task family: its Task subclass and the dataclass of its flags.
 
-  options: a `training.options.FinetuneOptions` subclass whose fields are
+  options: an `albert_tf.options.FinetuneOptions` subclass whose fields are
     the family's flags (shared ones inherited); None for a family that is
     not fine-tuned (pretraining).
   command: the console script of the family's own command (an alias of

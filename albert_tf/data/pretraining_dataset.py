@@ -11,9 +11,9 @@ every integer feature cast to int32: `input_ids`, `input_mask`,
 `masked_lm_positions`, `masked_lm_ids` [batch, P] int32,
 `masked_lm_weights` [batch, P] float32; `next_sentence_labels` [batch, 1].
 
-Training order: the file list is shuffled, files are interleaved (cycle of
-`cycle_length` open files), records are shuffled in a buffer, the stream
-repeats forever and is batched with `drop_remainder=True` (eval keeps the
+Training order: the file list is shuffled and repeats forever, files are
+interleaved (cycle of `cycle_length` open files), records are shuffled in a
+buffer, and the stream is batched with `drop_remainder=True` (eval keeps the
 last partial batch except on TPU). Under
 `tf.distribute` the pipeline is built once per input pipeline (worker) by
 `make_distributed_dataset` and shards by FILE: worker i reads files

@@ -5,7 +5,7 @@ family says, in its one file:
   * training: its model from an AlbertConfig (whose `checkpoint_items` name
     what its checkpoints hold), its tf.data inputs, loss, metrics, dev
     evaluation and test predictions;
-  * the record: `record()`, the `tasks.record.ModelInfo` written as
+  * the record: `record()`, the `albert_tf.record.ModelInfo` written as
     task_record.json beside its checkpoints (labels, length, tokenizer and
     its own `task_config`);
   * export: `export_name` (export_saved_model's --model), `export_model`
