@@ -83,6 +83,8 @@ class Dataset:
 
 
 _FAMILIES: Dict[str, Family] = {}
+# Modules imported from a .py file (`import_task_module`): name -> path.
+_FILE_MODULES: Dict[str, str] = {}
 _DATASETS: Dict[str, Dataset] = {}
 _loaded = False
 
@@ -139,6 +141,7 @@ def import_task_module(name: str) -> None:
     if not os.path.isfile(name):
       raise RegistryError(f"--task_module={name}: no such file")
     module_name = os.path.splitext(os.path.basename(name))[0]
+    _FILE_MODULES[module_name] = os.path.abspath(name)
     if module_name in sys.modules:
       return
     spec = importlib.util.spec_from_file_location(module_name, name)
@@ -158,6 +161,13 @@ def import_task_module(name: str) -> None:
                           f"{e.name!r} (give a module on the Python path or "
                           "a .py file)") from None
     raise
+
+
+def module_source(module_name: str) -> str:
+  """How to import a family's module again (what a record keeps): the path
+  of the .py file it was imported from (`--task_module=file.py`), else its
+  dotted name."""
+  return _FILE_MODULES.get(module_name, module_name)
 
 
 def load_builtins() -> None:
@@ -209,16 +219,6 @@ def family(name: str, module: Optional[str] = None) -> Family:
         + f"; known: {', '.join(sorted(_FAMILIES))} (a family of your own: "
         "--task_module=<module or file.py>)")
   return _FAMILIES[name]
-
-
-def family_of_task(task_cls: type) -> Family:
-  """The Family a Task subclass was registered as (its first name)."""
-  load_builtins()
-  for f in _FAMILIES.values():
-    if f.task is task_cls and f.options is not None or (
-        f.task is task_cls and f.name == getattr(task_cls, "name", None)):
-      return f
-  raise RegistryError(f"{task_cls.__qualname__} is not a registered family")
 
 
 def resolve(task: str) -> Tuple[Family, Optional[Dataset]]:

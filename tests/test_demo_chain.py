@@ -301,6 +301,8 @@ def _run_docs(docs, commands, root, directory):
   directory.mkdir()
   shutil.copytree(root, directory / "demo_output", symlinks=True)
   os.symlink(os.path.join(ROOT, "configs"), directory / "configs")
+  # docs/examples/keyword_spot.py, the family of your own the docs train.
+  os.symlink(os.path.join(ROOT, "docs"), directory / "docs")
   _original_checkpoint(str(directory / "albert_base_v2"))
   _bert_checkpoints(str(directory))
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")

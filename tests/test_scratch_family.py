@@ -3,13 +3,15 @@
 SavedModel with serve_text, TFLite (float and dynamic-range) with parity,
 and `albert_tf.load(...).predict`.
 
-The family ("keyword_spot": does a sentence contain --keyword?) is written
-by the test into tmp_path as `keyword_spot_family.py`: its options
-dataclass, its reader of JSON lines, a model whose head is saved under a
-checkpoint name no package code knows ("spot_head"), and its export. The
-command finds it by --task_module; the run is stopped after a checkpoint
-(the family's input pipeline fails at a step, as a kill would) and the same
-command resumes it. The family's name appears nowhere in albert_tf/.
+The family ("keyword_spot": does a sentence contain --keyword?) is
+docs/examples/keyword_spot.py, copied by the test into tmp_path: its options
+dataclass, its reader, a model whose head is saved under a checkpoint name
+no package code knows ("spot_head"), and its export. The command finds it by
+--task_module; the run is stopped after a checkpoint (the family's input
+pipeline fails at a step, as a kill would) and the same command resumes it.
+The record names the file, so export, TFLite and `albert_tf.load` find the
+family with nothing on the Python path. Its name appears nowhere in
+albert_tf/.
 """
 
 import json
@@ -17,7 +19,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -26,145 +27,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 NAME = "keyword_spot"
 CHARS = "好差很不是的电影书手机质量服务一般喜欢失望"
 
-FAMILY = textwrap.dedent('''
-    """A family of the user's own: does a sentence contain --keyword?"""
-    import dataclasses
-    import json
-    import os
-
-    import keras
-    import numpy as np
-    import tensorflow as tf
-
-    from albert_tf import features as F
-    from albert_tf import registry, settings
-    from albert_tf.data.classifier_data import encode_pair
-    from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
-    from albert_tf.options import FinetuneOptions
-    from albert_tf.record import ModelInfo, tokenizer_fields
-    from albert_tf.serving import saved_model
-    from albert_tf.tasks.base import Task
-
-    @dataclasses.dataclass
-    class SpotOptions(FinetuneOptions):
-      task_name: str = settings.field("spot", "The data set.")
-      keyword: str = settings.field("好", "The word to spot.")
-      fail_at_step: int = settings.field(0, "Stop the input at this step.")
-
-    class SpotModel(keras.Model):
-      def __init__(self, config, **kwargs):
-        encoder = AlbertEncoder(config, name="encoder")
-        head = keras.layers.Dense(2, name="spot")
-        inputs = encoder_inputs()
-        outputs = {F.LOGITS: head(encoder(inputs)[F.POOLED_OUTPUT])}
-        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-        self.encoder, self.head = encoder, head
-
-      @property
-      def checkpoint_items(self):
-        return {"encoder": self.encoder, "spot_head": self.head}
-
-    @registry.register_family("keyword_spot", options=SpotOptions)
-    class SpotTask(Task):
-      """Sentences in JSON lines, label: the keyword occurs."""
-      best_metric = "accuracy"
-      export_name = "keyword_spot"
-      output_files = ("spots.jsonl",)
-
-      def __init__(self, o, tokenizer):
-        self.o, self.tokenizer = o, tokenizer
-
-      @classmethod
-      def from_options(cls, o, tokenizer, info, dataset):
-        return cls(o, tokenizer)
-
-      def _split(self, split):
-        path = os.path.join(self.o.data_dir, split + ".jsonl")
-        with open(path, encoding="utf-8") as f:
-          texts = [json.loads(l)["text"] for l in f if l.strip()]
-        rows = [encode_pair(self.tokenizer, t, None, self.o.max_seq_length)
-                for t in texts]
-        features = {k: np.array([r[i] for r in rows], np.int32)
-                    for i, k in enumerate(F.ENCODER_INPUTS)}
-        labels = np.array([int(self.o.keyword in t) for t in texts],
-                          np.int32)
-        return texts, features, labels
-
-      def read_splits(self, o):
-        return {s: {"examples": len(self._split(s)[0])}
-                for s, wanted in (("train", o.do_train), ("dev", o.do_eval),
-                                  ("test", o.do_predict)) if wanted}
-
-      def steps_per_epoch(self, batch):
-        return max(1, len(self._split("train")[0]) // batch)
-
-      def build_model(self, config):
-        return SpotModel(config)
-
-      def build_losses(self):
-        return {F.LOGITS: keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True)}
-
-      def build_inputs(self, split, strategy, global_batch_size,
-                       start_step=0, num_steps=0):
-        _, features, labels = self._split("train")
-        n = len(labels)
-        stop = self.o.fail_at_step or num_steps + 1
-
-        def batch(step):  # rows of the step; past `stop`, the input dies
-          tf.debugging.assert_less(step, tf.constant(stop, tf.int64),
-                                   message=f"input stopped at step {stop}")
-          idx = (tf.range(global_batch_size, dtype=tf.int64)
-                 + step * global_batch_size) % n
-          return ({k: tf.gather(v, idx) for k, v in features.items()},
-                  {F.LOGITS: tf.gather(labels, idx)})
-
-        ds = tf.data.Dataset.range(start_step, num_steps).map(batch)
-        return strategy.experimental_distribute_dataset(ds)
-
-      def evaluate(self, model, strategy):
-        _, features, labels = self._split("dev")
-        logits = model(features, training=False)[F.LOGITS].numpy()
-        return {"accuracy": float((logits.argmax(-1) == labels).mean())}
-
-      def predict(self, model, output_dir):
-        texts, features, labels = self._split("test")
-        logits = model(features, training=False)[F.LOGITS].numpy()
-        with open(os.path.join(output_dir, "spots.jsonl"), "w",
-                  encoding="utf-8") as f:
-          for text, row in zip(texts, logits):
-            f.write(json.dumps({"text": text, "spot": int(row.argmax())},
-                               ensure_ascii=False) + "\\n")
-        return {"accuracy": float((logits.argmax(-1) == labels).mean())}
-
-      def record(self):
-        return ModelInfo(task="keyword_spot", task_name=self.o.task_name,
-                         num_labels=2, label_list=["no", "yes"],
-                         max_seq_length=self.o.max_seq_length,
-                         task_config={"keyword": self.o.keyword},
-                         **tokenizer_fields(self.tokenizer))
-
-      @classmethod
-      def export_model(cls, config, record):
-        return SpotModel(config)
-
-      @classmethod
-      def export_signatures(cls, model, record, tokenizer, max_seq_length,
-                            text_pair):
-        from albert_tf.serving.text_graph import TextEncoder
-        encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
-
-        def run(features):
-          logits = model(features, training=False)[F.LOGITS]
-          return {F.LOGITS: logits,
-                  "spot": tf.argmax(logits, -1, output_type=tf.int32)}
-
-        return {"serving_default": saved_model.ids_signature(
-                    run, vocab_size=model.encoder.config.vocab_size),
-                "serve_text": saved_model.signature(
-                    lambda t: run(encoder(t["text"])),
-                    saved_model.text_specs(False))}
-''')
+# The family: docs/examples/keyword_spot.py (the docs' template), copied
+# into a temporary folder, as a user's own file would be.
+FAMILY = ROOT / "docs" / "examples" / "keyword_spot.py"
 
 
 def _rows(n, seed):
@@ -181,7 +46,8 @@ def _rows(n, seed):
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
   root = tmp_path_factory.mktemp("scratch")
-  (root / "keyword_spot_family.py").write_text(FAMILY, encoding="utf-8")
+  (root / "keyword_spot_family.py").write_text(
+      FAMILY.read_text(encoding="utf-8"), encoding="utf-8")
   vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(CHARS)
   (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
   from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
@@ -192,9 +58,10 @@ def scratch(tmp_path_factory):
   data = root / "data"
   data.mkdir()
   for split, n, seed in (("train", 64, 0), ("dev", 16, 1), ("test", 16, 1)):
-    (data / f"{split}.jsonl").write_text("".join(
-        json.dumps({"text": t}, ensure_ascii=False) + "\n"
-        for t in _rows(n, seed)), encoding="utf-8")
+    # label \t text, as the demo's reviews (the family reads the last column)
+    (data / f"{split}.tsv").write_text("".join(
+        f"{i % 2}\t{t}\n" for i, t in enumerate(_rows(n, seed))),
+        encoding="utf-8")
   return root
 
 
@@ -261,9 +128,9 @@ def test_a_scratch_family_finetunes_resumes_and_exports(scratch):
   # The record names the module, so export finds the family on its own.
   record = json.loads((out / "task_record.json").read_text())
   assert record["task"] == NAME
-  assert record["task_module"] == "keyword_spot_family"
-  env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{scratch}",
-             TF_CPP_MIN_LOG_LEVEL="2")
+  assert record["task_module"] == str(scratch / "keyword_spot_family.py")
+  # Nothing on the path but the repository: the record's file is enough.
+  env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
   proc = subprocess.run(
       [sys.executable, "-m", "albert_tf.export_saved_model",
        f"--checkpoint={out}", f"--export_dir={scratch / 'export'}"],
@@ -306,14 +173,13 @@ def test_a_scratch_family_finetunes_resumes_and_exports(scratch):
                                err_msg=quantize)
 
 
-def test_load_predict_of_a_scratch_family(scratch, monkeypatch):
-  """albert_tf.load finds the family by the record's task_module (on the
-  path, as a user's module would be) and predicts from raw text with the
-  family's default encoding: the same spots as the command wrote."""
+def test_load_predict_of_a_scratch_family(scratch):
+  """albert_tf.load finds the family by the record's task_module (the
+  file) and predicts from raw text with the family's default encoding: the
+  same spots as the command wrote."""
   out = scratch / "out"
   if not (out / "spots.jsonl").exists():
     pytest.skip("needs test_a_scratch_family_finetunes_resumes_and_exports")
-  monkeypatch.syspath_prepend(str(scratch))
   import albert_tf  # pylint: disable=g-import-not-at-top
   spots = _jsonl(out / "spots.jsonl")
   for source in (out, sorted((scratch / "export").iterdir())[-1]):

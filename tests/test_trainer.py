@@ -146,8 +146,8 @@ def test_classifier_sigterm_saves_the_step_and_resumes(data, tmp_path,
                                      v["loss"] for v in ref_log.values()))
   ref = json.loads((uninterrupted / "eval_results.json").read_text())
   got = json.loads((tmp_path / "eval_results.json").read_text())
-  assert (got["best_step"], got["eval_accuracy"]) == (ref["best_step"],
-                                                      ref["eval_accuracy"])
+  assert (got["best_step"], got["accuracy"]) == (ref["best_step"],
+                                                      ref["accuracy"])
   steps = lambda d: [r["global_step"] for r in _jsonl(d / "eval_log.jsonl")]
   assert steps(tmp_path) == steps(uninterrupted) == list(range(0, 241, 40))
 
@@ -188,7 +188,7 @@ def test_classifier_sigkill_then_resume_matches_uninterrupted(data, tmp_path,
   ref = json.loads((clean / "eval_results.json").read_text())
   got = json.loads((killed / "eval_results.json").read_text())
   assert got["best_step"] == ref["best_step"]
-  assert got["eval_accuracy"] == ref["eval_accuracy"]
+  assert got["accuracy"] == ref["accuracy"]
   assert ref["eval_accuracy"] >= 0.8  # it learnt the task, in both runs
   steps = lambda d: [r["global_step"] for r in _jsonl(d / "eval_log.jsonl")]
   assert steps(killed) == steps(clean) == list(range(0, 241, 40))

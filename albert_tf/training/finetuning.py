@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from albert_tf import file_io
 from albert_tf import record
+from albert_tf import registry
 from albert_tf.training import checkpoints
 from albert_tf.training import output_dir
 from albert_tf.training import resolution
@@ -146,8 +147,8 @@ def write_run_files(output_dir: str, config, task) -> None:
   if os.path.abspath(copy) != os.path.abspath(tokenizer.model_file):
     shutil.copyfile(tokenizer.model_file, copy)
   info = task.record()
-  if info.task_module is None:
-    info.task_module = type(task).__module__
+  if info.task_module is None:  # how export and load find the family
+    info.task_module = registry.module_source(type(task).__module__)
   info.write_beside(output_dir)
 
 
