@@ -289,9 +289,10 @@ def files_cut_short_by_a_kill(data, tmp, caplog):
 def never_beats_step_0(data, tmp, caplog):
   from albert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
   out = tmp / "out"
-  # A learning rate of 0: every eval equals step 0's, none beats it.
+  # A learning rate of 1e-12 (0 is refused): every eval equals step 0's,
+  # none beats it.
   with caplog.at_level(logging.INFO, logger="absl"):
-    result = run_classifier.run(**_options(data, out, learning_rate=0.0,
+    result = run_classifier.run(**_options(data, out, learning_rate=1e-12,
                                            do_predict=True))
   # The untrained step 0 is never kept as the best (Trainer._keep_if_best):
   # the first trained eval is, and the run says it never beat step 0.

@@ -398,9 +398,10 @@ def test_rerun_with_other_config_stops_and_changes_nothing(data, tmp_path):
 
 # ------------------------------------------------------------ best checkpoint
 def test_step_0_is_never_the_best_checkpoint(data, tmp_path, caplog):
-  """A run whose dev metric never rises above step 0's (learning rate 0:
-  every eval ties with step 0) keeps its first trained eval, not the
-  untrained head, and still says that it never beat step 0."""
+  """A run whose dev metric never rises above step 0's (learning rate
+  1e-12, as 0 is refused: every eval ties with step 0) keeps its first
+  trained eval, not the untrained head, and still says that it never beat
+  step 0."""
   import logging  # pylint: disable=g-import-not-at-top
   from albert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
   out = tmp_path / "out"
@@ -411,7 +412,7 @@ def test_step_0_is_never_the_best_checkpoint(data, tmp_path, caplog):
                  classifier_dropout=0.0, train_step=6, eval_every_steps=3,
                  iterations_per_loop=1, do_train=True, do_eval=True, seed=3)
   with caplog.at_level(logging.WARNING, logger="absl"):
-    result = run_classifier.run(**options, learning_rate=0.0)
+    result = run_classifier.run(**options, learning_rate=1e-12)
   evals = _jsonl(out / "eval_log.jsonl")
   assert [e["global_step"] for e in evals] == [0, 3, 6]
   assert len({e["accuracy"] for e in evals}) == 1  # a three-way tie
@@ -425,5 +426,5 @@ def test_step_0_is_never_the_best_checkpoint(data, tmp_path, caplog):
   caplog.clear()
   with caplog.at_level(logging.WARNING, logger="absl"):
     result = run_classifier.run(**(options | {"train_step": 9}),
-                                learning_rate=0.0)
+                                learning_rate=1e-12)
   assert result["best_step"] == 3 and result["never_beat_step_0"]

@@ -60,6 +60,9 @@ class Task:
   # family --task names (the options are its registered dataclass).
   #: --max_seq_length when neither the flag nor the fine-tuned model says.
   default_max_seq_length: int = 128
+  #: Model parts not restored from --init_checkpoint (set by a family whose
+  #: head there was fine-tuned on other labels).
+  init_skip_parts: Tuple[str, ...] = ()
   #: What a random-init training run warns about (None: nothing).
   random_init_warning: Optional[str] = None
 

@@ -149,10 +149,13 @@ class ClassificationTask(Task):
                      o.label_column, o.label_list, o.has_header, o.regression,
                      o.data_dir, info.label_list if info and
                      info.task_name == "tsv" else None)
-    return cls(spec, tokenizer, o.data_dir, o.max_seq_length,
+    spec, skip = _labels_as_recorded(spec, o, info)
+    task = cls(spec, tokenizer, o.data_dir, o.max_seq_length,
                o.eval_batch_size, o.classifier_dropout, o.seed,
                o.max_train_examples, o.max_eval_examples,
                o.max_predict_examples)
+    task.init_skip_parts = skip
+    return task
 
   def read_splits(self, o) -> Dict[str, dict]:
     stats = {}
@@ -387,6 +390,60 @@ def write_predictions(path: str, spec: cd.TaskSpec, logits) -> None:
     for i, row in enumerate(probs):
       f.write(f"{i}\t{spec.label_list[int(row.argmax())]}\t" +
               "\t".join(f"{p:.6f}" for p in row) + "\n")
+
+
+def _labels_as_recorded(spec: cd.TaskSpec, o, info):
+  """(spec, parts not to restore from --init_checkpoint): the label order is
+  part of the model.
+
+  The model in --output_dir (resumed, evaluated, predicted with) keeps its
+  labels: the same labels in another order are remapped by name (the
+  recorded order is the model's), another set is refused with both. A
+  classifier fine-tuned on other labels given as --init_checkpoint: the
+  same set is remapped too; another set (or scores against classes) gets a
+  new classifier head, said in one line.
+  """
+  families = ("classification", "regression")
+  mine = record_lib.ModelInfo(
+      task="regression" if spec.is_regression else "classification",
+      label_list=list(spec.label_list or ()))
+  here = None
+  if not o.overwrite and tf.io.gfile.exists(
+      os.path.join(o.output_dir, record_lib.RECORD_FILE)):
+    here = record_lib.read_beside(o.output_dir)
+  if here is not None and here.task in families:
+    if (here.task, sorted(here.label_list)) != (mine.task,
+                                                sorted(mine.label_list)):
+      raise cd.DataError(
+          f"--output_dir={o.output_dir} holds a {here.task} model of labels "
+          f"{','.join(here.label_list) or '(scores)'}; this run's are "
+          f"{','.join(mine.label_list) or '(scores)'}: give the same labels "
+          "(--label_list), or --overwrite to start over")
+    if here.label_list != mine.label_list:
+      logging.warning(
+          "Labels in the order of the model in --output_dir=%s (%s), not "
+          "this run's (%s): remapped by name", o.output_dir,
+          ",".join(here.label_list), ",".join(mine.label_list))
+      return dataclasses.replace(spec, label_list=tuple(here.label_list)), ()
+    return spec, ()
+  init = info if o.init_checkpoint and info is not None else None
+  if init is None or init.task not in families:
+    return spec, ()
+  if (init.task, sorted(init.label_list)) != (mine.task,
+                                              sorted(mine.label_list)):
+    logging.warning(
+        "--init_checkpoint=%s is a %s of labels %s; this run's are %s: its "
+        "classifier head is not restored (a new one is trained)",
+        o.init_checkpoint, init.task, ",".join(init.label_list) or
+        "(scores)", ",".join(mine.label_list) or "(scores)")
+    return spec, ("classifier_head",)
+  if init.label_list != mine.label_list:
+    logging.warning(
+        "Labels in the order of --init_checkpoint=%s (%s), not this run's "
+        "(%s): remapped by name", o.init_checkpoint,
+        ",".join(init.label_list), ",".join(mine.label_list))
+    return dataclasses.replace(spec, label_list=tuple(init.label_list)), ()
+  return spec, ()
 
 
 def read_spec(task_name: str, text_a_column=None, text_b_column=None,

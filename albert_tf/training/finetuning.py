@@ -8,6 +8,7 @@ from here as before). Each CLI adds its task's flags and builds its task
 (`albert_tf.tasks`); the trainer does the rest.
 """
 
+import json
 import os
 import shutil
 import time
@@ -29,13 +30,33 @@ from albert_tf.training.trainer import Trainer, TrainerSettings
 
 
 def check_options(o: FinetuneOptions) -> None:
-  """Checks that need no file: something to do, positive sizes."""
+  """Checks that need no file, before anything is read or written:
+  something to do, positive sizes and rates, counts that are not negative
+  (run_pretraining's rules; 0 keeps its meaning: epochs, every epoch, all
+  examples)."""
   if not (o.do_train or o.do_eval or o.do_predict):
     raise ValueError("Nothing to do: set --do_train, --do_eval or --do_predict")
   for name in ("train_batch_size", "eval_batch_size", "log_every_steps",
-               "iterations_per_loop", "keep_checkpoint_max"):
-    if getattr(o, name) <= 0:
+               "iterations_per_loop", "keep_checkpoint_max", "learning_rate"):
+    if not getattr(o, name) > 0:
       raise ValueError(f"--{name} must be positive, got {getattr(o, name)}")
+  for name in ("train_step", "eval_every_steps", "save_checkpoints_steps",
+               "max_train_examples", "max_eval_examples",
+               "max_predict_examples", "predict_batch_size", "weight_decay"):
+    if getattr(o, name) < 0:
+      raise ValueError(f"--{name} must be 0 or more, got {getattr(o, name)}")
+  if o.do_train and not o.train_step and not o.num_train_epochs > 0:
+    raise ValueError(f"--num_train_epochs must be positive (or give "
+                     f"--train_step), got {o.num_train_epochs}")
+  if o.warmup_step < -1:
+    raise ValueError(f"--warmup_step must be -1 (--warmup_proportion of "
+                     f"training) or 0 or more, got {o.warmup_step}")
+  if not 0 <= o.warmup_proportion <= 1:
+    raise ValueError(f"--warmup_proportion must be in [0, 1], got "
+                     f"{o.warmup_proportion}")
+  if not 0 <= o.classifier_dropout < 1:
+    raise ValueError(f"--classifier_dropout must be in [0, 1), got "
+                     f"{o.classifier_dropout}")
 
 
 def recorded_info(o: FinetuneOptions) -> Optional[record.ModelInfo]:
@@ -85,7 +106,11 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
   fingerprint = output_dir.make_fingerprint(
       task_fingerprint, config, task.tokenizer,
       settings.optimizer_fingerprint() if o.do_train else None,
-      o.mixed_precision, o.train_batch_size)
+      o.mixed_precision, o.train_batch_size,
+      # What else changes the model a resumed run continues.
+      {"max_seq_length": o.max_seq_length,
+       "classifier_dropout": o.classifier_dropout,
+       "label_list": list(task.record().label_list)})
   output_dir.check_output_dir(o.output_dir, fingerprint, o.overwrite)
   result = {"output_dir": o.output_dir, "data": data_stats}
 
@@ -180,9 +205,21 @@ def trainer_settings(o: FinetuneOptions, task) -> TrainerSettings:
       eval_at_checkpoints=o.do_eval, jit_compile=o.jit_compile,
       seq_length=o.max_seq_length, optimizer=o.optimizer,
       learning_rate=o.learning_rate,
-      num_warmup_steps=(o.warmup_step if o.warmup_step >= 0 else
-                        int(o.warmup_proportion * steps)),
+      num_warmup_steps=_warmup_steps(o, steps),
       weight_decay=o.weight_decay)
+
+
+def _warmup_steps(o: FinetuneOptions, steps: int) -> int:
+  """--warmup_step, else --warmup_proportion of the steps; a warmup past the
+  last step is clipped to it, and said."""
+  warmup = (o.warmup_step if o.warmup_step >= 0 else
+            int(o.warmup_proportion * steps))
+  if o.do_train and warmup > steps:
+    logging.warning("--warmup_step=%d is past the last step (%d): the "
+                    "learning rate warms up over all %d steps", warmup,
+                    steps, steps)
+    warmup = steps
+  return warmup
 
 
 def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
@@ -193,12 +230,16 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
   run evaluates anew), test_* for a labelled test split, and best_step.
   Returns {"eval": ..., "test": ...} (what there is).
   """
-  result, eval_results = {}, {}
+  result = {}
+  # A run that trained writes its own results; an eval- or predict-only run
+  # adds or updates its keys beside the training run's (dev metrics,
+  # best_step stay).
+  eval_results = {} if o.do_train else _read_eval_results(o.output_dir)
   if o.do_eval:
     best = trainer.best() if o.do_train else None
     result["eval"] = best["metrics"] if best else trainer.evaluate()
-    eval_results = {k: v for k, v in result["eval"].items()
-                    if k != "global_step"}
+    eval_results.update({k: v for k, v in result["eval"].items()
+                         if k != "global_step"})
     eval_results["best_step"] = best_step
     if chief:  # before predicting: a failing predict loses no dev result
       write_eval_results(o.output_dir, eval_results)
@@ -213,6 +254,18 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
     eval_results["best_step"] = best_step
     write_eval_results(o.output_dir, eval_results)
   return result
+
+
+def _read_eval_results(directory: str) -> dict:
+  """The eval_results.json of an earlier run in directory, or {} (none, or
+  unreadable: it is rewritten whole)."""
+  path = os.path.join(directory, "eval_results.json")
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      values = json.loads(f.read())
+  except (tf.errors.NotFoundError, ValueError):
+    return {}
+  return values if isinstance(values, dict) else {}
 
 
 def write_eval_results(directory: str, results: dict) -> None:

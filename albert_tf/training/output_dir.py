@@ -32,14 +32,18 @@ FINGERPRINT_FILE = "run_fingerprint.json"
 def make_fingerprint(task: str, config: AlbertConfig, tokenizer,
                      optimizer: Optional[dict],
                      precision: Optional[str] = None,
-                     train_batch_size: Optional[int] = None) -> dict:
+                     train_batch_size: Optional[int] = None,
+                     task_settings: Optional[dict] = None) -> dict:
   """What an output_dir's checkpoints mean: compared on every rerun.
 
   optimizer, precision and train_batch_size are None for runs that do not
   train (float16 adds loss-scale variables to the optimizer state: a
   checkpoint of one precision does not resume under the other). A field an
   older run did not record is None there: not compared, and filled in by
-  the next training run (`prepare_output_dir`).
+  the next training run (`prepare_output_dir`). task_settings: what else
+  changes the model a training run resumes (a fine-tuning family's
+  max_seq_length, classifier_dropout and ordered labels); None for runs that
+  do not train.
   """
   training = optimizer is not None
   return {
@@ -51,6 +55,7 @@ def make_fingerprint(task: str, config: AlbertConfig, tokenizer,
       "mixed_precision": canonical_precision(precision) if training else None,
       # The steps and the learning-rate schedule count batches of this size.
       "train_batch_size": train_batch_size if training else None,
+      "task_settings": task_settings if training else None,
   }
 
 

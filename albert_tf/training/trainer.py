@@ -212,7 +212,13 @@ class Trainer:
               key="step" if name == callbacks.TRAIN_LOG else "global_step")
     elif init_checkpoint:
       try:
-        report = checkpoints.restore_weights(init_checkpoint, self.model)
+        # A part the task will not take from --init_checkpoint (a head
+        # fine-tuned on other labels) keeps its initial weights.
+        skip = set(getattr(self.task, "init_skip_parts", ()))
+        report = checkpoints.restore_weights(
+            init_checkpoint, self.model,
+            parts=[p for p in checkpoints.model_parts(self.model)
+                   if p not in skip] if skip else None)
       except (ValueError, TypeError) as e:
         raise ValueError(
             f"--init_checkpoint={init_checkpoint} does not fit the model "
