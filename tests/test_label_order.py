@@ -189,3 +189,26 @@ def test_resume_with_another_length_or_dropout_is_refused(
                                   **{flag: value}))
   assert f"task_settings.{flag} {saved!r} there vs {value!r} now" in str(
       error.value)
+
+
+def test_raising_train_step_alone_continues_a_run_with_a_warmup_share(
+    trained, tmp_path):
+  """--warmup_step=-1 (a share of the steps): the fingerprint records the
+  share, not the step count it comes to, so a rerun with more steps
+  continues from the checkpoint instead of being refused."""
+  root, _ = trained
+  out = tmp_path / "share"
+  first = run_classifier.run(**_options(root, out, warmup_step=-1,
+                                        train_step=10, eval_every_steps=5,
+                                        do_train=True, do_eval=True))
+  assert first["num_train_steps"] == 10
+  fingerprint = json.loads((out / "run_fingerprint.json").read_text())
+  assert (fingerprint["optimizer"]["num_warmup_steps"],
+          fingerprint["optimizer"]["warmup_proportion"]) == (None, 0.1)
+  more = run_classifier.run(**_options(root, out, warmup_step=-1,
+                                       train_step=20, eval_every_steps=5,
+                                       do_train=True, do_eval=True))
+  assert more["num_train_steps"] == 20
+  steps = [json.loads(l)["global_step"] for l in
+           (out / "eval_log.jsonl").read_text().splitlines()]
+  assert steps == [0, 5, 10, 15, 20]

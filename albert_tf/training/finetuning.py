@@ -103,9 +103,14 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
   """
   chief = runtime.is_chief(strategy_)
   settings = trainer_settings(o, task)
+  optimizer = settings.optimizer_fingerprint() if o.do_train else None
+  if optimizer and o.warmup_step < 0:
+    # The warmup as given (a share of the steps), not the step count it
+    # comes to: raising --train_step alone continues the run.
+    optimizer = dict(optimizer, num_warmup_steps=None,
+                     warmup_proportion=o.warmup_proportion)
   fingerprint = output_dir.make_fingerprint(
-      task_fingerprint, config, task.tokenizer,
-      settings.optimizer_fingerprint() if o.do_train else None,
+      task_fingerprint, config, task.tokenizer, optimizer,
       o.mixed_precision, o.train_batch_size,
       # What else changes the model a resumed run continues.
       {"max_seq_length": o.max_seq_length,

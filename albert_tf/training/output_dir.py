@@ -100,9 +100,12 @@ def check_output_dir(output_dir: str, fingerprint: dict,
       wanted.pop(key, None)
   _check_update_rule(output_dir, saved, wanted)
   saved, wanted = _flatten(saved), _flatten(wanted)
+  # A field either side leaves open is not compared either (a fine-tuning
+  # warmup given as a share of the steps records no step count).
   diff = [f"{k} {saved.get(k)!r} there vs {wanted.get(k)!r} now"
           for k in sorted(set(saved) | set(wanted))
-          if saved.get(k) != wanted.get(k)]
+          if saved.get(k) is not None and wanted.get(k) is not None
+          and saved.get(k) != wanted.get(k)]
   if diff:
     raise RunConfigError(
         f"--output_dir={output_dir} holds a run with other settings ("
