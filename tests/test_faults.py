@@ -104,7 +104,8 @@ def train_steps_at_or_below_the_checkpoint(data, tmp, caplog):
     said = [r.getMessage() for r in caplog.records
             if "Nothing to train" in r.getMessage()]
     assert len(said) == 1 and "\n" not in said[0], said
-    assert f"is at step 4, --num_train_steps={steps}" in said[0]
+    # The fine-tuning commands' flag (--num_train_steps is pretraining's).
+    assert f"is at step 4, --train_step={steps} (raise it" in said[0]
   assert (out / "train_log.jsonl").read_text() == logged  # not a step more
 
 

@@ -211,7 +211,7 @@ def trainer_settings(o: FinetuneOptions, task) -> TrainerSettings:
       seq_length=o.max_seq_length, optimizer=o.optimizer,
       learning_rate=o.learning_rate,
       num_warmup_steps=_warmup_steps(o, steps),
-      weight_decay=o.weight_decay)
+      weight_decay=o.weight_decay, steps_flag="train_step")
 
 
 def _warmup_steps(o: FinetuneOptions, steps: int) -> int:

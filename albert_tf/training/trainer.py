@@ -73,6 +73,9 @@ class TrainerSettings:
   num_warmup_steps: int = 0
   poly_power: float = 1.0
   weight_decay: float = optimization.WEIGHT_DECAY
+  # The flag that sets num_train_steps in the command that runs (a rerun
+  # with nothing to train names it).
+  steps_flag: str = "num_train_steps"
 
   def optimizer_fingerprint(self) -> dict:
     # "rule" tells the original's lamb/adamw from the Keras rules that runs
@@ -277,8 +280,9 @@ class Trainer:
     s = self.settings
     if self.step >= s.num_train_steps:
       logging.warning("Nothing to train: --output_dir=%s is at step %d, "
-                      "--num_train_steps=%d (raise it to train further)",
-                      self.output_dir, self.step, s.num_train_steps)
+                      "--%s=%d (raise it to train further)",
+                      self.output_dir, self.step, s.steps_flag,
+                      s.num_train_steps)
       return
     # At step 0, and after a kill between a checkpoint and its eval (not at
     # a SIGTERM's save, which lies between two checkpoint intervals).
