@@ -107,8 +107,14 @@ def uninterrupted(data, tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sent, code", [(signal.SIGTERM, 143),
+                                        (signal.SIGINT, 130)],
+                         ids=["SIGTERM", "SIGINT"])
 def test_classifier_sigterm_saves_the_step_and_resumes(data, tmp_path,
-                                                       uninterrupted):
+                                                       uninterrupted, sent,
+                                                       code):
+  """A SIGTERM (a scheduler) or a Ctrl-C (SIGINT) saves the step, prints
+  one line and exits with the signal's code; the same command resumes."""
   argv = _argv(data, tmp_path, *_KILL_RUN)
   proc = _start(argv)
   deadline = time.time() + 120
@@ -119,11 +125,13 @@ def test_classifier_sigterm_saves_the_step_and_resumes(data, tmp_path,
     assert proc.poll() is None, proc.communicate()[1][-3000:]
     assert time.time() < deadline, "no step past 40 within 120 s"
     time.sleep(0.01)
-  proc.send_signal(signal.SIGTERM)
+  proc.send_signal(sent)
   stderr = proc.communicate(timeout=60)[1]
-  assert proc.returncode == 143, stderr[-3000:]
+  assert proc.returncode == code, stderr[-3000:]
+  assert "Traceback" not in stderr, stderr[-3000:]
   errors = [l for l in stderr.splitlines() if l.startswith("error: ")]
-  assert len(errors) == 1 and "stopped by SIGTERM at step " in errors[0]
+  assert len(errors) == 1 and (
+      f"stopped by {sent.name} at step " in errors[0]), errors
   saved_step = int(errors[0].split("at step ")[1].split()[0])
   assert 40 < saved_step < 240
   assert tf.train.latest_checkpoint(str(tmp_path)).endswith(

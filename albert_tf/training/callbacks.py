@@ -213,7 +213,8 @@ class CheckpointSaver(keras.callbacks.Callback):
 
 
 class SaveOnSignal(keras.callbacks.Callback):
-  """A SIGTERM saves a checkpoint at the current step and stops fit.
+  """A SIGTERM or a Ctrl-C (SIGINT) saves a checkpoint at the current step
+  and stops fit; a second Ctrl-C stops at once (KeyboardInterrupt).
 
   What Keras's BackupAndRestore and TF's PreemptionCheckpointHandler do for
   a preemption notice, written here for this trainer's own checkpoints: the
@@ -224,7 +225,8 @@ class SaveOnSignal(keras.callbacks.Callback):
   flag first (a signal may reach one of them only), and all save together.
   """
 
-  def __init__(self, manager, strategy, signals=(signal.SIGTERM,)):
+  def __init__(self, manager, strategy,
+               signals=(signal.SIGTERM, signal.SIGINT)):
     super().__init__()
     self.manager = manager
     self.strategy = strategy
@@ -252,7 +254,12 @@ class SaveOnSignal(keras.callbacks.Callback):
 
   def _handle(self, number, frame):
     del frame
+    if self.received and number == signal.SIGINT:  # asked twice: now
+      raise KeyboardInterrupt
     self.received = signal.Signals(number).name
+    if number == signal.SIGINT:
+      logging.warning("Ctrl-C: saving at the end of this step (press it "
+                      "again to stop without saving)")
 
   def _agreed(self) -> bool:
     if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):

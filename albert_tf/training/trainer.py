@@ -329,7 +329,8 @@ class Trainer:
           raise errors.Interrupted(
               f"stopped by {on_signal.received} at step {self.step} of "
               f"{s.num_train_steps}: saved {on_signal.saved}; the same "
-              "command resumes there")
+              "command resumes there",
+              signal_name=on_signal.received)
 
   # --------------------------------------------------------- eval
   def _logged_evals(self) -> Dict[int, dict]:
