@@ -223,7 +223,7 @@ def test_answers_round_trip(tmp_path, tokenizers):
   data = squad.read_squad(_mixed_file(tmp_path), False, True)
   assert data.counts == dict(paragraphs=3, questions=12, impossible=0,
                              answers=12, answer_start_fixed=0,
-                             answers_not_found=0)
+                             answers_not_found=0, empty_questions=0)
   for lower in (True, False):
     # WordPiece splits CJK and punctuation one by one; the one straddle is
     # the word "ＡＢＣ１２３", not in the vocab, so one [UNK] piece.

@@ -10,6 +10,16 @@ longer than max_seq_length are truncated (longest-first, like the original
 missing column, a line with another number of tab-separated fields, an
 unknown label or an unparsable score is a `DataError` naming file:line.
 
+Real data's noise, read and counted with the first places in one warning
+per file: rows whose text_a (or text_b) is empty or only whitespace are
+skipped in the train split (nothing to learn from) and kept in dev and test
+(scored and predicted, as the original GLUE evaluation does every row); a
+numeric label spelled otherwise than its class (`1.0`, `01` for `1`) is read
+as that class; a test file whose label column differs from the task's only
+in case or spaces is read unlabelled, naming the near miss; a file whose
+lines end in CR alone (an old Mac file) is read line by line. A header that
+names a column the task reads twice is a `DataError` naming both positions.
+
     spec = get_task("lcqmc")
     examples, stats = read_examples(spec, "data/lcqmc", "train")
     features, enc_stats = encode_examples(examples, tokenizer, 128, spec)
@@ -22,9 +32,12 @@ wrong) are most of it.
 import collections
 import dataclasses
 import json
+import math
 import os
+import re
 from typing import Any, Callable, Optional, Sequence, Union
 
+from absl import logging
 import numpy as np
 
 from albert_tf import features as F
@@ -153,6 +166,46 @@ def _parse_column(value):
   return int(value) if str(value).lstrip("-").isdigit() else str(value)
 
 
+# A label that is a plain decimal number (not float()'s "nan", "inf", "1_0").
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def label_number(label):
+  """The finite value of a label written as a decimal number, else None."""
+  if label is None or not _NUMBER.fullmatch(label):
+    return None
+  value = float(label)
+  return value if math.isfinite(value) else None
+
+
+def _same_numbers(labels):
+  """Groups (value, [spellings]) of labels that are one number spelled in
+  more than one way ('1', '1.0', '01'), in order of first appearance."""
+  groups = {}
+  for label in labels:
+    value = label_number(label)
+    if value is not None:
+      groups.setdefault(value, []).append(label)
+  return [(v, g) for v, g in groups.items() if len(g) > 1]
+
+
+def canonical_label(spec, label):
+  """`label` as the task's class: itself, or the class that is the same
+  number spelled otherwise ('1.0' for the class '1'); None if neither."""
+  if label in (spec.label_list or ()):
+    return label
+  value = label_number(label)
+  if value is None:
+    return None
+  return next((c for c in spec.label_list or () if label_number(c) == value),
+              None)
+
+
+def _places(places, limit=3):
+  more = len(places) - limit
+  return ", ".join(places[:limit]) + (f", and {more} more" if more > 0 else "")
+
+
 def make_tsv_task(text_a_column, label_column=None, text_b_column=None,
                   label_list=None, has_header=None, test_label_column=None):
   """The generic `tsv` task: {train,dev,test}.tsv with named or indexed columns.
@@ -179,6 +232,12 @@ def make_tsv_task(text_a_column, label_column=None, text_b_column=None,
     raise ValueError(f"--label_list={','.join(labels)}: "
                      f"{', '.join(map(repr, twice))} given more than once "
                      "(each label once)")
+  same = _same_numbers(labels or ())
+  if same:
+    # One number is one class: '1' and '1.0' as two would split its rows.
+    raise ValueError(f"--label_list={','.join(labels)}: "
+                     f"{' and '.join(map(repr, same[0][1]))} are the same "
+                     "number (each class once)")
   if labels is not None and len(set(labels)) < 2:
     raise ValueError(f"--label_list={','.join(labels)}: a classifier needs "
                      "at least two classes")
@@ -243,19 +302,67 @@ def _resolve(column, header, path):
     raise DataError(f"{path}: column {column!r} is a name but the file is read "
                     "without a header line")
   if column not in header:
-    raise DataError(f"{path}:1: header has no column {column!r}; columns are "
-                    f"{header}")
+    near = _near_misses(column, header)
+    hint = (f" ({', '.join(f'column {i} is {n!r}' for i, n in near)}: only "
+            "case or spaces differ)" if near else "")
+    raise DataError(f"{path}:1: header has no column {column!r}{hint}; "
+                    f"columns are {header}")
   return header.index(column)
+
+
+def _near_misses(column, header):
+  """(index, name) of header names equal to `column` but for case and
+  surrounding spaces ('Label', 'label ' for 'label')."""
+  key = column.strip().casefold()
+  return [(i, name) for i, name in enumerate(header)
+          if name != column and name.strip().casefold() == key]
+
+
+def _check_header(path, header, columns):
+  """A header that names a column the task reads twice is ambiguous (pandas
+  reads the first, csv.DictReader the last): a DataError naming both."""
+  for column in columns:
+    if isinstance(column, str) and header.count(column) > 1:
+      first = header.index(column)
+      second = header.index(column, first + 1)
+      raise DataError(f"{path}:1: header names column {column!r} twice, at "
+                      f"columns {first} and {second} (0-based); rename one")
+
+
+def raw_lines(path, note=True):
+  """(line_number, bytes) of each line of `path`, ending included.
+
+  Lines end at \\n (\\r\\n too); a file with no \\n whose first 64 KiB hold
+  a \\r (an old Mac file, CR alone) is split at each \\r instead, which is
+  logged once (note=True). Streams: the file is never read whole.
+  """
+  with open(path, "rb") as f:
+    head = f.read(1 << 16)
+    f.seek(0)
+    if b"\n" in head or b"\r" not in head[:-1]:
+      yield from enumerate(f, start=1)
+      return
+    if note:
+      logging.info("%s: lines end in CR alone (an old Mac file): read with CR "
+                   "as the line end", path)
+    number, rest = 0, b""
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+      parts = (rest + chunk).split(b"\r")
+      rest = parts.pop()
+      for part in parts:
+        number += 1
+        yield number, part + b"\r"
+    if rest:
+      yield number + 1, rest
 
 
 def _most_common_width(path):
   """The most common number of tab-separated fields of the file's non-empty
   lines (the smaller one on a tie: an extra tab adds a field); None if none."""
   counts = collections.Counter()
-  with open(path, "rb") as f:
-    for raw in f:
-      if raw.strip():
-        counts[raw.count(b"\t") + 1] += 1
+  for _, raw in raw_lines(path, note=False):
+    if raw.strip():
+      counts[raw.count(b"\t") + 1] += 1
   return min(counts, key=lambda w: (-counts[w], w)) if counts else None
 
 
@@ -263,13 +370,25 @@ def read_tsv_examples(path, spec, split, max_examples=None,
                       check_labels=True):
   """Reads `path` with the columns `spec` gives for `split`; see read_examples.
 
-  check_labels=False reads labels as they are (to find a task's label set).
+  check_labels=False reads labels as they are (to find a task's label set),
+  and warns of nothing.
+
+  stats also counts `empty_text` rows (text_a, or text_b of a pair, empty
+  or only whitespace; `empty_text_skipped` of them in the train split,
+  the first three at `empty_text_at`) and `labels_respelled` (a number
+  spelled otherwise than its class, read as it).
   """
   text_a_col, text_b_col, label_col = spec.columns[split]
   has_header = spec.header_for(split)
   stats = {"file": path, "lines": 0, "examples": 0, "empty_lines_skipped": 0,
-           "header_lines": 0}
+           "header_lines": 0, "empty_text": 0, "empty_text_skipped": 0,
+           "labels_respelled": 0}
   examples = []
+  empty_text, respelled = [], []
+  # Train on a row without text and its label teaches only its frequency;
+  # dev and test keep every row, as the original GLUE evaluation scores
+  # (and a benchmark's submission predicts) each one.
+  skip_empty_text = split == "train"
   known_labels = set(spec.label_list or ())
   # Column indices; with a header they are resolved from its first line.
   cols = None if has_header else [_resolve(c, None, path) for c in (
@@ -284,76 +403,114 @@ def read_tsv_examples(path, spec, split, max_examples=None,
   elif cols is not None:
     width = _most_common_width(path)
     width_from = "most lines of the file have"
-  with open(path, "rb") as f:
-    for line_number, raw in enumerate(f, start=1):
-      stats["lines"] += 1
-      try:
-        # utf-8-sig on line 1: files saved by spreadsheet tools start with a BOM.
-        line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
-      except UnicodeDecodeError as e:
-        raise DataError(f"{path}:{line_number}: not UTF-8 text (byte "
-                        f"{raw[e.start:e.start + 1]!r} at column {e.start + 1})"
-                        ) from None
-      line = line.rstrip("\r\n")
-      if not line.strip():
-        stats["empty_lines_skipped"] += 1
-        continue
-      fields = line.split("\t")
-      if cols is None:
-        width = len(fields)
-        stats["header_lines"] += 1
-        if split == "test" and isinstance(label_col, str) and (
-            label_col not in fields):
-          label_col = None  # a test file without labels: predictions only
-        cols = [_resolve(c, fields, path)
-                for c in (text_a_col, text_b_col, label_col)]
-        continue
-      where = f"{path}:{line_number}"
-      if (split == "test" and not examples and cols[2] is not None and
-          cols[2] >= len(fields) > max(c for c in cols[:2] if c is not None)):
-        cols[2] = None  # index columns, and the first row has no label one
-        width = len(fields)
-        width_from = "the first row of this label-less test file has"
-      needed = [c for c in cols if c is not None]
-      if needed and max(needed) >= len(fields):
-        names = ("text_a", "text_b", "label")
-        missing = [f"{names[i]} (column {c})" for i, c in enumerate(cols)
-                   if c is not None and c >= len(fields)]
-        raise DataError(f"{where}: line has {len(fields)} tab-separated "
-                        f"field(s); missing {', '.join(missing)}")
-      if len(fields) > width and any(f.strip() for f in fields[width:]):
-        # The text after an extra tab would be dropped without a word (empty
-        # trailing fields, e.g. every line ending in a tab, lose nothing).
-        raise DataError(
-            f"{where}: line has {len(fields)} tab-separated fields where "
-            f"{width_from} {width} (a tab inside the text? replace it with a "
-            "space)")
-      # A short line shifts the columns after its missing field; only a
-      # headed file whose missing fields all come after the last column used
-      # (trailing empty fields some tools trim) is safe to read.
-      if len(fields) < width and not (has_header and len(fields) > max(needed)):
-        raise DataError(
-            f"{where}: line has {len(fields)} tab-separated fields where "
-            f"{width_from} {width} (a field missing? the columns would "
-            "shift)")
-      label = fields[cols[2]].strip() if cols[2] is not None else None
-      if label is not None and check_labels:
-        if spec.is_regression:
-          try:
-            float(label)
-          except ValueError:
-            raise DataError(f"{where}: regression label {label!r} is not a "
-                            "number") from None
-        elif label not in known_labels:
+  for line_number, raw in raw_lines(path, note=check_labels):
+    stats["lines"] += 1
+    try:
+      # utf-8-sig on line 1: files saved by spreadsheet tools start with a BOM.
+      line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
+    except UnicodeDecodeError as e:
+      raise DataError(f"{path}:{line_number}: not UTF-8 text (byte "
+                      f"{raw[e.start:e.start + 1]!r} at column {e.start + 1})"
+                      ) from None
+    line = line.rstrip("\r\n")
+    if not line.strip():
+      stats["empty_lines_skipped"] += 1
+      continue
+    fields = line.split("\t")
+    if cols is None:
+      width = len(fields)
+      stats["header_lines"] += 1
+      if split == "test" and isinstance(label_col, str) and (
+          label_col not in fields):
+        near = _near_misses(label_col, fields)
+        if near and check_labels:
+          logging.warning(
+              "%s:1: no column %r in the header, but %s: read as a test "
+              "file without labels (no test metrics); name the column %r "
+              "to score it", path, label_col,
+              ", ".join(f"column {i} is {n!r}" for i, n in near),
+              label_col)
+        label_col = None  # a test file without labels: predictions only
+      _check_header(path, fields, (text_a_col, text_b_col, label_col))
+      cols = [_resolve(c, fields, path)
+              for c in (text_a_col, text_b_col, label_col)]
+      continue
+    where = f"{path}:{line_number}"
+    if (split == "test" and not examples and cols[2] is not None and
+        cols[2] >= len(fields) > max(c for c in cols[:2] if c is not None)):
+      cols[2] = None  # index columns, and the first row has no label one
+      width = len(fields)
+      width_from = "the first row of this label-less test file has"
+    needed = [c for c in cols if c is not None]
+    if needed and max(needed) >= len(fields):
+      names = ("text_a", "text_b", "label")
+      missing = [f"{names[i]} (column {c})" for i, c in enumerate(cols)
+                 if c is not None and c >= len(fields)]
+      raise DataError(f"{where}: line has {len(fields)} tab-separated "
+                      f"field(s); missing {', '.join(missing)}")
+    if len(fields) > width and any(f.strip() for f in fields[width:]):
+      # The text after an extra tab would be dropped without a word (empty
+      # trailing fields, e.g. every line ending in a tab, lose nothing).
+      raise DataError(
+          f"{where}: line has {len(fields)} tab-separated fields where "
+          f"{width_from} {width} (a tab inside the text? replace it with a "
+          "space)")
+    # A short line shifts the columns after its missing field; only a
+    # headed file whose missing fields all come after the last column used
+    # (trailing empty fields some tools trim) is safe to read.
+    if len(fields) < width and not (has_header and len(fields) > max(needed)):
+      raise DataError(
+          f"{where}: line has {len(fields)} tab-separated fields where "
+          f"{width_from} {width} (a field missing? the columns would "
+          "shift)")
+    label = fields[cols[2]].strip() if cols[2] is not None else None
+    spelled = label
+    if label is not None and check_labels:
+      if spec.is_regression:
+        try:
+          float(label)
+        except ValueError:
+          raise DataError(f"{where}: regression label {label!r} is not a "
+                          "number") from None
+      elif label not in known_labels:
+        canonical = canonical_label(spec, label)
+        if canonical is None:
           raise DataError(f"{where}: unknown label {label!r}; task "
                           f"{spec.name} labels are {list(spec.label_list)}")
-      examples.append(InputExample(
-          guid=f"{split}-{len(examples)}", text_a=fields[cols[0]],
-          text_b=fields[cols[1]] if cols[1] is not None else None,
-          label=label, source=where))
-      if max_examples and len(examples) >= max_examples:
-        break
+        label, spelled = canonical, label
+    text_a = fields[cols[0]]
+    text_b = fields[cols[1]] if cols[1] is not None else None
+    blank = [name for name, text in (("text_a", text_a), ("text_b", text_b))
+             if text is not None and not text.strip()]
+    if blank:
+      empty_text.append(f"{where} {' and '.join(blank)}")
+      if skip_empty_text:
+        continue
+    if spelled != label:
+      respelled.append(f"{where} {spelled!r} as {label!r}")
+    examples.append(InputExample(
+        guid=f"{split}-{len(examples)}", text_a=text_a, text_b=text_b,
+        label=label, source=where))
+    if max_examples and len(examples) >= max_examples:
+      break
   stats["examples"] = len(examples)
+  stats["empty_text"] = len(empty_text)
+  stats["empty_text_skipped"] = len(empty_text) if skip_empty_text else 0
+  stats["empty_text_at"] = empty_text[:3]
+  stats["labels_respelled"] = len(respelled)
+  if empty_text and check_labels:
+    logging.warning(
+        "%s: %d row(s) with an empty or whitespace-only text %s (%s)", path,
+        len(empty_text),
+        "skipped: a row without text teaches only its label's frequency"
+        if skip_empty_text else
+        "kept: dev and test rows are all scored and predicted, as in the "
+        "original GLUE evaluation", _places(empty_text))
+  if respelled:
+    logging.warning(
+        "%s: %d label(s) that are a class's number spelled otherwise read as "
+        "that class (%s): equal numbers are one class", path, len(respelled),
+        _places(respelled))
   return examples, stats
 
 
@@ -363,22 +520,25 @@ def infer_tsv_labels(spec, data_dir, regression=None):
   Returns (spec, note). Text or integer labels make a classification task
   with the sorted distinct labels (integers in numeric order); labels that
   are numbers with a fractional part, or regression=True, make a
-  regression task. The note says what was decided, for the log.
+  regression task. A number spelled in more than one way ('1' and '1.0',
+  '0' and '00') is one class, named by its most common spelling (the reader
+  then reads the others as it, with a warning). The note says what was
+  decided, for the log.
   """
   if spec.label_list is not None or spec.columns["train"][2] is None:
     return spec, None
   path = find_split_file(spec, data_dir, "train")
   examples, _ = read_tsv_examples(path, spec, "train", check_labels=False)
-  labels = sorted({e.label for e in examples})
+  frequency = collections.Counter(e.label for e in examples)
+  labels = sorted(frequency)
   if not labels:
     raise DataError(f"{path}: no labelled example to take the label set from")
-
-  def number(text):
-    try:
-      return float(text)
-    except ValueError:
-      return None
-  values = [number(l) for l in labels]
+  merged = []
+  for _, spellings in _same_numbers(labels):
+    keep = min(spellings, key=lambda l: (-frequency[l], len(l), l))
+    merged.append(f"{' and '.join(map(repr, spellings))} as {keep!r}")
+    labels = [l for l in labels if l == keep or l not in spellings]
+  values = [label_number(l) for l in labels]
   numeric = all(v is not None for v in values)
   if regression or (regression is None and numeric and
                     any(v != int(v) for v in values)):
@@ -397,8 +557,9 @@ def infer_tsv_labels(spec, data_dir, regression=None):
     labels = sorted(labels, key=float)
   return dataclasses.replace(spec, label_list=tuple(labels)), (
       f"{path}: {len(labels)} classes from the train split: "
-      f"{', '.join(labels[:20])}{' ...' if len(labels) > 20 else ''} (pass "
-      "--label_list to fix the order, --regression for scores)")
+      f"{', '.join(labels[:20])}{' ...' if len(labels) > 20 else ''}"
+      + (f" (one number, one class: {'; '.join(merged)})" if merged else "")
+      + " (pass --label_list to fix the order, --regression for scores)")
 
 
 def write_submission(path, examples: Sequence[InputExample], labels) -> None:
@@ -452,9 +613,17 @@ def encode_pair(tokenizer, text_a, text_b, max_seq_length):
 
 
 def label_to_value(spec, label):
+  """The label's float (regression) or class index; a number spelled
+  otherwise than its class ('1.0' for '1') is that class."""
   if label is None:
     return 0.0 if spec.is_regression else -1
-  return float(label) if spec.is_regression else spec.label_list.index(label)
+  if spec.is_regression:
+    return float(label)
+  canonical = canonical_label(spec, label)
+  if canonical is None:
+    raise ValueError(f"unknown label {label!r}; task {spec.name} labels are "
+                     f"{list(spec.label_list)}")
+  return spec.label_list.index(canonical)
 
 
 def encode_examples(examples: Sequence[InputExample], tokenizer,

@@ -11,7 +11,11 @@ share (question ids are read as str). Bad input is one SquadError line
 naming the file and the question or paragraph. An answer whose text is not
 at its answer_start is kept: moved to the nearest occurrence of its text,
 or, when the text is nowhere in the context, left as it is (no training
-label); both are counted and named in one warning per file.
+label); both are counted and named in one warning per file. An empty or
+whitespace-only question is counted and named in one warning per file too:
+skipped in a training file (no question to learn from), and answered ""
+in a predict file (it keeps its entry in predictions.json; `make_windows`
+marks none of its pieces as an answer start).
 
 `make_windows` builds the original run_squad windows `[CLS] question [SEP]
 context [SEP]`: the question cut to max_query_length pieces, windows that
@@ -77,7 +81,8 @@ class SquadData:
   file: str
   examples: List[Example]
   counts: Dict[str, int]  # paragraphs, questions, impossible, answers,
-                          # answer_start_fixed, answers_not_found
+                          # answer_start_fixed, answers_not_found,
+                          # empty_questions (skipped when training)
 
 
 def _layout_error(path, got):
@@ -139,8 +144,9 @@ def read_squad(path: str, version_2_with_negative: bool, is_training: bool
     raise SquadError(f"{path}: cannot read the file ({e.strerror})") from e
   data = _get(root, "data", list, path, "the top level")
   counts = dict(paragraphs=0, questions=0, impossible=0, answers=0,
-                answer_start_fixed=0, answers_not_found=0)
-  places = {"answer_start_fixed": [], "answers_not_found": []}
+                answer_start_fixed=0, answers_not_found=0, empty_questions=0)
+  places = {"answer_start_fixed": [], "answers_not_found": [],
+            "empty_questions": []}
   examples, seen = [], {}
   for i, article in enumerate(data):
     paragraphs = _get(article, "paragraphs", list, path, f"data[{i}]")
@@ -183,6 +189,11 @@ def read_squad(path: str, version_2_with_negative: bool, is_training: bool
                            "answers (expected at least one"
                            + (", or is_impossible true)"
                               if version_2_with_negative else ")"))
+        if not question.strip():
+          counts["empty_questions"] += 1
+          places["empty_questions"].append(qid)
+          if is_training:
+            continue
         located = []
         for text, start in answers:
           start, how = _locate(context, text, start)
@@ -206,6 +217,13 @@ def read_squad(path: str, version_2_with_negative: bool, is_training: bool
         ", ".join(places["answer_start_fixed"][:3]) or "-",
         counts["answers_not_found"],
         ", ".join(places["answers_not_found"][:3]) or "-")
+  if places["empty_questions"]:
+    logging.warning(
+        "%s: %d empty or whitespace-only question(s) %s (first: %s)", path,
+        counts["empty_questions"],
+        "skipped: a training question needs its text" if is_training else
+        'answered "": each keeps its entry in predictions.json',
+        ", ".join(places["empty_questions"][:3]))
   return SquadData(path, examples, counts)
 
 
@@ -357,7 +375,8 @@ def make_windows(examples: Sequence[Example], tokenizer,
   answer and impossible questions get start = end = 0 ([CLS]) and
   is_impossible 1 (a v1 model ignores is_impossible). Questions without
   such an answer are counted as labels_missing, warned, and their windows
-  marked not `trainable`.
+  marked not `trainable`. An empty (whitespace-only) question has no piece
+  in is_max_context, so decoding answers it "".
 
   Raises:
     ValueError: max_seq_length leaves no room for the context after a
@@ -418,7 +437,8 @@ def make_windows(examples: Sequence[Example], tokenizer,
       feats[P_MASK][k, 0] = 0
       feats[P_MASK][k, ctx] = 0
       piece_spans[k, ctx] = spans[start:start + length]
-      is_max_context[k, ctx] = owner[start:start + length] == w
+      is_max_context[k, ctx] = ((owner[start:start + length] == w) &
+                                bool(examples[e].question.strip()))
       if (is_training and label is not None and
           not examples[e].is_impossible and
           start <= label[0] and label[1] < start + length):
