@@ -35,7 +35,7 @@ COMMANDS = {
     "data_prep.corpora": ("CorporaSettings", 7),
     "data_prep.create_pretraining_data": ("CreateDataSettings", 27),
     "albert_tf.run_pretraining": ("Params", 44),
-    "albert_tf.run_classifier": ("ClassifierOptions", 51),
+    "albert_tf.run_classifier": ("ClassifierOptions", 52),
     "albert_tf.run_ner": ("NerOptions", 48),
     "albert_tf.run_squad": ("SquadOptions", 54),
     "albert_tf.run_race": ("RaceOptions", 46),

@@ -102,6 +102,13 @@ class Task:
     fingerprint refuses an output_dir of another)."""
     return self.name
 
+  def baselines(self, splits) -> Dict[str, Dict[str, Dict[str, float]]]:
+    """{split: {baseline name: its metrics}} of the simplest models fitted
+    on the train split, for each labelled split of `splits` ("dev",
+    "test"), in the family's own metrics; {} when the family has none."""
+    del splits
+    return {}
+
   def build_model(self, config) -> keras.Model:
     """The Keras model of this task (random weights; the trainer restores)."""
     raise NotImplementedError

@@ -105,6 +105,10 @@ class ClassifierOptions(FinetuneOptions):
   has_header: Optional[bool] = settings.field(
       None, "tsv task: first line is a header (default: when a column is "
       "given by name).")
+  baseline: bool = settings.field(
+      True, "Score the majority class and a char n-gram TF-IDF + logistic "
+      "regression, fitted on train, on the evaluated splits "
+      "(eval_results.json's baseline_*; seconds).", group="training")
 
 
 @registry.register_family("classification", options=ClassifierOptions,
@@ -265,6 +269,37 @@ class ClassificationTask(Task):
                          "--do_eval")
     return compute_metrics(self.spec, features[F.LABEL_IDS],
                            self.logits(model, features))
+
+  def baselines(self, splits):
+    """Majority class and char n-gram TF-IDF + logistic regression
+    (`data.baselines`), fitted on the train split, scored as the model is;
+    none for regression."""
+    from albert_tf.data import baselines  # pylint: disable=g-import-not-at-top
+    if self.spec.is_regression:
+      return {}
+    train, train_features, _, has_labels = self.load_split("train")
+    if not has_labels or not train:
+      return {}
+    wanted = []
+    for split in splits:
+      examples, features, _, labelled = self.load_split(split)
+      if labelled and examples:
+        wanted.append((split, examples, features[F.LABEL_IDS]))
+    if not wanted:
+      return {}
+    train_ids = train_features[F.LABEL_IDS]
+    tfidf = baselines.tfidf(
+        ([e.text_a for e in train], [e.text_b for e in train], train_ids),
+        [([e.text_a for e in ex], [e.text_b for e in ex])
+         for _, ex, _ in wanted], seed=self.seed)
+    out = {}
+    for (split, examples, labels), tfidf_ids in zip(wanted, tfidf):
+      one_hot = lambda ids: np.eye(self.spec.num_labels)[ids]
+      out[split] = {
+          "majority": compute_metrics(self.spec, labels, one_hot(
+              baselines.majority(train_ids, len(labels)))),
+          "tfidf": compute_metrics(self.spec, labels, one_hot(tfidf_ids))}
+    return out
 
   def predict(self, model, output_dir):
     examples, features, stats, has_labels = self.load_split("test")

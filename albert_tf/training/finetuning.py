@@ -255,10 +255,43 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
     if test:
       result["test"] = test
       eval_results.update({f"test_{k}": v for k, v in test.items()})
+  if getattr(o, "baseline", False):
+    _add_baselines(o, task, result, eval_results)
   if eval_results and chief:
     eval_results["best_step"] = best_step
     write_eval_results(o.output_dir, eval_results)
   return result
+
+
+def _add_baselines(o: FinetuneOptions, task, result: dict,
+                   eval_results: dict) -> None:
+  """The family's baselines (`Task.baselines`) of the evaluated splits in
+  eval_results (`baseline_<name>_<metric>`, `test_baseline_...`) and
+  result, and one line per split saying where the model stands."""
+  splits = [s for s, wanted in (("dev", "eval" in result),
+                                ("test", "test" in result)) if wanted]
+  scores = task.baselines(splits) if splits else {}
+  for split, by_name in scores.items():
+    prefix = "" if split == "dev" else "test_"
+    model = result["eval" if split == "dev" else "test"]
+    for name, metrics in by_name.items():
+      for key, value in metrics.items():
+        if key != "num_examples":
+          eval_results[f"{prefix}baseline_{name}_{key}"] = value
+    result.setdefault("baselines", {})[split] = by_name
+    metric = task.best_metric
+    if metric not in model:
+      continue
+    best = max(m[metric] for m in by_name.values())
+    # The metric under its own name where the family's best_metric is an
+    # alias of one (classification's eval_metric: accuracy, or CoLA's mcc).
+    label = next((k for k in ("mcc", "accuracy", "f1") if k != metric and
+                  model.get(k) == model[metric]), metric)
+    shown = ", ".join(f"{name} {m[metric]:.3f}" for name, m in
+                      by_name.items())
+    logging.log(logging.WARNING if model[metric] < best else logging.INFO,
+                "%s %s %.3f (%s)%s", split, label, model[metric], shown,
+                ": below the baseline" if model[metric] < best else "")
 
 
 def _read_eval_results(directory: str) -> dict:
