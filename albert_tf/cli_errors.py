@@ -17,6 +17,7 @@ command's settings classes define, by purpose (`grouped_help`), and exit 0;
 import contextlib
 import difflib
 import functools
+import logging as pylogging
 import os
 import re
 import sys
@@ -24,6 +25,7 @@ import textwrap
 
 from absl import app
 from absl import flags
+from absl import logging as absl_logging
 
 from albert_tf import errors
 from albert_tf import settings
@@ -276,6 +278,9 @@ def one_line_errors(main_fn, also=()):
     except Interrupted as e:
       _print_error_and_exit(e, e.exit_code)
     except Exception as e:  # pylint: disable=broad-except
+      disk = disk_error_line(e)
+      if disk and not ("verbose" in flags.FLAGS and flags.FLAGS.verbose):
+        _print_error_and_exit(disk, 1)
       oom = out_of_memory_line(e)
       if oom and not ("verbose" in flags.FLAGS and flags.FLAGS.verbose):
         # Straight out: after an OOM, interpreter teardown has hung, or
@@ -304,6 +309,8 @@ def out_of_memory_line(error):
   one line naming the batch and length flags to lower, with their values.
   None for any other error."""
   text = str(getattr(error, "message", None) or error)
+  if disk_error_line(error):  # TF's class for a full disk too
+    return None
   if not (type(error).__name__ == "ResourceExhaustedError" or
           "Out of memory while trying to allocate" in text or
           "OOM when allocating" in text):
@@ -317,6 +324,34 @@ def out_of_memory_line(error):
       hint=("lower " + " or ".join(knobs) if knobs else
             "lower the batch size or the sequence length") +
       "; --verbose shows TensorFlow's message")
+
+
+# The causes TF's file systems put after "PATH; " (errno's strerror).
+# Only a write meets these (a read's "Permission denied" is no write error).
+_DISK_CAUSES = ("No space left on device", "Disk quota exceeded",
+                "File too large", "Read-only file system")
+
+
+def disk_error_line(error):
+  """For TF's error from a file write (`PATH; No space left on device`: a
+  full disk is a ResourceExhaustedError, which is no out of memory), one
+  line naming the path and the cause: `[Errno 28] No space left on device:
+  cannot write PATH`. None for any other error (OSErrors name their path
+  themselves: `file_io.atomic_writer`)."""
+  if not _is_tf_error(error):
+    return None
+  text = " ".join(str(getattr(error, "message", None) or error).split())
+  for cause in _DISK_CAUSES:
+    if cause not in text:
+      continue
+    found = re.search(r"(?:^|\s)(\S+); " + re.escape(cause), text)
+    if not found:
+      return text
+    number = next((n for n in range(1, 134) if os.strerror(n) == cause),
+                  None)
+    return (f"[Errno {number}] " if number else "") + (
+        f"{cause}: cannot write {found.group(1)}")
+  return None
 
 
 def _is_tf_error(error):
@@ -353,6 +388,18 @@ def import_tensorflow_quietly():
   with _stderr_to_devnull():
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     tf.config.list_physical_devices()
+  # TF's own Python INFO lines (the SavedModel builder's "Assets written
+  # to", "Writing fingerprint", the saver's "Sharding callback duration",
+  # signature names): a command says what it did itself. TF logs them
+  # through its "tensorflow" logger and through absl's.
+  pylogging.getLogger("tensorflow").setLevel(pylogging.WARNING)
+  absl_logging.get_absl_logger().addFilter(_drop_tensorflow_info)
+
+
+def _drop_tensorflow_info(record) -> bool:
+  """False for an INFO (or lower) record logged from inside TensorFlow."""
+  return record.levelno >= pylogging.WARNING or (
+      f"{os.sep}tensorflow{os.sep}" not in (record.pathname or ""))
 
 
 def _is_albert_tf_command():

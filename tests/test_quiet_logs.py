@@ -1,0 +1,68 @@
+"""A command on a CPU-only machine prints its own lines, not TensorFlow's.
+
+export_saved_model and export_tflite of a tiny fine-tuned classifier, as
+fresh processes: stderr holds no C++ start-up line (CUDA stub, cuInit,
+oneDNN, "All log messages before absl::InitializeLog()") and no INFO line
+from TensorFlow's Python (the SavedModel builder's "Assets written to",
+"Writing fingerprint", the saver's "Sharding callback duration", signature
+names); `--verbose` keeps them.
+"""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+from albert_tf import run_classifier
+from tests.fixtures_data import write_tiny_vocab_and_config
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+CHARS = "好差很不是的电影"
+# TF's runtime lines: glog's prefix (C++) or absl's (Python) naming a file
+# of TensorFlow, and the lines printed before absl is initialised.
+_TF_LINE = re.compile(
+    r"(^[IWEF]\d{4} [\d:.]+\s+\d+ (\S+\.cc|signature_serialization\.py|"
+    r"functional_saver\.py|builder_impl\.py|fingerprinting_utils\.py):\d+\])"
+    r"|All log messages before absl::InitializeLog|cuInit|oneDNN")
+
+
+def _run(argv, cwd):
+  env = dict(os.environ, PYTHONPATH=str(REPO))
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as a user's shell has it
+  return subprocess.run([sys.executable, "-m", *argv], cwd=cwd, env=env,
+                        capture_output=True, text=True, timeout=300,
+                        check=False)
+
+
+def test_export_and_tflite_print_no_tensorflow_lines(tmp_path):
+  write_tiny_vocab_and_config(tmp_path, CHARS)
+  rng = np.random.default_rng(0)
+  rows = [f"{i % 2}\t{''.join(rng.choice(list(CHARS), 5))}"
+          for i in range(16)]
+  for split in ("train", "dev"):
+    (tmp_path / f"{split}.tsv").write_text("\n".join(rows) + "\n",
+                                           encoding="utf-8")
+  run_classifier.run(task_name="sentiment", data_dir=str(tmp_path),
+                     output_dir=str(tmp_path / "clf"),
+                     vocab_file=str(tmp_path / "vocab.txt"),
+                     albert_config_file=str(tmp_path / "config.json"),
+                     max_seq_length=8, train_batch_size=8, train_step=1,
+                     do_train=True, baseline=False)
+  export = _run(["albert_tf.export_saved_model", "--checkpoint=clf",
+                 "--export_dir=export"], tmp_path)
+  tflite = _run(["albert_tf.export_tflite", "--saved_model=export/1",
+                 "--output=clf.tflite"], tmp_path)
+  for proc in (export, tflite):
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    noise = [l for l in proc.stderr.splitlines() if _TF_LINE.search(l)]
+    assert noise == [], noise[:5]
+  assert export.stdout.splitlines()[-1] == (
+      "Exported the recorded task to export/1")
+  # --verbose keeps TensorFlow's lines (the check above can fail).
+  loud = _run(["albert_tf.export_tflite", "--saved_model=export/1",
+               "--output=clf2.tflite", "--verbose"], tmp_path)
+  assert loud.returncode == 0, loud.stderr[-3000:]
+  assert [l for l in loud.stderr.splitlines() if _TF_LINE.search(l)]
