@@ -14,7 +14,9 @@ import os
 @contextlib.contextmanager
 def atomic_writer(path, mode: str = "w"):
   """Yields a file open on `<path>.tmp` (text modes in UTF-8); on a clean
-  exit it is flushed, synced and renamed to path; on an error removed."""
+  exit it is flushed, synced and renamed to path; on an error removed.
+  An OSError (a full disk: ENOSPC at the write, the sync or the close) is
+  raised again naming path (`naming`), whatever file name it had."""
   path = os.fspath(path)
   tmp = path + ".tmp"
   encoding = None if "b" in mode else "utf-8"
@@ -24,10 +26,27 @@ def atomic_writer(path, mode: str = "w"):
       f.flush()
       os.fsync(f.fileno())
     os.replace(tmp, path)
-  except BaseException:
+  except BaseException as e:
     if os.path.exists(tmp):
       os.remove(tmp)
+    # Not another file's error (one the caller read inside the block).
+    if isinstance(e, OSError) and e.filename in (None, path, tmp):
+      raise naming(e, path) from e
     raise
+
+
+def naming(error: OSError, path, flag: str = "") -> OSError:
+  """error as one line that names the file it could not write:
+  `[Errno 28] No space left on device: cannot write PATH (nothing there
+  was replaced)`, as the exports say it. The errno (and so the subclass:
+  PermissionError, ...) is kept; `flag` ("--output_dir=") goes before the
+  path. An error that already says "cannot write" is returned as it is."""
+  if "cannot write" in str(error):
+    return error
+  cause = error.strerror or str(error) or type(error).__name__
+  text = (f"{cause}: cannot write {flag}{os.fspath(path)} (nothing there "
+          "was replaced)")
+  return OSError(error.errno, text) if error.errno else OSError(text)
 
 
 def write_eval_results(directory, results: dict, text_copy: bool = False

@@ -26,6 +26,7 @@ import os
 from typing import List, Optional
 
 
+from albert_tf import file_io
 from albert_tf import lazy
 
 tf = lazy.module("tensorflow")
@@ -83,9 +84,17 @@ class ModelInfo:
     return values
 
   def write(self, path: str, flat: bool = False) -> None:
+    """Whole or not at all (`file_io.atomic_writer`): a full disk leaves
+    the previous record as it was; a bucket's path (gs://) through
+    tf.io.gfile, whose objects appear whole on close."""
     values = self.flat_dict() if flat else self.to_dict()
-    with tf.io.gfile.GFile(path, "w") as f:
-      f.write(json.dumps(values, indent=2, ensure_ascii=False))
+    text = json.dumps(values, indent=2, ensure_ascii=False)
+    if "://" in path:
+      with tf.io.gfile.GFile(path, "w") as f:
+        f.write(text)
+      return
+    with file_io.atomic_writer(path) as f:
+      f.write(text)
 
   def write_beside(self, directory: str) -> str:
     """Writes directory/RECORD_FILE; returns its path."""

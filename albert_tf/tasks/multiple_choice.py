@@ -40,6 +40,7 @@ from albert_tf import settings
 from albert_tf.options import FinetuneOptions
 from albert_tf import lazy
 from albert_tf.data import race
+from albert_tf.file_io import atomic_writer
 from albert_tf.data.race import TASK_NAMES
 from albert_tf.tasks import record as record_lib
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
@@ -259,8 +260,7 @@ class MultipleChoiceTask(Task):
     logits = self.logits(model, "test")
     probs = tf.nn.softmax(logits, axis=-1).numpy()
     names = self.spec.choice_names
-    with open(os.path.join(output_dir, PREDICTIONS_FILE), "w",
-              encoding="utf-8") as f:
+    with atomic_writer(os.path.join(output_dir, PREDICTIONS_FILE)) as f:
       f.write("id\tlevel\tprediction\t" + "\t".join(
           f"prob_{name}" for name in names) + "\n")
       for question, row in zip(data.examples, probs):
