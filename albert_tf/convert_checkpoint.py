@@ -26,13 +26,21 @@ names. The output is the project's checkpoint layout (encoder +
 masked_lm_head + sentence_order_head, see checkpoints.py) plus
 albert_config.json. Every tensor not consumed and every expected tensor not
 found is reported; a shape mismatch is an error naming the variable.
+Everything is written in a dot-folder beside --output_dir and moved into it
+only when complete: a full disk leaves an earlier conversion as it was.
 """
 
+import contextlib
 import dataclasses
 import importlib
 import json
 import os
+import re
+import shutil
+import tempfile
 from typing import Optional
+
+from absl import logging
 
 from albert_tf import settings
 from albert_tf.converters import SOURCES
@@ -87,12 +95,66 @@ def _refuse_a_training_run(output_dir):
         "convert into a new folder, and pass it as --init_checkpoint")
 
 
-def _write_atomically(path, data):
-  """Writes bytes to path via path.tmp and a rename; returns path."""
-  with open(path + ".tmp", "wb") as f:
-    f.write(data)
-  os.replace(path + ".tmp", path)
-  return path
+def _scratch_prefix(output_dir):
+  """The dot-folder a conversion to output_dir is written in, beside it."""
+  name = os.path.basename(os.path.normpath(os.path.abspath(output_dir)))
+  return f".tmp-convert-{name}-"
+
+
+def remove_stale_temporaries(output_dir):
+  """The dot-folders of a killed conversion to the same output_dir, logged.
+  Only PREFIX + mkdtemp's 8 characters match: another output's are left."""
+  parent = os.path.dirname(os.path.abspath(output_dir))
+  if not os.path.isdir(parent):
+    return
+  prefix = _scratch_prefix(output_dir)
+  for entry in sorted(os.listdir(parent)):
+    if re.match(re.escape(prefix) + r"[a-z0-9_]{8}$", entry):
+      path = os.path.join(parent, entry)
+      logging.warning("Removing %s, left by a convert_checkpoint that was "
+                      "killed", path)
+      shutil.rmtree(path, ignore_errors=True)
+
+
+# The causes of a TF file-system error that mean the disk (quota) is full.
+_FULL = {"No space left on device": 28, "Disk quota exceeded": 122,
+         "File too large": 27}
+
+
+def _cannot_write(error, output_dir):
+  """A failed write (OSError, or TF's error saving the checkpoint) as one
+  OSError naming --output_dir; None for a TF error that is no write's."""
+  if isinstance(error, OSError):
+    number, cause = error.errno, error.strerror or str(error)
+  else:
+    text = str(getattr(error, "message", None) or error)
+    found = [c for c in _FULL if c in text]
+    if not found:
+      return None
+    number, cause = _FULL[found[0]], found[0]
+  text = (f"{cause}: cannot write --output_dir={output_dir} (nothing there "
+          "was replaced)")
+  return OSError(number, text) if number else OSError(text)
+
+
+# Moved into an existing output_dir in this order: the checkpoint's data,
+# its index, the `checkpoint` file naming it, then the config and report.
+def _move_order(name):
+  return (name.endswith(".index"), name == "checkpoint",
+          name == "albert_config.json", name == "conversion_report.json",
+          name)
+
+
+def _move_into_place(scratch, output_dir):
+  """scratch renamed to output_dir, or, when output_dir exists (an earlier
+  conversion, other files), its files renamed into it one by one (renames
+  take no space: a full disk has failed the writes before this)."""
+  os.chmod(scratch, 0o755)  # mkdtemp makes 0700
+  if not os.path.exists(output_dir):
+    os.rename(scratch, output_dir)
+    return
+  for name in sorted(os.listdir(scratch), key=_move_order):
+    os.replace(os.path.join(scratch, name), os.path.join(output_dir, name))
 
 
 def convert(source, checkpoint, output_dir, albert_config_file=None,
@@ -108,6 +170,7 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   from albert_tf.converters import READERS
+  from albert_tf.data.tokenization import write_synced
   from albert_tf.training import checkpoints
   reader = READERS.get(source)
   if reader is None:
@@ -125,19 +188,44 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   checkpoints.check_finite([v for part in parts.values()
                             for v in part.variables],
                            f"--checkpoint={checkpoint}")
-  os.makedirs(output_dir, exist_ok=True)
-  path = tf.train.Checkpoint(**parts).save(os.path.join(output_dir, "ckpt"))
   vocab_source = report.pop("vocab_source", None)
+  vocab = None
   if vocab_source:
     with open(vocab_source, "rb") as f:
-      report["vocab_file"] = _write_atomically(
-          os.path.join(output_dir, os.path.basename(vocab_source)), f.read())
-  _write_atomically(os.path.join(output_dir, checkpoints.CONFIG_NAME),
-                    config.to_json_string().encode("utf-8"))
-  report.update(heads=heads, checkpoint=path, source=source,
-                input=str(checkpoint))
-  _write_atomically(os.path.join(output_dir, "conversion_report.json"),
-                    json.dumps(report, indent=2).encode("utf-8"))
+      vocab = f.read()
+  # Written in a dot-folder beside output_dir, moved in when complete.
+  parent = os.path.dirname(os.path.abspath(output_dir))
+  remove_stale_temporaries(output_dir)
+  created = not os.path.isdir(parent)
+  scratch, done = None, False
+  try:
+    os.makedirs(parent, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=_scratch_prefix(output_dir), dir=parent)
+    saved = tf.train.Checkpoint(**parts).save(os.path.join(scratch, "ckpt"))
+    path = os.path.join(output_dir, os.path.basename(saved))
+    if vocab_source:
+      name = os.path.basename(vocab_source)
+      write_synced(os.path.join(scratch, name), vocab)
+      report["vocab_file"] = os.path.join(output_dir, name)
+    write_synced(os.path.join(scratch, checkpoints.CONFIG_NAME),
+                 config.to_json_string().encode("utf-8"))
+    report.update(heads=heads, checkpoint=path, source=source,
+                  input=str(checkpoint))
+    write_synced(os.path.join(scratch, "conversion_report.json"),
+                 json.dumps(report, indent=2).encode("utf-8"))
+    _move_into_place(scratch, output_dir)
+    done = True
+  except (OSError, tf.errors.OpError) as e:
+    error = _cannot_write(e, output_dir)
+    if error is None:
+      raise
+    raise error from e
+  finally:
+    if scratch and os.path.exists(scratch):
+      shutil.rmtree(scratch, ignore_errors=True)
+    if created and not done:
+      with contextlib.suppress(OSError):
+        os.rmdir(parent)  # only if empty
   log(f"Converted {checkpoint} ({source}) -> {path}: "
       f"{len(report['assigned'])} tensors assigned, heads {heads or 'none'}")
   if vocab_source:

@@ -307,3 +307,155 @@ def test_keras_hub_leftovers_of_a_killed_export(preset, tmp_path, caplog):
       f"Removing {half}, left by an export that was killed"]
   assert os.listdir(presets) == ["p"]
   assert _files(output_dir) == _files(good)
+
+
+# ------------------------------------------------ every command's own files
+def _fsync_fails(monkeypatch):
+  """Every os.fsync raises ENOSPC: file_io.atomic_writer and write_synced
+  sync before the rename, where a full disk shows (some file systems
+  report it only at the sync or the close)."""
+  def full(fd):
+    raise _disk_full()
+  monkeypatch.setattr(os, "fsync", full)
+
+
+def _cannot_write(path):
+  return (f"error: [Errno 28] No space left on device: cannot write {path} "
+          "(nothing there was replaced)\n")
+
+
+@pytest.fixture(scope="module")
+def classifier_data(tmp_path_factory):
+  from tests import test_faults  # pylint: disable=g-import-not-at-top
+  return test_faults.data.__wrapped__(tmp_path_factory)
+
+
+def test_predict_disk_full_keeps_the_earlier_run(classifier_data, tmp_path,
+                                                 monkeypatch):
+  from albert_tf import run_classifier  # pylint: disable=g-import-not-at-top
+  from tests.test_faults import _options  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "out"
+  run_classifier.run(**_options(classifier_data, out, do_predict=True))
+  previous = _files(out)
+  assert {"test_results.tsv", "eval_results.json"} <= set(previous)
+  _fsync_fails(monkeypatch)
+  code, stderr = _one_line_error(lambda: run_classifier.run(**_options(
+      classifier_data, out, do_train=False, do_eval=False, do_predict=True)))
+  # The first file a predict-only rerun writes.
+  assert (code, stderr) == (1, _cannot_write(out / "test_results.tsv"))
+  assert _files(out) == previous
+
+
+def test_task_record_and_config_disk_full_keep_the_previous(tmp_path,
+                                                            monkeypatch):
+  from albert_tf.record import ModelInfo  # pylint: disable=g-import-not-at-top
+  record = tmp_path / "task_record.json"
+  config = tmp_path / "albert_config.json"
+  ModelInfo(task="classification", num_labels=2).write(str(record))
+  AlbertConfig(vocab_size=30).to_json_file(config)
+  previous = _files(tmp_path)
+  _fsync_fails(monkeypatch)
+  code, stderr = _one_line_error(lambda: ModelInfo(
+      task="classification", num_labels=3).write(str(record)))
+  assert (code, stderr) == (1, _cannot_write(record))
+  code, stderr = _one_line_error(
+      lambda: AlbertConfig(vocab_size=40).to_json_file(config))
+  assert (code, stderr) == (1, _cannot_write(config))
+  assert _files(tmp_path) == previous
+
+
+def test_a_full_disk_in_tensorflow_is_no_out_of_memory(monkeypatch):
+  """TF reports a full disk (a checkpoint, a GFile) as a
+  ResourceExhaustedError, `PATH; No space left on device`: one line naming
+  them, not "out of memory" with the batch flags to lower."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  # The out-of-memory line leaves at once (os._exit): here, as an exit.
+  def exit_now(code):
+    raise SystemExit(code)
+  monkeypatch.setattr(os, "_exit", exit_now)
+  path = "/runs/out/ckpt-3_temp/part-00000-of-00001.data-00000-of-00001"
+
+  def save():
+    raise tf.errors.ResourceExhaustedError(
+        None, None, f"{path}.tempstate123; No space left on device")
+  assert _one_line_error(save) == (1, (
+      f"error: [Errno 28] No space left on device: cannot write "
+      f"{path}.tempstate123\n"))
+
+
+# ------------------------------------------------------ convert_checkpoint
+def _tf1_checkpoint(folder, seed):
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from tests import test_convert_checkpoint as tcc  # pylint: disable=g-import-not-at-top
+  folder.mkdir(parents=True, exist_ok=True)
+  cfg = tcc.tiny_config()
+  w, blocks = tcc.random_weights(cfg, np.random.default_rng(seed))
+  prefix = tcc.write_tf1_checkpoint(tcc.google_names(w, blocks),
+                                    str(folder / "model.ckpt"))
+  cfg.to_json_file(folder / "albert_config.json")
+  return prefix, str(folder / "albert_config.json")
+
+
+def _convert(source, output_dir):
+  from albert_tf import convert_checkpoint  # pylint: disable=g-import-not-at-top
+  return convert_checkpoint.convert("original", source[0], str(output_dir),
+                                    source[1], log=lambda m: None)
+
+
+def _save_fails(monkeypatch):
+  """TF's checkpoint writer on a full disk."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  def save(self, file_prefix, **kwargs):
+    raise tf.errors.ResourceExhaustedError(
+        None, None, f"{file_prefix}-1_temp/part-00000-of-00001.data-00000-of"
+        "-00001.tempstate1; No space left on device")
+  monkeypatch.setattr(tf.train.Checkpoint, "save", save)
+
+
+@pytest.mark.parametrize("where", ["checkpoint", "config"])
+def test_convert_disk_full_keeps_the_earlier_conversion(tmp_path, monkeypatch,
+                                                        where):
+  out = tmp_path / "converted"
+  _convert(_tf1_checkpoint(tmp_path / "a", 1), out)
+  previous = _files(out)
+  assert {"albert_config.json", "conversion_report.json", "checkpoint",
+          "ckpt-1.index"} <= set(previous)
+  source_b = _tf1_checkpoint(tmp_path / "b", 2)
+  with monkeypatch.context() as patch:
+    (_save_fails if where == "checkpoint" else _fsync_fails)(patch)
+    code, stderr = _one_line_error(lambda: _convert(source_b, out))
+  assert (code, stderr) == (1, _cannot_write(f"--output_dir={out}"))
+  assert _files(out) == previous
+  assert sorted(os.listdir(tmp_path)) == ["a", "b", "converted"]
+  # Then converted whole, over the earlier one.
+  report = _convert(source_b, out)
+  assert report["checkpoint"] == str(out / "ckpt-1")
+  assert _files(out) != previous
+  assert sorted(os.listdir(tmp_path)) == ["a", "b", "converted"]
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  assert tf.train.latest_checkpoint(str(out)) == str(out / "ckpt-1")
+
+
+@pytest.mark.parametrize("where", ["checkpoint", "config"])
+def test_convert_disk_full_leaves_no_output(tmp_path, monkeypatch, where):
+  source = _tf1_checkpoint(tmp_path / "a", 1)
+  out = tmp_path / "new" / "converted"
+  (_save_fails if where == "checkpoint" else _fsync_fails)(monkeypatch)
+  code, stderr = _one_line_error(lambda: _convert(source, out))
+  assert (code, stderr) == (1, _cannot_write(f"--output_dir={out}"))
+  # No folder, so no 0-byte albert_config.json, and no dot-folder.
+  assert sorted(os.listdir(tmp_path)) == ["a"]
+
+
+def test_convert_leftover_of_a_killed_conversion_is_removed(tmp_path, caplog):
+  stale = tmp_path / ".tmp-convert-converted-killed01"
+  stale.mkdir()
+  (stale / "ckpt-1.index").write_bytes(b"\0" * 10)
+  other = tmp_path / ".tmp-convert-other-running1"
+  other.mkdir()
+  with caplog.at_level(logging.WARNING):
+    _convert(_tf1_checkpoint(tmp_path / "a", 1), tmp_path / "converted")
+  assert _warnings(caplog, "left by") == [
+      f"Removing {stale}, left by a convert_checkpoint that was killed"]
+  assert sorted(os.listdir(tmp_path)) == [".tmp-convert-other-running1", "a",
+                                          "converted"]
