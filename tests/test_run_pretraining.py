@@ -420,3 +420,33 @@ def test_rerun_with_another_sentence_loss_weight_is_refused(tmp_path):
     rp.run(rp.params_from_argv(argv + ["--num_train_steps=6",
                                        "--sentence_order_loss_weight=0"]))
   assert "(sentence_order_loss_weight 1.0 there vs 0.0 now)" in str(e.value)
+
+
+def test_eval_says_it_reads_training_records_and_when_the_encoder_collapsed(
+    tmp_path, caplog):
+  """No --eval_input_file: one warning that eval measures fit. After two
+  steps from random init the [CLS] states, and so the pooled outputs, of
+  different inputs are nearly one vector: the eval says the encoder has
+  collapsed, with its cosine."""
+  import logging  # pylint: disable=g-import-not-at-top
+  argv = tiny_argv(tmp_path, "--do_eval", "--num_train_steps=2")
+  with caplog.at_level(logging.WARNING):
+    rp.run(rp.params_from_argv(argv))
+  said = [r.getMessage() for r in caplog.records]
+  assert len([m for m in said if m.startswith("Evaluating on ")]) == 1
+  assert any("the eval scores measure fit, not generalisation" in m
+             for m in said)
+  collapsed = [m for m in said if "the encoder has collapsed" in m]
+  assert collapsed, said
+  cosine = float(collapsed[0].split("mean cosine ")[1].split()[0])
+  assert cosine > PretrainingTask.COLLAPSE_COSINE
+
+
+def test_mean_pairwise_cosine_by_hand():
+  from albert_tf.tasks.pretraining import mean_pairwise_cosine  # pylint: disable=g-import-not-at-top
+  # Pairs of [1,0], [0,1], [1,1]: cosines 0, 1/sqrt2, 1/sqrt2.
+  assert mean_pairwise_cosine(np.array([[1., 0.], [0., 1.], [1., 1.]])) == (
+      pytest.approx(2 / np.sqrt(2) / 3))
+  assert mean_pairwise_cosine(np.array([[2., 1.], [4., 2.]])) == (
+      pytest.approx(1.0))
+  assert mean_pairwise_cosine(np.array([[1., 0.]])) is None

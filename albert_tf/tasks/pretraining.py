@@ -20,6 +20,8 @@ import re
 import warnings
 from typing import Dict, List, Optional
 
+from absl import logging
+import numpy as np
 
 from albert_tf import features as F
 from albert_tf import lazy
@@ -104,7 +106,47 @@ class PretrainingTask(Task):
           f"{', ...' if len(files) > 3 else ''}): they hold no records"
           + (f", or fewer than --eval_batch_size={self.eval_batch_size} (a "
              "TPU drops a partial batch)" if tpu else ""))
+    self._say_what_eval_measures(model)
     return {k: float(results[k]) for k in EVAL_KEYS}
+
+  #: Mean cosine similarity of the pooled outputs of different eval
+  #: examples above which the encoder is said to have collapsed.
+  COLLAPSE_COSINE = 0.95
+
+  def _say_what_eval_measures(self, model) -> None:
+    """Once per run: a warning when the eval records are training records
+    (the scores measure fit, not generalisation). At every eval: a warning
+    when the pooled outputs of one eval batch are nearly the same vector
+    (an encoder that maps every input alike transfers nothing)."""
+    shared = sorted(set(self.eval_files) & set(self.train_files))
+    if shared and not getattr(self, "_said_shared", False):
+      self._said_shared = True
+      logging.warning(
+          "Evaluating on %d training record file(s) (%s%s; no "
+          "--eval_input_file of held-out records): the eval scores measure "
+          "fit, not generalisation", len(shared), shared[0],
+          ", ..." if len(shared) > 1 else "")
+    cosine = self.pooled_output_cosine(model)
+    if cosine is not None and cosine > self.COLLAPSE_COSINE:
+      logging.warning(
+          "The pooled outputs of different eval examples are nearly the "
+          "same vector (mean cosine %.3f > %.2f): the encoder has collapsed "
+          "and will not transfer; train longer, lower the learning rate, or "
+          "start from published weights (convert_checkpoint)", cosine,
+          self.COLLAPSE_COSINE)
+
+  def pooled_output_cosine(self, model, batch_size: int = 32):
+    """Mean pairwise cosine similarity of the pooled outputs of the first
+    eval batch (None with fewer than 2 examples)."""
+    dataset = pretraining_dataset.make_dataset(
+        self.eval_files[:1], batch_size, is_training=False, max_batches=1,
+        **self.data_kwargs)
+    for features in dataset.take(1):
+      pooled = model.encoder({k: features[k] for k in F.ENCODER_INPUTS},
+                             training=False)[F.POOLED_OUTPUT]
+      return mean_pairwise_cosine(np.asarray(pooled, np.float64))
+    return None
+
 
   def record(self):
     # The lengths of the records it read go in task_config: the common
@@ -189,3 +231,14 @@ class PretrainingTask(Task):
         f"in {where or 'the records'}: were they written with another "
         "tokenizer? Pass that tokenizer's --spm_model_file (it sets "
         "vocab_size), or --vocab_size")
+
+
+def mean_pairwise_cosine(x: np.ndarray) -> Optional[float]:
+  """The mean cosine similarity of the distinct pairs of rows of x [n, d]
+  (None for fewer than 2 rows; a zero row counts as orthogonal)."""
+  n = len(x)
+  if n < 2:
+    return None
+  x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+  sims = x @ x.T
+  return float((sims.sum() - np.trace(sims)) / (n * (n - 1)))
