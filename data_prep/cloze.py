@@ -60,6 +60,7 @@ from absl import logging
 from albert_tf import cli_errors
 from albert_tf import settings
 from albert_tf.cli_errors import CommandLineError, error_line
+from albert_tf.file_io import atomic_writer
 from data_prep import corpora
 
 # corpora's word reader and surname list: the same words as the NER corpus.
@@ -280,7 +281,7 @@ def split_files(output_dir, split):
 
 
 def _write_json(value, path, **kwargs):
-  with open(path, "w", encoding="utf-8") as f:
+  with atomic_writer(path) as f:
     json.dump(value, f, ensure_ascii=False, **kwargs)
     f.write("\n")
 
@@ -323,7 +324,7 @@ def write_cloze(output_dir, max_documents=0, queries_per_document=3,
     os.makedirs(os.path.dirname(files["race"]), exist_ok=True)
     _write_json({"version": "1.1", "data": squad}, files["squad"])
     _write_json(candidates, files["candidates"])
-    with open(files["race"], "w", encoding="utf-8") as f:
+    with atomic_writer(files["race"]) as f:
       f.writelines(json.dumps(item, ensure_ascii=False) + "\n"
                    for item in race)
     sizes[name] = {

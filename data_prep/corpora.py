@@ -94,6 +94,7 @@ from typing import Optional
 from albert_tf import cli_errors
 from albert_tf import settings
 from albert_tf.cli_errors import CommandLineError, error_line
+from albert_tf.file_io import atomic_writer
 
 CORPORA = ("peoples_daily_1998", "peoples_daily_ner", "sentiment_reviews")
 
@@ -220,7 +221,7 @@ def peoples_daily_documents(path=None, max_documents=0):
 
 def write_documents(documents, path):
   """Writes one sentence per line, a blank line between documents."""
-  with open(path, "w", encoding="utf-8") as f:
+  with atomic_writer(path) as f:
     f.write("\n\n".join("\n".join(doc) for doc in documents))
     f.write("\n")
 
@@ -350,7 +351,7 @@ def ner_entity_counts(sentences):
 
 def write_conll(sentences, path):
   """Writes "character tag" lines, a blank line after each sentence."""
-  with open(path, "w", encoding="utf-8") as f:
+  with atomic_writer(path) as f:
     for text, tags in sentences:
       f.write("".join(f"{c} {t}\n" for c, t in zip(text, tags)) + "\n")
 
@@ -419,8 +420,7 @@ def write_sentiment_reviews(output_dir, seed=12345, max_examples=0):
             "train": examples[2 * num_eval:]}
   os.makedirs(output_dir, exist_ok=True)
   for name, rows in splits.items():
-    with open(os.path.join(output_dir, name + ".tsv"), "w",
-              encoding="utf-8") as f:
+    with atomic_writer(os.path.join(output_dir, name + ".tsv")) as f:
       for label, text in rows:
         f.write(f"{label}\t{text}\n")
   write_documents([split_clauses(text) for _, text in splits["train"]],
@@ -459,7 +459,7 @@ def write_corpus(corpus, output_dir, heldout_fraction=0.03, seed=12345,
     sizes = write_peoples_daily_ner(output_dir, max_documents)
   else:
     sizes = write_sentiment_reviews(output_dir, seed, max_examples)
-  with open(os.path.join(output_dir, "sizes.json"), "w") as f:
+  with atomic_writer(os.path.join(output_dir, "sizes.json")) as f:
     json.dump(sizes, f, indent=2)
   return sizes
 

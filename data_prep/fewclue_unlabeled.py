@@ -31,6 +31,7 @@ from typing import Dict, Iterable, List, Optional
 from albert_tf import cli_errors
 from albert_tf import settings
 from albert_tf.cli_errors import CommandLineError, error_line
+from albert_tf.file_io import atomic_writer
 from albert_tf.data import clue
 from data_prep import corpora
 
@@ -61,7 +62,7 @@ def write_unlabeled(data_dir: str, output_dir: str,
   sizes = {}
   documents = 0
   path_out = os.path.join(output_dir, OUTPUT_FILE)
-  with open(path_out + ".tmp", "w", encoding="utf-8") as out:
+  with atomic_writer(path_out) as out:
     for task in tasks:
       path = os.path.join(data_dir, task, clue.UNLABELED_FILE)
       if not os.path.isfile(path):
@@ -81,8 +82,7 @@ def write_unlabeled(data_dir: str, output_dir: str,
         counts["sentences"] += len(sentences)
         counts["one_sentence_documents"] += len(sentences) == 1
       sizes[task] = counts
-  os.replace(path_out + ".tmp", path_out)
-  with open(os.path.join(output_dir, "sizes.json"), "w") as f:
+  with atomic_writer(os.path.join(output_dir, "sizes.json")) as f:
     json.dump(sizes, f, indent=2, ensure_ascii=False)
   return sizes
 

@@ -123,9 +123,9 @@ def make_summary(counts, options, dupe_factor, shards, records_per_shard=None,
 
 
 def write_summary(output_dir, summary):
-  """Writes summary.json in output_dir."""
-  with FileSystems.create(FileSystems.join(output_dir, SUMMARY_FILE)) as f:
-    f.write(json.dumps(summary, indent=2, sort_keys=True).encode("utf-8"))
+  """Writes summary.json in output_dir (whole or not at all, as the
+  manifest: a temporary name renamed into place)."""
+  write_json_atomically(FileSystems.join(output_dir, SUMMARY_FILE), summary)
 
 
 def finish_output(counts, output_dir, options, dupe_factor, num_shards,

@@ -459,3 +459,21 @@ def test_convert_leftover_of_a_killed_conversion_is_removed(tmp_path, caplog):
       f"Removing {stale}, left by a convert_checkpoint that was killed"]
   assert sorted(os.listdir(tmp_path)) == [".tmp-convert-other-running1", "a",
                                           "converted"]
+
+
+# ------------------------------------------------------------ data_prep
+def test_data_prep_corpora_disk_full_keeps_the_previous_files(tmp_path,
+                                                              monkeypatch):
+  """data_prep.corpora's text, CoNLL and sizes.json files (cloze's JSON
+  and RACE files and fewclue_unlabeled's go through the same writer)."""
+  from data_prep import corpora  # pylint: disable=g-import-not-at-top
+  text, conll = tmp_path / "train.txt", tmp_path / "train.conll"
+  corpora.write_documents([["one sentence.", "two."]], str(text))
+  corpora.write_conll([("ab", ["B-PER", "E-PER"])], str(conll))
+  previous = _files(tmp_path)
+  _fsync_fails(monkeypatch)
+  assert _one_line_error(lambda: corpora.write_documents(
+      [["another."]], str(text))) == (1, _cannot_write(text))
+  assert _one_line_error(lambda: corpora.write_conll(
+      [("c", ["O"])], str(conll))) == (1, _cannot_write(conll))
+  assert _files(tmp_path) == previous
