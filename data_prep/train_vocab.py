@@ -31,7 +31,9 @@ import os
 import random
 import re
 import shutil
+import sys
 import tempfile
+import time
 from typing import Optional
 
 from absl import logging
@@ -93,8 +95,11 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
                         character_coverage=0.9995,
                         input_sentence_size=10_000_000, num_threads=1,
                         do_lower_case=True, seed=12345,
-                        hard_vocab_limit=True):
+                        hard_vocab_limit=True, progress=None):
   """Trains the model; returns the path of PREFIX.model.
+
+  progress: called with one line at each stage (what is read, the sample
+  drawn, the training and its time); the command prints them to stderr.
 
   Raises:
     ValueError: a glob matches no file, or SentencePiece refuses the corpus
@@ -123,9 +128,18 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
       raise ValueError(error_line(
           f"cannot create directory {directory!r}: {e.strerror}",
           "--model_prefix", "choose a writable place")) from e
+  say = progress or (lambda line: None)
+  start = time.time()
+  size = sum(os.path.getsize(p) for p in paths)
+  say(f"reading {len(paths)} file(s), {size / 2**20:.1f} MiB, and sampling "
+      f"up to {input_sentence_size:,} sentences")
   spm.set_random_generator_seed(seed)
   sentences = sample_sentences(iter_sentences(paths, do_lower_case),
                                input_sentence_size, seed)
+  say(f"sampled {len(sentences):,} sentences in {time.time() - start:.0f} s; "
+      f"training a {vocab_size:,}-piece unigram model on {num_threads} "
+      "thread(s) (minutes on a large sample)")
+  start = time.time()
   # The model comes back as bytes and this writes both files: SentencePiece
   # ignores a failed write (to a full disk it "writes" a truncated model
   # and returns), and bytes without the path make the same corpus give the
@@ -147,6 +161,7 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
         minloglevel=2)
   except RuntimeError as e:
     raise ValueError(explain_sentencepiece_error(str(e))) from e
+  say(f"trained in {time.time() - start:.0f} s")
   _write_model_and_vocab(model_prefix, model.getvalue())
   return model_prefix + ".model"
 
@@ -275,7 +290,9 @@ def main(argv):
   path = train_sentencepiece(s.input, s.model_prefix, s.vocab_size,
                              s.character_coverage, s.input_sentence_size,
                              s.num_threads, s.do_lower_case, s.seed,
-                             s.hard_vocab_limit)
+                             s.hard_vocab_limit,
+                             progress=lambda line: print(line, file=sys.stderr,
+                                                         flush=True))
   print(f"wrote {path}")
 
 

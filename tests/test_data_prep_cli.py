@@ -229,7 +229,10 @@ def test_train_vocab_too_large_names_the_supported_size(data, tmp_path):  # pyli
           "--character_coverage=1.0", "--num_threads=1"]
   result = _run(TRAIN_VOCAB, *args, "--vocab_size=5000")
   line = _assert_one_error_line(result, "5000", "--nohard_vocab_limit")
-  assert result.stderr.strip() == line
+  # Its progress lines (what it read and sampled), then the one error.
+  said = result.stderr.strip().splitlines()
+  assert said[-1] == line and said[0].startswith("reading 1 file(s), "), said
+  assert said[1].startswith("sampled "), said
   supported = int(re.search(r"--vocab_size=(\d+)", line).group(1))
   assert VOCAB_SIZE <= supported < 5000
   assert f"at most {supported}" in line
@@ -237,6 +240,7 @@ def test_train_vocab_too_large_names_the_supported_size(data, tmp_path):  # pyli
   assert _run(TRAIN_VOCAB, *args, f"--vocab_size={supported}").returncode == 0
   soft = _run(TRAIN_VOCAB, *args, "--vocab_size=5000", "--nohard_vocab_limit")
   assert soft.returncode == 0, soft.stderr
+  assert re.search(r"^trained in \d+ s$", soft.stderr, re.M), soft.stderr
   assert os.path.exists(f"{prefix}.model")
 
 
