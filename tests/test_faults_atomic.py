@@ -477,3 +477,23 @@ def test_data_prep_corpora_disk_full_keeps_the_previous_files(tmp_path,
   assert _one_line_error(lambda: corpora.write_conll(
       [("c", ["O"])], str(conll))) == (1, _cannot_write(conll))
   assert _files(tmp_path) == previous
+
+
+def test_span_predictions_and_a_trimmed_log_disk_full_keep_the_previous(
+    tmp_path, monkeypatch):
+  """run_squad's predictions.json / nbest / null_odds, and train_log.jsonl
+  as a resumed run trims the steps after its checkpoint."""
+  from albert_tf.data import span_decode  # pylint: disable=g-import-not-at-top
+  from albert_tf.training import callbacks  # pylint: disable=g-import-not-at-top
+  span_decode.write_outputs(str(tmp_path), {"q1": "a"},
+                            {"q1": [{"text": "a"}]}, {"q1": 0.5})
+  log = tmp_path / "train_log.jsonl"
+  log.write_text('{"step": 1}\n{"step": 2}\n', encoding="utf-8")
+  previous = _files(tmp_path)
+  _fsync_fails(monkeypatch)
+  assert _one_line_error(lambda: span_decode.write_outputs(
+      str(tmp_path), {"q1": "b"}, {"q1": [{"text": "b"}]}, {"q1": 1.5})) == (
+          1, _cannot_write(tmp_path / span_decode.PREDICTIONS_FILE))
+  assert _one_line_error(lambda: callbacks.drop_log_lines_after(
+      str(log), 1)) == (1, _cannot_write(log))
+  assert _files(tmp_path) == previous

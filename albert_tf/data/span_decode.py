@@ -51,6 +51,7 @@ from absl import logging
 import numpy as np
 
 from albert_tf.data.tokenization import write_synced
+from albert_tf.file_io import naming
 
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
@@ -313,9 +314,11 @@ def _write_json(path, obj):
     write_synced(tmp, (json.dumps(obj, ensure_ascii=False, indent=2) +
                        "\n").encode("utf-8"))
     os.replace(tmp, path)
-  except BaseException:
+  except BaseException as e:
     if os.path.exists(tmp):
       os.remove(tmp)
+    if isinstance(e, OSError):  # a full disk: one line naming the file
+      raise naming(e, path) from e
     raise
 
 

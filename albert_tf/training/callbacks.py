@@ -26,6 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.file_io import atomic_writer
 from albert_tf.training import checkpoints
 
 TRAIN_LOG = "train_log.jsonl"
@@ -326,8 +327,8 @@ def drop_log_lines_after(path: str, step: int, key: str = "step"):
   with open(path, encoding="utf-8") as f:
     count = sum(1 for l in f if l.strip())
   kept = [r for r in read_jsonl(path) if r.get(key, 0) <= step]
-  if len(kept) != count:
-    with open(path, "w", encoding="utf-8") as f:
+  if len(kept) != count:  # whole or not at all: a full disk keeps the log
+    with atomic_writer(path) as f:
       f.writelines(json.dumps(r) + "\n" for r in kept)
 
 
