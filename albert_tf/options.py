@@ -45,6 +45,11 @@ class StrategySettings:
   num_tpu_cores: Optional[int] = settings.field(
       None, "Original flag; ignored: the TPU strategy uses every core of the "
       "TPU.")
+  worker_timeout_secs: int = settings.field(
+      600, "With --distribution_strategy=multi_worker_mirrored: stop with an "
+      "error naming the worker when a TF_CONFIG peer does not accept "
+      "connections for this long at start-up (the wait is logged every few "
+      "seconds); 0: wait forever.", lower_bound=0, group="distribution")
 
 
 @dataclasses.dataclass
@@ -123,6 +128,10 @@ class FinetuneOptions(StrategySettings):
       "other files there stay).")
   predict_batch_size: int = settings.field(
       0, "Batch for --do_predict (original name; 0: --eval_batch_size).")
+  input_timeout_secs: int = settings.field(
+      600, "Stop with an error naming the file when an input file gives no "
+      "record for this long, up to the first training batch (a named pipe, "
+      "a hung mount); 0: wait forever.", lower_bound=0)
   # Beside --eval_every_steps, whose original name it is.
   save_checkpoints_steps: int = settings.field(
       0, "Original name of --eval_every_steps (a checkpoint and an eval "

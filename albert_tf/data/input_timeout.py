@@ -3,12 +3,17 @@
 TensorFlow-free, so that data prep (and its Beam workers) can use it
 without importing TF: pretraining (`run_pretraining`, over
 `albert_tf.data.record_checks`) and data prep (`data_prep.reading`) both
-run their first reads through `with_input_timeout`.
+run their first reads through `with_input_timeout`; the fine-tuning
+families read each split's file through `read_within`.
 """
 
 import threading
 import time
 from typing import Callable
+
+
+# --input_timeout_secs's default (pretraining, data prep, fine-tuning).
+DEFAULT_SECS = 600
 
 
 class InputFileError(ValueError):
@@ -61,3 +66,18 @@ def with_input_timeout(fn: Callable, timeout_secs: float,
   if "error" in outcome:
     raise outcome["error"]
   return outcome.get("value")
+
+
+def read_within(what: str, fn: Callable, timeout_secs: float,
+                flag: str = "--input_timeout_secs"):
+  """fn() (one whole read, e.g. a split's file) within timeout_secs.
+
+  For readers that report no progress of their own: the error names `what`
+  (a file, say) when fn has not returned within timeout_secs, so the limit
+  is the read's whole time, ample for any fine-tuning file at the default
+  (600 s). timeout_secs <= 0 calls fn directly.
+  """
+  def watched(progress):
+    progress(what)
+    return fn()
+  return with_input_timeout(watched, timeout_secs, flag)

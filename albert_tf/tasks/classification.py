@@ -31,6 +31,7 @@ import numpy as np
 from albert_tf import registry
 from albert_tf import settings
 from albert_tf.data import classifier_data as cd
+from albert_tf.data import input_timeout
 from albert_tf.options import FinetuneOptions
 from albert_tf.file_io import atomic_writer
 from albert_tf import features as F
@@ -125,6 +126,8 @@ class ClassificationTask(Task):
     submission = getattr(dataset.spec, "submission", None)
     return (submission.file_name,) if submission else ()
   output_files = (PREDICTIONS_FILE,)
+  # --input_timeout_secs (from_options sets it): a split file's read.
+  input_timeout_secs = input_timeout.DEFAULT_SECS
 
   def __init__(self, spec: cd.TaskSpec, tokenizer, data_dir: str,
                max_seq_length: int, eval_batch_size: int = 64,
@@ -152,13 +155,15 @@ class ClassificationTask(Task):
     spec = read_spec(o.task_name, o.text_a_column, o.text_b_column,
                      o.label_column, o.label_list, o.has_header, o.regression,
                      o.data_dir, info.label_list if info and
-                     info.task_name == "tsv" else None)
+                     info.task_name == "tsv" else None,
+                     input_timeout_secs=o.input_timeout_secs)
     spec, skip = _labels_as_recorded(spec, o, info)
     task = cls(spec, tokenizer, o.data_dir, o.max_seq_length,
                o.eval_batch_size, o.classifier_dropout, o.seed,
                o.max_train_examples, o.max_eval_examples,
                o.max_predict_examples)
     task.init_skip_parts = skip
+    task.input_timeout_secs = o.input_timeout_secs
     return task
 
   def read_splits(self, o) -> Dict[str, dict]:
@@ -189,11 +194,16 @@ class ClassificationTask(Task):
   def load_split(self, split: str):
     """(examples, features, stats, has_labels) of a split, read once."""
     if split not in self._splits:
-      examples, read_stats = cd.read_examples(
-          self.spec, self.data_dir, split,
-          # A benchmark's submission split is predicted as the test split.
-          max_examples=self.max_examples.get(
-              split, self.max_examples["test"]) or None)
+      path = cd.find_split_file(self.spec, self.data_dir, split)
+      # A named pipe without a writer, a hung mount: an error naming the
+      # file after --input_timeout_secs, not a wait forever.
+      examples, read_stats = input_timeout.read_within(
+          f"the {split} file {path}", lambda: cd.read_examples(
+              self.spec, self.data_dir, split,
+              # A benchmark's submission split is predicted as the test split.
+              max_examples=self.max_examples.get(
+                  split, self.max_examples["test"]) or None),
+          self.input_timeout_secs)
       features, enc_stats = cd.encode_examples(
           examples, self.tokenizer, self.max_seq_length, self.spec,
           name_truncated=3)
@@ -484,12 +494,14 @@ def _labels_as_recorded(spec: cd.TaskSpec, o, info):
 def read_spec(task_name: str, text_a_column=None, text_b_column=None,
               label_column=None, label_list=None, has_header=None,
               regression: Optional[bool] = None, data_dir: Optional[str] = None,
-              known_labels=None) -> cd.TaskSpec:
+              known_labels=None,
+              input_timeout_secs=input_timeout.DEFAULT_SECS) -> cd.TaskSpec:
   """The TaskSpec of --task_name (`tsv` from the column flags).
 
   A `tsv` task without --label_list takes `known_labels` (those of the
   checkpoint being fine-tuned further or evaluated), else the labels of the
-  train split in data_dir (`classifier_data.infer_tsv_labels`).
+  train split in data_dir (`classifier_data.infer_tsv_labels`, read within
+  input_timeout_secs).
   """
   if task_name.lower() != "tsv":
     known = registry.datasets("classification").get(task_name)
@@ -506,7 +518,12 @@ def read_spec(task_name: str, text_a_column=None, text_b_column=None,
                      label_list=labels or None, has_header=has_header)
   if labels or data_dir is None:
     return spec
-  spec, note = cd.infer_tsv_labels(spec, data_dir, regression)
+  names = [os.path.join(data_dir, n) for n in spec.files["train"]]
+  train = next((p for p in names if os.path.exists(p)), names[0])
+  spec, note = input_timeout.read_within(
+      f"the train file {train}",
+      lambda: cd.infer_tsv_labels(spec, data_dir, regression),
+      input_timeout_secs)
   if note:
     logging.info("%s", note)
   return spec

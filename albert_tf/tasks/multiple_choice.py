@@ -39,6 +39,7 @@ from albert_tf import registry
 from albert_tf import settings
 from albert_tf.options import FinetuneOptions
 from albert_tf import lazy
+from albert_tf.data import input_timeout
 from albert_tf.data import race
 from albert_tf.file_io import atomic_writer
 from albert_tf.data.race import TASK_NAMES
@@ -86,6 +87,8 @@ class MultipleChoiceTask(Task):
   best_metric = "accuracy"
   export_name = "multiple_choice"
   output_files = (PREDICTIONS_FILE,)
+  # --input_timeout_secs (read_splits sets it): a split's read.
+  input_timeout_secs = input_timeout.DEFAULT_SECS
 
   @classmethod
   def dataset_output_files(cls, dataset):
@@ -120,6 +123,7 @@ class MultipleChoiceTask(Task):
                spec=dataset.spec if dataset is not None else None)
 
   def read_splits(self, o) -> Dict[str, dict]:
+    self.input_timeout_secs = o.input_timeout_secs
     stats = {}
     for split, wanted, needs_labels in (("train", o.do_train, True),
                                         ("dev", o.do_eval, True),
@@ -171,7 +175,12 @@ class MultipleChoiceTask(Task):
   def load_split(self, split: str):
     """(RaceData, features, stats) of a split, read and encoded once."""
     if split not in self._splits:
-      data = self.spec.read(self.data_dir, split)
+      # A stalled network file: an error naming --data_dir after
+      # --input_timeout_secs, not a wait forever.
+      data = input_timeout.read_within(
+          f"the {split} split in --data_dir {self.data_dir}",
+          lambda: self.spec.read(self.data_dir, split),
+          self.input_timeout_secs)
       if self.max_examples[split]:
         data.examples = data.examples[:self.max_examples[split]]
       features, counts = self.spec.encode(

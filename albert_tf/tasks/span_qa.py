@@ -37,6 +37,7 @@ from albert_tf import registry
 from albert_tf import settings
 from albert_tf.options import FinetuneOptions
 from albert_tf import lazy
+from albert_tf.data import input_timeout
 from albert_tf.data import span_decode
 from albert_tf.data import squad
 from albert_tf.data import squad_metrics
@@ -111,6 +112,8 @@ class SpanQATask(Task):
   best_metric = "f1"
   export_name = "span_qa"
   output_files = (PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE)
+  # --input_timeout_secs (read_splits sets it): a split file's read.
+  input_timeout_secs = input_timeout.DEFAULT_SECS
 
   # --------------------------------------------------------- fine-tuning
   default_max_seq_length = MAX_SEQ_LENGTH
@@ -164,6 +167,7 @@ class SpanQATask(Task):
 
   def read_splits(self, o) -> Dict[str, dict]:
     # Every split the run needs, each with its own example limit.
+    self.input_timeout_secs = o.input_timeout_secs
     stats = {split: self.stats(split) for split, wanted in (
         ("train", o.do_train), ("dev", o.do_eval), ("test", o.do_predict))
              if wanted}
@@ -226,8 +230,12 @@ class SpanQATask(Task):
       if not path:
         flag = "--train_file" if split == "train" else "--predict_file"
         raise squad.SquadError(f"{flag} is needed for the {split} split")
-      data = squad.read_squad(path, self.version_2_with_negative,
-                              is_training=split == "train")
+      # A named pipe without a writer, a hung mount: an error naming the
+      # file after --input_timeout_secs, not a wait forever.
+      data = input_timeout.read_within(
+          f"the {split} file {path}", lambda: squad.read_squad(
+              path, self.version_2_with_negative,
+              is_training=split == "train"), self.input_timeout_secs)
       if self.max_examples[split]:
         data.examples = data.examples[:self.max_examples[split]]
       windows = squad.make_windows(

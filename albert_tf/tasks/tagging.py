@@ -34,7 +34,7 @@ from albert_tf import registry
 from albert_tf import settings
 from albert_tf.options import FinetuneOptions
 from albert_tf import lazy
-from albert_tf.data import conll, ner_data
+from albert_tf.data import conll, input_timeout, ner_data
 from albert_tf.data.conll import TASK_NAMES
 from albert_tf import record as record_lib
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
@@ -86,6 +86,8 @@ class TaggingTask(Task):
   best_metric = "entity_f1"
   export_name = "tagger"
   output_files = (PREDICTIONS_FILE,)
+  # --input_timeout_secs (read_splits sets it): a split file's read.
+  input_timeout_secs = input_timeout.DEFAULT_SECS
 
   # --------------------------------------------------------- fine-tuning
   @classmethod
@@ -110,6 +112,7 @@ class TaggingTask(Task):
 
   def read_splits(self, o) -> Dict[str, dict]:
     # The splits are read first: the train split's tags are the model's.
+    self.input_timeout_secs = o.input_timeout_secs
     stats = {}
     for split, wanted, needs_tags in (("train", o.do_train, True),
                                       ("dev", o.do_eval, True),
@@ -166,7 +169,12 @@ class TaggingTask(Task):
     if not os.path.exists(path):
       raise conll.DataError(f"{path}: no such file (--data_dir needs "
                             f"{SPLIT_FILES[split]} for the {split} split)")
-    data = conll.read_conll(path, self.tag_scheme, self.strict_tags)
+    # A named pipe without a writer, a hung mount: an error naming the file
+    # after --input_timeout_secs, not a wait forever.
+    data = input_timeout.read_within(
+        f"the {split} file {path}",
+        lambda: conll.read_conll(path, self.tag_scheme, self.strict_tags),
+        self.input_timeout_secs)
     if self.max_examples[split]:
       data.sentences = data.sentences[:self.max_examples[split]]
     return data

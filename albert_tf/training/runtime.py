@@ -6,15 +6,26 @@
 * `make_strategy` / `is_chief`: --distribution_strategy
   (`options.StrategySettings` defines that flag, --tpu, --num_gpus and the
   original TPU flags once for the training commands, without TF).
+* `wait_for_workers`: multi_worker_mirrored's start-up waits for the
+  TF_CONFIG peers with a limit (--worker_timeout_secs), logging whom it
+  waits for, instead of hanging in TF's own wait.
 """
 
 import contextlib
-from typing import List, Optional
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from typing import Callable, List, Optional, Tuple
 
+from absl import flags
 from absl import logging
 import keras
 import tensorflow as tf
 
+from albert_tf import errors
 from albert_tf.options import PRECISIONS
 from albert_tf.options import STRATEGIES
 
@@ -66,8 +77,13 @@ def strategy_from_flags(distribution_strategy: str, tpu: Optional[str] = None,
                         tpu_name: Optional[str] = None,
                         tpu_zone: Optional[str] = None,
                         gcp_project: Optional[str] = None,
-                        num_tpu_cores: Optional[int] = None):
-  """make_strategy, with the original --use_tpu/--tpu_name/... folded in."""
+                        num_tpu_cores: Optional[int] = None,
+                        worker_timeout_secs: Optional[int] = None):
+  """make_strategy, with the original --use_tpu/--tpu_name/... folded in.
+
+  worker_timeout_secs None: the command's --worker_timeout_secs flag when it
+  has one, else DEFAULT_WORKER_TIMEOUT_SECS (`wait_for_workers`).
+  """
   if use_tpu:
     if distribution_strategy not in ("default", "tpu"):
       raise RunConfigError(f"--use_tpu and --distribution_strategy="
@@ -77,16 +93,20 @@ def strategy_from_flags(distribution_strategy: str, tpu: Optional[str] = None,
     logging.info("--num_tpu_cores=%d is ignored: the TPU strategy uses every "
                  "core of the TPU it connects to", num_tpu_cores)
   return make_strategy(distribution_strategy, tpu or tpu_name, num_gpus,
-                       tpu_zone=tpu_zone, gcp_project=gcp_project)
+                       tpu_zone=tpu_zone, gcp_project=gcp_project,
+                       worker_timeout_secs=worker_timeout_secs)
 
 
 def make_strategy(name: str, tpu: Optional[str] = None, num_gpus: int = 0,
                   tpu_zone: Optional[str] = None,
-                  gcp_project: Optional[str] = None):
+                  gcp_project: Optional[str] = None,
+                  worker_timeout_secs: Optional[int] = None):
   """The tf.distribute strategy for --distribution_strategy.
 
   mirrored without GPUs mirrors over the logical CPUs (how the tests run it);
-  multi_worker_mirrored reads the cluster from TF_CONFIG.
+  multi_worker_mirrored reads the cluster from TF_CONFIG, after every peer
+  there accepts connections (`wait_for_workers`, within
+  worker_timeout_secs; None: as `strategy_from_flags` says).
   """
   if name == "default":
     return tf.distribute.get_strategy()
@@ -101,6 +121,7 @@ def make_strategy(name: str, tpu: Optional[str] = None, num_gpus: int = 0,
       devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     return tf.distribute.MirroredStrategy(devices)
   if name == "multi_worker_mirrored":
+    wait_for_workers(_worker_timeout(worker_timeout_secs))
     return tf.distribute.MultiWorkerMirroredStrategy()
   if name == "tpu":
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
@@ -110,6 +131,155 @@ def make_strategy(name: str, tpu: Optional[str] = None, num_gpus: int = 0,
     return tf.distribute.TPUStrategy(resolver)
   raise RunConfigError(f"--distribution_strategy must be one of "
                        f"{', '.join(STRATEGIES)}, got {name!r}")
+
+
+# ------------------------------------------------------------ workers
+DEFAULT_WORKER_TIMEOUT_SECS = 600  # options.StrategySettings' default
+WAIT_LOG_SECS = 5.0  # a "waiting for worker" line this often
+_PROBE_SECS = 0.5    # a connect to each missing peer this often
+
+
+class WorkerTimeoutError(ValueError):
+  """A TF_CONFIG peer did not come up within --worker_timeout_secs."""
+
+
+def _worker_timeout(value: Optional[int]) -> float:
+  """value; None: the parsed --worker_timeout_secs flag, else the default."""
+  if value is not None:
+    return value
+  if "worker_timeout_secs" in flags.FLAGS and flags.FLAGS.is_parsed():
+    return flags.FLAGS.worker_timeout_secs
+  return DEFAULT_WORKER_TIMEOUT_SECS
+
+
+def tf_config_peers(tf_config: Optional[str] = None
+                    ) -> Tuple[Optional[str], List[Tuple[str, str]]]:
+  """(this task's "host:port" or None, [(job, "host:port") of the others])
+  from TF_CONFIG (tf_config: its text; None reads the environment)."""
+  text = os.environ.get("TF_CONFIG", "") if tf_config is None else tf_config
+  try:
+    config = json.loads(text or "{}")
+  except json.JSONDecodeError as e:
+    raise RunConfigError(f"TF_CONFIG is not JSON ({e}): expected "
+                         '{"cluster": {"worker": ["host:port", ...]}, '
+                         '"task": {"type": "worker", "index": 0}}') from None
+  task = config.get("task") or {}
+  own = None
+  tasks = []
+  for job, addresses in (config.get("cluster") or {}).items():
+    if isinstance(addresses, dict):  # a sparse cluster: {index: address}
+      addresses = [addresses[k] for k in sorted(addresses, key=int)]
+    for index, address in enumerate(addresses):
+      if job == task.get("type") and index == int(task.get("index", 0)):
+        own = address
+      else:
+        tasks.append((job, address))
+  return own, [(job, a) for job, a in tasks if a != own]
+
+
+def _host_port(address: str) -> Tuple[str, int]:
+  host, _, port = address.rpartition(":")
+  return host.strip("[]"), int(port)
+
+
+def _accepts(address: str, timeout: float) -> bool:
+  """Whether address takes a TCP connection (closed at once)."""
+  try:
+    with socket.create_connection(_host_port(address), timeout=timeout):
+      return True
+  except (OSError, ValueError):
+    return False
+
+
+def _listen_meanwhile(address: Optional[str]):
+  """A socket listening on this task's port while it waits, so that the
+  peers waiting for it see it up (TF's server takes the port after: the
+  socket is closed first, no connection accepted, so none lingers); None
+  when the port cannot be had."""
+  if not address:
+    return None
+  try:
+    return socket.create_server(("", _host_port(address)[1]), backlog=128)
+  except (OSError, ValueError) as e:
+    logging.info("not listening on %s while waiting for the other workers: "
+                 "%s", address, e)
+    return None
+
+
+@contextlib.contextmanager
+def _signals_end_wait(waiting_for: Callable):
+  """SIGTERM / SIGINT during the block: errors.Interrupted (one line, exit
+  143 / 130) naming whom it waited for. Main thread only (elsewhere the
+  signals keep their handlers)."""
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+
+  def stop(signum, frame):
+    del frame
+    name = signal.Signals(signum).name
+    raise errors.Interrupted(f"stopped by {name} while waiting for "
+                             f"{waiting_for()}", name)
+  previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM,
+                                                  signal.SIGINT)}
+  try:
+    yield
+  finally:
+    for s, handler in previous.items():
+      signal.signal(s, handler)
+
+
+def wait_for_workers(timeout_secs: float, tf_config: Optional[str] = None,
+                     log_every_secs: float = WAIT_LOG_SECS) -> None:
+  """Returns when every other TF_CONFIG task accepts connections.
+
+  TF's own start-up of multi_worker_mirrored waits for a peer that never
+  comes up forever, silently. Here each missing peer is tried every
+  half second, "waiting for worker host:port (n of m ...)" is logged every
+  log_every_secs, and after timeout_secs (<= 0: no limit) a
+  WorkerTimeoutError names the missing ones and the flag. Meanwhile this
+  task listens on its own port, so that peers waiting the same way see it.
+  SIGTERM or Ctrl-C ends the wait (errors.Interrupted). No TF_CONFIG, or a
+  cluster of one: returns at once.
+  """
+  own, peers = tf_config_peers(tf_config)
+  if not peers:
+    return
+  pending = list(peers)
+
+  def missing():
+    return ", ".join(f"{job} {address}" for job, address in pending)
+  listener = _listen_meanwhile(own)
+  start = time.monotonic()
+  next_log = start + min(log_every_secs, _PROBE_SECS * 2)
+  try:
+    with _signals_end_wait(missing):
+      while True:
+        pending = [(job, address) for job, address in pending
+                   if not _accepts(address, _PROBE_SECS)]
+        if not pending:
+          break
+        now = time.monotonic()
+        waited = now - start
+        if timeout_secs > 0 and waited >= timeout_secs:
+          raise WorkerTimeoutError(
+              f"{missing()} (TF_CONFIG) did not come up within "
+              f"--worker_timeout_secs={timeout_secs:g} seconds: "
+              f"{len(pending)} of {len(peers)} peer(s) refuse connections; "
+              "start them, check the addresses (and firewalls), or raise "
+              "--worker_timeout_secs (0: wait forever)")
+        if now >= next_log:
+          logging.warning(
+              "waiting for %s (%d of %d peer(s) not up; %.0f s of "
+              "--worker_timeout_secs=%s)", missing(), len(pending),
+              len(peers), waited, f"{timeout_secs:g}" if timeout_secs > 0
+              else "0, no limit")
+          next_log = now + log_every_secs
+        time.sleep(_PROBE_SECS)
+  finally:
+    if listener is not None:
+      listener.close()
+  logging.info("all %d peer(s) of TF_CONFIG accept connections", len(peers))
 
 
 def is_chief(strategy) -> bool:
