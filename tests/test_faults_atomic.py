@@ -18,6 +18,7 @@ import tempfile
 
 import pytest
 
+from albert_tf import cli_errors
 from albert_tf import export_keras_hub
 from albert_tf import export_saved_model
 from albert_tf import export_tflite
@@ -375,12 +376,15 @@ def test_a_full_disk_in_tensorflow_is_no_out_of_memory(monkeypatch):
   monkeypatch.setattr(os, "_exit", exit_now)
   path = "/runs/out/ckpt-3_temp/part-00000-of-00001.data-00000-of-00001"
 
+  full = tf.errors.ResourceExhaustedError(
+      None, None, f"{path}.tempstate123; No space left on device")
+
   def save():
-    raise tf.errors.ResourceExhaustedError(
-        None, None, f"{path}.tempstate123; No space left on device")
+    raise full
   assert _one_line_error(save) == (1, (
       f"error: [Errno 28] No space left on device: cannot write "
       f"{path}.tempstate123\n"))
+  assert cli_errors.out_of_memory_line(full) is None
 
 
 # ------------------------------------------------------ convert_checkpoint
