@@ -31,6 +31,7 @@ SCRIPTS = {
     "albert-export-tflite": "albert_tf.export_tflite",
     "albert-export-keras-hub": "albert_tf.export_keras_hub",
     "albert-fill-mask": "albert_tf.fill_mask",
+    "albert-predict": "albert_tf.predict",
     "albert-convert": "albert_tf.convert_checkpoint",
     "albert-train-vocab": "data_prep.train_vocab",
     "albert-create-data": "data_prep.create_pretraining_data",
@@ -61,6 +62,7 @@ export = _entry_point("albert-export")
 export_tflite = _entry_point("albert-export-tflite")
 export_keras_hub = _entry_point("albert-export-keras-hub")
 fill_mask = _entry_point("albert-fill-mask")
+predict = _entry_point("albert-predict")
 convert = _entry_point("albert-convert")
 train_vocab = _entry_point("albert-train-vocab")
 create_data = _entry_point("albert-create-data")

@@ -49,6 +49,7 @@ SECTIONS = {
     "albert_tf.export_tflite": ["Data", "Model", "Output", "Runtime"],
     "albert_tf.export_keras_hub": ["Model", "Output", "Runtime"],
     "albert_tf.fill_mask": ["Data", "Model", "Output", "Runtime"],
+    "albert_tf.predict": ["Data", "Model", "Output", "Runtime"],
     "albert_tf.convert_checkpoint": ["Model", "Output", "Runtime"],
     "albert_tf.params": ["Model", "Output", "Runtime"],
     "data_prep.train_vocab": ["Data", "Model", "Output", "Runtime"],

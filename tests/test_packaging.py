@@ -37,6 +37,7 @@ EXPECTED_SCRIPTS = {
     "albert-export-tflite": "albert_tf.export_tflite",
     "albert-export-keras-hub": "albert_tf.export_keras_hub",
     "albert-fill-mask": "albert_tf.fill_mask",
+    "albert-predict": "albert_tf.predict",
     "albert-convert": "albert_tf.convert_checkpoint",
     "albert-train-vocab": "data_prep.train_vocab",
     "albert-create-data": "data_prep.create_pretraining_data",

@@ -29,6 +29,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 COMMANDS = {
     "albert_tf.params": ("ParamsSettings", 3),
     "albert_tf.fill_mask": ("FillMaskArgs", 9),
+    "albert_tf.predict": ("PredictArgs", 11),
     "albert_tf.convert_checkpoint": ("ConvertSettings", 5),
     "albert_tf.export_keras_hub": ("KerasHubExportSettings", 6),
     "data_prep.train_vocab": ("TrainVocabSettings", 10),

@@ -1,0 +1,540 @@
+r"""Predict a file with a fine-tuned model; score it when it holds labels.
+
+    python -m albert_tf.predict --model=demo_output/classifier \
+        --input_file=demo_output/corpus/sentiment/test.tsv --columns=label,text \
+        --output_file=predictions.tsv
+
+--model is any folder `albert_tf.load` reads with a task head: a
+run_classifier / run_ner / run_squad / run_race (albert-finetune)
+output_dir, or an export_saved_model export. --input_file is
+  * a TSV whose first line names the columns (or --columns names them),
+  * JSON lines (a .jsonl / .json / .ndjson file): one object per line,
+  * plain text (any other extension), one text per line, for single-text
+    models (a classifier of one text, a tagger).
+Each input of the model (`Predictor.inputs`: text, text_b, question,
+context, article, question, options) is read from the column or key of its
+own name, or the one --input_columns=NAME=COLUMN gives. A multiple-choice
+model's options are a JSON list (in a TSV column too), or one column per
+option (--options_columns=A,B,C,D).
+
+--output_file (.jsonl/.json: JSON lines, else TSV) has one row per input:
+the inputs, the gold label ("gold") when given, and the prediction:
+label + probabilities (classifier), score (regression), entities (tagger),
+answer + start + end + score (span QA), label + choice + probabilities
+(multiple choice). It is written whole or not at all.
+
+Gold labels (--label_column, default "label"; span QA also "answers" /
+"answer", a tagger "tags") are scored: accuracy, macro-F1, the confusion
+matrix and the majority class of this file (sklearn) for classifiers and
+multiple choice (a label name or 0-based option index); exact match / F1
+for span QA (an answer, or a JSON list of them; the CMRC 2018 scoring for
+cmrc2018/drcd models, SQuAD v2.0's for v2 models, "" = no answer); entity
+precision/recall/F1 (seqeval) for a tagger, its tags one per token of the
+text (`ner_data.split_text` at the model's token level; space-separated or
+a JSON list).
+
+The file is read and predicted --batch_size rows at a time, with a progress
+line every --progress_interval_secs.
+"""
+
+import collections
+import dataclasses
+import json
+import os
+import time
+from typing import List, Optional
+
+from absl import logging
+
+from albert_tf import settings
+
+# TensorFlow (albert_tf.inference, through albert_tf.load) is imported by
+# `run`, not here: --help and a flag mistake answer before TF loads.
+
+FORMATS = ("auto", "tsv", "jsonl", "text")
+JSON_EXTENSIONS = (".jsonl", ".json", ".ndjson")
+OPTIONS = "options"
+GOLD = "gold"  # the gold label's column in the output
+# Where gold labels are looked for when --label_column is not given.
+GOLD_COLUMNS = {"span_qa": ("answers", "answer", "label"),
+                "tagging": ("tags", "label")}
+CLASSIFIERS = ("classification", "multiple_choice")
+
+
+class PredictError(ValueError):
+  """Input this command cannot read: one line naming file:line."""
+
+
+@dataclasses.dataclass
+class PredictArgs:
+  """The command line; the fields are the flags."""
+  model: str = settings.field(
+      None, "A fine-tuned output_dir (run_classifier, run_ner, run_squad, "
+      "run_race, albert-finetune) or an export_saved_model export.",
+      required=True)
+  input_file: str = settings.field(
+      None, "TSV (a header line, or --columns), JSON lines (.jsonl/.json) or "
+      "plain text (one text per line).", required=True)
+  output_file: str = settings.field(
+      None, "Where the predictions go: JSON lines for .jsonl/.json, else TSV.",
+      required=True)
+  input_format: str = settings.field(
+      "auto", "How --input_file is read (auto: by extension: .tsv TSV, "
+      ".jsonl/.json/.ndjson JSON lines, else plain text).", choices=FORMATS)
+  columns: Optional[List[str]] = settings.field(
+      None, "The names of a TSV's columns, in order, when it has no header "
+      "line (default: its first line names them).")
+  input_columns: Optional[List[str]] = settings.field(
+      None, "NAME=COLUMN pairs: the column (JSON key) each model input is "
+      "read from, e.g. text=review,text_b=answer (default: the column of "
+      "the input's own name).")
+  options_columns: Optional[List[str]] = settings.field(
+      None, "Multiple choice: one column per option, in order (default: the "
+      "'options' column, a JSON list).")
+  label_column: Optional[str] = settings.field(
+      None, "The gold labels' column or key (default: 'label' when there is "
+      "one; span QA also 'answers'/'answer', a tagger 'tags').")
+  batch_size: int = settings.field(64, "Rows predicted at a time.",
+                                   lower_bound=1, group="runtime")
+  progress_interval_secs: float = settings.field(
+      5.0, "Seconds between progress lines (rows done, rows/s).",
+      lower_bound=0.0)
+
+
+# ------------------------------------------------------------------ reading
+def input_format(path, given="auto"):
+  """The format of path: given, or by its extension."""
+  if given != "auto":
+    return given
+  ext = os.path.splitext(path)[1].lower()
+  return ("jsonl" if ext in JSON_EXTENSIONS else "tsv" if ext == ".tsv"
+          else "text")
+
+
+def _lines(path):
+  """(line number, line without its newline) of a UTF-8 file, streamed."""
+  with open(path, encoding="utf-8") as f:
+    for number, line in enumerate(f, 1):
+      yield number, line.rstrip("\n").rstrip("\r")
+
+
+def read_rows(path, fmt="auto", columns=None):
+  """(line number, {column: value}) of each non-blank line of path, one at a
+  time. TSV values are strings; plain text's column is "text"."""
+  fmt = input_format(path, fmt)
+  if not os.path.isfile(path):
+    raise PredictError(f"--input_file={path} does not exist")
+  lines = _lines(path)
+  if fmt == "text":
+    for number, line in lines:
+      if line.strip():
+        yield number, {"text": line}
+    return
+  if fmt == "jsonl":
+    for number, line in lines:
+      if not line.strip():
+        continue
+      try:
+        row = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise PredictError(f"{path}:{number}: not JSON ({e.msg} at column "
+                           f"{e.colno})") from None
+      if not isinstance(row, dict):
+        raise PredictError(f"{path}:{number}: not a JSON object (got "
+                           f"{type(row).__name__})")
+      yield number, row
+    return
+  names = list(columns) if columns else None
+  for number, line in lines:
+    if not line.strip():
+      continue
+    fields = line.split("\t")
+    if names is None:
+      names = fields
+      if len(set(names)) != len(names):
+        raise PredictError(f"{path}:{number}: the header names a column "
+                           "twice")
+      continue
+    if len(fields) != len(names):
+      raise PredictError(
+          f"{path}:{number}: {len(fields)} columns, the "
+          f"{'--columns' if columns else 'header'} names {len(names)} "
+          f"({', '.join(names)})")
+    yield number, dict(zip(names, fields))
+
+
+def _mapping(pairs):
+  """{input name: column} of --input_columns."""
+  out = {}
+  for pair in pairs or []:
+    name, sep, column = pair.partition("=")
+    if not sep or not name or not column:
+      raise PredictError(f"--input_columns: {pair!r} is not NAME=COLUMN")
+    out[name.strip()] = column.strip()
+  return out
+
+
+class RowReader:
+  """Turns rows into the model's inputs and gold labels."""
+
+  def __init__(self, predictor, path, input_columns=None, options_columns=None,
+               label_column=None):
+    self.kind, self.path = predictor.kind, path
+    self.inputs = tuple(predictor.inputs)
+    self.labels = list(predictor.labels)
+    self.columns = {name: name for name in self.inputs}
+    mapped = _mapping(input_columns)
+    unknown = sorted(set(mapped) - set(self.inputs))
+    if unknown:
+      raise PredictError(f"--input_columns: the {self.kind} model has no "
+                         f"input {unknown[0]!r} (it takes "
+                         f"{', '.join(self.inputs)})")
+    self.columns.update(mapped)
+    self.options_columns = list(options_columns or [])
+    if self.options_columns and OPTIONS not in self.inputs:
+      raise PredictError(f"--options_columns: the {self.kind} model takes no "
+                         "options")
+    self.label_column = label_column
+    self.gold_column = None  # decided by the first row
+
+  def _gold_column(self, row, number):
+    if self.label_column:
+      if self.label_column not in row:
+        raise PredictError(self._missing(self.label_column, row, number,
+                                         "--label_column"))
+      return self.label_column
+    for name in GOLD_COLUMNS.get(self.kind, ("label",)):
+      if name in row and name not in self.columns.values():
+        return name
+    return None
+
+  def _missing(self, column, row, number, flag):
+    return (f"{self.path}:{number}: no column {column!r} ({flag}; the row "
+            f"has {', '.join(map(str, row)) or 'none'})")
+
+  def __call__(self, number, row):
+    """({input name: value}, gold or None) of one row."""
+    if self.gold_column is None:  # the first row decides
+      self.gold_column = self._gold_column(row, number) or False
+    values = {}
+    for name in self.inputs:
+      if name == OPTIONS and self.options_columns:
+        for column in self.options_columns:
+          if column not in row:
+            raise PredictError(self._missing(column, row, number,
+                                             "--options_columns"))
+        values[name] = [row[c] for c in self.options_columns]
+        continue
+      column = self.columns[name]
+      if column not in row:
+        raise PredictError(
+            f"{self.path}:{number}: no column {column!r} for the input "
+            f"{name!r} (the {self.kind} model takes "
+            f"{', '.join(self.inputs)}; the row has "
+            f"{', '.join(map(str, row))}; --input_columns={name}=COLUMN "
+            "maps another)")
+      value = row[column]
+      if name == OPTIONS and isinstance(value, str):
+        try:
+          value = json.loads(value)
+        except json.JSONDecodeError:
+          raise PredictError(f"{self.path}:{number}: column {column!r} is "
+                             "not a JSON list of options "
+                             "(--options_columns reads one column per "
+                             "option)") from None
+      values[name] = self._check(value, name, number, OPTIONS == name)
+    if self.gold_column and self.gold_column not in row:
+      raise PredictError(self._missing(self.gold_column, row, number,
+                                       "the gold labels, as on the first "
+                                       "row"))
+    gold = row[self.gold_column] if self.gold_column else None
+    return values, gold
+
+  def _check(self, value, name, number, is_list):
+    if is_list:
+      if not (isinstance(value, list) and value and all(
+          isinstance(v, str) for v in value)):
+        raise PredictError(f"{self.path}:{number}: {name} must be a list of "
+                           f"strings, got {value!r}")
+    elif not isinstance(value, str):
+      raise PredictError(f"{self.path}:{number}: {name} must be a string, "
+                         f"got {value!r}")
+    return value
+
+
+# ------------------------------------------------------------------ gold
+def _gold_list(value, where):
+  """A JSON list (or a list) of strings, else the value as one string."""
+  if isinstance(value, str) and value.startswith("["):
+    try:
+      value = json.loads(value)
+    except json.JSONDecodeError:
+      return [value]
+  if isinstance(value, list):
+    if not all(isinstance(v, str) for v in value):
+      raise PredictError(f"{where}: gold {value!r} is not a list of strings")
+    return value
+  return [str(value)]
+
+
+def gold_label(value, labels, kind, where):
+  """A classifier's or multiple choice's gold label name."""
+  if isinstance(value, bool) or value is None:
+    raise PredictError(f"{where}: gold label {value!r} is not a label")
+  text = str(value).strip()
+  if text in labels:
+    return text
+  if kind == "multiple_choice" and text.lstrip("-").isdigit() and (
+      0 <= int(text) < len(labels)):
+    return labels[int(text)]
+  raise PredictError(f"{where}: gold label {text!r} is not one of the "
+                     f"model's labels ({', '.join(labels)})")
+
+
+def entity_tags(text, entities, token_level):
+  """BIO tags per token of `text` (`ner_data.split_text`) of predicted
+  entities (code-point offsets)."""
+  from albert_tf.data import ner_data  # pylint: disable=g-import-not-at-top
+  tokens = ner_data.split_text(text, token_level)
+  tags = ["O"] * len(tokens)
+  for entity in entities:
+    inside = [i for i, (_, s, e) in enumerate(tokens)
+              if s >= entity["start"] and e <= entity["end"]]
+    for n, i in enumerate(inside):
+      tags[i] = ("B-" if n == 0 else "I-") + entity["type"]
+  return tags
+
+
+class Scorer:
+  """Gold and predictions of the rows read so far, and their metrics."""
+
+  def __init__(self, predictor):
+    self.kind = predictor.kind
+    self.labels = list(predictor.labels)
+    if self.kind == "multiple_choice" and not self.labels:
+      self.labels = [str(i) for i in range(
+          predictor.record.task_config.get("num_choices", 4))]
+    self.record = predictor.record
+    self.token_level = predictor.token_level or "char"
+    self.gold, self.predicted = [], []
+
+  def add(self, values, gold, prediction, where):
+    if gold is None:
+      return
+    if self.kind in CLASSIFIERS:
+      self.gold.append(gold_label(gold, self.labels, self.kind, where))
+      self.predicted.append(prediction["label"])
+    elif self.kind == "span_qa":
+      answers = [a for a in _gold_list(gold, where) if a]
+      self.gold.append(answers)
+      self.predicted.append(prediction["answer"])
+    elif self.kind == "tagging":
+      tags = (_gold_list(gold, where) if isinstance(gold, list) or
+              str(gold).startswith("[") else str(gold).split())
+      predicted = entity_tags(values["text"], prediction,
+                              self.token_level)
+      if len(tags) != len(predicted):
+        raise PredictError(
+            f"{where}: {len(tags)} gold tags, the text has "
+            f"{len(predicted)} tokens (one tag per "
+            f"{'character' if self.token_level == 'char' else 'token'}, "
+            "whitespace skipped)")
+      self.gold.append(tags)
+      self.predicted.append(predicted)
+
+  def metrics(self):
+    """{name: value} of the gold seen (empty without any)."""
+    if not self.gold:
+      return {}
+    if self.kind in CLASSIFIERS:
+      return classifier_metrics(self.gold, self.predicted, self.labels)
+    if self.kind == "span_qa":
+      from albert_tf.data import squad_metrics  # pylint: disable=g-import-not-at-top
+      gold = {str(i): a for i, a in enumerate(self.gold)}
+      predictions = {str(i): p for i, p in enumerate(self.predicted)}
+      own = self.record.task_config
+      if self.record.task_name in ("cmrc2018", "drcd"):
+        scores = squad_metrics.cmrc2018(gold, predictions)
+      elif own.get("version_2_with_negative"):
+        scores = squad_metrics.squad_v2(gold, predictions)
+        scores["exact_match"] = scores["exact"]
+      else:
+        if not all(self.gold):
+          raise PredictError("span QA: a gold answer is empty (only a SQuAD "
+                             "2.0 model scores 'no answer')")
+        scores = squad_metrics.squad_v1(gold, predictions)
+      return {"exact_match": scores["exact_match"], "f1": scores["f1"],
+              "total": scores["total"]}
+    if self.kind == "tagging":
+      from albert_tf.data import ner_data  # pylint: disable=g-import-not-at-top
+      scores = ner_data.entity_metrics(self.gold, self.predicted)
+      return {k: scores[k] for k in (
+          "entity_precision", "entity_recall", "entity_f1", "token_accuracy",
+          "num_sentences", "num_gold_entities", "num_predicted_entities")}
+    return {}
+
+
+def classifier_metrics(gold, predicted, labels):
+  """accuracy, macro_f1, confusion_matrix (rows gold, columns predicted, in
+  `labels` order) and the majority class of these gold labels scored the
+  same way (majority_label, majority_accuracy, majority_macro_f1)."""
+  from sklearn import metrics  # pylint: disable=g-import-not-at-top
+  counts = collections.Counter(gold)
+  top = max(counts.values())
+  majority = next(l for l in labels if counts.get(l) == top)  # first of ties
+  baseline = [majority] * len(gold)
+  return {
+      "examples": len(gold),
+      "accuracy": float(metrics.accuracy_score(gold, predicted)),
+      "macro_f1": float(metrics.f1_score(gold, predicted, labels=labels,
+                                         average="macro", zero_division=0)),
+      "confusion_matrix": metrics.confusion_matrix(
+          gold, predicted, labels=labels).tolist(),
+      "labels": list(labels),
+      "majority_label": majority,
+      "majority_accuracy": float(metrics.accuracy_score(gold, baseline)),
+      "majority_macro_f1": float(metrics.f1_score(
+          gold, baseline, labels=labels, average="macro", zero_division=0)),
+  }
+
+
+def format_confusion_matrix(matrix, labels):
+  """Lines of the matrix: a header of predicted labels, a row per gold."""
+  width = max([len("gold\\pred")] + [len(str(l)) for l in labels] +
+              [len(str(v)) for row in matrix for v in row])
+  lines = ["  " + "gold\\pred".ljust(width) + " " + " ".join(
+      str(l).rjust(width) for l in labels)]
+  for label, row in zip(labels, matrix):
+    lines.append("  " + str(label).ljust(width) + " " + " ".join(
+        str(v).rjust(width) for v in row))
+  return lines
+
+
+def format_metrics(kind, scores):
+  """The lines printed for `Scorer.metrics()`."""
+  if not scores:
+    return []
+  if kind in CLASSIFIERS:
+    return [
+        f"accuracy={scores['accuracy']:.4f} macro_f1={scores['macro_f1']:.4f}"
+        f" on {scores['examples']} labelled examples",
+        f"majority class of this file ({scores['majority_label']!r}, not of "
+        f"a train split): accuracy={scores['majority_accuracy']:.4f} "
+        f"macro_f1={scores['majority_macro_f1']:.4f}",
+        "confusion matrix (rows: gold, columns: predicted):",
+    ] + format_confusion_matrix(scores["confusion_matrix"], scores["labels"])
+  if kind == "span_qa":
+    return [f"exact_match={scores['exact_match']:.2f} f1={scores['f1']:.2f} "
+            f"on {scores['total']} questions"]
+  return [f"entity_precision={scores['entity_precision']:.4f} "
+          f"entity_recall={scores['entity_recall']:.4f} "
+          f"entity_f1={scores['entity_f1']:.4f} on "
+          f"{scores['num_sentences']} texts"]
+
+
+# ------------------------------------------------------------------ writing
+def prediction_fields(kind, prediction):
+  """The output columns of one prediction (a tagger's entity list is
+  {"entities": [...]})."""
+  return {"entities": prediction} if kind == "tagging" else dict(prediction)
+
+
+class RowWriter:
+  """Rows to an open file, TSV (a header first, non-strings as JSON) or JSON
+  lines."""
+
+  def __init__(self, f, jsonl):
+    self.f, self.jsonl, self.header = f, jsonl, None
+
+  def write(self, row):
+    if self.jsonl:
+      self.f.write(json.dumps(row, ensure_ascii=False) + "\n")
+      return
+    if self.header is None:
+      self.header = list(row)
+      self.f.write("\t".join(self.header) + "\n")
+    self.f.write("\t".join(_cell(row.get(k, "")) for k in self.header) + "\n")
+
+
+def _cell(value):
+  if isinstance(value, str):
+    return value.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+  return json.dumps(value, ensure_ascii=False)
+
+
+# ------------------------------------------------------------------ run
+def run(args: PredictArgs, log=print):
+  """Predicts args.input_file into args.output_file; prints and returns
+  {"rows": n, "metrics": Scorer.metrics()} (metrics empty without gold)."""
+  from albert_tf import inference  # pylint: disable=g-import-not-at-top
+  from albert_tf.file_io import atomic_writer  # pylint: disable=g-import-not-at-top
+  fmt = input_format(args.input_file, args.input_format)
+  if not os.path.isfile(args.input_file):
+    raise PredictError(f"--input_file={args.input_file} does not exist")
+  predictor = inference.load(args.model)
+  if predictor.kind in ("fill_mask", "encoder"):
+    raise PredictError(f"--model={args.model}: a {predictor.kind} "
+                       "checkpoint has no task head (albert_tf.fill_mask "
+                       "predicts masks)")
+  if fmt == "text" and len(predictor.inputs) != 1:
+    raise PredictError(
+        f"--input_file={args.input_file}: plain text (one text per line) "
+        f"feeds a single-text model; the {predictor.kind} model takes "
+        f"{', '.join(predictor.inputs)} (give a TSV or JSON lines file)")
+  reader = RowReader(predictor, args.input_file, args.input_columns,
+                     args.options_columns, args.label_column)
+  scorer = Scorer(predictor)
+  jsonl = os.path.splitext(args.output_file)[1].lower() in JSON_EXTENSIONS
+  start = last = time.monotonic()
+  done = 0
+
+  def flush(batch, writer):
+    results = predictor.predict(*[[values[n] for _, values, _ in batch]
+                                  for n in predictor.inputs])
+    for (number, values, gold), prediction in zip(batch, results):
+      scorer.add(values, gold, prediction, f"{args.input_file}:{number}")
+      row = dict(values)
+      if gold is not None:
+        row[GOLD] = gold
+      row.update(prediction_fields(predictor.kind, prediction))
+      writer.write(row)
+
+  with atomic_writer(args.output_file) as f:
+    writer = RowWriter(f, jsonl)
+    batch = []
+    for number, row in read_rows(args.input_file, fmt, args.columns):
+      values, gold = reader(number, row)
+      batch.append((number, values, gold))
+      if len(batch) == args.batch_size:
+        flush(batch, writer)
+        done += len(batch)
+        batch = []
+        now = time.monotonic()
+        if now - last >= args.progress_interval_secs:
+          last = now
+          logging.info("predict: %d rows, %.1f rows/s", done,
+                       done / max(now - start, 1e-9))
+    if batch:
+      flush(batch, writer)
+      done += len(batch)
+  if not done:
+    raise PredictError(f"--input_file={args.input_file} holds no rows")
+  elapsed = time.monotonic() - start
+  log(f"{done} rows predicted by the {predictor.kind} model in "
+      f"{elapsed:.1f}s ({done / max(elapsed, 1e-9):.1f} rows/s) -> "
+      f"{args.output_file}")
+  scores = scorer.metrics()
+  for line in format_metrics(predictor.kind, scores):
+    log(line)
+  return {"rows": done, "metrics": scores}
+
+
+def main(argv):
+  del argv
+  run(settings.from_flags(PredictArgs))
+
+
+if __name__ == "__main__":
+  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  settings.define_flags(PredictArgs)
+  cli_errors.run_main(main)
