@@ -255,6 +255,9 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
         "special_ids": metadata["special_ids"],
         # Ids at or above it are refused (serving.tflite_runner).
         "vocab_size": (metadata.get("albert_config") or {}).get("vocab_size"),
+        # An input longer than it is refused too.
+        "max_position_embeddings": (metadata.get("albert_config") or {}).get(
+            "max_position_embeddings"),
         "normalization": metadata["normalization"],
     }
     # And what the family records for apps (a tagger's token_level, span

@@ -223,7 +223,37 @@ def _strings(values, name, length=None, first="texts"):
   values = list(values)
   if length is not None and len(values) != length:
     raise LoadError(f"{name} has {len(values)} strings, {first} {length}")
+  for i, value in enumerate(values):
+    _check_string(value, f"{name}[{i}]")
   return values
+
+
+def _check_string(value, where):
+  """LoadError naming `where` unless value is a str UTF-8 can encode (a
+  list or tuple of them: multiple choice's options per question).
+
+  Without it None, a number or bytes fail in a TF conversion or deep in
+  the tokenizer, and a lone surrogate ("\\ud800") in an encode, none of
+  them naming the input.
+  """
+  if isinstance(value, np.ndarray) and value.ndim == 0:
+    value = value.item()
+  if isinstance(value, (list, tuple, np.ndarray)):
+    for j, item in enumerate(value):
+      _check_string(item, f"{where}[{j}]")
+    return
+  if isinstance(value, (bytes, bytearray)):
+    raise LoadError(f"{where} is bytes, not a string (decode it first: "
+                    f"{bytes(value[:20])!r})")
+  if not isinstance(value, str):
+    raise LoadError(f"{where} is {value!r} ({type(value).__name__}), not a "
+                    "string")
+  try:
+    value.encode("utf-8")
+  except UnicodeEncodeError as e:
+    raise LoadError(
+        f"{where} holds an unpaired surrogate {value[e.start]!r} at "
+        f"character {e.start} (not text UTF-8 can encode)") from None
 
 
 def _family(record):

@@ -169,19 +169,48 @@ class MaskedTextEncoder(tf.Module):
 
 
 # ------------------------------------------------------- predictions
-def predict_masks(model, features, top_k, vocab_size):
+SPECIAL_PIECES = ("[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", "<pad>",
+                  "<unk>")
+
+
+def special_ids(tokenizer):
+  """The ids fill-mask never proposes: the tokenizer's pad, unk, CLS, SEP
+  and mask ids and any other `SPECIAL_PIECES` its vocabulary holds (a
+  SentencePiece model with a "[PAD]" too). Sorted."""
+  ids = {tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id,
+         tokenizer.sep_id, tokenizer.mask_id}
+  # Pieces not in the vocabulary convert to unk_id, already in.
+  ids.update(tokenizer.convert_tokens_to_ids(list(SPECIAL_PIECES)))
+  return sorted(i for i in ids if 0 <= i < tokenizer.vocab_size)
+
+
+def predict_masks(model, features, top_k, vocab_size, excluded_ids=()):
   """Top-k of the MLM head at `masked_lm_positions`.
 
   features: `input_ids`, `input_mask`, `segment_ids` [batch, seq] and
   `masked_lm_positions` [batch, M]. Probabilities are a softmax over the
   first `vocab_size` ids (the tokenizer's pieces; a config may reserve
-  more ids than the tokenizer has, which no text can produce).
+  more ids than the tokenizer has, which no text can produce); the
+  excluded_ids (`special_ids`: [CLS], [MASK], <pad>, ... are no fill) are
+  never among the top k, whose probabilities stay the softmax's over all
+  of them.
   Returns (probabilities float32 [batch, M, k], ids int32 [batch, M, k]).
   """
   inputs = {k: features[k] for k in F.ENCODER_INPUTS + (F.MASKED_LM_POSITIONS,)}
   logits = model(inputs, training=False)["mlm_logits"][..., :vocab_size]
-  k = tf.minimum(top_k, vocab_size)
-  probabilities, ids = tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=k)
+  probabilities = tf.nn.softmax(logits, axis=-1)
+  excluded = sorted({int(i) for i in excluded_ids if 0 <= int(i) < vocab_size})
+  ranked = probabilities
+  if excluded:
+    # -1: below every probability, so an excluded id is never picked.
+    is_excluded = tf.scatter_nd(
+        [[i] for i in excluded], tf.ones([len(excluded)], tf.bool),
+        [vocab_size])
+    ranked = tf.where(is_excluded, tf.constant(-1.0, probabilities.dtype),
+                      probabilities)
+  k = tf.minimum(top_k, max(vocab_size - len(excluded), 1))
+  # The top k of ranked are probabilities: k leaves out no other id.
+  probabilities, ids = tf.math.top_k(ranked, k=k)
   return probabilities, tf.cast(ids, tf.int32)
 
 
@@ -199,11 +228,12 @@ def serve_fill_mask_signature(model, tokenizer, max_seq_length):
   """
   encoder = MaskedTextEncoder(tokenizer, max_seq_length, name="fill_mask")
   pieces = tokenizer.convert_ids_to_tokens(range(tokenizer.vocab_size))
+  excluded = special_ids(tokenizer)  # no fill is [CLS], [MASK], <pad>, ...
 
   def serve_fill_mask(text, top_k):
     features = encoder(text)
     probabilities, ids = predict_masks(model, features, top_k,
-                                       tokenizer.vocab_size)
+                                       tokenizer.vocab_size, excluded)
     real = tf.sequence_mask(features["num_masks"],
                             tf.shape(ids)[1])[..., tf.newaxis]
     real = tf.broadcast_to(real, tf.shape(ids))

@@ -62,26 +62,39 @@ def signature(fn: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]],
 
 
 def ids_signature(run: Callable, extra_inputs: Sequence[str] = (),
-                  vocab_size: int = 0, shape=(None, None)):
+                  vocab_size: int = 0, shape=(None, None),
+                  max_positions: Optional[int] = None):
   """serving_default: int32 `input_ids`, `input_mask`, `segment_ids` (+
   extra_inputs, e.g. masked_lm_positions) -> run(features). Core TF ops only:
   a stock tensorflow_model_server runs it. With vocab_size, malformed inputs
-  are an InvalidArgumentError naming the input (`checked_ids`). shape: of
-  the encoder inputs ([batch, choices, length] for multiple choice)."""
-  checked = ((lambda f: run(checked_ids(f, vocab_size))) if vocab_size
-             else run)
+  are an InvalidArgumentError naming the input (`checked_ids`), an input
+  longer than max_positions too (default: the max_position_embeddings of
+  the model run calls, `position_limit`). shape: of the encoder inputs
+  ([batch, choices, length] for multiple choice)."""
+  if vocab_size and max_positions is None:
+    max_positions = position_limit(run)
+    if max_positions is None:
+      logging.warning("serving_default: no model config found in what the "
+                      "signature calls; inputs longer than its position "
+                      "table are not checked")
+  checked = ((lambda f: run(checked_ids(f, vocab_size, max_positions)))
+             if vocab_size else run)
   return signature(checked,
                    [int_spec(n, shape) for n in F.ENCODER_INPUTS] +
                    [int_spec(n) for n in extra_inputs])
 
 
-def checked_ids(features: Dict[str, tf.Tensor], vocab_size: int):
+def checked_ids(features: Dict[str, tf.Tensor], vocab_size: int,
+                max_positions: Optional[int] = None):
   """features, once their ids and shapes are what the model reads.
 
   Without these checks a negative id would wrap to the last rows of the
   embedding table on some kernels, an id >= vocab_size would read zeros or
-  fail deep in a gather, and an input_mask of another length would be
-  broadcast or ignored (oneDNN), all without a word.
+  fail deep in a gather, an input longer than the position table
+  (max_positions: the config's max_position_embeddings) would fail in a
+  broadcast or gather or, on some kernels, read past it, and an input_mask
+  of another length would be broadcast or ignored (oneDNN), all without a
+  word.
   """
   ids = features[F.INPUT_IDS]
   checks = [
@@ -90,12 +103,53 @@ def checked_ids(features: Dict[str, tf.Tensor], vocab_size: int):
       tf.debugging.assert_less(
           ids, tf.constant(vocab_size, ids.dtype),
           message=f"{F.INPUT_IDS}: a token id >= vocab_size={vocab_size}")]
+  if max_positions:
+    checks.append(tf.debugging.assert_less_equal(
+        tf.shape(ids)[-1], tf.constant(int(max_positions), tf.int32),
+        message=f"{F.INPUT_IDS}: longer than max_position_embeddings="
+                f"{int(max_positions)}, the rows of the position table"))
   for name in (F.INPUT_MASK, F.SEGMENT_IDS):
     checks.append(tf.debugging.assert_equal(
         tf.shape(features[name]), tf.shape(ids),
         message=f"{name}: another shape than {F.INPUT_IDS}"))
   with tf.control_dependencies(checks):
     return {name: tf.identity(value) for name, value in features.items()}
+
+
+def position_limit(fn, depth=0) -> Optional[int]:
+  """The max_position_embeddings of the model fn calls: the `config` (or
+  `encoder.config`) of what fn closes over, directly or through the
+  functions it closes over (a few levels); None when there is none."""
+  fn = getattr(fn, "python_function", fn)
+  if depth > 4 or not callable(fn):
+    return None
+  owner = getattr(fn, "__self__", None)
+  values = [owner] if owner is not None else []
+  if inspect.isfunction(fn) or inspect.ismethod(fn):
+    values += [cell.cell_contents for cell in
+               (getattr(fn, "__closure__", None) or ())
+               if _has_contents(cell)]
+  for value in values:
+    for holder in (value, _attribute(value, "encoder")):
+      limit = _attribute(_attribute(holder, "config"),
+                         "max_position_embeddings")
+      if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        return limit
+  for value in values:
+    if callable(value) and not isinstance(value, keras.layers.Layer):
+      limit = position_limit(value, depth + 1)
+      if limit is not None:
+        return limit
+  return None
+
+
+def _attribute(value, name):
+  if value is None or inspect.isclass(value):
+    return None
+  try:
+    return getattr(value, name, None)
+  except Exception:  # pylint: disable=broad-except  (a property that fails)
+    return None
 
 
 def _modules_read_by(fn, found=None, depth=0) -> Dict[int, tf.Module]:

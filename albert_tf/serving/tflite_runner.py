@@ -5,7 +5,8 @@
 
 The contract (`NAME.json` beside the model, written by export_tflite):
 every input named in its "inputs", int32, of exactly its shape ([1,
-max_seq_length]: one sequence, padded to the export length), token ids in
+max_seq_length]: one sequence, padded to the export length), no longer
+than max_position_embeddings (the position table), token ids in
 [0, vocab_size). The SavedModel checks the ids in its graph
 (`serving.saved_model.checked_ids`); the TFLite converter drops those Assert
 ops, and the interpreter reads a negative id as another row of the table
@@ -35,6 +36,9 @@ class TFLiteRunner:
       self.info = json.load(f)
     self.inputs = {spec["name"]: spec for spec in self.info["inputs"]}
     self.vocab_size = self.info.get("vocab_size")
+    # Absent from the .json of an older export: its fixed shape still holds
+    # the length to what the model was exported with.
+    self.max_positions = self.info.get("max_position_embeddings")
     self._runner = Interpreter(
         model_path=tflite_path, num_threads=num_threads).get_signature_runner(
             self.info.get("signature", "serving_default"))
@@ -50,6 +54,14 @@ class TFLiteRunner:
       if name not in features:
         raise TFLiteInputError(f"{name}: missing (the inputs of {self.path} "
                                f"are {', '.join(sorted(self.inputs))})")
+    length = (np.shape(features["input_ids"]) or [0])[-1]
+    if self.max_positions and length > self.max_positions:
+      raise TFLiteInputError(
+          f"input_ids: {length} positions, longer than "
+          f"max_position_embeddings={self.max_positions} (the model's "
+          f"position table; {self.path} takes "
+          f"{self.inputs['input_ids']['shape']})")
+    for name, spec in self.inputs.items():
       shape = list(np.shape(features[name]))
       if shape != spec["shape"]:
         raise TFLiteInputError(

@@ -191,9 +191,11 @@ def fill_mask(model, tokenizer, texts, top_k=5):
   import tensorflow as tf
   from albert_tf.serving.fill_mask_graph import MaskedTextTokenizer
   from albert_tf.serving.fill_mask_graph import predict_masks
+  from albert_tf.serving.fill_mask_graph import special_ids
   if top_k < 1:
     raise FillMaskError(f"--top_k must be >= 1, got {top_k}")
   masked = MaskedTextTokenizer(tokenizer)
+  excluded = special_ids(tokenizer)  # no fill is [CLS], [MASK], <pad>, ...
   limit = model.config.max_position_embeddings
   encoded = []
   for n, text in enumerate(texts, 1):
@@ -221,7 +223,7 @@ def fill_mask(model, tokenizer, texts, top_k=5):
         F.MASKED_LM_POSITIONS: tf.constant(
             [p + [0] * (most - len(p)) for p in positions], tf.int32)}
     probabilities, ids = predict_masks(model, features, top_k,
-                                       tokenizer.vocab_size)
+                                       tokenizer.vocab_size, excluded)
     probabilities, ids = probabilities.numpy(), ids.numpy()
     for row, row_positions in enumerate(positions):
       results.append([
