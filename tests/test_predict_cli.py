@@ -17,6 +17,7 @@ import pytest
 from sklearn import metrics as skm
 
 import albert_tf
+from albert_tf import inference
 from albert_tf import predict as predict_cli
 from albert_tf.data import ner_data, squad_metrics
 from tests import cli_runner
@@ -111,8 +112,21 @@ def test_classifier_tsv_with_labels_and_plain_text_without(models, tmp_path):
   gold = ["neg", "pos", "mid", "pos", "pos"] * 3
   source = _tsv(tmp_path / "in.tsv", ["label", "text"],
                 [[g, t] for g, t in zip(gold, texts)])
-  result, printed = _run(path, source, tmp_path / "out.tsv", batch_size=4,
-                         progress_interval_secs=0.0)
+  # Streamed: predict() sees --batch_size rows at a time, a progress line
+  # (rows, rows/s) follows each full batch when the interval has passed.
+  batches, real_predict = [], inference.Predictor.predict
+
+  def spy(self, *columns, **kw):
+    batches.append(len(columns[0]))
+    return real_predict(self, *columns, **kw)
+
+  with mock.patch.object(inference.Predictor, "predict", spy), (
+      mock.patch.object(predict_cli.logging, "info")) as info:
+    result, printed = _run(path, source, tmp_path / "out.tsv", batch_size=4,
+                           progress_interval_secs=0.0)
+  assert batches == [4, 4, 4, 3]
+  assert [c.args[:2] for c in info.call_args_list] == [
+      ("predict: %d rows, %.1f rows/s", n) for n in (4, 8, 12)]
   rows = _read_tsv(tmp_path / "out.tsv")
   expected = predictor.predict(texts)
   assert result["rows"] == len(rows) == len(texts)
