@@ -35,8 +35,9 @@ def strategy_calls(monkeypatch):
   """The arguments of every make_strategy call; the call stops the run."""
   calls = []
 
-  def record(name, tpu=None, num_gpus=0, tpu_zone=None, gcp_project=None):
-    del num_gpus
+  def record(name, tpu=None, num_gpus=0, tpu_zone=None, gcp_project=None,
+             worker_timeout_secs=None):
+    del num_gpus, worker_timeout_secs
     calls.append({"name": name, "tpu": tpu, "tpu_zone": tpu_zone,
                   "gcp_project": gcp_project})
     raise _StrategyMade()
