@@ -245,7 +245,7 @@ def _run(p: Params) -> Dict[str, float]:
   from albert_tf.training.trainer import Trainer
   strategy = runtime.strategy_from_flags(
       p.distribution_strategy, p.tpu, p.num_gpus, p.use_tpu, p.tpu_name,
-      p.tpu_zone, p.gcp_project, p.num_tpu_cores)
+      p.tpu_zone, p.gcp_project, p.num_tpu_cores, p.worker_timeout_secs)
   chief = runtime.is_chief(strategy)
   config, tokenizer = resolution.resolve_model(
       p.preset, p.albert_config_file, init_checkpoint=p.init_checkpoint,

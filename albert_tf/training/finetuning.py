@@ -186,7 +186,7 @@ def strategy(o: FinetuneOptions):
   """The tf.distribute strategy of the flags (original TPU names too)."""
   return runtime.strategy_from_flags(
       o.distribution_strategy, o.tpu, o.num_gpus, o.use_tpu, o.tpu_name,
-      o.tpu_zone, o.gcp_project, o.num_tpu_cores)
+      o.tpu_zone, o.gcp_project, o.num_tpu_cores, o.worker_timeout_secs)
 
 
 def trainer_settings(o: FinetuneOptions, task) -> TrainerSettings:
