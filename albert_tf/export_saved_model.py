@@ -259,9 +259,17 @@ def export(checkpoint, export_dir, model=None, preset=None,
       record, model, version, report["prefix"], config, tokenizer,
       signatures, length_buckets=buckets, jit_compile=jit_compile,
       mixed_precision=precision)
+  # The model card: what it is, how it was trained, how good, how to call.
+  from albert_tf.serving import model_card  # pylint: disable=g-import-not-at-top
+  serve_text = signatures.get("serve_text")
+  inputs = ([s.name for s in serve_text.input_signature]
+            if serve_text is not None else [])
+  card = model_card.card(metadata, report["prefix"], tokenizer.model_file,
+                         inputs, os.path.join(export_dir, str(version)))
   return saved_model.write_version(archive, export_dir, version, tokenizer,
                                    metadata, signatures["serving_default"],
-                                   overwrite)
+                                   overwrite,
+                                   extra_files={model_card.CARD_FILE: card})
 
 
 def export_precision(mixed_precision) -> str:

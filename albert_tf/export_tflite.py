@@ -233,7 +233,9 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
   names = {"model": os.path.basename(output),
            "tokenizer": tokenizer_copy_name(output,
                                             metadata["tokenizer_kind"]),
-           "json": os.path.splitext(os.path.basename(output))[0] + ".json"}
+           "json": os.path.splitext(os.path.basename(output))[0] + ".json",
+           "card": os.path.splitext(os.path.basename(output))[0]
+                   + ".README.md"}
   if len(set(names.values())) < len(names):
     raise ValueError(f"--output={output}: its .json or tokenizer file would "
                      "have the model's own name (end it in .tflite)")
@@ -267,13 +269,23 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
         info[key] = metadata[key]
     write_synced(os.path.join(scratch, names["json"]), json.dumps(
         info, indent=2, ensure_ascii=False).encode("utf-8"))
-    # The JSON, which names the other two, last.
+    write_synced(os.path.join(scratch, names["card"]), _card(
+        saved_model, record, tokenizer, info).encode("utf-8"))
+    # The JSON, which names the other files, last.
     folder = os.path.dirname(os.path.abspath(output))
-    for key in ("tokenizer", "model", "json"):
+    for key in ("tokenizer", "model", "card", "json"):
       os.replace(os.path.join(scratch, names[key]),
                  os.path.join(folder, names[key]))
       replaced.append(names[key])
   return info
+
+
+def _card(saved_model, record, tokenizer, info) -> str:
+  """NAME.README.md: the model card of the SavedModel it came from, with
+  the .tflite's own inputs (`serving.model_card`)."""
+  from albert_tf.serving import model_card  # pylint: disable=g-import-not-at-top
+  return model_card.card(record, record.checkpoint, tokenizer.model_file,
+                         [], info["model_file"], tflite=info)
 
 
 def _convert_in(scratch, saved_model, length, max_predictions, quantize,

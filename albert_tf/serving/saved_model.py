@@ -347,14 +347,16 @@ def write_warmup_requests(path, serving_default, max_seq_length, tokenizer,
 
 
 def write_version(archive, export_dir, version, tokenizer, metadata,
-                  serving_default, overwrite=False):
+                  serving_default, overwrite=False,
+                  extra_files: Optional[Dict[str, str]] = None):
   """Writes export_dir/<version>/ and returns its path.
 
   The archive, assets/<tokenizer file>, assets.extra/METADATA_FILE
   (metadata: a `albert_tf.record.ModelInfo`, written flat) and the warmup
   requests, in a dot-named temporary directory (TF Serving loads only
   integer names) renamed into place; an existing version is swapped out
-  when overwrite.
+  when overwrite. extra_files: {name: text} written in the version too
+  (the model card, README.md).
   """
   final_dir = os.path.join(export_dir, str(version))
   os.makedirs(export_dir, exist_ok=True)
@@ -379,6 +381,9 @@ def write_version(archive, export_dir, version, tokenizer, metadata,
       write_warmup_requests(os.path.join(extra, WARMUP_FILE), serving_default,
                             metadata.max_seq_length, tokenizer)
     metadata.write(os.path.join(extra, METADATA_FILE), flat=True)
+    for name, text in (extra_files or {}).items():
+      with open(os.path.join(tmp_dir, name), "w", encoding="utf-8") as f:
+        f.write(text)
     make_world_readable(tmp_dir)
     if os.path.exists(final_dir):
       if not overwrite:

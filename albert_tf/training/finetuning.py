@@ -129,7 +129,11 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
           keep=(task.tokenizer.model_file, o.albert_config_file))
       # An eval- or predict-only run leaves what training recorded alone.
       if o.do_train or record.read_beside(o.output_dir) is None:
-        write_run_files(o.output_dir, config, task)
+        write_run_files(o.output_dir, config, task, training={
+            "data_dir": getattr(o, "data_dir", None),
+            "data": _stats_for_the_card(data_stats),
+            "num_train_steps": settings.num_train_steps if o.do_train
+                               else None})
     keras.utils.set_random_seed(o.seed)
     trainer = Trainer(task, config, settings, strategy_)
     trainer.restore(o.init_checkpoint, training=o.do_train)
@@ -166,10 +170,19 @@ def never_beat_step_0(trainer) -> bool:
   return best is None or not best["metrics"][name] > start
 
 
-def write_run_files(output_dir: str, config, task) -> None:
+def _stats_for_the_card(data_stats: dict) -> dict:
+  """Each split's file and size from its read stats (the model card's)."""
+  keep = ("file", "source", "examples", "questions", "sentences")
+  return {split: {k: v for k, v in (stats or {}).items() if k in keep}
+          for split, stats in (data_stats or {}).items()}
+
+
+def write_run_files(output_dir: str, config, task,
+                    training: Optional[dict] = None) -> None:
   """albert_config.json, a copy of the tokenizer file and the task record
-  (task_record.json) in output_dir, so that the output_dir alone is an
-  --init_checkpoint or an export source."""
+  (task_record.json; `training`: what the run reads, for the model card)
+  in output_dir, so that the output_dir alone is an --init_checkpoint or an
+  export source."""
   config.to_json_file(os.path.join(output_dir,
                                    checkpoints.CONFIG_NAME))
   tokenizer = task.tokenizer
@@ -177,6 +190,8 @@ def write_run_files(output_dir: str, config, task) -> None:
   if os.path.abspath(copy) != os.path.abspath(tokenizer.model_file):
     shutil.copyfile(tokenizer.model_file, copy)
   info = task.record()
+  if training is not None:
+    info.training = training
   if info.task_module is None:  # how export and load find the family
     info.task_module = registry.module_source(type(task).__module__)
   info.write_beside(output_dir)

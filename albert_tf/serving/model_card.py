@@ -1,0 +1,133 @@
+"""The model card written beside every export: README.md in a SavedModel
+version, NAME.README.md beside a .tflite.
+
+What a person deciding whether to serve the model needs, from what the run
+recorded: the task and its labels; the tokenizer and its sha256; the
+training data (paths and sizes, from the task record's `training`); the
+steps, learning rate and batch (run_fingerprint.json); the best dev metric
+beside its baselines (eval_results.json); and how to call it (TF Serving's
+REST body, the Python snippet, the TFLite inputs). A field the run did not
+record says so rather than being left out.
+"""
+
+import hashlib
+import json
+import os
+from typing import Dict, List, Optional
+
+CARD_FILE = "README.md"
+
+
+def _read_json(path: str) -> Optional[dict]:
+  try:
+    with open(path, encoding="utf-8") as f:
+      values = json.load(f)
+  except (OSError, ValueError):
+    return None
+  return values if isinstance(values, dict) else None
+
+
+def file_sha256(path: str) -> Optional[str]:
+  try:
+    with open(path, "rb") as f:
+      return hashlib.sha256(f.read()).hexdigest()
+  except OSError:
+    return None
+
+
+def _metrics_lines(results: Optional[dict]) -> List[str]:
+  if not results:
+    return ["- no eval_results.json beside the checkpoint: not evaluated"]
+  lines = []
+  best = results.get("best_step")
+  model = {k: v for k, v in results.items()
+           if not k.startswith(("test_", "baseline_")) and k != "best_step"
+           and isinstance(v, (int, float))}
+  if model:
+    shown = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                      for k, v in sorted(model.items()))
+    lines.append(f"- dev (best checkpoint, step {best}): {shown}")
+  base = {k[len("baseline_"):]: v for k, v in results.items()
+          if k.startswith("baseline_") and isinstance(v, float)}
+  if base:
+    lines.append("- dev baselines fitted on the same train split: " + ", ".join(
+        f"{k} {v:.4f}" for k, v in sorted(base.items())))
+  test = {k[len("test_"):]: v for k, v in results.items()
+          if k.startswith("test_") and not k.startswith("test_baseline_")
+          and isinstance(v, (int, float))}
+  if test:
+    lines.append("- test: " + ", ".join(
+        f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+        for k, v in sorted(test.items())))
+  return lines or ["- eval_results.json holds no metric"]
+
+
+def card(record, checkpoint: Optional[str], tokenizer_path: str,
+         serve_inputs: List[str], export_path: str,
+         tflite: Optional[Dict] = None) -> str:
+  """The card's Markdown. record: the export's ModelInfo; checkpoint: the
+  prefix the weights came from (its folder holds the run's files);
+  serve_inputs: serve_text's input names; tflite: export_tflite's info."""
+  run_dir = (os.path.dirname(checkpoint) if checkpoint else None)
+  if run_dir and os.path.basename(run_dir) == "best":
+    run_dir = os.path.dirname(run_dir)
+  fingerprint = _read_json(os.path.join(run_dir, "run_fingerprint.json")
+                           ) if run_dir else None
+  results = _read_json(os.path.join(run_dir, "eval_results.json")
+                       ) if run_dir else None
+  optimizer = (fingerprint or {}).get("optimizer") or {}
+  training = record.training or {}
+  task = record.task or "encoder"
+  lines = [f"# Model card: {task}" + (f" ({record.task_name})"
+                                      if record.task_name else ""), ""]
+  lines += ["## What it does", ""]
+  if record.label_list:
+    lines.append(f"- labels, in the model's order: "
+                 f"{', '.join(map(str, record.label_list))}")
+  lines.append(f"- max_seq_length: {record.max_seq_length}")
+  lines.append(f"- tokenizer: {record.tokenizer_kind} "
+               f"`{os.path.basename(tokenizer_path)}`, sha256 "
+               f"{file_sha256(tokenizer_path) or 'unreadable'}, "
+               f"lowercased: {record.do_lower_case}")
+  lines += ["", "## How it was trained", ""]
+  if training.get("data"):
+    for split, stats in sorted(training["data"].items()):
+      where = stats.get("file") or stats.get("source") or "?"
+      size = stats.get("examples", stats.get("questions", "?"))
+      lines.append(f"- {split}: {where} ({size} examples)")
+  else:
+    lines.append("- the training data was not recorded (a run before model "
+                 "cards, or a converted checkpoint)")
+  if optimizer:
+    lines.append(
+        f"- {training.get('num_train_steps', '?')} steps of batch "
+        f"{(fingerprint or {}).get('train_batch_size', '?')}, optimizer "
+        f"{optimizer.get('name')} at learning rate "
+        f"{optimizer.get('learning_rate')}")
+  lines.append(f"- weights: {checkpoint or 'not recorded'}")
+  lines += ["", "## How good it is", ""] + _metrics_lines(results)
+  lines += ["", "## How to call it", ""]
+  example = {name: ("..." if name != "options" else ["...", "..."])
+             for name in serve_inputs}
+  if serve_inputs:
+    lines += [
+        "TF Serving (REST, a server built with TF Text ops):", "",
+        "```json",
+        json.dumps({"signature_name": "serve_text", "instances": [example]},
+                   ensure_ascii=False),
+        "```", "",
+        "`serving_default` takes int32 `input_ids`, `input_mask`, "
+        "`segment_ids` and runs in a stock TF Serving.", ""]
+  lines += ["Python:", "", "```python", "import albert_tf",
+            f"albert_tf.load({export_path!r}).predict("
+            + ", ".join(f"[{'...' if n != 'options' else '[...]'}]"
+                        for n in serve_inputs) + ")",
+            "```"]
+  if tflite:
+    inputs = ", ".join(f"{i['name']} {i['shape']}" for i in
+                       tflite.get("inputs", []))
+    lines += ["", f"TFLite (`{tflite.get('model_file')}`, "
+              f"quantize={tflite.get('quantize')}): inputs {inputs}; the "
+              f"tokenizer is `{tflite.get('tokenizer_file')}` and the "
+              "pre-processing rules are in the .json beside it."]
+  return "\n".join(lines) + "\n"
