@@ -53,6 +53,7 @@ from typing import Optional
 
 from absl import logging
 
+from albert_tf import file_io
 from albert_tf import settings
 
 # TensorFlow and what imports it (checkpoints, converters, resolution,
@@ -82,6 +83,13 @@ def _temporary_prefixes(output_dir):
   return f".tmp-keras-hub-{name}-", f".old-keras-hub-{name}-"
 
 
+def lock_path(output_dir):
+  """output_dir's lock: `.keras-hub-NAME.lock` beside it."""
+  name = os.path.basename(os.path.normpath(os.path.abspath(output_dir)))
+  return os.path.join(os.path.dirname(os.path.abspath(output_dir)),
+                      f".keras-hub-{name}.lock")
+
+
 def remove_stale_temporaries(output_dir):
   """The dot-folders of a killed export to the same output_dir, logged.
 
@@ -89,8 +97,8 @@ def remove_stale_temporaries(output_dir):
   previous preset, swapped out in the instant before the new one was
   renamed in: it is put back when output_dir is missing, else removed.
   Only PREFIX + mkdtemp's 8 characters match, so another preset's folders
-  are left alone. (Two exports to one output_dir at the same moment are not
-  supported.)
+  are left alone. Called under output_dir's lock (`lock_path`): a live
+  export to it has been refused before, so its folders are never removed.
   """
   parent = os.path.dirname(os.path.abspath(output_dir))
   tmp_prefix, old_prefix = _temporary_prefixes(output_dir)
@@ -201,62 +209,73 @@ def export(checkpoint, output_dir, albert_config_file=None,
     source = albert_config_file or os.path.join(
         checkpoints.checkpoint_dir(checkpoint), checkpoints.CONFIG_NAME)
     raise KerasHubExportError(f"{source}: {e}") from None
-  parent = os.path.dirname(os.path.abspath(output_dir))
-  if os.path.isdir(parent):
-    remove_stale_temporaries(output_dir)
-  _check_output_dir(output_dir, overwrite)
+  # One writer per output_dir (its temporaries, its swap): a second export
+  # stops here, before any cleanup or write. The lock is a file beside
+  # output_dir (`lock_path`), which is renamed as a whole.
+  lock = file_io.lock_output(os.path.dirname(os.path.abspath(output_dir)),
+                             "--output_dir", value=output_dir,
+                             lock_file=lock_path(output_dir),
+                             error=KerasHubExportError)
+  try:
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    if os.path.isdir(parent):
+      remove_stale_temporaries(output_dir)
+    _check_output_dir(output_dir, overwrite)
 
-  from albert_tf.record import ModelInfo  # pylint: disable=g-import-not-at-top
-  record = ModelInfo.read_beside(checkpoint)
-  from albert_tf import registry  # pylint: disable=g-import-not-at-top
-  # A family says whether it is keras-hub's AlbertTextClassifier, head
-  # included (`Task.keras_hub_text_classifier`); else the backbone only.
-  family = record.task if record else None
-  whole = bool(record and record.task and registry.family(
-      record.task, record.task_module).task.keras_hub_text_classifier)
-  if whole:
-    from albert_tf.modeling.models import AlbertClassifier  # pylint: disable=g-import-not-at-top
-    model = AlbertClassifier(config, record.num_labels)
-    report = checkpoints.restore_weights(checkpoint, model)
-    if report["missing"]:
-      raise KerasHubExportError(
-          f"--checkpoint={report['prefix']} has no "
-          f"{', '.join(report['missing'])}, though the task_record.json "
-          f"beside it says task={family!r}")
-    encoder = model.encoder
-  else:
-    encoder = AlbertEncoder(config)
-    report = checkpoints.restore_weights(checkpoint, encoder)
-  import keras_hub  # pylint: disable=g-import-not-at-top
-  # float32 whatever the global policy: a preset is a weights file first.
-  backbone = keras_hub.models.AlbertBackbone(**kwargs, dtype="float32")
-  keras_hub_interop.copy_to_keras_hub(encoder, backbone)
-  with open(tokenizer.model_file, "rb") as f:
-    hub_tokenizer = keras_hub.models.AlbertTokenizer(proto=f.read())
+    from albert_tf.record import ModelInfo  # pylint: disable=g-import-not-at-top
+    record = ModelInfo.read_beside(checkpoint)
+    from albert_tf import registry  # pylint: disable=g-import-not-at-top
+    # A family says whether it is keras-hub's AlbertTextClassifier, head
+    # included (`Task.keras_hub_text_classifier`); else the backbone only.
+    family = record.task if record else None
+    whole = bool(record and record.task and registry.family(
+        record.task, record.task_module).task.keras_hub_text_classifier)
+    if whole:
+      from albert_tf.modeling.models import AlbertClassifier  # pylint: disable=g-import-not-at-top
+      model = AlbertClassifier(config, record.num_labels)
+      report = checkpoints.restore_weights(checkpoint, model)
+      if report["missing"]:
+        raise KerasHubExportError(
+            f"--checkpoint={report['prefix']} has no "
+            f"{', '.join(report['missing'])}, though the task_record.json "
+            f"beside it says task={family!r}")
+      encoder = model.encoder
+    else:
+      encoder = AlbertEncoder(config)
+      report = checkpoints.restore_weights(checkpoint, encoder)
+    import keras_hub  # pylint: disable=g-import-not-at-top
+    # float32 whatever the global policy: a preset is a weights file first.
+    backbone = keras_hub.models.AlbertBackbone(**kwargs, dtype="float32")
+    keras_hub_interop.copy_to_keras_hub(encoder, backbone)
+    with open(tokenizer.model_file, "rb") as f:
+      hub_tokenizer = keras_hub.models.AlbertTokenizer(proto=f.read())
 
-  task = None
-  if whole:
-    task = _text_classifier(keras_hub, backbone, hub_tokenizer, model,
-                            record.max_seq_length or 128)
-  _write_preset(output_dir, backbone, hub_tokenizer, task)
-  if task is not None:
-    log(f"Exported {report['prefix']} as a keras-hub AlbertTextClassifier "
-        f"preset (backbone, head, preprocessor at sequence_length="
-        f"{task.preprocessor.sequence_length}): {output_dir}")
-    if record.label_list:
-      log("  its outputs are the logits of the labels " +
-          ", ".join(f"{i}={label}" for i, label in
-                    enumerate(record.label_list)))
-  else:
-    log(f"Exported {report['prefix']} as a keras-hub AlbertBackbone preset: "
-        f"{output_dir}")
-    if family and family != "pretraining":
-      log(f"  note: keras-hub has no task model for the {family} family: "
-          "the preset holds the encoder only, without the task's head")
-  if tokenizer.do_lower_case:
-    log("  note: keras-hub's AlbertTokenizer does not lowercase or strip "
-        "accents; apply albert_tf.data.tokenization.normalize to text first")
-  return output_dir
+    task = None
+    if whole:
+      task = _text_classifier(keras_hub, backbone, hub_tokenizer, model,
+                              record.max_seq_length or 128)
+    _write_preset(output_dir, backbone, hub_tokenizer, task)
+    if task is not None:
+      log(f"Exported {report['prefix']} as a keras-hub AlbertTextClassifier "
+          f"preset (backbone, head, preprocessor at sequence_length="
+          f"{task.preprocessor.sequence_length}): {output_dir}")
+      if record.label_list:
+        log("  its outputs are the logits of the labels " +
+            ", ".join(f"{i}={label}" for i, label in
+                      enumerate(record.label_list)))
+    else:
+      log(f"Exported {report['prefix']} as a keras-hub AlbertBackbone preset: "
+          f"{output_dir}")
+      if family and family != "pretraining":
+        log(f"  note: keras-hub has no task model for the {family} family: "
+            "the preset holds the encoder only, without the task's head")
+    if tokenizer.do_lower_case:
+      log("  note: keras-hub's AlbertTokenizer does not lowercase or strip "
+          "accents; apply albert_tf.data.tokenization.normalize to text first")
+    return output_dir
+  finally:
+    if lock is not None:
+      lock.release()
 
 
 def _text_classifier(keras_hub, backbone, hub_tokenizer, model,

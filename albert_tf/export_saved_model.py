@@ -70,6 +70,7 @@ import os
 from typing import Optional, Sequence, Tuple, Union
 
 from albert_tf import features as F
+from albert_tf import file_io
 from albert_tf import settings
 # The library part (restoring, resolving the task; no TensorFlow at import).
 from albert_tf.training.export import (  # noqa: F401  (this module's API too)
@@ -232,11 +233,31 @@ def export(checkpoint, export_dir, model=None, preset=None,
   except ValueError as e:
     raise ExportError(str(e)) from None
 
-  version = saved_model.next_version(export_dir) if version is None else int(
-      version)
-  if version < 0:
+  if version is not None and int(version) < 0:
     raise ExportError(f"--version must be a non-negative integer, got "
                       f"{version}")
+  # One export at a time into export_dir (the version it picks, its
+  # temporaries): held until this function returns.
+  lock = file_io.lock_output(export_dir, "--export_dir", error=ExportError)
+  try:
+    return _export_locked(
+        checkpoint, export_dir, version, overwrite, keras_model, model, task,
+        record, tokenizer, config, max_seq_length, text_pair, buckets,
+        bucketed, jit_compile, precision)
+  finally:
+    if lock is not None:
+      lock.release()
+
+
+def _export_locked(checkpoint, export_dir, version, overwrite, keras_model,
+                   model, task, record, tokenizer, config, max_seq_length,
+                   text_pair, buckets, bucketed, jit_compile, precision):
+  """export()'s writing part, under export_dir's lock."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving import saved_model
+  from albert_tf.training import runtime
+  version = saved_model.next_version(export_dir) if version is None else int(
+      version)
   final_dir = os.path.join(export_dir, str(version))
   if os.path.exists(final_dir) and not overwrite:
     raise ExportError(f"{final_dir} already exists; pass --overwrite to "

@@ -63,6 +63,7 @@ from typing import Optional
 
 from absl import logging
 
+from albert_tf import file_io
 from albert_tf import settings
 from albert_tf.features import ENCODER_INPUTS
 from albert_tf.data.tokenization import load_tokenizer, write_synced
@@ -316,12 +317,19 @@ def _scratch_prefix(output):
   return f".tmp-{os.path.basename(output)}-"
 
 
+def lock_path(output):
+  """The lock file of one --output: `.NAME.lock` beside it."""
+  return os.path.join(os.path.dirname(os.path.abspath(output)),
+                      f".{os.path.basename(output)}.lock")
+
+
 def remove_stale_scratch(output):
   """Scratch folders of a killed export of the same output: removed, logged.
 
   Only `.tmp-NAME-` + mkdtemp's 8 characters, so another output's scratch
-  (`.tmp-NAME-x.tflite-…`) is left alone. (Two exports to one output at
-  the same moment are not supported: this would delete the other's.)
+  (`.tmp-NAME-x.tflite-…`) is left alone. Called under the output's lock
+  (`lock_path`), so a live export of the same output has been refused
+  before: its scratch is never removed.
   """
   folder = os.path.dirname(os.path.abspath(output))
   stale = re.compile(re.escape(_scratch_prefix(output)) + r"[a-z0-9_]{8}$")
@@ -347,9 +355,13 @@ def _scratch_folder(output):
   """
   folder = os.path.dirname(os.path.abspath(output))
   created = not os.path.isdir(folder)
-  scratch, replaced, done = None, [], False
+  scratch, replaced, done, lock = None, [], False, None
   try:
     os.makedirs(folder, exist_ok=True)
+    # One writer per output (its scratch, its renames): a second export of
+    # the same --output stops here, before any cleanup or write.
+    lock = file_io.lock_output(folder, "--output", value=output,
+                               lock_file=lock_path(output))
     remove_stale_scratch(output)
     scratch = tempfile.mkdtemp(prefix=_scratch_prefix(output), dir=folder)
     yield scratch, replaced
@@ -362,6 +374,8 @@ def _scratch_folder(output):
   finally:
     if scratch:
       shutil.rmtree(scratch, ignore_errors=True)
+    if lock is not None:
+      lock.release()
     if created and not done:
       with contextlib.suppress(OSError):
         os.rmdir(folder)  # only if empty

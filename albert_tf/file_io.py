@@ -63,3 +63,137 @@ def write_eval_results(directory, results: dict, text_copy: bool = False
     with atomic_writer(os.path.join(directory, "eval_results.txt")) as f:
       for key in sorted(results):
         f.write(f"{key} = {results[key]}\n")
+
+
+# ------------------------------------------------------------ one owner
+LOCK_FILE = ".run.lock"
+
+
+def pid_alive(pid: int) -> bool:
+  """Whether process pid exists (on this machine)."""
+  if pid <= 0:
+    return False
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # another user's: alive
+    return True
+  return True
+
+
+def _owner(text: str):
+  """(pid or None, started or "") of a lock file's text: `PID STARTED`
+  (an older lock holds the pid alone)."""
+  pid, _, started = text.strip().partition(" ")
+  return (int(pid) if pid.isdigit() else None), started.strip()
+
+
+class OutputLock:
+  """An exclusive, pid-stamped lock (`lock_output`); `release()` or `with`
+  ends it (so does the process's death, SIGKILL included)."""
+
+  def __init__(self, handle, path, remove):
+    self._handle, self.path, self._remove = handle, path, remove
+
+  def close(self):
+    self.release()
+
+  def release(self):
+    handle, self._handle = self._handle, None
+    if handle is None or handle.closed:
+      return
+    try:
+      if self._remove:
+        os.remove(self.path)
+      else:
+        handle.seek(0)
+        handle.truncate()
+        handle.flush()
+    except OSError:
+      pass
+    handle.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.release()
+
+  def __del__(self):
+    self.release()
+
+
+def lock_output(directory, flag: str, value=None, lock_file=None,
+                error=ValueError, remove: bool = True):
+  """Makes `flag`=`value` one writer's for as long as the lock is held.
+
+  The lock is an flock on `lock_file` (default `directory/.run.lock`),
+  stamped `PID STARTED`. A second writer raises `error` in one line naming
+  the owner's pid; a lock left by a process that is gone is taken over
+  with one warning. Returns an `OutputLock` (keep it referenced), or None
+  for a remote file system, where no lock is taken. remove: delete the
+  lock file on release (else it is emptied and left).
+  """
+  import fcntl  # pylint: disable=g-import-not-at-top
+  import logging  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  directory = os.fspath(directory)
+  value = directory if value is None else value
+  if "://" in directory:
+    return None
+  path = os.fspath(lock_file) if lock_file else os.path.join(directory,
+                                                             LOCK_FILE)
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  while True:
+    handle = open(path, "a+", encoding="utf-8")
+    try:
+      fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      handle.seek(0)
+      pid, started = _owner(handle.read())
+      handle.close()
+      since = f" since {started}" if started else ""
+      raise error(
+          f"{flag}={value} is in use by another run (pid "
+          f"{pid if pid is not None else 'unknown'}){since}: wait for it, "
+          f"or choose another {flag}") from None
+    # The file may have been removed by the owner releasing it between
+    # our open and our flock: then lock the new one.
+    try:
+      same = os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+      same = False
+    if same:
+      break
+    handle.close()
+  handle.seek(0)
+  pid, started = _owner(handle.read())
+  if pid is not None and pid != os.getpid() and not pid_alive(pid):
+    logging.getLogger("absl").warning(
+        "%s=%s: taking over the lock of process %d%s, which is gone (%s)",
+        flag, value, pid, f" (started {started})" if started else "", path)
+  handle.seek(0)
+  handle.truncate()
+  handle.write(f"{os.getpid()} "
+               f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime())}")
+  handle.flush()
+  return OutputLock(handle, path, remove)
+
+
+def temporary_prefix(prefix: str = ".tmp-") -> str:
+  """A temporary's name prefix carrying this process's pid:
+  `.tmp-pid<PID>-` (`temporary_owner_alive` reads it back)."""
+  return f"{prefix}pid{os.getpid()}-"
+
+
+def temporary_owner_alive(name: str) -> bool:
+  """Whether the process that named a temporary `.tmp-pid<PID>-…` (or
+  `.old-pid<PID>-…`) still runs. A name without a pid (older code) has no
+  known owner: False."""
+  import re  # pylint: disable=g-import-not-at-top
+  match = re.match(r"\.(?:tmp|old)-pid(\d+)-", name)
+  if not match:
+    return False
+  pid = int(match.group(1))
+  return pid == os.getpid() or pid_alive(pid)

@@ -16,6 +16,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from albert_tf import cli_errors
+from albert_tf import file_io
 from albert_tf.data.tokenization import file_sha256
 from albert_tf.features import (MANIFEST_FILE, MANIFEST_FORMAT,
                                 MANIFEST_VERSION, SHARD_PREFIX, SHARD_SUFFIX,
@@ -43,12 +44,27 @@ def _existing_outputs(output_dir):
 
 
 def prepare_output_dir(output_dir, overwrite):
-  """Creates output_dir; refuses (or with overwrite, deletes) a previous run."""
+  """Creates and locks output_dir; refuses (or with overwrite, deletes) a
+  previous run. Returns the lock (`file_io.lock_output`; None on a remote
+  file system): hold it while the run writes, release it at the end. A
+  second run into output_dir is refused before anything is deleted, so a
+  live run's `.tmp-*` files are never removed."""
   if "://" not in output_dir and os.path.exists(output_dir) and not (
       os.path.isdir(output_dir)):
     raise ValueError(cli_errors.error_line(
         f"{output_dir!r} is a file, not a folder", "--output_dir",
         "name a folder (it is created), or use --output_file for one file"))
+  lock = file_io.lock_output(output_dir, "--output_dir")
+  try:
+    _prepare_locked(output_dir, overwrite)
+  except BaseException:
+    if lock is not None:
+      lock.release()
+    raise
+  return lock
+
+
+def _prepare_locked(output_dir, overwrite):
   existing = _existing_outputs(output_dir)
   if existing and not overwrite:
     raise ValueError(cli_errors.error_line(

@@ -101,24 +101,30 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
       split_bytes=split_bytes, skip_bad_inputs=skip_bad_inputs,
       max_sentences_per_document=max_sentences_per_document,
       pipeline_args=list(pipeline_args))
-  outputs.prepare_output_dir(output_dir, overwrite)
-  runners.make_workers_find_this_package()
-  read_ranges = reading.plan_reads(paths, split_bytes,
-                                   list(input_bytes.values()))
-  _LOGGER.info(runner_line)
-  progress = runners.pipeline_progress(runner, pipeline_options,
-                                       sum(input_bytes.values()),
-                                       progress_interval_secs)
-  _run_beam(runner, pipeline_options, progress, lambda p: (
-      transforms.build_pipeline(
-          p, read_ranges, output_dir, tokenizer, options, dupe_factor,
-          num_shards, max_line_bytes, max_sentences_per_document,
-          skip_bad_inputs, input_bytes)))
-  summary = outputs.read_summary(output_dir)
-  _check_summary(summary, paths, output_dir, max_sentences_per_document)
-  outputs.mark_done(output_dir, summary, input_bytes, run_flags,
-                    tokenizer_info)
-  return summary
+  # Held while the pipeline writes: a second run into output_dir stops in
+  # one line naming this process (`file_io.lock_output`).
+  lock = outputs.prepare_output_dir(output_dir, overwrite)
+  try:
+    runners.make_workers_find_this_package()
+    read_ranges = reading.plan_reads(paths, split_bytes,
+                                     list(input_bytes.values()))
+    _LOGGER.info(runner_line)
+    progress = runners.pipeline_progress(runner, pipeline_options,
+                                         sum(input_bytes.values()),
+                                         progress_interval_secs)
+    _run_beam(runner, pipeline_options, progress, lambda p: (
+        transforms.build_pipeline(
+            p, read_ranges, output_dir, tokenizer, options, dupe_factor,
+            num_shards, max_line_bytes, max_sentences_per_document,
+            skip_bad_inputs, input_bytes)))
+    summary = outputs.read_summary(output_dir)
+    _check_summary(summary, paths, output_dir, max_sentences_per_document)
+    outputs.mark_done(output_dir, summary, input_bytes, run_flags,
+                      tokenizer_info)
+    return summary
+  finally:
+    if lock is not None:
+      lock.release()
 
 
 def _check_arguments(dupe_factor, num_shards, max_sentences_per_document,

@@ -39,6 +39,7 @@ from typing import Optional
 from absl import logging
 
 from albert_tf import cli_errors
+from albert_tf import file_io
 from albert_tf import settings
 from albert_tf.data import tokenization
 from albert_tf.data.tokenization import write_synced
@@ -128,42 +129,51 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
       raise ValueError(error_line(
           f"cannot create directory {directory!r}: {e.strerror}",
           "--model_prefix", "choose a writable place")) from e
-  say = progress or (lambda line: None)
-  start = time.time()
-  size = sum(os.path.getsize(p) for p in paths)
-  say(f"reading {len(paths)} file(s), {size / 2**20:.1f} MiB, and sampling "
-      f"up to {input_sentence_size:,} sentences")
-  spm.set_random_generator_seed(seed)
-  sentences = sample_sentences(iter_sentences(paths, do_lower_case),
-                               input_sentence_size, seed)
-  say(f"sampled {len(sentences):,} sentences in {time.time() - start:.0f} s; "
-      f"training a {vocab_size:,}-piece unigram model on {num_threads} "
-      "thread(s) (minutes on a large sample)")
-  start = time.time()
-  # The model comes back as bytes and this writes both files: SentencePiece
-  # ignores a failed write (to a full disk it "writes" a truncated model
-  # and returns), and bytes without the path make the same corpus give the
-  # same file wherever it is written.
-  model = io.BytesIO()
+  # One writer per --model_prefix, while it trains and writes: a second
+  # run stops here in one line naming the owner's pid (PREFIX.lock).
+  lock = file_io.lock_output(directory or ".", "--model_prefix",
+                             value=model_prefix,
+                             lock_file=model_prefix + ".lock")
   try:
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences),
-        model_writer=model,
-        vocab_size=vocab_size,
-        model_type="unigram",
-        character_coverage=character_coverage,
-        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-        control_symbols=list(SPECIAL_PIECES[2:]),
-        input_sentence_size=0,          # sampled above, reproducibly
-        shuffle_input_sentence=False,
-        num_threads=num_threads,
-        hard_vocab_limit=hard_vocab_limit,
-        minloglevel=2)
-  except RuntimeError as e:
-    raise ValueError(explain_sentencepiece_error(str(e))) from e
-  say(f"trained in {time.time() - start:.0f} s")
-  _write_model_and_vocab(model_prefix, model.getvalue())
-  return model_prefix + ".model"
+    say = progress or (lambda line: None)
+    start = time.time()
+    size = sum(os.path.getsize(p) for p in paths)
+    say(f"reading {len(paths)} file(s), {size / 2**20:.1f} MiB, and sampling "
+        f"up to {input_sentence_size:,} sentences")
+    spm.set_random_generator_seed(seed)
+    sentences = sample_sentences(iter_sentences(paths, do_lower_case),
+                                 input_sentence_size, seed)
+    say(f"sampled {len(sentences):,} sentences in {time.time() - start:.0f} s; "
+        f"training a {vocab_size:,}-piece unigram model on {num_threads} "
+        "thread(s) (minutes on a large sample)")
+    start = time.time()
+    # The model comes back as bytes and this writes both files: SentencePiece
+    # ignores a failed write (to a full disk it "writes" a truncated model
+    # and returns), and bytes without the path make the same corpus give the
+    # same file wherever it is written.
+    model = io.BytesIO()
+    try:
+      spm.SentencePieceTrainer.train(
+          sentence_iterator=iter(sentences),
+          model_writer=model,
+          vocab_size=vocab_size,
+          model_type="unigram",
+          character_coverage=character_coverage,
+          pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+          control_symbols=list(SPECIAL_PIECES[2:]),
+          input_sentence_size=0,          # sampled above, reproducibly
+          shuffle_input_sentence=False,
+          num_threads=num_threads,
+          hard_vocab_limit=hard_vocab_limit,
+          minloglevel=2)
+    except RuntimeError as e:
+      raise ValueError(explain_sentencepiece_error(str(e))) from e
+    say(f"trained in {time.time() - start:.0f} s")
+    _write_model_and_vocab(model_prefix, model.getvalue())
+    return model_prefix + ".model"
+  finally:
+    if lock is not None:
+      lock.release()
 
 
 def vocab_text(model_proto):
@@ -177,8 +187,8 @@ def vocab_text(model_proto):
 
 def remove_stale_temporaries(model_prefix):
   """`.tmp-NAME-XXXXXXXX` folders beside PREFIX of a killed run of the same
-  --model_prefix: removed, logged. (Two runs to one prefix at the same
-  moment are not supported: this would delete the other's.)"""
+  --model_prefix: removed, logged. Called under PREFIX.lock: a live run
+  to the same prefix has been refused before, so its folder stays."""
   directory = os.path.dirname(model_prefix) or "."
   stale = re.compile(re.escape(f".tmp-{os.path.basename(model_prefix)}-")
                      + r"[a-z0-9_]{8}$")

@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from albert_tf import features as F
 from albert_tf.record import ModelInfo
+from albert_tf.file_io import temporary_owner_alive, temporary_prefix
 
 METADATA_FILE = "albert_export.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -361,7 +362,8 @@ def write_version(archive, export_dir, version, tokenizer, metadata,
   final_dir = os.path.join(export_dir, str(version))
   os.makedirs(export_dir, exist_ok=True)
   remove_stale_temporaries(export_dir)
-  tmp_dir = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=export_dir)
+  tmp_dir = tempfile.mkdtemp(prefix=f"{temporary_prefix()}{version}-",
+                             dir=export_dir)
   try:
     archive.write_out(tmp_dir, verbose=False)
     assets = os.path.join(tmp_dir, "assets")
@@ -388,7 +390,8 @@ def write_version(archive, export_dir, version, tokenizer, metadata,
     if os.path.exists(final_dir):
       if not overwrite:
         raise FileExistsError(final_dir)
-      old = tempfile.mkdtemp(prefix=f".old-{version}-", dir=export_dir)
+      old = tempfile.mkdtemp(prefix=f"{temporary_prefix('.old-')}{version}-",
+                             dir=export_dir)
       os.rename(final_dir, os.path.join(old, "v"))
       os.rename(tmp_dir, final_dir)
       shutil.rmtree(old)
@@ -411,11 +414,12 @@ def next_version(export_dir):
 def remove_stale_temporaries(export_dir):
   """`.tmp-*` / `.old-*` folders of exports killed midway: removed, logged.
 
-  (Two exports into one export_dir at the same moment are not supported:
-  this would delete the other's temporary folder.)
+  A folder named by a process that still runs (`.tmp-pid<PID>-…`, see
+  `file_io.temporary_prefix`) is another export's, in progress: kept.
   """
   for name in os.listdir(export_dir):
-    if name.startswith((".tmp-", ".old-")):
+    if name.startswith((".tmp-", ".old-")) and not temporary_owner_alive(
+        name):
       path = os.path.join(export_dir, name)
       logging.warning("Removing %s, left by an export that was killed",
                       path)

@@ -16,6 +16,7 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf import features
+from albert_tf import file_io
 from albert_tf import registry
 from albert_tf.config import ARCHITECTURE_FIELDS, AlbertConfig
 from albert_tf.data.tokenization import file_sha256
@@ -156,35 +157,21 @@ def _read_fingerprint(path: str) -> dict:
         "--overwrite to start over, or choose another --output_dir") from None
 
 
-LOCK_FILE = ".run.lock"
+LOCK_FILE = file_io.LOCK_FILE
 
 
 def lock_output_dir(output_dir: str):
   """An exclusive lock on a local output_dir for the life of the run.
 
-  Returns the open lock file (keep it referenced; the OS releases the lock
-  when it is closed or the process dies, SIGKILL included), or None for a
-  remote file system, where no lock is taken. A second run into the same
-  output_dir stops with one line instead of interleaving checkpoints.
+  Returns the lock (`file_io.OutputLock`: keep it referenced; the OS
+  releases it when it is closed or the process dies, SIGKILL included), or
+  None for a remote file system, where no lock is taken. A second run into
+  the same output_dir stops with one line naming the owner's pid instead
+  of interleaving checkpoints; a lock of a process that is gone is taken
+  over with one warning. The lock file stays (emptied) when released.
   """
-  if "://" in output_dir:
-    return None
-  import fcntl  # pylint: disable=g-import-not-at-top
-  handle = open(os.path.join(output_dir, LOCK_FILE), "a+", encoding="utf-8")
-  try:
-    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-  except BlockingIOError:
-    handle.seek(0)
-    owner = handle.read().strip() or "unknown"
-    handle.close()
-    raise RunConfigError(
-        f"--output_dir={output_dir} is in use by another run (pid {owner}): "
-        "wait for it, or choose another --output_dir") from None
-  handle.seek(0)
-  handle.truncate()
-  handle.write(str(os.getpid()))
-  handle.flush()
-  return handle
+  return file_io.lock_output(output_dir, "--output_dir", error=RunConfigError,
+                             remove=False)
 
 
 # ------------------------------------------------------------ its files
