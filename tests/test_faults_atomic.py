@@ -88,7 +88,9 @@ def test_tflite_disk_full_keeps_the_previous_model(saved_models, tmp_path,
   output = str(out / "m.tflite")
   export_tflite.convert(saved_models["a"][0], output, quantize="none")
   previous = _files(out)
-  assert sorted(previous) == ["m.json", "m.tflite", "m.vocab.txt"]
+  # The model, its tokenizer, its .json and its model card.
+  assert sorted(previous) == ["m.README.md", "m.json", "m.tflite",
+                              "m.vocab.txt"]
   # The system temp dir: the old command's SavedModel copy went there and
   # leaked (15 MB) when it was killed.
   system_tmp = tmp_path / "system_tmp"
@@ -116,10 +118,12 @@ def test_tflite_disk_full_keeps_the_previous_model(saved_models, tmp_path,
   # Everything it writes is in one dot-folder inside the output folder,
   # the one the next start removes (the next test).
   assert at_the_fault["system_tmp"] == []
-  scratch, = [n for n in at_the_fault["out"] if n.startswith(".")]
+  scratch, = [n for n in at_the_fault["out"] if n.startswith(".tmp-")]
   assert re.fullmatch(r"\.tmp-m\.tflite-[a-z0-9_]{8}", scratch), scratch
   assert at_the_fault == {
-      "out": sorted(["m.json", "m.tflite", "m.vocab.txt", scratch]),
+      # ... beside the output's lock (held while it writes).
+      "out": sorted(["m.README.md", "m.json", "m.tflite", "m.vocab.txt",
+                     scratch, ".m.tflite.lock"]),
       "scratch": ["saved_model"], "system_tmp": []}
 
 
@@ -139,8 +143,9 @@ def test_tflite_leftover_of_a_killed_export_is_removed(saved_models, tmp_path,
     export_tflite.convert(saved_models["a"][0], output, quantize="none")
   assert _warnings(caplog, "left by") == [
       f"Removing {stale}, left by an export_tflite that was killed"]
-  assert sorted(os.listdir(out)) == [".tmp-n.tflite-running", "m.json",
-                                     "m.tflite", "m.vocab.txt"]
+  assert sorted(os.listdir(out)) == [".tmp-n.tflite-running",
+                                     "m.README.md", "m.json", "m.tflite",
+                                     "m.vocab.txt"]
 
 
 @pytest.mark.slow
@@ -152,8 +157,9 @@ def test_two_tflite_exports_into_one_folder_keep_their_tokenizers(
     info = export_tflite.convert(saved_models[name][0],
                                  str(out / f"{name}.tflite"), quantize="none")
     assert info["tokenizer_file"] == f"{name}.vocab.txt"
-  assert sorted(os.listdir(out)) == ["a.json", "a.tflite", "a.vocab.txt",
-                                     "b.json", "b.tflite", "b.vocab.txt"]
+  assert sorted(os.listdir(out)) == [
+      "a.README.md", "a.json", "a.tflite", "a.vocab.txt", "b.README.md",
+      "b.json", "b.tflite", "b.vocab.txt"]
   for name in ("a", "b"):
     assert (out / f"{name}.vocab.txt").read_bytes() == saved_models[name][1]
     info = json.loads((out / f"{name}.json").read_text(encoding="utf-8"))
