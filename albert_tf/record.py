@@ -61,8 +61,8 @@ class ModelInfo:
   # The module that registers the family (`registry.family` imports it
   # when the family is not registered yet: a family of the user's own).
   task_module: Optional[str] = None
-  # What the fine-tuning run read and ran ({"data": {split: its stats},
-  # "num_train_steps", "data_dir"}): the model card's training section.
+  # What the fine-tuning run read ({"data": {split: its stats},
+  # "data_dir"}): the model card's training section.
   training: Optional[dict] = None
   # Written by export_saved_model only.
   model: Optional[str] = None

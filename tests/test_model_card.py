@@ -46,8 +46,8 @@ def test_export_and_tflite_write_a_model_card(tmp_path):
   assert f"`vocab.txt`, sha256 {sha}" in text
   assert f"- train: {data / 'train.tsv'} (24 examples)" in text
   assert f"- dev: {data / 'dev.tsv'} (12 examples)" in text
-  assert "- 3 steps of batch 8, optimizer adamw at learning rate 0.002" in (
-      text)
+  assert (f"- the served weights: step {results['best_step']} of batch 8, "
+          "optimizer adamw at learning rate 0.002") in text
   assert (f"accuracy {results['accuracy']:.4f}" in text and
           f"step {results['best_step']})" in text)
   assert (f"majority_accuracy {results['baseline_majority_accuracy']:.4f}"

@@ -13,6 +13,7 @@ record says so rather than being left out.
 import hashlib
 import json
 import os
+import re
 from typing import Dict, List, Optional
 
 CARD_FILE = "README.md"
@@ -99,10 +100,12 @@ def card(record, checkpoint: Optional[str], tokenizer_path: str,
     lines.append("- the training data was not recorded (a run before model "
                  "cards, or a converted checkpoint)")
   if optimizer:
+    # The step of the weights served (the best checkpoint's, by dev).
+    step = re.search(r"ckpt-(\d+)$", checkpoint or "")
     lines.append(
-        f"- {training.get('num_train_steps', '?')} steps of batch "
-        f"{(fingerprint or {}).get('train_batch_size', '?')}, optimizer "
-        f"{optimizer.get('name')} at learning rate "
+        f"- the served weights: step {step.group(1) if step else '?'} of "
+        f"batch {(fingerprint or {}).get('train_batch_size', '?')}, "
+        f"optimizer {optimizer.get('name')} at learning rate "
         f"{optimizer.get('learning_rate')}")
   lines.append(f"- weights: {checkpoint or 'not recorded'}")
   lines += ["", "## How good it is", ""] + _metrics_lines(results)

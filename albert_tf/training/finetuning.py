@@ -129,11 +129,11 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
           keep=(task.tokenizer.model_file, o.albert_config_file))
       # An eval- or predict-only run leaves what training recorded alone.
       if o.do_train or record.read_beside(o.output_dir) is None:
+        # What it reads (not the step count: a rerun with more steps
+        # continues the same model, and its record stays the same).
         write_run_files(o.output_dir, config, task, training={
             "data_dir": getattr(o, "data_dir", None),
-            "data": _stats_for_the_card(data_stats),
-            "num_train_steps": settings.num_train_steps if o.do_train
-                               else None})
+            "data": _stats_for_the_card(data_stats)})
     keras.utils.set_random_seed(o.seed)
     trainer = Trainer(task, config, settings, strategy_)
     trainer.restore(o.init_checkpoint, training=o.do_train)
