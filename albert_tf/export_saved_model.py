@@ -238,15 +238,23 @@ def export(checkpoint, export_dir, model=None, preset=None,
                       f"{version}")
   # One export at a time into export_dir (the version it picks, its
   # temporaries): held until this function returns.
+  created = "://" not in export_dir and not os.path.exists(export_dir)
   lock = file_io.lock_output(export_dir, "--export_dir", error=ExportError)
+  done = False
   try:
-    return _export_locked(
+    path = _export_locked(
         checkpoint, export_dir, version, overwrite, keras_model, model, task,
         record, tokenizer, config, max_seq_length, text_pair, buckets,
         bucketed, jit_compile, precision)
+    done = True
+    return path
   finally:
     if lock is not None:
       lock.release()
+    # A failed export leaves no --export_dir it created for its lock.
+    if created and not done and os.path.isdir(export_dir) and not (
+        os.listdir(export_dir)):
+      os.rmdir(export_dir)
 
 
 def _export_locked(checkpoint, export_dir, version, overwrite, keras_model,
