@@ -14,8 +14,12 @@ preset), bert (Google's TF1 BERT: bert_model.ckpt, config default
 bert_config.json beside it). BERT is read as the ALBERT special case
 share="none", embedding_size == hidden_size, no embedding projection;
 BERT's "gelu" is the exact erf GELU (gelu_exact here) and its next-sentence
-head becomes the sentence_order_head. A WordPiece vocab.txt beside a BERT
-checkpoint is checked and copied into --output_dir, for --vocab_file.
+head becomes the sentence_order_head. The tokenizer a source ships (keras-hub
+assets/tokenizer/vocabulary.spm; HF spiece.model, sentencepiece.bpe.model or
+vocab.txt; vocab.txt or the one *.model in a TF1 checkpoint's folder) is
+checked, copied into --output_dir and its sha256 recorded in
+conversion_report.json: fine-tuning from --output_dir uses it by default and
+refuses another --spm_model_file/--vocab_file.
 
 Every source is first read into a dict keyed by the *original* google-research
 TF1 variable names (bert/embeddings/word_embeddings, bert/encoder/transformer/
@@ -32,6 +36,7 @@ only when complete: a full disk leaves an earlier conversion as it was.
 
 import contextlib
 import dataclasses
+import hashlib
 import importlib
 import json
 import os
@@ -157,14 +162,76 @@ def _move_into_place(scratch, output_dir):
     os.replace(os.path.join(scratch, name), os.path.join(output_dir, name))
 
 
+# The tokenizer a source ships, looked for in this order beside its weights
+# (keras-hub: inside the preset; TF1 releases: the checkpoint's folder).
+# "*.model" counts only when it is the folder's one SentencePiece model.
+TOKENIZER_NAMES = {
+    "keras_hub": ("assets/tokenizer/vocabulary.spm",
+                  "assets/tokenizer/vocabulary.txt"),
+    "huggingface": ("spiece.model", "sentencepiece.bpe.model", "vocab.txt"),
+    "original": ("spiece.model", "*.model", "vocab.txt"),
+    "brightmart": ("vocab.txt", "spiece.model", "*.model"),
+    "bert": ("vocab.txt",),
+}
+
+
+def source_tokenizer(source, checkpoint):
+  """The tokenizer file the source ships beside its weights, or None."""
+  if source == "keras_hub" and not os.path.isdir(checkpoint):
+    for name in TOKENIZER_NAMES[source]:
+      from albert_tf.converters import keras_hub  # pylint: disable=g-import-not-at-top
+      found = keras_hub.preset_file(checkpoint, name)
+      if found:
+        return found
+    return None
+  directory = (checkpoint if os.path.isdir(checkpoint)
+               else os.path.dirname(checkpoint) or ".")
+  for name in TOKENIZER_NAMES[source]:
+    if name == "*.model":
+      models = sorted(f for f in os.listdir(directory)
+                      if f.endswith(".model")
+                      and os.path.isfile(os.path.join(directory, f)))
+      if len(models) == 1:
+        return os.path.join(directory, models[0])
+      continue
+    path = os.path.join(directory, name)
+    if os.path.isfile(path):
+      return path
+  return None
+
+
+def _tokenizer_kind(path):
+  return "wordpiece" if path.endswith(".txt") else "sentencepiece"
+
+
+def _check_source_tokenizer(path, config):
+  """A tokenizer found beside the weights must load and fit vocab_size."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.converters.errors import ConversionError
+  from albert_tf.data.tokenization import load_tokenizer
+  wordpiece = _tokenizer_kind(path) == "wordpiece"
+  try:
+    size = load_tokenizer(None if wordpiece else path,
+                          path if wordpiece else None).vocab_size
+  except ValueError as e:
+    raise ConversionError(f"{path}: {e}") from None
+  if size > config.vocab_size:
+    raise ConversionError(
+        f"{path}: {size} tokens but vocab_size={config.vocab_size} in the "
+        "config: the tokenizer is not this model's")
+
+
 def convert(source, checkpoint, output_dir, albert_config_file=None,
             log=print):
   """Converts a checkpoint to the project layout in `output_dir`.
 
   Writes ckpt-1.* (encoder + the heads the source has), albert_config.json,
-  conversion_report.json and, for BERT, the vocab.txt found beside the
-  source. Returns the report dict: "assigned", "missing", "unconsumed",
-  "heads", "notes", "checkpoint" (and "vocab_file" when copied).
+  conversion_report.json and the tokenizer the source ships (TOKENIZER_NAMES;
+  its sha256 is "tokenizer_sha256" in the report, None with one warning when
+  there is none). Returns the report dict: "assigned", "missing",
+  "unconsumed", "heads", "notes", "checkpoint", "tokenizer_sha256" (and
+  "tokenizer_file", "tokenizer_kind", "tokenizer_source", "vocab_file" or
+  "spm_model_file" when copied).
   Raises ConversionError when encoder tensors are missing or a shape differs.
   """
   # pylint: disable=g-import-not-at-top
@@ -188,11 +255,31 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   checkpoints.check_finite([v for part in parts.values()
                             for v in part.variables],
                            f"--checkpoint={checkpoint}")
-  vocab_source = report.pop("vocab_source", None)
+  # The tokenizer shipped with the weights travels with them: copied into
+  # output_dir, its sha256 recorded in conversion_report.json, which
+  # fine-tuning from output_dir checks (training/resolution.py).
+  vocab_source = report.pop("vocab_source", None)  # BERT's, checked there
+  if not vocab_source:
+    vocab_source = source_tokenizer(source, checkpoint)
+    if vocab_source:
+      _check_source_tokenizer(vocab_source, config)
   vocab = None
   if vocab_source:
     with open(vocab_source, "rb") as f:
       vocab = f.read()
+    kind = _tokenizer_kind(vocab_source)
+    flag = "--vocab_file" if kind == "wordpiece" else "--spm_model_file"
+    report.update(tokenizer_file=os.path.basename(vocab_source),
+                  tokenizer_kind=kind,
+                  tokenizer_sha256=hashlib.sha256(vocab).hexdigest(),
+                  tokenizer_source=str(vocab_source))
+  else:
+    report["tokenizer_sha256"] = None
+    logging.warning(
+        "--checkpoint=%s ships no tokenizer (looked for %s): fine-tuning "
+        "from %s cannot check that --spm_model_file/--vocab_file is the one "
+        "these weights were trained with", checkpoint,
+        ", ".join(TOKENIZER_NAMES[source]), output_dir)
   # Written in a dot-folder beside output_dir, moved in when complete.
   parent = os.path.dirname(os.path.abspath(output_dir))
   remove_stale_temporaries(output_dir)
@@ -206,7 +293,8 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
     if vocab_source:
       name = os.path.basename(vocab_source)
       write_synced(os.path.join(scratch, name), vocab)
-      report["vocab_file"] = os.path.join(output_dir, name)
+      report["vocab_file" if kind == "wordpiece" else "spm_model_file"] = (
+          os.path.join(output_dir, name))
     write_synced(os.path.join(scratch, checkpoints.CONFIG_NAME),
                  config.to_json_string().encode("utf-8"))
     report.update(heads=heads, checkpoint=path, source=source,
@@ -229,7 +317,9 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   log(f"Converted {checkpoint} ({source}) -> {path}: "
       f"{len(report['assigned'])} tensors assigned, heads {heads or 'none'}")
   if vocab_source:
-    log(f"  tokenizer: --vocab_file={report['vocab_file']}")
+    copied = os.path.join(output_dir, report["tokenizer_file"])
+    log(f"  tokenizer: {flag}={copied} (sha256 "
+        f"{report['tokenizer_sha256'][:12]}…, from {vocab_source})")
   for note in report["notes"]:
     log(f"  note: {note}")
   for name in report["missing"]:

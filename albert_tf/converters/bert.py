@@ -242,16 +242,14 @@ def bert_config(values, source):
 def vocab_beside(directory, config, notes):
   """The WordPiece vocab.txt in `directory`, checked against the config.
 
-  Returns its path or None (noted). Raises ConversionError when it lacks
+  Returns its path or None. Raises ConversionError when it lacks
   BERT's special tokens or has more entries than vocab_size.
   """
   # pylint: disable=g-import-not-at-top
   from albert_tf.data.tokenization import load_tokenizer
   path = os.path.join(directory or ".", "vocab.txt")
   if not os.path.isfile(path):
-    notes.append(f"no vocab.txt in {directory or '.'}: pass the model's "
-                 "vocab.txt as --vocab_file to the fine-tuning commands")
-    return None
+    return None  # convert_checkpoint warns once: no tokenizer to check
   try:
     size = load_tokenizer(vocab_file=path).vocab_size
   except ValueError as e:

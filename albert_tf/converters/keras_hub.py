@@ -64,6 +64,17 @@ def read_keras_hub(checkpoint):
         "and pass its local directory") from e
 
 
+def preset_file(preset, name):
+  """A file of a keras-hub preset handle (assets/tokenizer/vocabulary.spm,
+  fetched with it), or None when the preset has none or it is out of reach."""
+  try:
+    from keras_hub.src.utils import preset_utils  # pylint: disable=g-import-not-at-top
+    path = preset_utils.get_file(preset, name)
+  except Exception:  # pylint: disable=broad-except
+    return None  # reported by convert_checkpoint as no tokenizer
+  return path if path and os.path.isfile(path) else None
+
+
 def load_source(checkpoint, albert_config_file):
   """Returns (config, pretrainer, report, heads) for --source=keras_hub.
 

@@ -82,10 +82,16 @@ def resolve_model(preset: Optional[str] = None,
           + "; ".join(diff))
 
   info = ModelInfo.read_beside(init_checkpoint) if init_checkpoint else None
-  if not spm_model_file and not vocab_file and info and info.tokenizer_file:
+  # The tokenizer recorded beside the checkpoint: a fine-tuning run's task
+  # record, else a conversion's report (the tokenizer the source shipped).
+  recorded = ((info.tokenizer_file, info.tokenizer_kind)
+              if info and info.tokenizer_file else
+              _converted_tokenizer(init_checkpoint)[:2] if init_checkpoint
+              else (None, None))
+  if not spm_model_file and not vocab_file and recorded[0]:
     path = os.path.join(checkpoints.checkpoint_dir(init_checkpoint),
-                        info.tokenizer_file)
-    if info.tokenizer_kind == "wordpiece":
+                        recorded[0])
+    if recorded[1] == "wordpiece":
       vocab_file = path
     else:
       spm_model_file = path
@@ -127,6 +133,7 @@ def _check_tokenizer_of_checkpoint(tokenizer, init_checkpoint, flag, given):
     run_dir = os.path.dirname(os.path.normpath(run_dir))
   path = os.path.join(run_dir, output_dir.FINGERPRINT_FILE)
   if not tf.io.gfile.exists(path):
+    _check_converted_tokenizer(tokenizer, init_checkpoint, flag, given)
     return
   try:
     with tf.io.gfile.GFile(path) as f:
@@ -144,6 +151,49 @@ def _check_tokenizer_of_checkpoint(tokenizer, init_checkpoint, flag, given):
         f"{flag}={init_checkpoint} was trained with (sha256 "
         f"{recorded[:12]}…, in {path}): pass the tokenizer it was "
         "pretrained with")
+
+
+CONVERSION_REPORT = "conversion_report.json"  # convert_checkpoint's
+
+
+def _converted_tokenizer(init_checkpoint):
+  """(file name, kind, sha256, report path) of the tokenizer a conversion
+  copied beside the checkpoint (conversion_report.json), else Nones."""
+  import json  # pylint: disable=g-import-not-at-top
+  path = os.path.join(checkpoints.checkpoint_dir(init_checkpoint),
+                      CONVERSION_REPORT)
+  if not tf.io.gfile.exists(path):
+    return None, None, None, None
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      report = json.loads(f.read())
+  except ValueError:
+    return None, None, None, None
+  if not isinstance(report, dict) or not report.get("tokenizer_sha256"):
+    return None, None, None, None
+  return (report.get("tokenizer_file"), report.get("tokenizer_kind"),
+          report["tokenizer_sha256"], path)
+
+
+def _check_converted_tokenizer(tokenizer, init_checkpoint, flag, given):
+  """A converted checkpoint's tokenizer is the one its source shipped
+  (copied beside it by convert_checkpoint): another one is refused."""
+  from albert_tf.data.tokenization import file_sha256  # pylint: disable=g-import-not-at-top
+  name, kind, recorded, _ = _converted_tokenizer(init_checkpoint)
+  if not recorded:
+    return
+  sha = file_sha256(tokenizer.model_file)
+  if sha == recorded:
+    return
+  flag_name = "--vocab_file" if tokenizer.kind == "wordpiece" else (
+      "--spm_model_file")
+  own_flag = "--vocab_file" if kind == "wordpiece" else "--spm_model_file"
+  own = os.path.join(checkpoints.checkpoint_dir(init_checkpoint), name or "")
+  raise RunConfigError(
+      f"{flag_name}={given} (sha256 {sha[:12]}…) is not the tokenizer "
+      f"{flag}={init_checkpoint} was converted with ({own}, sha256 "
+      f"{recorded[:12]}…): leave out {flag_name} to use it, or pass "
+      f"{own_flag}={own}")
 
 
 def check_seq_length(max_seq_length: int, config: AlbertConfig) -> None:
