@@ -47,6 +47,7 @@ from typing import Optional
 
 from absl import logging
 
+from albert_tf import file_io
 from albert_tf import settings
 from albert_tf.converters import SOURCES
 
@@ -104,6 +105,14 @@ def _scratch_prefix(output_dir):
   """The dot-folder a conversion to output_dir is written in, beside it."""
   name = os.path.basename(os.path.normpath(os.path.abspath(output_dir)))
   return f".tmp-convert-{name}-"
+
+
+def lock_path(output_dir):
+  """output_dir's lock: `.convert-NAME.lock` beside it (output_dir itself is
+  renamed into place as a whole)."""
+  name = os.path.basename(os.path.normpath(os.path.abspath(output_dir)))
+  return os.path.join(os.path.dirname(os.path.abspath(output_dir)),
+                      f".convert-{name}.lock")
 
 
 def remove_stale_temporaries(output_dir):
@@ -237,8 +246,6 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   from albert_tf.converters import READERS
-  from albert_tf.data.tokenization import write_synced
-  from albert_tf.training import checkpoints
   reader = READERS.get(source)
   if reader is None:
     raise ValueError(f"--source must be one of {SOURCES}, got {source!r}")
@@ -249,6 +256,24 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
     raise FileNotFoundError(f"--checkpoint={checkpoint} does not exist (no "
                             "such file, directory or checkpoint prefix)")
   _refuse_a_training_run(output_dir)
+  # One writer per output_dir: a second conversion stops here, before it
+  # reads anything, removes the first one's live dot-folder or writes.
+  lock = file_io.lock_output(os.path.dirname(os.path.abspath(output_dir)),
+                             "--output_dir", value=output_dir,
+                             lock_file=lock_path(output_dir))
+  try:
+    return _convert(reader, source, checkpoint, output_dir,
+                    albert_config_file, log)
+  finally:
+    if lock is not None:
+      lock.close()
+
+
+def _convert(reader, source, checkpoint, output_dir, albert_config_file, log):
+  """`convert` once its output_dir is this process's."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from albert_tf.data.tokenization import write_synced  # pylint: disable=g-import-not-at-top
+  from albert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
   config, pretrainer, report, heads = reader(checkpoint, albert_config_file)
   parts = {"encoder": pretrainer.encoder}
   parts.update({h: getattr(pretrainer, h) for h in heads})
@@ -282,11 +307,10 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
         ", ".join(TOKENIZER_NAMES[source]), output_dir)
   # Written in a dot-folder beside output_dir, moved in when complete.
   parent = os.path.dirname(os.path.abspath(output_dir))
-  remove_stale_temporaries(output_dir)
   created = not os.path.isdir(parent)
   scratch, done = None, False
   try:
-    os.makedirs(parent, exist_ok=True)
+    remove_stale_temporaries(output_dir)
     scratch = tempfile.mkdtemp(prefix=_scratch_prefix(output_dir), dir=parent)
     saved = tf.train.Checkpoint(**parts).save(os.path.join(scratch, "ckpt"))
     path = os.path.join(output_dir, os.path.basename(saved))

@@ -209,6 +209,32 @@ def test_create_pretraining_data_second_writer(tmp_path):
     assert partial.read_bytes() == b"live"
 
 
+def test_convert_checkpoint_second_writer(tmp_path):
+  """A live conversion's dot-folder beside --output_dir is its own: a second
+  conversion to the same folder stops before removing or writing anything."""
+  from albert_tf import convert_checkpoint  # pylint: disable=g-import-not-at-top
+  from tests.test_faults_tokenizer import tf1_source  # pylint: disable=g-import-not-at-top
+  prefix, config = tf1_source(tmp_path / "albert_tiny")
+  parent = tmp_path / "converted"
+  parent.mkdir()
+  live = parent / ".tmp-convert-tiny-live0001"
+  live.mkdir()  # the first conversion's, being written
+  output_dir = parent / "tiny"
+  with file_io.lock_output(parent, "--output_dir", value=output_dir,
+                           lock_file=convert_checkpoint.lock_path(
+                               str(output_dir))):
+    before = _tree(parent)
+    _assert_refused(lambda: convert_checkpoint.convert(
+        "brightmart", prefix, str(output_dir), config, log=lambda m: None),
+                    "--output_dir", output_dir)
+    assert _tree(parent) == before
+  # Once the first has ended, the same command converts (a dot-folder
+  # still there is then a killed run's, and removed); the lock is gone.
+  convert_checkpoint.convert("brightmart", prefix, str(output_dir), config,
+                             log=lambda m: None)
+  assert os.listdir(parent) == ["tiny"]
+
+
 def test_training_lock_is_the_same(tmp_path, caplog):
   """The training output_dir's lock: the same file and wording; a lock of
   a dead pid taken over with one warning (the file stays, emptied)."""
