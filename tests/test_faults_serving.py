@@ -4,7 +4,8 @@ would misread is one line naming it (docs/faults.md, "Serving inputs").
   - An input longer than the position table: an InvalidArgumentError
     naming max_position_embeddings from every family's serving_default
     (`serving.saved_model.checked_ids`), and a TFLiteInputError from
-    TFLite's pre-check (`serving.tflite_runner`).
+    TFLite's pre-check (`serving.tflite_runner`). A segment id outside
+    [0, type_vocab_size): an InvalidArgumentError naming it.
   - load().predict / .encode: an item that is no str (None, a number,
     bytes) or holds an unpaired surrogate: a LoadError naming the argument
     and the item's index.
@@ -102,6 +103,14 @@ def test_serving_default_refuses_inputs_longer_than_the_position_table(
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match=re.escape(SAID_LONG)):
     serve(**features(POSITIONS + 1))
+  # A segment id outside the token-type table (type_vocab_size=2).
+  for bad, said in ((2, "segment_ids: a segment id >= type_vocab_size=2"),
+                    (-1, "segment_ids: a negative segment id")):
+    f = features(8)
+    f[F.SEGMENT_IDS] = tf.tensor_scatter_nd_update(
+        f[F.SEGMENT_IDS], [[0] * (len(middle) + 1)], [bad])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(said)):
+      serve(**f)
 
 
 def test_the_check_survives_export_and_tflite_takes_it_from_its_json(

@@ -78,7 +78,9 @@ def ids_signature(run: Callable, extra_inputs: Sequence[str] = (),
       logging.warning("serving_default: no model config found in what the "
                       "signature calls; inputs longer than its position "
                       "table are not checked")
-  checked = ((lambda f: run(checked_ids(f, vocab_size, max_positions)))
+  segment_kinds = config_value(run, "type_vocab_size") if vocab_size else None
+  checked = ((lambda f: run(checked_ids(f, vocab_size, max_positions,
+                                        segment_kinds)))
              if vocab_size else run)
   return signature(checked,
                    [int_spec(n, shape) for n in F.ENCODER_INPUTS] +
@@ -86,7 +88,8 @@ def ids_signature(run: Callable, extra_inputs: Sequence[str] = (),
 
 
 def checked_ids(features: Dict[str, tf.Tensor], vocab_size: int,
-                max_positions: Optional[int] = None):
+                max_positions: Optional[int] = None,
+                type_vocab_size: Optional[int] = None):
   """features, once their ids and shapes are what the model reads.
 
   Without these checks a negative id would wrap to the last rows of the
@@ -94,8 +97,9 @@ def checked_ids(features: Dict[str, tf.Tensor], vocab_size: int,
   fail deep in a gather, an input longer than the position table
   (max_positions: the config's max_position_embeddings) would fail in a
   broadcast or gather or, on some kernels, read past it, and an input_mask
-  of another length would be broadcast or ignored (oneDNN), all without a
-  word.
+  of another length would be broadcast or ignored (oneDNN), and a segment
+  id outside [0, type_vocab_size) would read another row of the token-type
+  table or none, all without a word.
   """
   ids = features[F.INPUT_IDS]
   checks = [
@@ -109,6 +113,15 @@ def checked_ids(features: Dict[str, tf.Tensor], vocab_size: int,
         tf.shape(ids)[-1], tf.constant(int(max_positions), tf.int32),
         message=f"{F.INPUT_IDS}: longer than max_position_embeddings="
                 f"{int(max_positions)}, the rows of the position table"))
+  if type_vocab_size:
+    segments = features[F.SEGMENT_IDS]
+    checks += [
+        tf.debugging.assert_non_negative(
+            segments, message=f"{F.SEGMENT_IDS}: a negative segment id"),
+        tf.debugging.assert_less(
+            segments, tf.constant(int(type_vocab_size), segments.dtype),
+            message=f"{F.SEGMENT_IDS}: a segment id >= type_vocab_size="
+                    f"{int(type_vocab_size)}")]
   for name in (F.INPUT_MASK, F.SEGMENT_IDS):
     checks.append(tf.debugging.assert_equal(
         tf.shape(features[name]), tf.shape(ids),
@@ -117,10 +130,15 @@ def checked_ids(features: Dict[str, tf.Tensor], vocab_size: int,
     return {name: tf.identity(value) for name, value in features.items()}
 
 
-def position_limit(fn, depth=0) -> Optional[int]:
-  """The max_position_embeddings of the model fn calls: the `config` (or
-  `encoder.config`) of what fn closes over, directly or through the
-  functions it closes over (a few levels); None when there is none."""
+def position_limit(fn) -> Optional[int]:
+  """The max_position_embeddings of the model fn calls (`config_value`)."""
+  return config_value(fn, "max_position_embeddings")
+
+
+def config_value(fn, name: str, depth=0) -> Optional[int]:
+  """The positive int `name` of the config of the model fn calls: the
+  `config` (or `encoder.config`) of what fn closes over, directly or through
+  the functions it closes over (a few levels); None when there is none."""
   fn = getattr(fn, "python_function", fn)
   if depth > 4 or not callable(fn):
     return None
@@ -132,13 +150,12 @@ def position_limit(fn, depth=0) -> Optional[int]:
                if _has_contents(cell)]
   for value in values:
     for holder in (value, _attribute(value, "encoder")):
-      limit = _attribute(_attribute(holder, "config"),
-                         "max_position_embeddings")
+      limit = _attribute(_attribute(holder, "config"), name)
       if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
         return limit
   for value in values:
     if callable(value) and not isinstance(value, keras.layers.Layer):
-      limit = position_limit(value, depth + 1)
+      limit = config_value(value, name, depth + 1)
       if limit is not None:
         return limit
   return None
