@@ -258,8 +258,9 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   _refuse_a_training_run(output_dir)
   # One writer per output_dir: a second conversion stops here, before it
   # reads anything, removes the first one's live dot-folder or writes.
-  lock = file_io.lock_output(os.path.dirname(os.path.abspath(output_dir)),
-                             "--output_dir", value=output_dir,
+  parent = os.path.dirname(os.path.abspath(output_dir))
+  created = not os.path.isdir(parent)
+  lock = file_io.lock_output(parent, "--output_dir", value=output_dir,
                              lock_file=lock_path(output_dir))
   try:
     return _convert(reader, source, checkpoint, output_dir,
@@ -267,6 +268,9 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   finally:
     if lock is not None:
       lock.close()
+    if created:  # made for the lock: removed unless the output is in it
+      with contextlib.suppress(OSError):
+        os.rmdir(parent)
 
 
 def _convert(reader, source, checkpoint, output_dir, albert_config_file, log):
@@ -306,9 +310,8 @@ def _convert(reader, source, checkpoint, output_dir, albert_config_file, log):
         "these weights were trained with", checkpoint,
         ", ".join(TOKENIZER_NAMES[source]), output_dir)
   # Written in a dot-folder beside output_dir, moved in when complete.
-  parent = os.path.dirname(os.path.abspath(output_dir))
-  created = not os.path.isdir(parent)
-  scratch, done = None, False
+  parent = os.path.dirname(os.path.abspath(output_dir))  # made by the lock
+  scratch = None
   try:
     remove_stale_temporaries(output_dir)
     scratch = tempfile.mkdtemp(prefix=_scratch_prefix(output_dir), dir=parent)
@@ -326,7 +329,6 @@ def _convert(reader, source, checkpoint, output_dir, albert_config_file, log):
     write_synced(os.path.join(scratch, "conversion_report.json"),
                  json.dumps(report, indent=2).encode("utf-8"))
     _move_into_place(scratch, output_dir)
-    done = True
   except (OSError, tf.errors.OpError) as e:
     error = _cannot_write(e, output_dir)
     if error is None:
@@ -335,9 +337,6 @@ def _convert(reader, source, checkpoint, output_dir, albert_config_file, log):
   finally:
     if scratch and os.path.exists(scratch):
       shutil.rmtree(scratch, ignore_errors=True)
-    if created and not done:
-      with contextlib.suppress(OSError):
-        os.rmdir(parent)  # only if empty
   log(f"Converted {checkpoint} ({source}) -> {path}: "
       f"{len(report['assigned'])} tensors assigned, heads {heads or 'none'}")
   if vocab_source:
