@@ -26,6 +26,7 @@ def atomic_writer(path, mode: str = "w"):
       f.flush()
       os.fsync(f.fileno())
     os.replace(tmp, path)
+    sync_directory(path)
   except BaseException as e:
     if os.path.exists(tmp):
       os.remove(tmp)
@@ -33,6 +34,32 @@ def atomic_writer(path, mode: str = "w"):
     if isinstance(e, OSError) and e.filename in (None, path, tmp):
       raise naming(e, path) from e
     raise
+
+
+def sync_directory(path) -> None:
+  """After a rename into place: the folder holding path synced, so that a
+  power loss keeps the new name (a local file system; best effort)."""
+  path = os.fspath(path)
+  if "://" in path:
+    return
+  with contextlib.suppress(OSError):
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+      os.fsync(fd)
+    finally:
+      os.close(fd)
+
+
+def synced_rename(tmp, path) -> None:
+  """tmp (written through tf.io.gfile, so possibly remote) renamed to path;
+  locally, its data and the new name synced first and after."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tmp, path = os.fspath(tmp), os.fspath(path)
+  if "://" not in tmp:
+    with open(tmp, "rb+") as f:
+      os.fsync(f.fileno())
+  tf.io.gfile.rename(tmp, path, overwrite=True)
+  sync_directory(path)
 
 
 def naming(error: OSError, path, flag: str = "") -> OSError:

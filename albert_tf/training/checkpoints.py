@@ -15,6 +15,7 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from albert_tf import file_io
 from albert_tf.config import AlbertConfig
 
 CONFIG_NAME = "albert_config.json"
@@ -155,8 +156,7 @@ def write_checkpoint_state(directory, latest, all_paths=None,
   tmp = os.path.join(directory, "checkpoint.tmp")
   with tf.io.gfile.GFile(tmp, "w") as f:
     f.write(text_format.MessageToString(state))
-  tf.io.gfile.rename(tmp, os.path.join(directory, "checkpoint"),
-                     overwrite=True)
+  file_io.synced_rename(tmp, os.path.join(directory, "checkpoint"))
 
 
 def save_weights(model, prefix, config=None):

@@ -312,5 +312,5 @@ def prepare_output_dir(output_dir: str, fingerprint: dict,
   if merged != saved:
     with tf.io.gfile.GFile(path + ".tmp", "w") as f:
       f.write(json.dumps(merged, indent=2, sort_keys=True))
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+    file_io.synced_rename(path + ".tmp", path)
   return lock
