@@ -119,9 +119,18 @@ class Params(options.StrategySettings):
   max_eval_steps: int = settings.field(100, "Eval batches at most.")
   # --- TF2 additions
   mixed_precision: str = settings.field(
-      "none", f"Compute dtype: {'|'.join(PRECISIONS)} (Keras policy names "
-      "accepted); variables, LayerNorm, softmax and losses stay float32. "
-      "float16 adds dynamic loss scaling.")
+      "auto", f"Compute dtype: auto|{'|'.join(PRECISIONS)} (Keras policy "
+      "names accepted); variables, LayerNorm, softmax and losses stay "
+      "float32. float16 adds dynamic loss scaling. auto: bfloat16 on a TPU "
+      "and on a CPU with bf16 units (amx_bf16 or avx512_bf16), none "
+      "elsewhere (one log line says which and why); a resumed run keeps its "
+      "own.")
+  length_buckets: int = settings.field(
+      0, "Training batches grouped by length into this many buckets and "
+      "cut to their bucket's width, so that short texts are not padded to "
+      "--max_seq_length (0: every batch at --max_seq_length, as the "
+      "original). Ignored, with a warning, on a TPU (one static shape); "
+      "with --jit_compile each width is compiled once.")
   overwrite: bool = settings.field(
       False, "Start over in an --output_dir that holds a run with other "
       "settings (deletes that run's checkpoints, logs, events and results; "
@@ -195,8 +204,36 @@ def _check_params(p: Params):
                "keep_checkpoint_max", "max_eval_steps"):
     if getattr(p, name) <= 0:
       raise ValueError(f"--{name} must be positive, got {getattr(p, name)}")
+  if p.length_buckets < 0:
+    raise ValueError(f"--length_buckets must be 0 or more, got "
+                     f"{p.length_buckets}")
   from albert_tf.training import runtime  # pylint: disable=g-import-not-at-top
-  runtime.canonical_precision(p.mixed_precision)
+  if p.mixed_precision != runtime.AUTO:
+    runtime.canonical_precision(p.mixed_precision)
+
+
+def _resolve_auto(p: Params) -> Params:
+  """p with --mixed_precision=auto decided (`runtime.auto_precision`; a run
+  being resumed keeps the precision its fingerprint records) and
+  --length_buckets off where shapes must be static; each said in a line."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.training import output_dir
+  from albert_tf.training import runtime
+  if p.mixed_precision == runtime.AUTO:
+    recorded = None if p.overwrite else output_dir.recorded_precision(
+        p.output_dir)
+    if recorded:
+      precision, why = recorded, f"as the run in --output_dir={p.output_dir}"
+    else:
+      tpu = p.use_tpu or p.distribution_strategy == "tpu"
+      precision, why = runtime.auto_precision(tpu=tpu)
+    logging.info("--mixed_precision=auto: %s (%s)", precision, why)
+    p = dataclasses.replace(p, mixed_precision=precision)
+  if p.length_buckets > 1 and (p.use_tpu or p.distribution_strategy == "tpu"):
+    logging.warning("--length_buckets=%d ignored: a TPU compiles one static "
+                    "sequence length", p.length_buckets)
+    p = dataclasses.replace(p, length_buckets=0)
+  return p
 
 
 def trainer_settings(p: Params):
@@ -217,6 +254,29 @@ def trainer_settings(p: Params):
       weight_decay=optimization.WEIGHT_DECAY)
 
 
+def _with_mfu(settings, p: Params, config, train_files):
+  """settings with the tokens of an average record (its real ones, from
+  the first records) and the FLOPs of training on them over this machine's
+  matmul peak in the compute dtype (measured now, about a second): the
+  tokens/s and MFU of the logs (`training.throughput`)."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.training import throughput
+  length, sampled = throughput.mean_length(train_files, p.max_seq_length,
+                                           p.max_predictions_per_seq)
+  flops = throughput.pretraining_flops(config, length,
+                                       p.max_predictions_per_seq)
+  dtype = {"bfloat16": "bfloat16", "float16": "float16"}.get(
+      p.mixed_precision, "float32")
+  peak = throughput.matmul_peak(dtype, repeats=3)
+  logging.info("tokens/s and MFU in the logs count real tokens: %.1f of %d "
+               "per record (the first %d records), %.3g GFLOP of matmuls per "
+               "example (forward and backward), over a %s matmul peak of "
+               "%.0f GFLOP/s measured on this machine", length,
+               p.max_seq_length, sampled, flops / 1e9, dtype, peak / 1e9)
+  return dataclasses.replace(settings, seq_length=length,
+                             flops_per_example=flops, peak_flops=peak)
+
+
 def run(p: Params) -> Dict[str, float]:
   """Trains and/or evaluates as the flags say; returns the last metrics.
 
@@ -224,6 +284,7 @@ def run(p: Params) -> Dict[str, float]:
   The global Keras dtype policy is restored on return.
   """
   _check_params(p)
+  p = _resolve_auto(p)
   from albert_tf.training import runtime  # pylint: disable=g-import-not-at-top
   with runtime.dtype_policy(p.mixed_precision):
     return _run(p)
@@ -254,6 +315,8 @@ def _run(p: Params) -> Dict[str, float]:
   resolution.check_seq_length(p.max_seq_length, config)
   train_files, eval_files, skipped_report = _check_inputs(p)
   settings = trainer_settings(p)
+  if p.do_train and chief:
+    settings = _with_mfu(settings, p, config, train_files)
   fingerprint = output_dir.make_fingerprint(
       "pretraining", config, tokenizer,
       settings.optimizer_fingerprint() if p.do_train else None,
@@ -287,7 +350,8 @@ def _run(p: Params) -> Dict[str, float]:
         eval_batch_size=p.eval_batch_size, max_eval_steps=p.max_eval_steps,
         seed=p.seed, shuffle_buffer_size=p.shuffle_buffer_size,
         skip_corrupt_records=p.skip_corrupt_records,
-        sentence_order_weight=p.sentence_order_loss_weight)
+        sentence_order_weight=p.sentence_order_loss_weight,
+        length_buckets=p.length_buckets)
     if chief:
       task.record().write_beside(p.output_dir)  # task_record.json
     trainer = Trainer(task, config, settings, strategy)

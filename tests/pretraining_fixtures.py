@@ -67,4 +67,7 @@ def tiny_argv(tmp_path, *extra, num_files=2, records=32):
           "--log_steps=1", "--learning_rate=0.01", "--max_eval_steps=2",
           # Bare records written here, not by data prep: read as records
           # written elsewhere (one warning), no flag needed.
+          # float32 on every CPU kind (the default, auto, is bfloat16 on a
+          # CPU with bf16 units): the same numbers on every test machine.
+          "--mixed_precision=none",
           *extra]

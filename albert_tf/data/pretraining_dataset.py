@@ -73,7 +73,8 @@ def make_dataset(files: Sequence[str],
                  skip_corrupt_records: bool = False,
                  input_context: Optional[tf.distribute.InputContext] = None,
                  drop_remainder: Optional[bool] = None,
-                 max_batches: Optional[int] = None
+                 max_batches: Optional[int] = None,
+                 length_buckets: int = 0
                  ) -> tf.data.Dataset:
   """The tf.data pipeline for one input pipeline (one worker).
 
@@ -95,6 +96,10 @@ def make_dataset(files: Sequence[str],
       unless static shapes are required (TPU).
     max_batches: stop after this many batches (eval's max_eval_steps: set on
       the data, it holds whatever steps_per_execution Keras runs with).
+    length_buckets: training only, when > 1: each batch holds examples of
+      one length bucket (`group_by_length`) and is cut to that bucket's
+      width, so short texts are not padded to max_seq_length. The batches
+      then have a dynamic sequence length (not for TPUs or XLA).
   """
   if drop_remainder is None:
     drop_remainder = is_training
@@ -134,7 +139,16 @@ def make_dataset(files: Sequence[str],
   if shuffle:
     dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
   decode = lambda s: decode_record(s, max_seq_length, max_predictions_per_seq)
-  if skip_corrupt_records:  # parse one by one so that one bad record is skipped
+  if is_training and length_buckets > 1:
+    if skip_corrupt_records:
+      dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+      dataset = dataset.ignore_errors()
+    else:
+      dataset = dataset.batch(256).map(
+          decode, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    dataset = group_by_length(dataset, batch_size, max_seq_length,
+                              length_buckets, drop_remainder)
+  elif skip_corrupt_records:  # parse one by one: one bad record is skipped
     dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.ignore_errors().batch(batch_size,
                                             drop_remainder=drop_remainder)
@@ -149,6 +163,49 @@ def make_dataset(files: Sequence[str],
       tf.data.experimental.AutoShardPolicy.OFF)
   dataset = dataset.with_options(options)
   return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def bucket_widths(max_seq_length: int, length_buckets: int):
+  """The widths batches are cut to: max_seq_length split in length_buckets
+  equal steps, rounded up to a multiple of 8 (the last is max_seq_length)."""
+  step = -(-max_seq_length // length_buckets)
+  step = -(-step // 8) * 8
+  widths = sorted({min(step * (i + 1), max_seq_length)
+                   for i in range(length_buckets)})
+  return widths
+
+
+def group_by_length(dataset: tf.data.Dataset, batch_size: int,
+                    max_seq_length: int, length_buckets: int,
+                    drop_remainder: bool = True) -> tf.data.Dataset:
+  """Batches of examples whose length (the input_mask's sum) falls in one
+  bucket, each cut to its bucket's width (`bucket_widths`).
+
+  Only padding is cut: masked_lm_positions index real tokens, which lie
+  before the length, and the features of the masked positions and the
+  sentence-order label are per example, not per position. The examples
+  keep the order they arrive in within a bucket; a batch is formed when its
+  bucket has batch_size examples (tf.data's group_by_window), so shuffling
+  before this mixes the buckets as it mixed the stream.
+  """
+  widths = tf.constant(bucket_widths(max_seq_length, length_buckets),
+                       tf.int32)
+  by_position = set(F.SEQUENCE_FEATURES)
+
+  def bucket(features):
+    length = tf.reduce_sum(tf.cast(features[F.INPUT_MASK], tf.int32))
+    return tf.cast(tf.searchsorted(widths, [length])[0], tf.int64)
+
+  def cut(features, width):
+    return {name: value[:, :width] if name in by_position else value
+            for name, value in features.items()}
+
+  def batch(key, window):
+    width = widths[tf.minimum(tf.cast(key, tf.int32), len(widths) - 1)]
+    return window.batch(batch_size, drop_remainder=drop_remainder).map(
+        lambda features: cut(features, width))
+
+  return dataset.group_by_window(bucket, batch, window_size=batch_size)
 
 
 def make_distributed_dataset(strategy: tf.distribute.Strategy,

@@ -55,8 +55,9 @@ class PretrainingTask(Task):
                eval_batch_size: int = 64, max_eval_steps: int = 100,
                seed: int = 12345, shuffle_buffer_size: int = 1000,
                skip_corrupt_records: bool = False,
-               sentence_order_weight: float = 1.0):
+               sentence_order_weight: float = 1.0, length_buckets: int = 0):
     self.sentence_order_weight = sentence_order_weight
+    self.length_buckets = length_buckets
     self.train_files = train_files
     self.eval_files = eval_files
     self.eval_batch_size = eval_batch_size
@@ -77,7 +78,8 @@ class PretrainingTask(Task):
       return pretraining_dataset.make_distributed_dataset(
           strategy, self.train_files, global_batch_size, is_training=True,
           seed=self.seed + start_step,
-          shuffle_buffer_size=self.shuffle_buffer_size, **self.data_kwargs)
+          shuffle_buffer_size=self.shuffle_buffer_size,
+          length_buckets=self.length_buckets, **self.data_kwargs)
     # TPUs need static shapes: there the last partial batch is dropped.
     # max_eval_steps limits the data, not `evaluate(steps=)`: Keras runs
     # whole steps_per_execution chunks, so steps=8 with 10 steps per call

@@ -68,10 +68,13 @@ class MetricsLogger(keras.callbacks.Callback):
 
   def __init__(self, output_dir: str, schedule, *, log_steps: int,
                batch_size: int, num_train_steps: int, seq_length: int = 0,
-               write: bool = True, show: bool = True):
-    """`seq_length` (when not 0) adds tokens/s; only `write` writes files;
-    `show`: log a progress line at each record (off where Keras's progress
-    bar already shows the run: one display, not two)."""
+               write: bool = True, show: bool = True,
+               flops_per_example: float = 0.0, peak_flops: float = 0.0):
+    """`seq_length` (when not 0) adds tokens/s; `flops_per_example` and
+    `peak_flops` (FLOP/s; both set) add "mfu" (`training.throughput`);
+    only `write` writes files; `show`: log a progress line at each record
+    (off where Keras's progress bar already shows the run: one display,
+    not two)."""
     super().__init__()
     self.show = show
     self.schedule = schedule
@@ -79,6 +82,8 @@ class MetricsLogger(keras.callbacks.Callback):
     self.batch_size = batch_size
     self.num_train_steps = num_train_steps
     self.seq_length = seq_length
+    self.flops_per_example = flops_per_example
+    self.peak_flops = peak_flops
     self.write = write
     self.jsonl_path = os.path.join(output_dir, TRAIN_LOG)
     self.writer = (tf.summary.create_file_writer(
@@ -128,15 +133,19 @@ class MetricsLogger(keras.callbacks.Callback):
     if self.seq_length:
       record["tokens_per_second"] = (record["examples_per_second"] *
                                      self.seq_length)
+    if self.flops_per_example and self.peak_flops:
+      record["mfu"] = (record["examples_per_second"] *
+                       self.flops_per_example / self.peak_flops)
     record["time"] = now
     self._last_step, self._last_time = step, now
     total = self.num_train_steps
     eta = (now - self._start) / max(step - self._start_step, 1) * (total - step)
     if self.show:
-      logging.info("step %d/%d (%.0f%%) loss %.4f, %.1f examples/s, ETA %s",
+      mfu = f", MFU {record['mfu']:.0%}" if "mfu" in record else ""
+      logging.info("step %d/%d (%.0f%%) loss %.4f, %.1f examples/s%s, ETA %s",
                    step, total, 100 * step / total,
                    record.get("loss", math.nan), record["examples_per_second"],
-                   datetime.timedelta(seconds=round(eta)))
+                   mfu, datetime.timedelta(seconds=round(eta)))
     if not self.write:
       return
     write_scalars(self.writer, step, {k: v for k, v in record.items()

@@ -145,6 +145,18 @@ def _with_update_rule(fingerprint: dict) -> dict:
   return fingerprint
 
 
+def recorded_precision(output_dir: str) -> Optional[str]:
+  """The mixed_precision a training run in output_dir was started with
+  (its run_fingerprint.json), or None (no run, no record, unreadable)."""
+  path = os.path.join(output_dir, FINGERPRINT_FILE)
+  try:
+    if not tf.io.gfile.exists(path):
+      return None
+    return _read_fingerprint(path).get("mixed_precision")
+  except (RunConfigError, tf.errors.OpError, AttributeError):
+    return None
+
+
 def _read_fingerprint(path: str) -> dict:
   with tf.io.gfile.GFile(path, "r") as f:
     text = f.read()

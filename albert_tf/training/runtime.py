@@ -3,6 +3,7 @@
 * `canonical_precision` / `dtype_policy`: --mixed_precision takes
   none|bfloat16|float16 everywhere; the Keras policy names (float32,
   mixed_bfloat16, mixed_float16) are accepted as aliases.
+  `auto_precision` decides run_pretraining's --mixed_precision=auto.
 * `make_strategy` / `is_chief`: --distribution_strategy
   (`options.StrategySettings` defines that flag, --tpu, --num_gpus and the
   original TPU flags once for the training commands, without TF).
@@ -50,6 +51,43 @@ def canonical_precision(name: Optional[str]) -> str:
         f"--mixed_precision must be one of {', '.join(PRECISIONS)} (or "
         f"{', '.join(k for k in _PRECISION_ALIASES if k)}), got {name!r}")
   return value
+
+
+AUTO = "auto"
+
+
+def cpu_bf16_units(path: str = "/proc/cpuinfo") -> List[str]:
+  """The CPU's bfloat16 matmul units by their /proc/cpuinfo flag
+  (amx_bf16: Intel AMX tiles; avx512_bf16: AVX-512 BF16 dot products);
+  [] when it has none or the file cannot be read."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      words = next((line.split() for line in f
+                    if line.startswith("flags")), [])
+  except OSError:
+    return []
+  return [name for name in ("amx_bf16", "avx512_bf16") if name in words]
+
+
+def auto_precision(tpu: bool = False, gpus: Optional[int] = None,
+                   cpuinfo: str = "/proc/cpuinfo") -> Tuple[str, str]:
+  """(precision, why) for --mixed_precision=auto: bfloat16 on a TPU and on
+  a CPU with bf16 units (where a bf16 matmul runs about twice the float32
+  rate), none on a GPU (float16 or bfloat16 is the user's choice there:
+  float16 needs loss scaling, bfloat16 an Ampere or later) and on a CPU
+  without them (bf16 is emulated there, slower than float32)."""
+  if tpu:
+    return "bfloat16", "a TPU"
+  if gpus is None:
+    gpus = len(tf.config.list_physical_devices("GPU"))
+  if gpus:
+    return "none", (f"{gpus} GPU(s): pass --mixed_precision=float16 or "
+                    "bfloat16 to use their half-precision units")
+  units = cpu_bf16_units(cpuinfo)
+  if units:
+    return "bfloat16", f"this CPU has bf16 units ({', '.join(units)})"
+  return "none", ("this CPU has no bf16 units (no amx_bf16 or avx512_bf16 "
+                  "in /proc/cpuinfo): bf16 would be emulated, slower")
 
 
 @contextlib.contextmanager

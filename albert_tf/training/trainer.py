@@ -67,7 +67,9 @@ class TrainerSettings:
   log_steps: int = 100
   eval_at_checkpoints: bool = False
   jit_compile: bool = False
-  seq_length: int = 0            # for tokens/s in the logs
+  seq_length: float = 0          # tokens per example, for tokens/s
+  flops_per_example: float = 0.0  # with peak_flops (FLOP/s): MFU in the logs
+  peak_flops: float = 0.0
   optimizer: str = "lamb"
   learning_rate: float = 0.00176
   num_warmup_steps: int = 0
@@ -303,7 +305,8 @@ class Trainer:
         callbacks.MetricsLogger(
             self.output_dir, self.schedule, log_steps=log_steps,
             batch_size=s.train_batch_size, num_train_steps=s.num_train_steps,
-            seq_length=s.seq_length, write=self.chief, show=not bar),
+            seq_length=s.seq_length, write=self.chief, show=not bar,
+            flops_per_example=s.flops_per_example, peak_flops=s.peak_flops),
         callbacks.CheckpointSaver(
             self.manager, schedule=self.schedule, on_save=(
                 lambda step: self.evaluate()) if s.eval_at_checkpoints
