@@ -1,0 +1,118 @@
+r"""The demo's pretraining stage, today's settings against the CPU fast path.
+
+    python -m benchmarks.pretrain_fast_path                 # make demo first
+    python -m benchmarks.pretrain_fast_path --steps=600     # a shorter budget
+
+Runs `python -m albert_tf.run_pretraining` with the demo's flagfile on the
+demo's records (demo_output/tfrecords: People's Daily + reviews, held-out
+documents for eval) three times, one after the other, on the same machine:
+
+  float32       --mixed_precision=none --length_buckets=0 (the flagfile of
+                before the fast path);
+  fast          --mixed_precision=auto --length_buckets=4 (the flagfile now);
+  float32 seed2 the first with another --seed: how far two float32 runs
+                differ, the noise the fast path's curve is compared with.
+
+For each: wall time of the command, median examples/s and real tokens/s
+(train_log.jsonl), held-out MLM and SOP accuracy at every checkpoint
+(eval_log.jsonl), and the largest gap between its train-loss curve and the
+first run's. Written to stdout and benchmarks/results/pretrain_fast_path.json.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+from benchmarks import common
+
+FLAGS = "configs/pretrain_albert_tiny_zh_demo.flags"
+RUNS = {
+    "float32": ["--mixed_precision=none", "--length_buckets=0"],
+    "fast": ["--mixed_precision=auto", "--length_buckets=4"],
+    "float32 seed2": ["--mixed_precision=none", "--length_buckets=0",
+                      "--seed=2"],
+}
+
+
+def _read_jsonl(path):
+  with open(path, encoding="utf-8") as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def run(name, extra, args, work):
+  out = os.path.join(work, name.replace(" ", "_"))
+  shutil.rmtree(out, ignore_errors=True)
+  records = args.records
+  command = [
+      sys.executable, "-m", "albert_tf.run_pretraining", f"--flagfile={FLAGS}",
+      f"--spm_model_file={args.spm_model_file}",
+      f"--input_file={records}/train/*.tfrecord,{records}/reviews/*.tfrecord",
+      f"--eval_input_file={records}/heldout/*.tfrecord",
+      f"--output_dir={out}", f"--num_train_steps={args.steps}",
+      f"--num_warmup_steps={max(1, args.steps // 10)}",
+      f"--save_checkpoints_steps={max(1, args.steps // 5)}", *extra]
+  start = time.perf_counter()
+  with open(out + ".log", "w", encoding="utf-8") as log:
+    subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT,
+                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  wall = time.perf_counter() - start
+  train = _read_jsonl(os.path.join(out, "train_log.jsonl"))
+  evals = _read_jsonl(os.path.join(out, "eval_log.jsonl"))
+  steady = train[1:] or train
+  return {
+      "flags": extra, "wall_seconds": round(wall, 1),
+      "examples_per_second": round(statistics.median(
+          r["examples_per_second"] for r in steady), 1),
+      "real_tokens_per_second": round(statistics.median(
+          r["tokens_per_second"] for r in steady)),
+      "mfu": round(statistics.median(r.get("mfu", 0) for r in steady), 3),
+      "loss_curve": {r["step"]: round(r["loss"], 4) for r in train},
+      "heldout": {r["global_step"]: {k: round(r[k], 4) for k in (
+          "masked_lm_accuracy", "sentence_order_accuracy")} for r in evals},
+  }
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--records", default="demo_output/tfrecords")
+  parser.add_argument("--spm_model_file", default="demo_output/vocab/spm.model")
+  parser.add_argument("--steps", type=int, default=3000)
+  parser.add_argument("--work", default="/tmp/albert_tf_fast_path")
+  parser.add_argument("--out", default="benchmarks/results/"
+                      "pretrain_fast_path.json")
+  args = parser.parse_args()
+  if not os.path.isdir(os.path.join(args.records, "heldout")):
+    sys.exit(f"error: --records={args.records} has no heldout/: run "
+             "`make demo` first (its tfrecords stage)")
+  os.makedirs(args.work, exist_ok=True)
+  results = {"machine": common.machine(), "steps": args.steps, "runs": {}}
+  for name, extra in RUNS.items():
+    results["runs"][name] = run(name, extra, args, args.work)
+    r = results["runs"][name]
+    print(f"{name:14s} wall {r['wall_seconds']:7.1f} s  "
+          f"{r['examples_per_second']:6.1f} ex/s  "
+          f"{r['real_tokens_per_second']:6d} real tokens/s  MFU {r['mfu']:.2f}"
+          f"  held-out MLM {list(r['heldout'].values())[-1]}", flush=True)
+  base = results["runs"]["float32"]
+  for name, r in results["runs"].items():
+    common_steps = set(r["loss_curve"]) & set(base["loss_curve"])
+    r["largest_loss_gap_to_float32"] = round(max(
+        abs(r["loss_curve"][s] - base["loss_curve"][s])
+        for s in common_steps), 4)
+    r["speed_vs_float32"] = round(
+        r["examples_per_second"] / base["examples_per_second"], 2)
+    print(f"{name:14s} {r['speed_vs_float32']:.2f}x examples/s, largest "
+          f"train-loss gap to float32 {r['largest_loss_gap_to_float32']}")
+  os.makedirs(os.path.dirname(args.out), exist_ok=True)
+  with open(args.out + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(results, f, indent=2)
+  os.replace(args.out + ".tmp", args.out)
+
+
+if __name__ == "__main__":
+  main()
