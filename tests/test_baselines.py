@@ -175,6 +175,14 @@ def test_run_ner_reports_all_o_and_the_dictionary(ner_data, tmp_path,
           if r.getMessage().startswith("dev entity_f1")]
   assert said == [f"dev entity_f1 {result['eval']['entity_f1']:.3f} (all_o "
                   "0.000, dictionary 0.857): below the baseline"]
+  # An eval-only run (the train file read, not encoded) fits the same one.
+  run_ner.run(task_name="conll", data_dir=str(ner_data),
+              output_dir=str(tmp_path / "eval"),
+              init_checkpoint=str(tmp_path / "out"), do_train=False,
+              do_eval=True)
+  again = json.loads((tmp_path / "eval" / "eval_results.json").read_text())
+  assert again["baseline_dictionary_entity_f1"] == pytest.approx(6 / 7)
+  assert "test_baseline_dictionary_entity_f1" not in again
 
 
 def test_run_ner_nobaseline_turns_it_off(ner_data, tmp_path):

@@ -354,8 +354,9 @@ class SpanQATask(Task):
       # Read, not windowed, when the run did not train: no tokenizing.
       train = (self._splits[key][0] if key in self._splits else
                squad.read_squad(path, self.version_2_with_negative, True))
+      examples = train.examples[:self.max_examples["train"] or None]
       length = baselines.answer_words(
-          [text for e in train.examples for text, _ in e.answers[:1]])
+          [text for e in examples for text, _ in e.answers[:1]])
     out = {}
     for split in splits:
       if not self.has_answers(split):
