@@ -21,7 +21,7 @@ from albert_tf.data.tokenization import file_sha256
 from albert_tf.features import (MANIFEST_FILE, MANIFEST_FORMAT,
                                 MANIFEST_VERSION, SHARD_PREFIX, SHARD_SUFFIX,
                                 SUCCESS_FILE, SUMMARY_FILE, TEMP_PREFIX)
-from data_prep.reading import SKIP_REASONS, input_sizes
+from data_prep.reading import MAX_PLACES, SKIP_REASONS, input_sizes
 
 
 def shard_name(output_dir, index, num_shards):
@@ -87,6 +87,14 @@ def merge_input_reports(reports):
     into["over_max_sentences"] += report["over_max_sentences"]
     into["max_sentences"] = max(into["max_sentences"], report["max_sentences"])
     into["error"] = into["error"] or report["error"]
+    spaces = report.get("whitespace_lines") or {}
+    if spaces.get("count"):
+      total = into.setdefault("whitespace_lines", {"count": 0, "places": []})
+      total["count"] += spaces["count"]
+      # The first lines of the file (ranges arrive in any order).
+      total["places"] = sorted(
+          total["places"] + spaces["places"],
+          key=lambda p: int(p.rsplit(":", 1)[1]))[:MAX_PLACES]
   return {path: merged[path] for path in sorted(merged)}
 
 

@@ -213,6 +213,15 @@ def _log_input_warnings(summary, max_sentences_per_document):
           "--skip_bad_inputs: %s is truncated or corrupt (%s): kept its %d "
           "complete documents before the damage, skipped the rest (listed "
           "in the manifest)", path, report["error"], report["documents"])
+  spaces = [r["whitespace_lines"] for r in inputs.values()
+            if r.get("whitespace_lines")]
+  if spaces:
+    _LOGGER.warning(
+        "%d line(s) of whitespace only were read as blank lines, each "
+        "ending a document (first at %s): remove the whitespace, or the "
+        "line if the document goes on after it",
+        sum(s["count"] for s in spaces), ", ".join(
+            [p for s in spaces for p in s["places"]][:reading.MAX_PLACES]))
   over = summary.get("documents_over_max_sentences", 0)
   if over:
     longest = max(inputs, key=lambda p: inputs[p]["max_sentences"])

@@ -322,27 +322,59 @@ def check_inputs_respond(paths, timeout_secs):
   input_timeout.with_input_timeout(probe, timeout_secs)
 
 
-def read_raw_documents(path, max_line_bytes, start=0, end=None):
+def _lines_before(path, offset):
+  """How many lines of the file end before byte `offset`."""
+  count = 0
+  with _open_input(path) as f:
+    while offset > 0:
+      chunk = f.read(min(_READ_CHUNK_BYTES, offset))
+      if not chunk:
+        break
+      count += chunk.count(b"\n")
+      offset -= len(chunk)
+  return count
+
+
+# Whitespace-only lines named in the warning (the rest are counted).
+MAX_PLACES = 3
+
+
+def read_raw_documents(path, max_line_bytes, start=0, end=None,
+                       whitespace_lines=None):
   """Yields (lines: tuple of bytes, has_long_line: bool) per document.
 
   Reads bytes [start, end) of the file (end None: to its end); `start` must
   be 0 or a document start from `plan_reads`. A compressed file that turns
   out truncated or corrupt raises BadInputError after its last complete
   document (the partial one being read is dropped).
+
+  A line of whitespace only ends a document as a blank line does (it looks
+  like one). One that ends a document is counted in `whitespace_lines`,
+  when given, a dict {"count": n, "places": ["path:line", ... the first
+  MAX_PLACES]} (1-based line numbers of the file), for the warning.
   """
   lines, long_line = [], False
   compressed = _is_compressed(path)
+  first_line = None  # of the range, counted at the first such line
   try:
     with _open_input(path) as f:
       if start:
         f.seek(start)
       limit = None if end is None else end - start
-      for line, too_long in iter_lines(f, max_line_bytes, limit):
+      for number, (line, too_long) in enumerate(
+          iter_lines(f, max_line_bytes, limit)):
         if too_long:
           long_line = True
         elif line.strip():
           lines.append(line)
         elif lines or long_line:
+          if line and whitespace_lines is not None:
+            whitespace_lines["count"] = whitespace_lines.get("count", 0) + 1
+            places = whitespace_lines.setdefault("places", [])
+            if len(places) < MAX_PLACES:
+              if first_line is None:
+                first_line = 1 + (_lines_before(path, start) if start else 0)
+              places.append(f"{path}:{first_line + number}")
           yield tuple(lines), long_line
           lines, long_line = [], False
   except _DECOMPRESSION_ERRORS as e:

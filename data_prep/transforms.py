@@ -122,10 +122,11 @@ class ReadDocumentsFn(beam.DoFn):
   def process(self, read_range):
     path, start, end = read_range
     report = {"documents": 0, "over_max_sentences": 0, "max_sentences": 0,
-              "error": None}
+              "error": None, "whitespace_lines": {}}
     try:
       for raw_document in reading.read_raw_documents(
-          path, self._max_line_bytes, start, end):
+          path, self._max_line_bytes, start, end,
+          whitespace_lines=report["whitespace_lines"]):
         sentences = len(raw_document[0])
         report["documents"] += 1
         report["max_sentences"] = max(report["max_sentences"], sentences)

@@ -11,6 +11,7 @@ import bz2
 import glob
 import gzip
 import json
+import logging
 import lzma
 import os
 import zlib
@@ -22,6 +23,7 @@ import zstandard
 from albert_tf import features as F
 from albert_tf.data import tokenization
 from data_prep import instances as inst
+from data_prep import outputs
 from data_prep import pipeline
 from data_prep import reading
 from data_prep import transforms
@@ -295,6 +297,60 @@ def test_byte_ranges_read_the_same_documents_as_the_whole_file(tmp_path,
   with gzip.open(gz, "wb") as f:
     f.write(path.read_bytes())
   assert reading.plan_reads([str(gz)], 50) == [(str(gz), 0, None)]
+
+
+# Lines 3 and 8 hold only whitespace inside a document and end it; line 6
+# follows a blank line (no document open), line 11 is CRLF's empty line.
+WHITESPACE_LINES = b"a1\na2\n  \nb1\n\n \t\nc1\n\t\nc2\nd1\r\n\r\ne1\n"
+
+
+def test_whitespace_only_lines_end_documents_counted_with_their_lines(
+    tmp_path):
+  path = tmp_path / "spaces.txt"
+  path.write_bytes(WHITESPACE_LINES)
+  found = {}
+  documents = [d for d, _ in reading.read_raw_documents(
+      str(path), 200, whitespace_lines=found)]
+  assert documents == [(b"a1", b"a2"), (b"b1",), (b"c1",), (b"c2", b"d1"),
+                       (b"e1",)]
+  assert found == {"count": 2, "places": [f"{path}:3", f"{path}:8"]}
+  # Cut at the blank lines 5 and 11: the ranges after the first count the
+  # file's lines before them.
+  ranges = reading.plan_reads([str(path)], 1)
+  assert [start for _, start, _ in ranges] == [
+      0, WHITESPACE_LINES.index(b" \t"), WHITESPACE_LINES.index(b"e1")]
+  reports = []
+  for p, start, end in ranges:
+    found = {}
+    list(reading.read_raw_documents(p, 200, start, end,
+                                    whitespace_lines=found))
+    reports.append((p, {"documents": 0, "over_max_sentences": 0,
+                        "max_sentences": 0, "error": None,
+                        "whitespace_lines": found}))
+  merged = outputs.merge_input_reports(reversed(reports))
+  assert merged[str(path)]["whitespace_lines"] == {
+      "count": 2, "places": [f"{path}:3", f"{path}:8"]}
+
+
+def test_whitespace_only_lines_are_one_warning_of_the_pipeline(
+    spm_model, tmp_path, caplog):  # pylint: disable=redefined-outer-name
+  path = tmp_path / "corpus.txt"
+  sentences = ["江泽民主席发表讲话。", "北京今天天气很好。", "我们在上海开会。"]
+  text = "\n\n".join("\n".join(sentences) for _ in range(6))
+  # Two whitespace-only lines inside documents 2 and 5 (lines 6 and 18).
+  lines = text.split("\n")
+  lines[5] = "   "
+  lines[17] = "\t"
+  path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  with caplog.at_level(logging.WARNING):
+    _run(str(path), spm_model, str(tmp_path / "out"),
+         ["--runner=DirectRunner", "--direct_num_workers=1"], split_bytes=40)
+  said = [r.getMessage() for r in caplog.records if "whitespace" in
+          r.getMessage()]
+  assert said == [f"2 line(s) of whitespace only were read as blank lines, "
+                  f"each ending a document (first at {path}:6, {path}:18): "
+                  "remove the whitespace, or the line if the document goes "
+                  "on after it"]
 
 
 def test_iter_lines_bounds_long_lines():

@@ -248,6 +248,16 @@ def doc_commands():
   return found
 
 
+def tflite_snippets():
+  """The Python blocks of saved_models/README.md that run the sentiment
+  .tflite (LiteRT's Interpreter, then TFLiteRunner), in order."""
+  import re  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(ROOT, "saved_models", "README.md"),
+            encoding="utf-8") as f:
+    blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+  return [b for b in blocks if "tflite/sentiment_dynamic.tflite" in b]
+
+
 def _original_checkpoint(directory):
   """A small checkpoint in the original TF1 names at albert_base_v2/."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -344,6 +354,23 @@ def test_doc_commands_run_on_the_demo_outputs(chain, tmp_path):
   assert (tmp_path / "1" / "saved_models" / "sentiment" / "1" /
           "saved_model.pb").exists()
   assert (tmp_path / "1" / "tflite" / "sentiment_int8.tflite").exists()
+
+  # The README's Python snippets for the .tflite, as written, in one script
+  # (the second reuses the first's inputs); both runners give probabilities
+  # of the one review, the same ones.
+  snippets = tflite_snippets()
+  assert len(snippets) == 2
+  proc = subprocess.run(
+      [sys.executable, "-c", snippets[0] + "first = probs\n" + snippets[1] +
+       "import numpy as np\nassert probs.shape == (1, 2), probs.shape\n"
+       "np.testing.assert_allclose(probs, first, atol=1e-6)\n"
+       "np.testing.assert_allclose(probs.sum(), 1.0, atol=1e-5)\n"
+       "print('tflite snippets ok')\n"],
+      cwd=tmp_path / "1", env=dict(os.environ, PYTHONPATH=ROOT,
+                                   TF_CPP_MIN_LOG_LEVEL="2"),
+      capture_output=True, text=True, timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "tflite snippets ok" in proc.stdout
 
 
 def test_reading_stage_scores_and_answer_offsets(chain):

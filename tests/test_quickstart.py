@@ -9,12 +9,20 @@ commands exactly as written, only the corpus (about 1 MB of English text)
 and the TSV (2,000 text-label rows) being the user's, and prints how long
 it took. The exports must load and run either way. If the README changes,
 this test runs the new commands; a command that does not run fails it.
+Step 3 is run once more as its comment says for a pair task
+(`--text_b_column=answer`, into clf_pair), and then the README's Python
+block runs as written on these folders. The fine-tuning prints its
+baselines: `baseline_*` in eval_results.json, and at the small budget (two
+steps) "below the baseline", since the TSV's label is one keyword away for
+TF-IDF (1.0 on dev).
 """
 
 import os
 import pathlib
 import re
 import shlex
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -74,17 +82,42 @@ def write_corpus(root, num_documents=40, seed=0):
 
 
 def write_tsv(root, seed=1, sizes=(("train", 24), ("dev", 8))):
-  """Reviews with text labels: positive ones mention 'bright' or 'summer'."""
+  """Reviews with text labels: positive ones mention 'bright' or 'summer';
+  an answer column (a question about the weather) for the pair run."""
   rng = np.random.default_rng(seed)
   (root / "my_tsv").mkdir()
   for split, n in sizes:
-    rows = ["text\tlabel"]
+    rows = ["text\tlabel\tanswer"]
     for i in range(n):
-      words = list(rng.choice(WORDS[:20], size=6))
+      # Fillers without the keywords: the keyword alone gives the label.
+      words = list(rng.choice([w for w in WORDS[:20] if w not in (
+          "bright", "cold")], size=6))
       words.append("bright summer" if i % 2 else "cold winter")
-      rows.append(f"{' '.join(words)}\t{'positive' if i % 2 else 'negative'}")
+      rows.append(f"{' '.join(words)}\t{'positive' if i % 2 else 'negative'}"
+                  "\tis it warm?")
     (root / "my_tsv" / f"{split}.tsv").write_text("\n".join(rows) + "\n",
                                                   encoding="utf-8")
+
+
+def readme_python_block():
+  """The README's first Python block (albert_tf.load(...).predict)."""
+  text = (REPO / "README.md").read_text(encoding="utf-8")
+  return re.search(r"```python\n(.*?)```", text, re.S).group(1)
+
+
+def _with_results(code):
+  """The code with the value of each top-level expression appended to
+  `results`, printed as one JSON line at the end."""
+  import ast  # pylint: disable=g-import-not-at-top
+  tree = ast.parse(code)
+  for i, node in enumerate(tree.body):
+    if isinstance(node, ast.Expr):
+      collect = ast.parse("results.append(None)").body[0]
+      collect.value.args = [node.value]
+      tree.body[i] = collect
+  return ("results = []\n" + ast.unparse(ast.fix_missing_locations(tree)) +
+          "\nimport json\nprint(json.dumps(results, default=lambda o: o.tolist() "
+          "if hasattr(o, 'tolist') else str(o)))\n")
 
 
 def test_readme_quick_start_block_is_what_this_test_runs():
@@ -112,6 +145,7 @@ def test_quick_start_runs_as_written(tmp_path):
     write_tsv(tmp_path)
   env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2",
              CUDA_VISIBLE_DEVICES="")
+  stderr = {}
   for command in quick_start_commands():
     argv = shlex.split(command)[2:]  # the module and its flags
     # `python -m`, forked from a process that has imported TF for the
@@ -119,6 +153,7 @@ def test_quick_start_runs_as_written(tmp_path):
     proc = cli_runner.run_module(argv + OVERRIDES.get(argv[0], []),
                                  cwd=tmp_path, env=env, timeout=1800)
     assert proc.returncode == 0, (command, proc.stderr[-3000:])
+    stderr[argv[0]] = proc.stderr
     if AS_WRITTEN:
       print(f"{time.time() - start:7.1f} s  {argv[0]}", flush=True)
 
@@ -127,6 +162,40 @@ def test_quick_start_runs_as_written(tmp_path):
   info = json.loads((tmp_path / "clf" / "task_record.json").read_text())
   assert info["label_list"] == ["negative", "positive"]
   assert info["task"] == "classification"
+
+  # The baselines, fitted on my_tsv/train.tsv (12 of each label: the
+  # majority is the first, negative) and scored on dev.tsv (4 of each);
+  # the keyword gives TF-IDF every dev row.
+  results = json.loads((tmp_path / "clf" / "eval_results.json").read_text())
+  if not AS_WRITTEN:
+    assert results["baseline_majority_accuracy"] == 0.5
+    assert results["baseline_tfidf_accuracy"] == 1.0
+    assert results["accuracy"] < 1.0, results  # two steps: cannot beat it
+    assert (f"dev accuracy {results['accuracy']:.3f} (majority 0.500, tfidf "
+            "1.000): below the baseline") in stderr["albert_tf.run_classifier"]
+  assert {"baseline_majority_accuracy", "baseline_tfidf_accuracy"} <= set(
+      results)
+
+  # Step 3 as its comment says for a pair task, then the README's Python.
+  step3 = next(c for c in quick_start_commands() if "run_classifier" in c)
+  assert "add --text_b_column=answer" in (REPO / "README.md").read_text(
+      encoding="utf-8")
+  argv = shlex.split(step3)[2:] + ["--text_b_column=answer",
+                                   "--output_dir=clf_pair"]
+  proc = cli_runner.run_module(argv + OVERRIDES.get(argv[0], []),
+                               cwd=tmp_path, env=env, timeout=1800)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = subprocess.run(
+      [sys.executable, "-c", _with_results(readme_python_block())],
+      cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+      check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  clf, export, pair, fill = json.loads(proc.stdout.splitlines()[-1])
+  for one in (clf, export, pair):
+    assert len(one) == 1 and one[0]["label"] in ("negative", "positive")
+    assert set(one[0]["probabilities"]) == {"negative", "positive"}
+    assert sum(one[0]["probabilities"].values()) == pytest.approx(1, abs=1e-5)
+  assert len(fill) == 1 and fill[0], fill
 
   # The SavedModel serves text; the .tflite runs in LiteRT.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top

@@ -5,7 +5,9 @@ fresh processes: stderr holds no C++ start-up line (CUDA stub, cuInit,
 oneDNN, "All log messages before absl::InitializeLog()") and no INFO line
 from TensorFlow's Python (the SavedModel builder's "Assets written to",
 "Writing fingerprint", the saver's "Sharding callback duration", signature
-names); `--verbose` keeps them.
+names); `--verbose` keeps them. A predict-only fine-tuning run prints no training
+cadence (iterations_per_loop against the checkpoint interval), which a
+training run with the same flags does.
 """
 
 import os
@@ -17,6 +19,7 @@ import sys
 import numpy as np
 
 from albert_tf import run_classifier
+from tests import cli_runner
 from tests.fixtures_data import write_tiny_vocab_and_config
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -66,3 +69,31 @@ def test_export_and_tflite_print_no_tensorflow_lines(tmp_path):
                "--output=clf2.tflite", "--verbose"], tmp_path)
   assert loud.returncode == 0, loud.stderr[-3000:]
   assert [l for l in loud.stderr.splitlines() if _TF_LINE.search(l)]
+
+
+def test_a_predict_only_run_prints_no_training_cadence(tmp_path):
+  write_tiny_vocab_and_config(tmp_path, CHARS)
+  rows = [f"{i % 2}\t{'好' if i % 2 else '差'}很不是" for i in range(8)]
+  for split in ("train", "dev", "test"):
+    (tmp_path / f"{split}.tsv").write_text("\n".join(rows) + "\n",
+                                           encoding="utf-8")
+  flags = ["--task_name=sentiment", f"--data_dir={tmp_path}",
+           f"--vocab_file={tmp_path / 'vocab.txt'}",
+           f"--albert_config_file={tmp_path / 'config.json'}",
+           "--max_seq_length=8", "--train_batch_size=4",
+           "--iterations_per_loop=10", "--nobaseline"]
+  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+  cadence = ("iterations_per_loop=10 does not divide the checkpoint "
+             "intervals [[2, 1]]; using 2 steps per call")
+  train = cli_runner.run_module(
+      ["albert_tf.run_classifier", *flags, f"--output_dir={tmp_path / 'clf'}",
+       "--do_train", "--train_step=2"], cwd=tmp_path, env=env)
+  assert train.returncode == 0, train.stderr[-3000:]
+  assert cadence in train.stderr
+  predict = cli_runner.run_module(
+      ["albert_tf.run_classifier", *flags, f"--output_dir={tmp_path / 'p'}",
+       f"--init_checkpoint={tmp_path / 'clf'}", "--nodo_train",
+       "--do_predict"], cwd=tmp_path, env=env)
+  assert predict.returncode == 0, predict.stderr[-3000:]
+  assert (tmp_path / "p" / "test_results.tsv").exists()
+  assert "iterations_per_loop" not in predict.stderr

@@ -1,20 +1,29 @@
-"""The simplest models a fine-tuned classifier must beat, on the same split.
+"""The simplest models a fine-tuned model must beat, on the same split.
 
-    scores = text_baselines(train_texts, train_labels, [(dev_texts, dev_labels)])
+    ids = tfidf((train_a, train_b, train_ids), [(dev_a, dev_b)])[0]
+    tags = EntityDictionary.fit(train_tokens, train_bio).tag(dev_tokens)
+    text = sliding_window_answer(question, context, answer_words=2)
 
-Two baselines, fitted on the train split in seconds (scikit-learn):
+Classification, fitted on the train split in seconds (scikit-learn):
   * majority: every example gets the train split's most frequent label;
   * tfidf: character 1-3-gram TF-IDF and logistic regression. For a pair
     the two texts are joined by a separator no text holds, and the share of
     text_a's characters found in text_b is one more feature (matching pairs
     overlap: question/answer, paraphrase).
-Both return predicted label ids, which the family scores with its own metric.
-Why here: scikit-learn has the models but no "baseline for this split" rule;
-the numbers sit beside the model's in eval_results.json (`baseline_*`).
+Tagging: all-O (no entity at all) and `EntityDictionary` (every entity
+string of the train split tagged with its most frequent type, longest match
+first). Span QA: `sliding_window_answer`, the sliding-window word-overlap
+baseline of the SQuAD paper (after MCTest's).
+Each returns predictions (label ids, BIO tags, answer texts) that the family
+scores with its own metric. Why here: the libraries have the models but no
+"baseline for this split" rule; the numbers sit beside the model's in
+eval_results.json (`baseline_*`).
 """
 
 import collections
-from typing import List, Optional, Sequence, Tuple
+import re
+import unicodedata
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -82,3 +91,108 @@ def tfidf(train: Tuple[Sequence[str], Sequence[Optional[str]], Sequence[int]],
       z = sparse.hstack([z, extra(a_list, b_list)]).tocsr()
     out.append(model.predict(z).astype(np.int64))
   return out
+
+
+# ------------------------------------------------------------------ tagging
+class EntityDictionary:
+  """Entity strings (token tuples) of a train split -> their most frequent
+  type; `tag` marks the longest known string at each place, left to right."""
+
+  def __init__(self, types: Dict[Tuple[str, ...], str]):
+    self.types = types
+    self.longest = max((len(k) for k in types), default=0)
+
+  @classmethod
+  def fit(cls, sentences: Sequence[Sequence[str]],
+          bio_tags: Sequence[Sequence[str]]) -> "EntityDictionary":
+    """From tokens and their BIO tags (an I-X after O or another type starts
+    an entity, as seqeval reads it); ties: the type first in sorted order."""
+    counts = collections.defaultdict(collections.Counter)
+    for tokens, tags in zip(sentences, bio_tags):
+      start, kind = None, None
+      for i, tag in enumerate(list(tags) + ["O"]):
+        if kind is not None and (tag == "O" or tag.startswith("B-") or
+                                 tag[2:] != kind):
+          counts[tuple(tokens[start:i])][kind] += 1
+          start, kind = None, None
+        if tag != "O" and kind is None:
+          start, kind = i, tag[2:]
+    return cls({words: min(c, key=lambda t: (-c[t], t))
+                for words, c in counts.items()})
+
+  def tag(self, tokens: Sequence[str]) -> List[str]:
+    """BIO tags of one sentence."""
+    tags, i = ["O"] * len(tokens), 0
+    while i < len(tokens):
+      for n in range(min(self.longest, len(tokens) - i), 0, -1):
+        kind = self.types.get(tuple(tokens[i:i + n]))
+        if kind is not None:
+          tags[i:i + n] = [f"B-{kind}"] + [f"I-{kind}"] * (n - 1)
+          i += n
+          break
+      else:
+        i += 1
+    return tags
+
+
+# ------------------------------------------------------------------ span QA
+# Sentence ends: . ! ? followed by a space, and the CJK full stops.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？!?])")
+
+
+def _words(text: str, offset: int = 0) -> List[Tuple[str, int, int]]:
+  """(key, start, end) of each word: whitespace-separated runs, each Han
+  character one word (as CMRC's mixed segmentation cuts Chinese); the key is
+  the word lowercased without punctuation (words that are only punctuation
+  are dropped)."""
+  out = []
+  for match in re.finditer(r"[\u3400-\u4dbf\u4e00-\u9fff]|[^\s\u3400-\u4dbf"
+                           r"\u4e00-\u9fff]+", text):
+    key = "".join(c for c in match.group().lower()
+                  if not unicodedata.category(c).startswith("P"))
+    if key:
+      out.append((key, offset + match.start(), offset + match.end()))
+  return out
+
+
+def _grams(keys: Sequence[str]) -> set:
+  return set(keys) | set(zip(keys, keys[1:]))
+
+
+def sliding_window_answer(question: str, context: str,
+                          answer_words: int) -> str:
+  """The sliding-window baseline of the SQuAD paper (Rajpurkar et al. 2016,
+  after Richardson et al. 2013): every run of `answer_words` words of the
+  context holding no question word is a candidate; it scores the distinct
+  question unigrams and bigrams found among the words of its own sentence
+  within len(question words) of it on either side (itself excluded; the
+  bigrams within each side). The best candidate's text, the first on ties;
+  "" when there is none. Words: `_words` (Han characters one by one)."""
+  q_keys = [k for k, _, _ in _words(question)]
+  q_grams, q_set, reach = _grams(q_keys), set(q_keys), len(q_keys)
+  best, answer = -1, ""
+  offset = 0
+  for sentence in _SENTENCE_END.split(context):
+    offset = context.index(sentence, offset)
+    words = _words(sentence, offset)
+    offset += len(sentence)
+    keys = [k for k, _, _ in words]
+    for i in range(len(words) - answer_words + 1):
+      if q_set & set(keys[i:i + answer_words]):
+        continue
+      left = keys[max(0, i - reach):i]
+      right = keys[i + answer_words:i + answer_words + reach]
+      score = len(q_grams & (_grams(left) | _grams(right)))
+      if score > best:
+        best = score
+        answer = context[words[i][1]:words[i + answer_words - 1][2]]
+  return answer
+
+
+def answer_words(answers: Sequence[str]) -> int:
+  """The most frequent length in words (`_words`) of the answers, the
+  shortest on ties; 1 when there are none."""
+  counts = collections.Counter(len(_words(a)) for a in answers if _words(a))
+  if not counts:
+    return 1
+  return min(counts, key=lambda n: (-counts[n], n))

@@ -96,6 +96,12 @@ class SquadOptions(FinetuneOptions):
                                     lower_bound=1, group="output")
   end_n_top: int = settings.field(F.END_N_TOP, "v2: end beams per start.",
                                   lower_bound=1, group="output")
+  baseline: bool = settings.field(
+      True, "Score the SQuAD paper's sliding-window baseline (the run of "
+      "context words, as long as the train split's most frequent answer, "
+      "whose neighbours share the most words and bigrams with the question) "
+      "on the evaluated splits (eval_results.json's baseline_*; seconds).",
+      group="training")
 
 
 @registry.register_family("span_qa", options=SquadOptions,
@@ -335,6 +341,39 @@ class SpanQATask(Task):
     metrics.update({k: v for k, v in tuned.items() if k.startswith("best_")})
     metrics["null_score_diff_threshold"] = self.null_threshold
     return metrics, thresholded
+
+  def baselines(self, splits):
+    """sliding_window (`data.baselines.sliding_window_answer`, its answer
+    length the train split's most frequent one, else one word), scored by
+    the same official evaluation as the model, for each split of `splits`
+    whose file has answers. v2: it always answers."""
+    from albert_tf.data import baselines  # pylint: disable=g-import-not-at-top
+    length, path = 1, self.files["train"]
+    if path and os.path.exists(path):
+      key = (path, self.max_examples["train"])
+      # Read, not windowed, when the run did not train: no tokenizing.
+      train = (self._splits[key][0] if key in self._splits else
+               squad.read_squad(path, self.version_2_with_negative, True))
+      examples = train.examples[:self.max_examples["train"] or None]
+      length = baselines.answer_words(
+          [text for e in examples for text, _ in e.answers[:1]])
+    out = {}
+    for split in splits:
+      if not self.has_answers(split):
+        continue
+      data = self.load_split(split)[0]
+      predictions = {e.qas_id: baselines.sliding_window_answer(
+          e.question, e.context, length) for e in data.examples}
+      gold = squad_metrics.gold_answers(data.examples)
+      metrics = (squad_metrics.cmrc2018(gold, predictions)
+                 if self.task_name in ("cmrc2018", "drcd") else
+                 squad_metrics.squad_v2(gold, predictions)
+                 if self.version_2_with_negative else
+                 squad_metrics.squad_v1(gold, predictions))
+      out[split] = {"sliding_window": {
+          k: v for k, v in metrics.items()
+          if k in ("exact_match", "exact", "f1")}}
+    return out
 
   def evaluate(self, model, strategy):
     if not self.has_answers("dev"):

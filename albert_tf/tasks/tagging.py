@@ -71,6 +71,11 @@ class NerOptions(FinetuneOptions):
       "Without it such tags are read as conlleval and seqeval read them (an "
       "inside tag that continues no entity starts one), counted, and named "
       "in one warning per file.")
+  baseline: bool = settings.field(
+      True, "Score all-O and a dictionary of the train split's entities "
+      "(each string its most frequent type, longest match first) on the "
+      "evaluated splits (eval_results.json's baseline_*; seconds).",
+      group="training")
 
 
 @registry.register_family("tagging", options=NerOptions, command="albert-ner")
@@ -292,6 +297,36 @@ class TaggingTask(Task):
       self._gold[split] = [conll.to_bio(s, data.scheme)
                            for s in data.sentences]
     return ner_data.entity_metrics(self._gold[split], predicted)
+
+  def baselines(self, splits):
+    """all_o (no entity) and dictionary (`data.baselines.EntityDictionary`
+    fitted on the train split's tags; none without them), scored as the
+    model is, for each split of `splits` that has tags."""
+    from albert_tf.data import baselines  # pylint: disable=g-import-not-at-top
+    keys = ("entity_precision", "entity_recall", "entity_f1",
+            "token_accuracy")
+    dictionary = None
+    if os.path.exists(self.split_file("train")):
+      # Read, not encoded: a predict-only run has no use for the windows.
+      train = (self._splits["train"][0] if "train" in self._splits
+               else self.read_split("train"))
+      if train.has_tags:
+        dictionary = baselines.EntityDictionary.fit(
+            [s.tokens for s in train.sentences],
+            [conll.to_bio(s, train.scheme) for s in train.sentences])
+    out = {}
+    for split in splits:
+      data = self.load_split(split)[0]
+      if not data.has_tags or not data.sentences:
+        continue
+      tokens = [s.tokens for s in data.sentences]
+      predicted = {"all_o": [["O"] * len(t) for t in tokens]}
+      if dictionary is not None:
+        predicted["dictionary"] = [dictionary.tag(t) for t in tokens]
+      out[split] = {name: {k: v for k, v in self._metrics(split, tags).items()
+                           if k in keys}
+                    for name, tags in predicted.items()}
+    return out
 
   def evaluate(self, model, strategy):
     data = self.load_split("dev")[0]

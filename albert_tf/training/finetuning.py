@@ -221,7 +221,10 @@ def trainer_settings(o: FinetuneOptions, task) -> TrainerSettings:
       output_dir=o.output_dir, num_train_steps=max(steps, 1),
       train_batch_size=o.train_batch_size, checkpoint_steps=interval,
       keep_checkpoint_max=o.keep_checkpoint_max,
-      iterations_per_loop=o.iterations_per_loop, log_steps=o.log_every_steps,
+      # An eval- or predict-only run has no training cadence to fit (nor
+      # to warn about).
+      iterations_per_loop=o.iterations_per_loop if o.do_train else 1,
+      log_steps=o.log_every_steps,
       eval_at_checkpoints=o.do_eval, jit_compile=o.jit_compile,
       seq_length=o.max_seq_length, optimizer=o.optimizer,
       learning_rate=o.learning_rate,
