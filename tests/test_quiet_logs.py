@@ -1,7 +1,8 @@
 """A command on a CPU-only machine prints its own lines, not TensorFlow's.
 
-export_saved_model and export_tflite of a tiny fine-tuned classifier, as
-fresh processes: stderr holds no C++ start-up line (CUDA stub, cuInit,
+train_vocab, create_pretraining_data, run_pretraining and run_classifier
+(slow tier), and export_saved_model and export_tflite of a tiny fine-tuned
+classifier, as fresh processes: stderr holds no C++ start-up line (CUDA stub, cuInit,
 oneDNN, "All log messages before absl::InitializeLog()") and no INFO line
 from TensorFlow's Python (the SavedModel builder's "Assets written to",
 "Writing fingerprint", the saver's "Sharding callback duration", signature
@@ -17,6 +18,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from albert_tf import run_classifier
 from tests import cli_runner
@@ -97,3 +99,49 @@ def test_a_predict_only_run_prints_no_training_cadence(tmp_path):
   assert predict.returncode == 0, predict.stderr[-3000:]
   assert (tmp_path / "p" / "test_results.tsv").exists()
   assert "iterations_per_loop" not in predict.stderr
+
+
+def _tf_lines(stderr):
+  return [l for l in stderr.splitlines() if _TF_LINE.search(l)]
+
+
+@pytest.mark.slow
+def test_every_training_and_data_command_prints_no_tensorflow_lines(tmp_path):
+  """train_vocab, create_pretraining_data, run_pretraining and
+  run_classifier as a user runs them (fresh processes, no
+  TF_CPP_MIN_LOG_LEVEL): no CUDA, oneDNN or other TF runtime line."""
+  from tests.pretraining_fixtures import tiny_argv  # pylint: disable=g-import-not-at-top
+  (tmp_path / "pre").mkdir()
+  corpus = tmp_path / "corpus.txt"
+  rng = np.random.default_rng(0)
+  pool = [chr(0x4E00 + i) for i in range(300)]
+  corpus.write_text("".join(
+      "".join(rng.choice(pool, 12)) + "。\n" + "".join(rng.choice(pool, 9))
+      + "。\n\n" for _ in range(80)), encoding="utf-8")
+  runs = {
+      "train_vocab": ["data_prep.train_vocab", f"--input={corpus}",
+                      "--model_prefix=vocab/spm", "--vocab_size=306"],
+      "create_pretraining_data": [
+          "data_prep.create_pretraining_data", f"--input_file={corpus}",
+          "--output_dir=records", "--spm_model_file=vocab/spm.model",
+          "--max_seq_length=16", "--max_predictions_per_seq=2",
+          "--dupe_factor=1", "--num_shards=1"],
+      "run_pretraining": ["albert_tf.run_pretraining",
+                          *tiny_argv(tmp_path / "pre")],
+  }
+  for name, argv in runs.items():
+    proc = _run(argv, tmp_path)
+    assert proc.returncode == 0, (name, proc.stderr[-3000:])
+    assert _tf_lines(proc.stderr) == [], (name, _tf_lines(proc.stderr)[:5])
+  write_tiny_vocab_and_config(tmp_path, CHARS)
+  rows = [f"{i % 2}\t{'好' if i % 2 else '差'}很不是" for i in range(8)]
+  for split in ("train", "dev"):
+    (tmp_path / f"{split}.tsv").write_text("\n".join(rows) + "\n",
+                                           encoding="utf-8")
+  proc = _run(["albert_tf.run_classifier", "--task_name=sentiment",
+               f"--data_dir={tmp_path}", "--vocab_file=vocab.txt",
+               "--albert_config_file=config.json", "--max_seq_length=8",
+               "--train_batch_size=4", "--train_step=2", "--do_train",
+               "--output_dir=clf"], tmp_path)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert _tf_lines(proc.stderr) == [], _tf_lines(proc.stderr)[:5]
