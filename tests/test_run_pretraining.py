@@ -279,9 +279,14 @@ def uninterrupted(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sent, code", [(signal.SIGTERM, 143),
+                                        (signal.SIGINT, 130)],
+                         ids=["SIGTERM", "SIGINT"])
 def test_sigterm_saves_the_current_step_and_the_same_command_resumes(
-    tmp_path, uninterrupted):
-  """A scheduler's SIGTERM between two checkpoints: saved at that step."""
+    tmp_path, uninterrupted, sent, code):
+  """A scheduler's SIGTERM, or a Ctrl-C (SIGINT), between two checkpoints:
+  saved at that step, one line, the signal's exit code; the same command
+  resumes there."""
   argv = tiny_argv(tmp_path, *_KILL_RUN)
   out = tmp_path / "out"
   proc = _start(argv)
@@ -292,11 +297,12 @@ def test_sigterm_saves_the_current_step_and_the_same_command_resumes(
     assert proc.poll() is None, proc.communicate()[1][-2000:]
     assert time.time() < deadline, "no step past 20 within 90 s"
     time.sleep(0.02)
-  proc.send_signal(signal.SIGTERM)
+  proc.send_signal(sent)
   stderr = proc.communicate(timeout=60)[1]
-  assert proc.returncode == 143, stderr[-2000:]
+  assert proc.returncode == code, stderr[-2000:]
+  assert "Traceback" not in stderr, stderr[-2000:]
   errors = [l for l in stderr.splitlines() if l.startswith("error: ")]
-  assert len(errors) == 1 and "stopped by SIGTERM at step " in errors[0]
+  assert len(errors) == 1 and f"stopped by {sent.name} at step " in errors[0]
   saved_step = int(errors[0].split("at step ")[1].split()[0])
   assert 20 < saved_step < 60 and f"ckpt-{saved_step}" in errors[0]
   latest = tf.train.latest_checkpoint(str(out))
