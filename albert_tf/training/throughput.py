@@ -25,16 +25,22 @@ from albert_tf.config import AlbertConfig
 def mean_length(files, max_seq_length: int, max_predictions: int,
                 records: int = 2048):
   """(mean real tokens per record, records read) over the first `records`
-  of files (the input_mask's sum; max_seq_length when none is read)."""
+  of files (the input_mask's sum; max_seq_length when none is read).
+  Stops at an unreadable record: saying what is wrong with it is the
+  training read's job (record_checks, --skip_corrupt_records)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from albert_tf import features as F  # pylint: disable=g-import-not-at-top
   from albert_tf.data import pretraining_dataset  # pylint: disable=g-import-not-at-top
   lengths = []
   dataset = pretraining_dataset.make_dataset(
       files, 256, max_seq_length, max_predictions, is_training=False,
       max_batches=-(-records // 256))
-  for batch in dataset:
-    lengths.extend(np.sum(batch[F.INPUT_MASK].numpy(), axis=1).tolist())
+  try:
+    for batch in dataset:
+      lengths.extend(np.sum(batch[F.INPUT_MASK].numpy(), axis=1).tolist())
+  except tf.errors.OpError:
+    pass
   lengths = lengths[:records]
   if not lengths:
     return float(max_seq_length), 0
