@@ -116,7 +116,9 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
         transforms.build_pipeline(
             p, read_ranges, output_dir, tokenizer, options, dupe_factor,
             num_shards, max_line_bytes, max_sentences_per_document,
-            skip_bad_inputs, input_bytes)))
+            skip_bad_inputs, input_bytes)),
+              lambda: progress_lib.summary_counts(
+                  outputs.read_summary(output_dir), input_bytes))
     summary = outputs.read_summary(output_dir)
     _check_summary(summary, paths, output_dir, max_sentences_per_document)
     outputs.mark_done(output_dir, summary, input_bytes, run_flags,
@@ -148,8 +150,12 @@ _IO_ERROR = re.compile(
     r"NotADirectory)Error): (\[Errno \d+\] [^\n\[]*?)(?: \[while running|\n|$)")
 
 
-def _run_beam(runner, pipeline_options, progress, build):
+def _run_beam(runner, pipeline_options, progress, build,
+              counts_without_metrics=None):
   """Runs the pipeline that build(pipeline) makes, with progress lines.
+
+  counts_without_metrics: () -> the counts of the last line when the runner
+  keeps no Beam metrics (the DaskRunner).
 
   Raises:
     ValueError: one line naming the input file, for a truncated or corrupt
@@ -159,7 +165,7 @@ def _run_beam(runner, pipeline_options, progress, build):
     with progress:
       with beam.Pipeline(runner=runner, options=pipeline_options) as p:
         build(p)
-    progress.log_final(p.result)
+    progress.log_final(p.result, counts_without_metrics)
   except Exception as e:  # pylint: disable=broad-except
     # Runners wrap a worker's exception in their own (often as text only).
     text = _error_text(e)

@@ -11,6 +11,7 @@ worker processes when --direct_num_workers > 1 (see choose_runner).
 import argparse
 import os
 import re
+import socket
 import sys
 
 from apache_beam.options.pipeline_options import DirectOptions
@@ -23,6 +24,10 @@ from data_prep import progress as progress_lib
 # --runner values that mean Beam's local DirectRunner (create_runner's
 # spellings); choose_runner runs them without the PrismRunner attempt.
 _DIRECT_RUNNER_NAMES = ("directrunner", "direct")
+# Runners Beam ships whose short name its create_runner does not know.
+_RUNNER_CLASS_PATHS = {
+    "daskrunner": "apache_beam.runners.dask.dask_runner.DaskRunner",
+}
 
 
 def beam_option_parser():
@@ -46,12 +51,28 @@ def beam_option_names():
   return beam_compat.option_names(beam_option_parser())
 
 
+def _named_runner(pipeline_args):
+  """The --runner value among pipeline_args, or None."""
+  parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+  parser.add_argument("--runner")
+  known, _ = parser.parse_known_args(list(pipeline_args))
+  return known.runner
+
+
 def parse_pipeline_args(pipeline_args):
   """(argparse namespace, arguments that are no Beam pipeline option).
 
+  The --runner named is loaded first: a runner's own options (the
+  DaskRunner's --dask_client_address, ...) are known once its module is
+  imported.
+
   Raises:
-    ValueError: one line naming the option, for a bad value of a Beam option.
+    ValueError: one line naming the option, for a bad value of a Beam option
+      or a runner that cannot be loaded.
   """
+  runner_name = _named_runner(pipeline_args)
+  if runner_name and runner_name.lower() not in _DIRECT_RUNNER_NAMES:
+    _create_runner(runner_name)
   try:
     return beam_option_parser().parse_known_args(list(pipeline_args))
   except argparse.ArgumentError as e:
@@ -124,6 +145,7 @@ def choose_runner(pipeline_args, progress_request_secs=None):
             f"direct_num_workers={direct_options.direct_num_workers}")
   else:
     runner, what = _create_runner(runner_name), runner_name
+    check_scheduler_answers(getattr(known, "address", None))
   description = f"Beam runner: {what}" + (
       f" (picked here: {' '.join(picked)}; give them to choose)" if picked
       else " (as given)")
@@ -135,16 +157,43 @@ def _create_runner(name):
   # runner whose extras are missing fails before the output is created.
   from apache_beam.runners import runner as runner_lib
   try:
-    return runner_lib.create_runner(name)
+    return runner_lib.create_runner(
+        _RUNNER_CLASS_PATHS.get(name.lower(), name))
   except ImportError as e:
     raise ValueError(cli_errors.error_line(
-        f"runner {name!r} cannot be loaded: {e}", "--runner",
-        "install its apache-beam extra")) from e
+        f"runner {name!r} cannot be loaded ({type(e).__name__}: {e})",
+        "--runner", "install its packages: pip install 'albert_tf[data]' "
+        "brings the DaskRunner's (dask[distributed]); other runners need "
+        "their apache-beam extra")) from e
   except ValueError as e:
     raise ValueError(cli_errors.error_line(
         f"unknown runner {name!r}", "--runner",
         "e.g. DirectRunner, PrismRunner, DataflowRunner, FlinkRunner, "
-        "SparkRunner, or a PipelineRunner class path")) from e
+        "SparkRunner, DaskRunner, or a PipelineRunner class path")) from e
+
+
+def check_scheduler_answers(address, timeout_secs=10.0):
+  """Raises a one-line ValueError when nothing listens at the Dask scheduler
+  address of --dask_client_address (HOST:PORT or tcp://HOST:PORT), within
+  timeout_secs; before anything is written, where the DaskRunner's client
+  would wait for it (30 s by default) and fail with a traceback."""
+  if not address:
+    return
+  match = re.fullmatch(r"(?:tcp://)?\[?([^\[\]/]+?)\]?:(\d+)/?", address)
+  if not match:
+    raise ValueError(cli_errors.error_line(
+        f"{address!r} is no HOST:PORT address", "--dask_client_address",
+        "the address `dask scheduler` prints, e.g. tcp://10.0.0.5:8786"))
+  host, port = match.group(1), int(match.group(2))
+  try:
+    socket.create_connection((host, port), timeout=timeout_secs).close()
+  except OSError as e:
+    raise ValueError(cli_errors.error_line(
+        f"no Dask scheduler answers at {address!r} "
+        f"({type(e).__name__}: {e})", "--dask_client_address",
+        "start one (`dask scheduler --port 8786`, then `dask worker "
+        "tcp://HOST:8786` on each machine) or pass the address it prints"
+    )) from e
 
 
 def pipeline_progress(runner, pipeline_options, total_input_bytes,
