@@ -1,0 +1,192 @@
+"""data_prep on Beam's DaskRunner, on a real local dask.distributed cluster.
+
+A `dask scheduler` and two `dask worker` processes (one thread each) on
+127.0.0.1, started and stopped here; the command runs there with
+--runner=DaskRunner --dask_client_address=... and must write what the
+DirectRunner writes: byte-identical shards, the same summary.json (its
+counts: documents read, used, skipped by reason, instances, records per
+shard), _SUCCESS, and the same manifest but for the Beam options of the run.
+SOP and NSP (whose document pool goes through two GroupByKeys) both; that
+test is slow (make test-slow). The two errors of a Dask run that cannot
+start are fast: a scheduler address nobody answers at, and dask missing.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests import cli_runner
+from tests.fixtures_data import pd_corpus, spm_model  # noqa: F401 pylint: disable=unused-import
+
+# Bad documents, one per skip reason checked (blank lines between them).
+BAD_DOCUMENTS = (b"\xff\xfe broken \xc3\x28 utf-8\nsecond line\n\n"
+                 + "这是唯一的一句话。\n\n".encode("utf-8"))
+START_TIMEOUT_SECS = 60
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _stop(procs):
+  for proc in procs:
+    if proc.poll() is None:
+      os.killpg(proc.pid, signal.SIGTERM)
+  for proc in procs:
+    try:
+      proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+      os.killpg(proc.pid, signal.SIGKILL)
+      proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def scheduler(tmp_path_factory):
+  """Address of a scheduler with two single-thread workers; stopped after."""
+  from dask.distributed import Client  # pylint: disable=g-import-not-at-top
+  logs = tmp_path_factory.mktemp("dask_logs")
+  port = _free_port()
+  address = f"127.0.0.1:{port}"
+  env = dict(os.environ, PYTHONPATH=cli_runner.ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+  dask = [sys.executable, "-m", "dask"]
+  commands = [dask + ["scheduler", "--host", "127.0.0.1", "--port", str(port),
+                      "--no-dashboard"]]
+  commands += [dask + ["worker", f"tcp://{address}", "--nthreads", "1",
+                       "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
+                       "--name", f"w{i}"] for i in range(2)]
+  procs = []
+  try:
+    for i, command in enumerate(commands):
+      with open(logs / f"{i}.log", "wb") as log:
+        procs.append(subprocess.Popen(command, env=env, stdout=log,
+                                      stderr=subprocess.STDOUT,
+                                      start_new_session=True))
+    with Client(address, timeout=START_TIMEOUT_SECS) as client:
+      client.wait_for_workers(2, timeout=START_TIMEOUT_SECS)
+      assert len(client.scheduler_info()["workers"]) == 2
+    yield address
+  finally:
+    _stop(procs)
+
+
+def _corpus(pd_corpus, directory):  # pylint: disable=redefined-outer-name
+  path = os.path.join(directory, "corpus.txt")
+  with open(pd_corpus[0], "rb") as f, open(path, "wb") as out:
+    out.write(f.read() + b"\n" + BAD_DOCUMENTS)
+  return path
+
+
+def _run(corpus, spm, output_dir, nsp, beam_args):
+  proc = cli_runner.run_module(
+      ["data_prep.create_pretraining_data", f"--input_file={corpus}",
+       f"--output_dir={output_dir}", f"--spm_model_file={spm}",
+       "--max_seq_length=64", "--max_predictions_per_seq=10",
+       "--dupe_factor=2", "--num_shards=3",
+       f"--random_next_sentence={str(nsp).lower()}"] + beam_args,
+      timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc
+
+
+def _files(directory):
+  found = {}
+  for name in sorted(os.listdir(directory)):
+    with open(os.path.join(directory, name), "rb") as f:
+      found[name] = f.read()
+  return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nsp", [False, True], ids=["sop", "nsp"])
+def test_dask_cluster_writes_what_the_direct_runner_writes(
+    scheduler, pd_corpus, spm_model, tmp_path, nsp):  # pylint: disable=redefined-outer-name
+  corpus = _corpus(pd_corpus, str(tmp_path))
+  direct, dask = str(tmp_path / "direct"), str(tmp_path / "dask")
+  _run(corpus, spm_model, direct, nsp, [])
+  # Four partitions: both workers get read ranges.
+  proc = _run(corpus, spm_model, dask, nsp, [
+      "--runner=DaskRunner", f"--dask_client_address={scheduler}",
+      "--dask_npartitions=4"])
+  direct_files, dask_files = _files(direct), _files(dask)
+  assert sorted(dask_files) == sorted(direct_files) == [
+      "_SUCCESS", "manifest.json", "pretrain-00000-of-00003.tfrecord",
+      "pretrain-00001-of-00003.tfrecord", "pretrain-00002-of-00003.tfrecord",
+      "summary.json"]
+  for name in direct_files:
+    if name != "manifest.json":
+      assert dask_files[name] == direct_files[name], name
+  summary = json.loads(dask_files["summary.json"])
+  # The bad documents appended to the corpus, counted on the workers.
+  assert summary["documents"]["skipped"]["invalid_utf8"] == 1
+  assert summary["documents"]["skipped"]["single_sentence"] >= 1
+  assert summary["documents"]["read"] == (
+      summary["documents"]["used"] + sum(
+          summary["documents"]["skipped"].values()))
+  assert summary["instances"] > 1000
+  direct_manifest = json.loads(direct_files["manifest.json"])
+  dask_manifest = json.loads(dask_files["manifest.json"])
+  assert dask_manifest["flags"].pop("pipeline_args") == [
+      "--runner=DaskRunner", f"--dask_client_address={scheduler}",
+      "--dask_npartitions=4"]
+  assert direct_manifest["flags"].pop("pipeline_args") == []
+  for manifest in (direct_manifest, dask_manifest):
+    manifest["flags"].pop("output_dir", None)
+  assert dask_manifest == direct_manifest
+  assert dask_manifest["records"] == summary["instances"]
+  assert dask_manifest["documents"] == summary["documents"]
+  # The last log line's counts, from summary.json (no Beam metrics there).
+  assert (f"{summary['instances']:,} instances" in proc.stderr
+          and f"{summary['instances']:,} records written" in proc.stderr), (
+              proc.stderr[-2000:])
+
+
+def test_unreachable_scheduler_is_one_line_naming_it(spm_model, pd_corpus,
+                                                     tmp_path):  # pylint: disable=redefined-outer-name
+  address = f"127.0.0.1:{_free_port()}"  # nothing listens there
+  start = time.monotonic()
+  proc = cli_runner.run_module(
+      ["data_prep.create_pretraining_data", f"--input_file={pd_corpus[0]}",
+       f"--output_dir={tmp_path / 'out'}", f"--spm_model_file={spm_model}",
+       "--runner=DaskRunner", f"--dask_client_address={address}"],
+      timeout=120)
+  assert time.monotonic() - start < 60
+  assert proc.returncode != 0
+  lines = proc.stderr.strip().splitlines()
+  assert len(lines) == 1, proc.stderr
+  assert lines[0].startswith(
+      f"error: no Dask scheduler answers at '{address}' ("), lines[0]
+  assert "--dask_client_address (start one (`dask scheduler" in lines[0]
+  assert not (tmp_path / "out").exists()
+
+
+def test_dask_runner_without_dask_is_one_line_naming_the_extra(
+    spm_model, pd_corpus, tmp_path):  # pylint: disable=redefined-outer-name
+  # A fresh interpreter where `import dask` fails, as without the package.
+  code = (
+      "import runpy, sys\n"
+      "sys.modules['dask'] = None\n"
+      "sys.argv = ['create_pretraining_data'] + sys.argv[1:]\n"
+      "runpy.run_module('data_prep.create_pretraining_data', "
+      "run_name='__main__')\n")
+  proc = subprocess.run(
+      [sys.executable, "-c", code, f"--input_file={pd_corpus[0]}",
+       f"--output_dir={tmp_path / 'out'}", f"--spm_model_file={spm_model}",
+       "--runner=DaskRunner", "--dask_client_address=127.0.0.1:8786"],
+      capture_output=True, text=True, timeout=120, cwd=cli_runner.ROOT,
+      env=dict(os.environ, PYTHONPATH=cli_runner.ROOT))
+  assert proc.returncode == 2
+  lines = proc.stderr.strip().splitlines()
+  assert len(lines) == 1, proc.stderr
+  assert lines[0].startswith("error: runner 'DaskRunner' cannot be loaded ("
+                             "ModuleNotFoundError: No module named 'dask"), (
+                                 lines[0])
+  assert "pip install 'albert_tf[data]'" in lines[0]
+  assert not (tmp_path / "out").exists()
