@@ -86,8 +86,8 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
   options = options or instances_lib.InstanceOptions()
   _check_arguments(dupe_factor, num_shards, max_sentences_per_document,
                    progress_interval_secs)
-  pipeline_options, runner, runner_line = runners.choose_runner(
-      pipeline_args, progress_lib.progress_request_secs(progress_interval_secs))
+  # A mistake in a Beam option or the runner first (chosen again below).
+  runners.choose_runner(pipeline_args)
   paths = reading.match_inputs(input_file)
   reading.check_inputs_respond(paths, input_timeout_secs)
   input_bytes = dict(zip(paths, reading.input_sizes(paths)))
@@ -108,6 +108,12 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
     runners.make_workers_find_this_package()
     read_ranges = reading.plan_reads(paths, split_bytes,
                                      list(input_bytes.values()))
+    # Again, now that the number of read ranges is known (it sets the
+    # DaskRunner's partitions).
+    pipeline_options, runner, runner_line = runners.choose_runner(
+        pipeline_args,
+        progress_lib.progress_request_secs(progress_interval_secs),
+        len(read_ranges))
     _LOGGER.info(runner_line)
     progress = runners.pipeline_progress(runner, pipeline_options,
                                          sum(input_bytes.values()),
@@ -166,6 +172,10 @@ def _run_beam(runner, pipeline_options, progress, build,
       with beam.Pipeline(runner=runner, options=pipeline_options) as p:
         build(p)
     progress.log_final(p.result, counts_without_metrics)
+    # The DaskRunner's result holds its dask.distributed client, open.
+    client = getattr(p.result, "client", None)
+    if client is not None:
+      client.close()
   except Exception as e:  # pylint: disable=broad-except
     # Runners wrap a worker's exception in their own (often as text only).
     text = _error_text(e)

@@ -99,7 +99,8 @@ def _direct_batch_runner(options, progress_request_secs=None):
       progress_request_frequency=progress_request_secs)
 
 
-def choose_runner(pipeline_args, progress_request_secs=None):
+def choose_runner(pipeline_args, progress_request_secs=None,
+                  parallel_elements=None):
   """(PipelineOptions, runner object or None, one line saying what was picked).
 
   No --runner: the DirectRunner. Beam's DirectRunner first tries the
@@ -111,7 +112,14 @@ def choose_runner(pipeline_args, progress_request_secs=None):
   --direct_running_mode: multi_processing, because Beam's default in_memory
   mode runs every worker in this one process. Options given win.
   progress_request_secs: how often the DirectRunner asks its workers for
-  their counters so far (None: never).
+  their counters so far (None: never). parallel_elements: how many elements
+  the pipeline's Create spreads over the workers (its read ranges); the
+  DaskRunner cuts them into partitions of 128 by default, so a run of about
+  64 ranges would be one task on one worker: without --dask_npartitions or
+  --dask_partition_size it gets two partitions per worker thread of the
+  cluster (more cost more than they balance: benchmarks/README.md), at most
+  one per element. --dask_client_address is checked first: a scheduler
+  that does not answer, or has no worker, is an error.
 
   Raises:
     ValueError: an argument that is no Beam pipeline option, or a bad value.
@@ -131,6 +139,17 @@ def choose_runner(pipeline_args, progress_request_secs=None):
     workers = os.cpu_count() or 1
   if direct and known.direct_running_mode is None and (workers or 1) > 1:
     picked.append("--direct_running_mode=multi_processing")
+  dask = _RUNNER_CLASS_PATHS.get(runner_name.lower(), runner_name).endswith(
+      "DaskRunner")
+  if dask:
+    _create_runner(runner_name)  # (Its options exist once it is loaded.)
+    # No address: the runner starts a LocalCluster of this machine's cores.
+    threads = (dask_worker_threads(known.address) if known.address
+               else os.cpu_count() or 1)
+    if (parallel_elements and known.npartitions is None
+        and known.partition_size is None):
+      picked.append(
+          f"--dask_npartitions={min(parallel_elements, 2 * threads)}")
   # Each worker's INFO lines (channels, handlers, options: some 40 per
   # worker) reach this process's log; --verbose keeps them.
   quiet = ([] if "--verbose" in sys.argv or any(
@@ -145,7 +164,6 @@ def choose_runner(pipeline_args, progress_request_secs=None):
             f"direct_num_workers={direct_options.direct_num_workers}")
   else:
     runner, what = _create_runner(runner_name), runner_name
-    check_scheduler_answers(getattr(known, "address", None))
   description = f"Beam runner: {what}" + (
       f" (picked here: {' '.join(picked)}; give them to choose)" if picked
       else " (as given)")
@@ -172,13 +190,17 @@ def _create_runner(name):
         "SparkRunner, DaskRunner, or a PipelineRunner class path")) from e
 
 
-def check_scheduler_answers(address, timeout_secs=10.0):
-  """Raises a one-line ValueError when nothing listens at the Dask scheduler
-  address of --dask_client_address (HOST:PORT or tcp://HOST:PORT), within
-  timeout_secs; before anything is written, where the DaskRunner's client
-  would wait for it (30 s by default) and fail with a traceback."""
-  if not address:
-    return
+def dask_worker_threads(address, timeout_secs=10.0):
+  """Worker threads of the Dask cluster whose scheduler is at address (the
+  --dask_client_address, HOST:PORT or tcp://HOST:PORT).
+
+  Raises:
+    ValueError: one line naming the address and the fix, within about
+      timeout_secs, when nothing answers there or the scheduler has no
+      worker; before anything is written, where the DaskRunner's client
+      would wait (30 s by default, or forever for a worker) and fail with a
+      traceback.
+  """
   match = re.fullmatch(r"(?:tcp://)?\[?([^\[\]/]+?)\]?:(\d+)/?", address)
   if not match:
     raise ValueError(cli_errors.error_line(
@@ -194,6 +216,16 @@ def check_scheduler_answers(address, timeout_secs=10.0):
         "start one (`dask scheduler --port 8786`, then `dask worker "
         "tcp://HOST:8786` on each machine) or pass the address it prints"
     )) from e
+  from dask.distributed import Client  # pylint: disable=g-import-not-at-top
+  with Client(address, timeout=timeout_secs) as client:
+    threads = sum(client.nthreads().values())
+  if not threads:
+    raise ValueError(cli_errors.error_line(
+        f"the Dask scheduler at {address!r} has no worker",
+        "--dask_client_address",
+        f"start some: `dask worker tcp://{host}:{port} --nthreads 1` on each "
+        "machine"))
+  return threads
 
 
 def pipeline_progress(runner, pipeline_options, total_input_bytes,

@@ -13,68 +13,27 @@ start are fast: a scheduler address nobody answers at, and dask missing.
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
+from data_prep import local_dask
 from tests import cli_runner
 from tests.fixtures_data import pd_corpus, spm_model  # noqa: F401 pylint: disable=unused-import
 
 # Bad documents, one per skip reason checked (blank lines between them).
 BAD_DOCUMENTS = (b"\xff\xfe broken \xc3\x28 utf-8\nsecond line\n\n"
                  + "这是唯一的一句话。\n\n".encode("utf-8"))
-START_TIMEOUT_SECS = 60
-
-
-def _free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
-def _stop(procs):
-  for proc in procs:
-    if proc.poll() is None:
-      os.killpg(proc.pid, signal.SIGTERM)
-  for proc in procs:
-    try:
-      proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-      os.killpg(proc.pid, signal.SIGKILL)
-      proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
 def scheduler(tmp_path_factory):
   """Address of a scheduler with two single-thread workers; stopped after."""
-  from dask.distributed import Client  # pylint: disable=g-import-not-at-top
-  logs = tmp_path_factory.mktemp("dask_logs")
-  port = _free_port()
-  address = f"127.0.0.1:{port}"
-  env = dict(os.environ, PYTHONPATH=cli_runner.ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-  dask = [sys.executable, "-m", "dask"]
-  commands = [dask + ["scheduler", "--host", "127.0.0.1", "--port", str(port),
-                      "--no-dashboard"]]
-  commands += [dask + ["worker", f"tcp://{address}", "--nthreads", "1",
-                       "--no-nanny", "--no-dashboard", "--host", "127.0.0.1",
-                       "--name", f"w{i}"] for i in range(2)]
-  procs = []
-  try:
-    for i, command in enumerate(commands):
-      with open(logs / f"{i}.log", "wb") as log:
-        procs.append(subprocess.Popen(command, env=env, stdout=log,
-                                      stderr=subprocess.STDOUT,
-                                      start_new_session=True))
-    with Client(address, timeout=START_TIMEOUT_SECS) as client:
-      client.wait_for_workers(2, timeout=START_TIMEOUT_SECS)
-      assert len(client.scheduler_info()["workers"]) == 2
+  with local_dask.cluster(2, str(tmp_path_factory.mktemp("dask_logs"))) as (
+      address):
     yield address
-  finally:
-    _stop(procs)
 
 
 def _corpus(pd_corpus, directory):  # pylint: disable=redefined-outer-name
@@ -150,7 +109,7 @@ def test_dask_cluster_writes_what_the_direct_runner_writes(
 
 def test_unreachable_scheduler_is_one_line_naming_it(spm_model, pd_corpus,
                                                      tmp_path):  # pylint: disable=redefined-outer-name
-  address = f"127.0.0.1:{_free_port()}"  # nothing listens there
+  address = f"127.0.0.1:{local_dask.free_port()}"  # nothing listens there
   start = time.monotonic()
   proc = cli_runner.run_module(
       ["data_prep.create_pretraining_data", f"--input_file={pd_corpus[0]}",
