@@ -23,6 +23,7 @@ on stderr, `error: <what>, <where> (<hint>)`, before anything is written;
 import dataclasses
 import json
 import logging
+import os
 import sys
 from typing import Optional
 
@@ -209,6 +210,10 @@ if __name__ == "__main__":
     # Beam's own INFO lines (servers started, workers connected, their
     # forwarded logs): --verbose shows them.
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    # The DaskRunner's client, and the LocalCluster it starts without
+    # --dask_client_address (some 60 lines of start and stop, also from its
+    # worker processes): dask's logging config, read when dask is imported.
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     # The workers' start-up warnings, forwarded (they also print their own).
     logging.getLogger("apache_beam.runners.portability.local_job_service"
                      ).setLevel(logging.ERROR)

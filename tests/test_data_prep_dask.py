@@ -6,8 +6,10 @@ A `dask scheduler` and two `dask worker` processes (one thread each) on
 DirectRunner writes: byte-identical shards, the same summary.json (its
 counts: documents read, used, skipped by reason, instances, records per
 shard), _SUCCESS, and the same manifest but for the Beam options of the run.
-SOP and NSP (whose document pool goes through two GroupByKeys) both; that
-test is slow (make test-slow). The two errors of a Dask run that cannot
+SOP and NSP (whose document pool goes through two GroupByKeys) both; and a
+truncated .gz input there: one error line and no markers, or with
+--skip_bad_inputs the file's complete documents and its entry in the
+manifest. These are slow (make test-slow). The two errors of a Dask run that cannot
 start are fast: a scheduler address nobody answers at, and dask missing.
 """
 
@@ -149,3 +151,40 @@ def test_dask_runner_without_dask_is_one_line_naming_the_extra(
                                  lines[0])
   assert "pip install 'albert_tf[data]'" in lines[0]
   assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_truncated_input_on_dask_fails_or_is_skipped_and_listed(
+    scheduler, pd_corpus, spm_model, tmp_path):  # pylint: disable=redefined-outer-name
+  import gzip  # pylint: disable=g-import-not-at-top
+  with open(pd_corpus[0], "rb") as f:
+    whole = gzip.compress(f.read())
+  truncated = str(tmp_path / "part-1.txt.gz")
+  with open(truncated, "wb") as f:
+    f.write(whole[:len(whole) // 2])
+  beam_args = ["--runner=DaskRunner", f"--dask_client_address={scheduler}"]
+  command = ["data_prep.create_pretraining_data",
+             f"--input_file={truncated}", f"--spm_model_file={spm_model}",
+             "--max_seq_length=64", "--max_predictions_per_seq=10",
+             "--dupe_factor=1", "--num_shards=2"] + beam_args
+  failed = cli_runner.run_module(
+      command + [f"--output_dir={tmp_path / 'failed'}"], timeout=300)
+  assert failed.returncode == 1
+  assert failed.stderr.strip().splitlines()[-1].startswith(
+      f"error: input file '{truncated}' is truncated or corrupt (EOFError: "
+      ), failed.stderr[-2000:]
+  assert not (tmp_path / "failed" / "_SUCCESS").exists()
+  assert not (tmp_path / "failed" / "manifest.json").exists()
+  skipped = cli_runner.run_module(
+      command + [f"--output_dir={tmp_path / 'skipped'}", "--skip_bad_inputs"],
+      timeout=300)
+  assert skipped.returncode == 0, skipped.stderr[-2000:]
+  with open(tmp_path / "skipped" / "manifest.json", encoding="utf-8") as f:
+    manifest = json.load(f)
+  assert manifest["inputs_skipped"] == 1
+  [entry] = manifest["inputs"]
+  assert entry["path"] == truncated and entry["error"].startswith("EOFError")
+  # Complete documents before the damage were kept, and fewer than all.
+  assert 0 < entry["documents"] == manifest["documents"]["read"] < len(
+      pd_corpus[1])
+  assert (tmp_path / "skipped" / "_SUCCESS").exists()
