@@ -13,7 +13,8 @@ original, --output_file=FILE[,FILE...]: one shard per file, nothing else.
 
 Beam's pipeline options are accepted by their Beam names (--runner,
 --direct_num_workers, Dataflow's --project, ...), so the same command runs on
-Dataflow, Flink or Spark; without --runner it runs on the DirectRunner
+Dask (--runner=DaskRunner --dask_client_address=HOST:PORT), Dataflow, Flink
+or Spark; without --runner it runs on the DirectRunner
 (data_prep.runners). Bad documents are counted and skipped (data_prep.pipeline
 says which). A mistake in a flag, an input or the tokenizer file is one line
 on stderr, `error: <what>, <where> (<hint>)`, before anything is written;

@@ -3,7 +3,7 @@ progress is followed.
 
 Beam's pipeline options are accepted by their Beam names (--runner,
 --direct_num_workers, Dataflow's --project, ...), so the same command runs on
-Dataflow, Flink or Spark; any other unknown flag is an error. Without
+Dask, Dataflow, Flink or Spark; any other unknown flag is an error. Without
 --runner the pipeline runs locally on the DirectRunner's batch engine, with
 worker processes when --direct_num_workers > 1 (see choose_runner).
 """
