@@ -13,7 +13,8 @@ original, --output_file=FILE[,FILE...]: one shard per file, nothing else.
 
 Beam's pipeline options are accepted by their Beam names (--runner,
 --direct_num_workers, Dataflow's --project, ...), so the same command runs on
-Dataflow, Flink or Spark; without --runner it runs on the DirectRunner
+Dask (--runner=DaskRunner --dask_client_address=HOST:PORT), Dataflow, Flink
+or Spark; without --runner it runs on the DirectRunner
 (data_prep.runners). Bad documents are counted and skipped (data_prep.pipeline
 says which). A mistake in a flag, an input or the tokenizer file is one line
 on stderr, `error: <what>, <where> (<hint>)`, before anything is written;
@@ -23,6 +24,7 @@ on stderr, `error: <what>, <where> (<hint>)`, before anything is written;
 import dataclasses
 import json
 import logging
+import os
 import sys
 from typing import Optional
 
@@ -209,6 +211,10 @@ if __name__ == "__main__":
     # Beam's own INFO lines (servers started, workers connected, their
     # forwarded logs): --verbose shows them.
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    # The DaskRunner's client, and the LocalCluster it starts without
+    # --dask_client_address (some 60 lines of start and stop, also from its
+    # worker processes): dask's logging config, read when dask is imported.
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     # The workers' start-up warnings, forwarded (they also print their own).
     logging.getLogger("apache_beam.runners.portability.local_job_service"
                      ).setLevel(logging.ERROR)

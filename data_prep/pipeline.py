@@ -86,8 +86,8 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
   options = options or instances_lib.InstanceOptions()
   _check_arguments(dupe_factor, num_shards, max_sentences_per_document,
                    progress_interval_secs)
-  pipeline_options, runner, runner_line = runners.choose_runner(
-      pipeline_args, progress_lib.progress_request_secs(progress_interval_secs))
+  # A mistake in a Beam option or the runner first (chosen again below).
+  runners.choose_runner(pipeline_args)
   paths = reading.match_inputs(input_file)
   reading.check_inputs_respond(paths, input_timeout_secs)
   input_bytes = dict(zip(paths, reading.input_sizes(paths)))
@@ -108,6 +108,12 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
     runners.make_workers_find_this_package()
     read_ranges = reading.plan_reads(paths, split_bytes,
                                      list(input_bytes.values()))
+    # Again, now that the number of read ranges is known (it sets the
+    # DaskRunner's partitions).
+    pipeline_options, runner, runner_line = runners.choose_runner(
+        pipeline_args,
+        progress_lib.progress_request_secs(progress_interval_secs),
+        len(read_ranges))
     _LOGGER.info(runner_line)
     progress = runners.pipeline_progress(runner, pipeline_options,
                                          sum(input_bytes.values()),
@@ -116,7 +122,9 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
         transforms.build_pipeline(
             p, read_ranges, output_dir, tokenizer, options, dupe_factor,
             num_shards, max_line_bytes, max_sentences_per_document,
-            skip_bad_inputs, input_bytes)))
+            skip_bad_inputs, input_bytes)),
+              lambda: progress_lib.summary_counts(
+                  outputs.read_summary(output_dir), input_bytes))
     summary = outputs.read_summary(output_dir)
     _check_summary(summary, paths, output_dir, max_sentences_per_document)
     outputs.mark_done(output_dir, summary, input_bytes, run_flags,
@@ -148,8 +156,12 @@ _IO_ERROR = re.compile(
     r"NotADirectory)Error): (\[Errno \d+\] [^\n\[]*?)(?: \[while running|\n|$)")
 
 
-def _run_beam(runner, pipeline_options, progress, build):
+def _run_beam(runner, pipeline_options, progress, build,
+              counts_without_metrics=None):
   """Runs the pipeline that build(pipeline) makes, with progress lines.
+
+  counts_without_metrics: () -> the counts of the last line when the runner
+  keeps no Beam metrics (the DaskRunner).
 
   Raises:
     ValueError: one line naming the input file, for a truncated or corrupt
@@ -159,7 +171,11 @@ def _run_beam(runner, pipeline_options, progress, build):
     with progress:
       with beam.Pipeline(runner=runner, options=pipeline_options) as p:
         build(p)
-    progress.log_final(p.result)
+    progress.log_final(p.result, counts_without_metrics)
+    # The DaskRunner's result holds its dask.distributed client, open.
+    client = getattr(p.result, "client", None)
+    if client is not None:
+      client.close()
   except Exception as e:  # pylint: disable=broad-except
     # Runners wrap a worker's exception in their own (often as text only).
     text = _error_text(e)

@@ -66,6 +66,15 @@ def committed_counters(result, namespace):
   return counters
 
 
+def summary_counts(summary, input_bytes):
+  """The counters of the last progress line, from a run's summary.json dict
+  and {input path: bytes}: for runners without Beam metrics."""
+  return {DOCUMENTS_READ: summary["documents"]["read"],
+          INSTANCES: summary["instances"],
+          RECORDS_WRITTEN: sum(summary["records_per_shard"].values()),
+          INPUT_BYTES: sum(input_bytes.values())}
+
+
 def progress_request_secs(interval_secs):
   """How often the runner should ask its workers for progress: at least
   twice per line, so that a bundle shorter than a line is seen too."""
@@ -171,17 +180,23 @@ class PipelineProgress:
       where = f"input 0 of {_megabytes(total)} read, no ETA yet"
     return head + self._counts_text(counters, rate) + "; " + where
 
-  def log_final(self, result):
-    """Logs the committed counters of the finished run; returns them."""
+  def log_final(self, result, counts_without_metrics=None):
+    """Logs the committed counters of the finished run; returns them.
+
+    counts_without_metrics: () -> {counter name: value}, the counts to log
+    when the runner has no queryable metrics (e.g. summary_counts).
+    """
     elapsed = self._clock() - self._start
     try:
       counters = committed_counters(result, self._namespace)
     except Exception as e:  # pylint: disable=broad-except
       # The run has written its output; a runner without queryable metrics
       # must not fail it.
-      self._log(f"done in {_duration(elapsed)} (no counters from the "
-                f"runner: {e})")
-      return None
+      if counts_without_metrics is None:
+        self._log(f"done in {_duration(elapsed)} (no counters from the "
+                  f"runner: {e})")
+        return None
+      counters = counts_without_metrics()
     rate = counters.get(INSTANCES, 0) / max(elapsed, 1e-9)
     self._log(f"done in {_duration(elapsed)}: "
               + self._counts_text(counters, rate)

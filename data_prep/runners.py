@@ -3,7 +3,7 @@ progress is followed.
 
 Beam's pipeline options are accepted by their Beam names (--runner,
 --direct_num_workers, Dataflow's --project, ...), so the same command runs on
-Dataflow, Flink or Spark; any other unknown flag is an error. Without
+Dask, Dataflow, Flink or Spark; any other unknown flag is an error. Without
 --runner the pipeline runs locally on the DirectRunner's batch engine, with
 worker processes when --direct_num_workers > 1 (see choose_runner).
 """
@@ -11,6 +11,7 @@ worker processes when --direct_num_workers > 1 (see choose_runner).
 import argparse
 import os
 import re
+import socket
 import sys
 
 from apache_beam.options.pipeline_options import DirectOptions
@@ -23,6 +24,10 @@ from data_prep import progress as progress_lib
 # --runner values that mean Beam's local DirectRunner (create_runner's
 # spellings); choose_runner runs them without the PrismRunner attempt.
 _DIRECT_RUNNER_NAMES = ("directrunner", "direct")
+# Runners Beam ships whose short name its create_runner does not know.
+_RUNNER_CLASS_PATHS = {
+    "daskrunner": "apache_beam.runners.dask.dask_runner.DaskRunner",
+}
 
 
 def beam_option_parser():
@@ -46,12 +51,28 @@ def beam_option_names():
   return beam_compat.option_names(beam_option_parser())
 
 
+def _named_runner(pipeline_args):
+  """The --runner value among pipeline_args, or None."""
+  parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+  parser.add_argument("--runner")
+  known, _ = parser.parse_known_args(list(pipeline_args))
+  return known.runner
+
+
 def parse_pipeline_args(pipeline_args):
   """(argparse namespace, arguments that are no Beam pipeline option).
 
+  The --runner named is loaded first: a runner's own options (the
+  DaskRunner's --dask_client_address, ...) are known once its module is
+  imported.
+
   Raises:
-    ValueError: one line naming the option, for a bad value of a Beam option.
+    ValueError: one line naming the option, for a bad value of a Beam option
+      or a runner that cannot be loaded.
   """
+  runner_name = _named_runner(pipeline_args)
+  if runner_name and runner_name.lower() not in _DIRECT_RUNNER_NAMES:
+    _create_runner(runner_name)
   try:
     return beam_option_parser().parse_known_args(list(pipeline_args))
   except argparse.ArgumentError as e:
@@ -78,7 +99,8 @@ def _direct_batch_runner(options, progress_request_secs=None):
       progress_request_frequency=progress_request_secs)
 
 
-def choose_runner(pipeline_args, progress_request_secs=None):
+def choose_runner(pipeline_args, progress_request_secs=None,
+                  parallel_elements=None):
   """(PipelineOptions, runner object or None, one line saying what was picked).
 
   No --runner: the DirectRunner. Beam's DirectRunner first tries the
@@ -90,7 +112,14 @@ def choose_runner(pipeline_args, progress_request_secs=None):
   --direct_running_mode: multi_processing, because Beam's default in_memory
   mode runs every worker in this one process. Options given win.
   progress_request_secs: how often the DirectRunner asks its workers for
-  their counters so far (None: never).
+  their counters so far (None: never). parallel_elements: how many elements
+  the pipeline's Create spreads over the workers (its read ranges); the
+  DaskRunner cuts them into partitions of 128 by default, so a run of about
+  64 ranges would be one task on one worker: without --dask_npartitions or
+  --dask_partition_size it gets two partitions per worker thread of the
+  cluster (more cost more than they balance: benchmarks/README.md), at most
+  one per element. --dask_client_address is checked first: a scheduler
+  that does not answer, or has no worker, is an error.
 
   Raises:
     ValueError: an argument that is no Beam pipeline option, or a bad value.
@@ -110,6 +139,17 @@ def choose_runner(pipeline_args, progress_request_secs=None):
     workers = os.cpu_count() or 1
   if direct and known.direct_running_mode is None and (workers or 1) > 1:
     picked.append("--direct_running_mode=multi_processing")
+  dask = _RUNNER_CLASS_PATHS.get(runner_name.lower(), runner_name).endswith(
+      "DaskRunner")
+  if dask:
+    _create_runner(runner_name)  # (Its options exist once it is loaded.)
+    # No address: the runner starts a LocalCluster of this machine's cores.
+    threads = (dask_worker_threads(known.address) if known.address
+               else os.cpu_count() or 1)
+    if (parallel_elements and known.npartitions is None
+        and known.partition_size is None):
+      picked.append(
+          f"--dask_npartitions={min(parallel_elements, 2 * threads)}")
   # Each worker's INFO lines (channels, handlers, options: some 40 per
   # worker) reach this process's log; --verbose keeps them.
   quiet = ([] if "--verbose" in sys.argv or any(
@@ -135,16 +175,57 @@ def _create_runner(name):
   # runner whose extras are missing fails before the output is created.
   from apache_beam.runners import runner as runner_lib
   try:
-    return runner_lib.create_runner(name)
+    return runner_lib.create_runner(
+        _RUNNER_CLASS_PATHS.get(name.lower(), name))
   except ImportError as e:
     raise ValueError(cli_errors.error_line(
-        f"runner {name!r} cannot be loaded: {e}", "--runner",
-        "install its apache-beam extra")) from e
+        f"runner {name!r} cannot be loaded ({type(e).__name__}: {e})",
+        "--runner", "install its packages: pip install 'albert_tf[data]' "
+        "brings the DaskRunner's (dask[distributed]); other runners need "
+        "their apache-beam extra")) from e
   except ValueError as e:
     raise ValueError(cli_errors.error_line(
         f"unknown runner {name!r}", "--runner",
         "e.g. DirectRunner, PrismRunner, DataflowRunner, FlinkRunner, "
-        "SparkRunner, or a PipelineRunner class path")) from e
+        "SparkRunner, DaskRunner, or a PipelineRunner class path")) from e
+
+
+def dask_worker_threads(address, timeout_secs=10.0):
+  """Worker threads of the Dask cluster whose scheduler is at address (the
+  --dask_client_address, HOST:PORT or tcp://HOST:PORT).
+
+  Raises:
+    ValueError: one line naming the address and the fix, within about
+      timeout_secs, when nothing answers there or the scheduler has no
+      worker; before anything is written, where the DaskRunner's client
+      would wait (30 s by default, or forever for a worker) and fail with a
+      traceback.
+  """
+  match = re.fullmatch(r"(?:tcp://)?\[?([^\[\]/]+?)\]?:(\d+)/?", address)
+  if not match:
+    raise ValueError(cli_errors.error_line(
+        f"{address!r} is no HOST:PORT address", "--dask_client_address",
+        "the address `dask scheduler` prints, e.g. tcp://10.0.0.5:8786"))
+  host, port = match.group(1), int(match.group(2))
+  try:
+    socket.create_connection((host, port), timeout=timeout_secs).close()
+  except OSError as e:
+    raise ValueError(cli_errors.error_line(
+        f"no Dask scheduler answers at {address!r} "
+        f"({type(e).__name__}: {e})", "--dask_client_address",
+        "start one (`dask scheduler --port 8786`, then `dask worker "
+        "tcp://HOST:8786` on each machine) or pass the address it prints"
+    )) from e
+  from dask.distributed import Client  # pylint: disable=g-import-not-at-top
+  with Client(address, timeout=timeout_secs) as client:
+    threads = sum(client.nthreads().values())
+  if not threads:
+    raise ValueError(cli_errors.error_line(
+        f"the Dask scheduler at {address!r} has no worker",
+        "--dask_client_address",
+        f"start some: `dask worker tcp://{host}:{port} --nthreads 1` on each "
+        "machine"))
+  return threads
 
 
 def pipeline_progress(runner, pipeline_options, total_input_bytes,

@@ -1,15 +1,25 @@
 """The Beam pipeline of data prep: its DoFns, and build_pipeline.
 
 Planned byte ranges (data_prep.reading.plan_reads) -> Create (spreads the
-ranges over the workers) -> read the documents of each range -> tokenize
-(tokenizer loaded in `DoFn.setup`) -> instances and masking
-(`data_prep.instances`) -> GroupByKey on the shard (a hash of each
-serialized record) -> write each shard in hash order (`WriteShardFn`);
-counts are combined per bundle into summary.json. Every random choice is
-seeded from the document's content, the dupe index and --random_seed, and a
-record's shard and position come from its bytes, so any runner and any
-number of workers write the same shard files, with the instances of a
-document (and of its dupes) scattered over them.
+ranges over the workers) -> one ParDo per range reads its documents,
+tokenizes them (tokenizer loaded in `DoFn.setup`), makes the instances and
+masks (`data_prep.instances`) and serializes them -> GroupByKey on the shard
+(a hash of each serialized record) -> write each shard in hash order
+(`WriteShardFn`) -> GroupByKey on one key -> summary.json (`FinishOutputFn`).
+NSP (--random_next_sentence) needs the pool of random documents first: the
+ranges' tokenized documents and pool candidates go through two GroupByKeys
+(pool, then pool with each range's documents) before the instances.
+
+The pipeline is one chain of Create, ParDo and GroupByKey, the primitives
+every runner has (the DaskRunner has little more): no side inputs, no
+combiners, no tagged outputs, nothing emitted from finish_bundle. The
+summary's counts travel as elements under SUMMARY_KEY beside the records;
+Beam counters are kept only for the progress lines.
+
+Every random choice is seeded from the document's content, the dupe index
+and --random_seed, and a record's shard and position come from its bytes,
+so any runner and any number of workers write the same shard files, with
+the instances of a document (and of its dupes) scattered over them.
 
 This module and what it imports load without TensorFlow: Beam workers import
 it in every process.
@@ -24,9 +34,6 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
 
 from data_prep import beam_compat
 from data_prep import example_encoder
@@ -35,8 +42,6 @@ from data_prep import outputs
 from data_prep import progress as progress_lib
 from data_prep import reading
 
-_STATS_TAG = "stats"
-_INPUTS_TAG = "inputs"
 # Records a DoFn holds before emitting them grouped by shard.
 _RECORD_BUFFER_BYTES = 16 << 20
 # NSP: random B segments come from this many documents, the ones with the
@@ -74,111 +79,6 @@ def serialize_instance(instance, options):
       **instances_lib.padded_features(instance, options))
 
 
-class _CountsPerBundle:
-  """Adds count dicts over a bundle and emits one dict per bundle.
-
-  One stats element per bundle instead of one per document keeps the
-  summary's bookkeeping out of the per-element cost.
-  """
-
-  def start_bundle(self):
-    self._bundle_counts = {}
-
-  def _count(self, counts):
-    for key, value in counts.items():
-      self._bundle_counts[key] = self._bundle_counts.get(key, 0) + value
-
-  def finish_bundle(self):
-    if self._bundle_counts:
-      yield beam.pvalue.TaggedOutput(_STATS_TAG, WindowedValue(
-          self._bundle_counts, MIN_TIMESTAMP, [GlobalWindow()]))
-
-
-class ReadDocumentsFn(beam.DoFn):
-  """(path, start, end) -> raw documents, plus one report per range.
-
-  The report, (path, {"documents", "over_max_sentences", "max_sentences",
-  "error"}) on the "inputs" output, is what summary.json and the manifest
-  say about each input file. A truncated or corrupt compressed file raises
-  BadInputError (the pipeline fails, the launcher names the file); with
-  skip_bad_inputs its complete documents before the damage are kept and the
-  report carries the error.
-  """
-
-  def __init__(self, max_line_bytes, max_sentences_per_document,
-               skip_bad_inputs, file_sizes=None):
-    self._max_line_bytes = max_line_bytes
-    self._max_sentences = max_sentences_per_document
-    self._skip_bad_inputs = skip_bad_inputs
-    self._file_sizes = file_sizes or {}
-    self._counters = {}
-
-  def setup(self):
-    self._counters = {
-        name: Metrics.counter(progress_lib.NAMESPACE, name)
-        for name in ("inputs_skipped", "documents_over_max_sentences",
-                     progress_lib.INPUT_BYTES)}
-
-  def process(self, read_range):
-    path, start, end = read_range
-    report = {"documents": 0, "over_max_sentences": 0, "max_sentences": 0,
-              "error": None, "whitespace_lines": {}}
-    try:
-      for raw_document in reading.read_raw_documents(
-          path, self._max_line_bytes, start, end,
-          whitespace_lines=report["whitespace_lines"]):
-        sentences = len(raw_document[0])
-        report["documents"] += 1
-        report["max_sentences"] = max(report["max_sentences"], sentences)
-        if sentences > self._max_sentences:
-          report["over_max_sentences"] += 1
-          self._counters["documents_over_max_sentences"].inc()
-        yield raw_document
-    except reading.BadInputError as e:
-      if not self._skip_bad_inputs:
-        raise
-      # Logged by the launcher, from summary.json (a worker's log may be
-      # out of sight: another process or machine).
-      self._counters["inputs_skipped"].inc()
-      report["error"] = e.detail
-    # The planned bytes of the range, once it is read: the launcher's ETA
-    # is the share of the input's bytes done (see data_prep.progress).
-    size = self._file_sizes.get(path, 0)
-    self._counters[progress_lib.INPUT_BYTES].inc(
-        max(0, (size if end is None else end) - start))
-    yield beam.pvalue.TaggedOutput(_INPUTS_TAG, (path, report))
-
-
-class TokenizeDocumentFn(_CountsPerBundle, beam.DoFn):
-  """Raw document -> list of segments (token ids); skipped ones are counted."""
-
-  def __init__(self, spm_model_file, vocab_file, do_lower_case):
-    self._tokenizer_args = dict(spm_model_file=spm_model_file,
-                                vocab_file=vocab_file,
-                                do_lower_case=do_lower_case)
-    self._tokenizer = None
-    self._counters = {}
-
-  def setup(self):
-    # setup() may run more than once per worker; loading is idempotent.
-    from albert_tf.data import tokenization
-    self._tokenizer = tokenization.load_tokenizer(**self._tokenizer_args)
-    self._counters = {
-        name: Metrics.counter(progress_lib.NAMESPACE, name)
-        for name in [progress_lib.DOCUMENTS_READ] + [
-            f"skipped_{r}" for r in reading.SKIP_REASONS]}
-
-  def process(self, raw_document):
-    self._counters[progress_lib.DOCUMENTS_READ].inc()
-    reason, document = tokenize_raw_document(self._tokenizer, raw_document)
-    if reason is not None:
-      self._counters[f"skipped_{reason}"].inc()
-      self._count({"documents_read": 1, f"skipped_{reason}": 1})
-      return
-    self._count({"documents_read": 1})
-    yield document
-
-
 def record_sort_key(record):
   """A record's place in the output: a 64-bit hash of its bytes.
 
@@ -192,55 +92,234 @@ def record_sort_key(record):
   return int.from_bytes(digest, "little")
 
 
-class DocumentToRecordsFn(_CountsPerBundle, beam.DoFn):
-  """Tokenized documents -> (shard, [(sort key, record), ...]) groups.
+# Keys of the (key, value) elements that go through the pipeline's
+# GroupByKeys besides the shard indexes (0 .. num_shards - 1) and the read
+# range indexes: the summary's parts, the NSP document pool, and the last
+# step's inputs.
+SUMMARY_KEY = -1
+_POOL_KEY = -2
+_FINAL_KEY = -3
 
-  Records are buffered per shard and emitted in groups of up to
-  _RECORD_BUFFER_BYTES (all shards together): the shuffle before the shard
-  writers then handles a few large elements instead of one per record,
-  which on the DirectRunner is most of Beam's cost.
+
+def _add_counts(into, counts):
+  for key, value in counts.items():
+    into[key] = into.get(key, 0) + value
+  return into
+
+
+class _RangeFn(beam.DoFn):
+  """Reads and tokenizes the documents of one planned byte range.
+
+  `_documents(read_range, counts)` yields the range's tokenized documents;
+  documents read and skipped are added to the dict `counts`, and the range's report, (path,
+  {"documents", "over_max_sentences", "max_sentences", "error"}), is left in
+  self._report: what summary.json and the manifest say about each input
+  file. A truncated or corrupt compressed file raises BadInputError (the
+  pipeline fails, the launcher names the file); with skip_bad_inputs its
+  complete documents before the damage are kept and the report carries the
+  error.
   """
 
-  def __init__(self, options, vocab, dupe_factor, num_shards):
-    self._options = options
-    self._vocab = vocab
-    self._dupe_factor = dupe_factor
-    self._num_shards = num_shards
-    self._instances_counter = None
+  def __init__(self, read_options, tokenizer_args):
+    (self._max_line_bytes, self._max_sentences, self._skip_bad_inputs,
+     self._file_sizes) = read_options
+    self._tokenizer_args = tokenizer_args
+    self._tokenizer = None
+    self._counters = {}
+    self._report = None
 
   def setup(self):
-    self._instances_counter = Metrics.counter(progress_lib.NAMESPACE,
-                                              progress_lib.INSTANCES)
+    # setup() may run more than once per worker; loading is idempotent.
+    from albert_tf.data import tokenization
+    self._tokenizer = tokenization.load_tokenizer(**self._tokenizer_args)
+    # Beam counters, for the progress lines of runners that have them; the
+    # summary's counts travel as elements (SUMMARY_KEY), on every runner.
+    self._counters = {
+        name: Metrics.counter(progress_lib.NAMESPACE, name)
+        for name in ["inputs_skipped", "documents_over_max_sentences",
+                     progress_lib.INPUT_BYTES, progress_lib.DOCUMENTS_READ,
+                     progress_lib.INSTANCES] + [
+                         f"skipped_{r}" for r in reading.SKIP_REASONS]}
 
-  def start_bundle(self):
-    super().start_bundle()
+  def _documents(self, read_range, counts):
+    path, start, end = read_range
+    report = {"documents": 0, "over_max_sentences": 0, "max_sentences": 0,
+              "error": None, "whitespace_lines": {}}
+    try:
+      for raw_document in reading.read_raw_documents(
+          path, self._max_line_bytes, start, end,
+          whitespace_lines=report["whitespace_lines"]):
+        sentences = len(raw_document[0])
+        report["documents"] += 1
+        report["max_sentences"] = max(report["max_sentences"], sentences)
+        if sentences > self._max_sentences:
+          report["over_max_sentences"] += 1
+          self._counters["documents_over_max_sentences"].inc()
+        self._counters[progress_lib.DOCUMENTS_READ].inc()
+        _add_counts(counts, {"documents_read": 1})
+        reason, document = tokenize_raw_document(self._tokenizer,
+                                                 raw_document)
+        if reason is not None:
+          self._counters[f"skipped_{reason}"].inc()
+          _add_counts(counts, {f"skipped_{reason}": 1})
+          continue
+        yield document
+    except reading.BadInputError as e:
+      if not self._skip_bad_inputs:
+        raise
+      # Logged by the launcher, from summary.json (a worker's log may be
+      # out of sight: another process or machine).
+      self._counters["inputs_skipped"].inc()
+      report["error"] = e.detail
+    # The planned bytes of the range, once it is read: the launcher's ETA
+    # is the share of the input's bytes done (see data_prep.progress).
+    size = self._file_sizes.get(path, 0)
+    self._counters[progress_lib.INPUT_BYTES].inc(
+        max(0, (size if end is None else end) - start))
+    self._report = (path, report)
+
+  def _summary_parts(self, counts):
+    """The (SUMMARY_KEY, ...) elements of the range just read."""
+    yield SUMMARY_KEY, ("input", self._report)
+    yield SUMMARY_KEY, ("counts", counts)
+
+
+class _RecordBuffer:
+  """Serialized records of documents, held per shard and handed out in
+  (shard, [(sort key, record), ...]) groups of up to _RECORD_BUFFER_BYTES
+  (all shards together): the GroupByKey before the shard writers then moves
+  a few large elements instead of one per record, which on the DirectRunner
+  is most of Beam's cost."""
+
+  def __init__(self, options, vocab, dupe_factor, num_shards, counts,
+               instances_counter):
+    self._args = (options, vocab, dupe_factor)
+    self._num_shards = num_shards
+    self._counts = counts
+    self._instances_counter = instances_counter
     self._buffer, self._buffered_bytes = {}, 0
 
-  def process(self, document, random_documents=()):
-    records, stats = document_to_records(document, self._options, self._vocab,
-                                         self._dupe_factor, random_documents)
+  def add(self, document, random_documents=()):
+    """Adds the records of a document; yields groups when the buffer is full."""
+    records, stats = document_to_records(document, *self._args,
+                                         random_documents)
     self._instances_counter.inc(len(records))
-    self._count(stats)
+    _add_counts(self._counts, stats)
     for record in records:
       key = record_sort_key(record)
       self._buffer.setdefault(key % self._num_shards, []).append(
           (key, record))
       self._buffered_bytes += len(record)
     if self._buffered_bytes >= _RECORD_BUFFER_BYTES:
-      yield from self._flush()
+      yield from self.flush()
 
-  def _flush(self):
+  def flush(self):
     buffer, self._buffer, self._buffered_bytes = self._buffer, {}, 0
-    return buffer.items()
+    yield from buffer.items()
 
-  def finish_bundle(self):
-    yield from super().finish_bundle()
-    for group in self._flush():
-      yield WindowedValue(group, MIN_TIMESTAMP, [GlobalWindow()])
+
+class RangeToRecordsFn(_RangeFn):
+  """(index, (path, start, end)) -> (shard, [(sort key, record), ...])
+  groups of its documents' records, then its summary parts (SOP)."""
+
+  def __init__(self, read_options, tokenizer_args, record_args):
+    super().__init__(read_options, tokenizer_args)
+    self._record_args = record_args
+
+  def process(self, indexed_range):
+    _, read_range = indexed_range
+    counts = {}
+    records = _RecordBuffer(*self._record_args, counts,
+                            self._counters[progress_lib.INSTANCES])
+    for document in self._documents(read_range, counts):
+      yield from records.add(document)
+    yield from records.flush()
+    yield from self._summary_parts(counts)
+
+
+class RangeToDocumentsFn(_RangeFn):
+  """NSP, before the document pool exists: (index, (path, start, end)) ->
+  (index, ("documents", [document, ...])) chunks, the range's pool
+  candidates (the _RANDOM_DOCUMENT_POOL_SIZE documents with the smallest
+  fingerprints) under _POOL_KEY, and its summary parts."""
+
+  def process(self, indexed_range):
+    index, read_range = indexed_range
+    chunk, chunk_tokens, candidates, counts = [], 0, [], {}
+    for document in self._documents(read_range, counts):
+      chunk.append(document)
+      chunk_tokens += sum(map(len, document))
+      candidates.append((instances_lib.document_fingerprint(document),
+                         document))
+      if len(candidates) > 2 * _RANDOM_DOCUMENT_POOL_SIZE:
+        candidates = _smallest(candidates)
+      if chunk_tokens * 8 >= _RECORD_BUFFER_BYTES:
+        yield index, ("documents", chunk)
+        chunk, chunk_tokens = [], 0
+    if chunk:
+      yield index, ("documents", chunk)
+    yield _POOL_KEY, ("pool", _smallest(candidates))
+    yield from self._summary_parts(counts)
+
+
+def _smallest(candidates):
+  return sorted(candidates, key=lambda kv: kv[0])[:_RANDOM_DOCUMENT_POOL_SIZE]
+
+
+class ShareDocumentPoolFn(beam.DoFn):
+  """NSP: merges the ranges' pool candidates into the pool and hands it to
+  every range (num_ranges of them); other groups pass through."""
+
+  def __init__(self, num_ranges):
+    self._num_ranges = num_ranges
+
+  def process(self, group):
+    key, values = group
+    if key == _POOL_KEY:
+      pool = _smallest(itertools.chain.from_iterable(
+          candidates for _, candidates in values))
+      for index in range(self._num_ranges):
+        yield index, ("pool", pool)
+    else:
+      for value in values:
+        yield key, value
+
+
+class DocumentsToRecordsFn(beam.DoFn):
+  """NSP: (range index, [its document chunks and the pool]) -> shard groups
+  of its records, and their counts; summary parts pass through."""
+
+  def __init__(self, record_args):
+    self._record_args = record_args
+    self._instances_counter = None
+
+  def setup(self):
+    self._instances_counter = Metrics.counter(progress_lib.NAMESPACE,
+                                              progress_lib.INSTANCES)
+
+  def process(self, group):
+    key, values = group
+    if key == SUMMARY_KEY:
+      for value in values:
+        yield key, value
+      return
+    values = list(values)
+    pool = next((p for kind, p in values if kind == "pool"), ())
+    counts = {}
+    records = _RecordBuffer(*self._record_args, counts,
+                            self._instances_counter)
+    for kind, chunk in values:
+      if kind == "documents":
+        for document in chunk:
+          yield from records.add(document, pool)
+    yield from records.flush()
+    yield SUMMARY_KEY, ("counts", counts)
 
 
 class WriteShardFn(beam.DoFn):
-  """(shard index, lists of (sort key, record)) -> one TFRecord file.
+  """(shard index, lists of (sort key, record)) -> one TFRecord file, and
+  (_FINAL_KEY, ("shard", (path, records))); the summary's parts go on to
+  the last step under _FINAL_KEY.
 
   Written by hand rather than with beam.io.WriteToTFRecord, which deals
   records to shards round-robin in arrival order: its shards differ from run
@@ -259,6 +338,10 @@ class WriteShardFn(beam.DoFn):
 
   def process(self, shard):
     index, groups = shard
+    if index == SUMMARY_KEY:
+      for value in groups:
+        yield _FINAL_KEY, value
+      return
     keyed_records = sorted(itertools.chain.from_iterable(groups))
     final = outputs.shard_name(self._output_dir, index, self._num_shards)
     temp = FileSystems.join(
@@ -271,28 +354,28 @@ class WriteShardFn(beam.DoFn):
     FileSystems.rename([temp], [final])
     Metrics.counter(progress_lib.NAMESPACE, progress_lib.RECORDS_WRITTEN).inc(
         len(keyed_records))
-    yield final, len(keyed_records)
+    yield _FINAL_KEY, ("shard", (final, len(keyed_records)))
 
 
-class SumCountsFn(beam.CombineFn):
-  """Adds dicts of counts key by key."""
+class FinishOutputFn(beam.DoFn):
+  """(_FINAL_KEY, [("shard", ...), ("counts", ...), ("input", ...)]) ->
+  summary.json (outputs.finish_output); yields its path."""
 
-  def create_accumulator(self):
-    return {}
+  def __init__(self, output_dir, options, dupe_factor, num_shards):
+    self._args = (output_dir, options, dupe_factor, num_shards)
 
-  def add_input(self, accumulator, counts):
-    for key, value in counts.items():
-      accumulator[key] = accumulator.get(key, 0) + value
-    return accumulator
-
-  def merge_accumulators(self, accumulators):
-    merged = {}
-    for accumulator in accumulators:
-      self.add_input(merged, accumulator)
-    return merged
-
-  def extract_output(self, accumulator):
-    return accumulator
+  def process(self, group):
+    _, values = group
+    parts = {"shard": [], "counts": [], "input": []}
+    for kind, value in values:
+      parts[kind].append(value)
+    counts = {}
+    for part in parts["counts"]:
+      _add_counts(counts, part)
+    output_dir, options, dupe_factor, num_shards = self._args
+    outputs.finish_output(counts, output_dir, options, dupe_factor,
+                          num_shards, parts["shard"], parts["input"])
+    yield FileSystems.join(output_dir, outputs.SUMMARY_FILE)
 
 
 def build_pipeline(pipeline, read_ranges, output_dir, tokenizer, options,
@@ -305,42 +388,36 @@ def build_pipeline(pipeline, read_ranges, output_dir, tokenizer, options,
   read to the end of its file.
   """
   vocab = instances_lib.Vocab.from_tokenizer(tokenizer)
-  raw_documents = (
-      pipeline
-      # Create spreads its elements over the workers, so each worker reads,
-      # tokenizes and builds instances for its ranges without moving raw
-      # text or documents through a shuffle.
-      | "PlanReads" >> beam.Create(read_ranges)
-      | "ReadDocuments" >> beam.ParDo(ReadDocumentsFn(
-          max_line_bytes, max_sentences_per_document, skip_bad_inputs,
-          file_sizes)).with_outputs(_INPUTS_TAG, main="documents"))
-  tokenized = (
-      raw_documents.documents
-      | "Tokenize" >> beam.ParDo(TokenizeDocumentFn(
-          tokenizer.model_file if tokenizer.kind == "sentencepiece" else None,
-          tokenizer.model_file if tokenizer.kind == "wordpiece" else None,
-          tokenizer.do_lower_case)).with_outputs(_STATS_TAG, main="documents"))
-  documents = tokenized.documents
-  random_documents = ()
+  read_options = (max_line_bytes, max_sentences_per_document,
+                  skip_bad_inputs, file_sizes or {})
+  tokenizer_args = dict(
+      spm_model_file=(tokenizer.model_file
+                      if tokenizer.kind == "sentencepiece" else None),
+      vocab_file=(tokenizer.model_file
+                  if tokenizer.kind == "wordpiece" else None),
+      do_lower_case=tokenizer.do_lower_case)
+  record_args = (options, vocab, dupe_factor, num_shards)
+  # Create spreads its elements over the workers, so each worker reads,
+  # tokenizes and builds instances for its ranges without moving raw text
+  # or (for SOP) documents through a shuffle.
+  ranges = pipeline | "PlanReads" >> beam.Create(list(enumerate(read_ranges)))
   if options.random_next_sentence:
-    random_documents = beam.pvalue.AsSingleton(
-        documents
-        | "FingerprintDocuments" >> beam.Map(
-            lambda d: (instances_lib.document_fingerprint(d), d))
-        | "RandomDocumentPool" >> beam.combiners.Top.Of(
-            _RANDOM_DOCUMENT_POOL_SIZE, key=lambda kv: kv[0], reverse=True))
-  examples = documents | "MakeInstances" >> beam.ParDo(
-      DocumentToRecordsFn(options, vocab, dupe_factor, num_shards),
-      random_documents).with_outputs(_STATS_TAG, main="records")
-  shards = (
-      examples.records
-      | "GroupByShard" >> beam.GroupByKey()
-      | "WriteShards" >> beam.ParDo(WriteShardFn(output_dir, num_shards)))
+    groups = (
+        ranges
+        | "ReadDocuments" >> beam.ParDo(RangeToDocumentsFn(
+            read_options, tokenizer_args))
+        | "GroupByRange" >> beam.GroupByKey()
+        | "ShareDocumentPool" >> beam.ParDo(ShareDocumentPoolFn(
+            len(read_ranges)))
+        | "GroupWithPool" >> beam.GroupByKey()
+        | "MakeInstances" >> beam.ParDo(DocumentsToRecordsFn(record_args)))
+  else:
+    groups = ranges | "MakeInstances" >> beam.ParDo(RangeToRecordsFn(
+        read_options, tokenizer_args, record_args))
   _ = (
-      (tokenized[_STATS_TAG], examples[_STATS_TAG])
-      | "AllStats" >> beam.Flatten()
-      | "SumStats" >> beam.CombineGlobally(SumCountsFn())
-      | "FinishOutput" >> beam.Map(
-          outputs.finish_output, output_dir, options, dupe_factor, num_shards,
-          beam.pvalue.AsList(shards),
-          beam.pvalue.AsList(raw_documents[_INPUTS_TAG])))
+      groups
+      | "GroupByShard" >> beam.GroupByKey()
+      | "WriteShards" >> beam.ParDo(WriteShardFn(output_dir, num_shards))
+      | "GatherSummary" >> beam.GroupByKey()
+      | "FinishOutput" >> beam.ParDo(FinishOutputFn(
+          output_dir, options, dupe_factor, num_shards)))
