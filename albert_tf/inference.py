@@ -115,6 +115,12 @@ class Predictor:
       if texts_b is not None or more or named:
         raise LoadError(f"{self.path}: fill-mask takes no texts_b")
       return self._fill(_strings(texts, "texts"), top_k)
+    if self._serve_text is None and self._ids_fn is None and (
+        self.path.endswith(".onnx")):
+      raise LoadError(f"{self.path}: predict() on an .onnx decodes "
+                      f"{', '.join(ONNX_DECODED)} outputs, not {self.kind}'s; "
+                      "serving.onnx_runner.OnnxRunner runs its "
+                      "serving_default, export_saved_model serves its text")
     if self._serve_text is None and self._ids_fn is None:
       raise LoadError(f"{self.path}: {self.what} has no classifier, tagger "
                       "or MLM head for predict(); embed() gives its encoder "
@@ -279,6 +285,8 @@ def load(path, spm_model_file=None, vocab_file=None, do_lower_case=None):
   right kind that does not load raises the exporters' one-line errors.
   """
   path = os.fspath(path)
+  if path.endswith(".onnx") and os.path.isfile(path):
+    return _from_onnx(path)
   if os.path.isdir(path):
     version = _version_dir(path)
     if version:
@@ -396,6 +404,41 @@ def _from_saved_model(path, version_dir):
       path, kind, tokenizer, meta.max_seq_length, record=meta, task=task,
       inputs=inputs, checkpoint=meta.checkpoint, serve_text=serve_text,
       fill=fill, encoder=encoder, keep=loaded, ids_fn=ids_fn)
+
+
+# Families whose decode_outputs reads serving_default's own outputs (the
+# others decode serve_text's strings and spans, which the .onnx lacks).
+ONNX_DECODED = ("classification", "regression", "multiple_choice")
+
+
+def _from_onnx(path):
+  """An export_onnx .onnx through ONNX Runtime: the family's Python
+  encoding (`Task.encode_inputs`), serving_default, `Task.decode_outputs`."""
+  from albert_tf.serving.onnx_runner import OnnxRunner  # pylint: disable=g-import-not-at-top
+  info_file = os.path.splitext(path)[0] + ".json"
+  if not os.path.isfile(info_file):
+    raise LoadError(f"{path}: {info_file} does not exist (load reads .onnx "
+                    "files written by albert_tf.export_onnx)")
+  try:
+    runner = OnnxRunner(path)
+  except ImportError as e:
+    raise LoadError(str(e)) from None
+  meta = ModelInfo.from_dict({k: v for k, v in runner.info.items() if k not in (
+      "model_file", "format", "quantize", "opset", "source_saved_model",
+      "inputs", "outputs", "sharing")})
+  tokenizer = _tokenizer(
+      os.path.join(os.path.dirname(path), meta.tokenizer_file),
+      meta.tokenizer_kind, meta.do_lower_case)
+  task = _family(meta)
+  kind = meta.task or export.ENCODER
+  ids_fn = None
+  if task is not None and meta.task in ONNX_DECODED:
+    ids_fn = lambda f: {k: tf.constant(v) for k, v in runner(
+        **{n: np.asarray(x) for n, x in f.items()}).items()}
+  return Predictor(
+      path, kind, tokenizer, meta.max_seq_length, record=meta, task=task,
+      checkpoint=meta.checkpoint, keep=runner, ids_fn=ids_fn,
+      what=f"the {kind} .onnx")
 
 
 def _serve_fill_mask(fn, texts, top_k):
