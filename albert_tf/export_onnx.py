@@ -86,13 +86,6 @@ def version_dir(saved_model):
   return os.path.join(saved_model, str(versions[-1]))
 
 
-def saved_model_variable_bytes(saved_model):
-  """Bytes of the SavedModel's variables/ (each variable stored once)."""
-  folder = os.path.join(saved_model, "variables")
-  return sum(os.path.getsize(os.path.join(folder, f))
-             for f in os.listdir(folder) if f.startswith("variables.data"))
-
-
 def convert_serving_default(saved_model):
   """The ONNX ModelProto of serving_default, every input dimension dynamic."""
   # pylint: disable=g-import-not-at-top
