@@ -5,10 +5,15 @@ References are independent of the code under test: NumPy for the initializer
 sharing, the Keras model (test_family_serving's fixtures and readers) for
 parity, and the labels of a held-out split for the int8 model.
 
-Measured (AMD EPYC, 2 cores): float32 ONNX Runtime vs Keras at most 1e-6
-of the output scale; the 6-layer classifier's .onnx is 1.0x its
-SavedModel's variables; int8 agrees with float32 on the labels quoted in
-test_int8_keeps_the_labels_of_a_trained_classifier.
+Measured (AMD EPYC with avx512_bf16, 2 cores shared): float32 ONNX Runtime
+vs serving_default at most 9.5e-7 (tagger logits, scale 1); the 6-layer
+H 256 classifier's .onnx 3.67 MB for 3.45 MB of parameters (1.06x; a copy of
+the block per layer would be ~5x), int8 initializers 0.86 MB; the trained
+4-layer classifier: float32 and int8 100% accuracy on the 300 held-out
+texts, the same label on 300/300, probabilities within 1e-4.
+
+The size check compares with the model's parameters, not with the
+SavedModel's variables/ folder, which stores every variable twice.
 """
 
 import dataclasses
