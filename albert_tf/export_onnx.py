@@ -260,7 +260,7 @@ def _card(record, tokenizer, info):
       record, text_pair=record.text_pair)) if task and
                       not task.fills_masks else [])
   text = model_card.card(record, record.checkpoint, tokenizer.model_file,
-                         serve_inputs, info["model_file"])
+                         serve_inputs, info["model_file"], tf_serving=False)
   inputs = ", ".join(f"{i['name']} {i['shape']}" for i in info["inputs"])
   return text + (
       f"\nONNX (`{info['model_file']}`, opset {info['opset']}, "

@@ -139,6 +139,13 @@ def test_every_family_matches_keras_at_any_batch_and_length(family_onnx):
                           else f"{stem}.{name}")
   assert os.path.isfile(os.path.join(os.path.dirname(family_onnx["path"]),
                                      info["tokenizer_file"]))
+  stem = os.path.splitext(family_onnx["path"])[0]
+  with open(f"{stem}.README.md", encoding="utf-8") as f:
+    card = f.read()
+  name = os.path.basename(family_onnx["path"])
+  assert f"albert_tf.load({name!r}).predict(" in card
+  assert f"ONNX (`{name}`, opset 17, quantize=none" in card
+  assert "TF Serving" not in card
   assert not [n for n in os.listdir(os.path.dirname(family_onnx["path"]))
               if n.startswith(".tmp-")]
 
