@@ -44,7 +44,8 @@ import os
 from albert_tf import settings
 from albert_tf.data.tokenization import write_synced
 from albert_tf.export_tflite import (_scratch_folder, read_export_record,
-                                     tokenizer_copy_name, tokenizer_of)
+                                     rename_into_place, tokenizer_copy_name,
+                                     tokenizer_of)
 from albert_tf.features import ENCODER_INPUTS
 
 # TensorFlow, onnx and tf2onnx are imported by the functions that run: --help
@@ -240,12 +241,7 @@ def convert(saved_model, output, quantize="none"):
         info, indent=2, ensure_ascii=False).encode("utf-8"))
     write_synced(os.path.join(scratch, names["card"]),
                  _card(record, tokenizer, info).encode("utf-8"))
-    folder = os.path.dirname(os.path.abspath(output))
-    # The JSON, which names the other files, last.
-    for key in ("tokenizer", "model", "card", "json"):
-      os.replace(os.path.join(scratch, names[key]),
-                 os.path.join(folder, names[key]))
-      replaced.append(names[key])
+    rename_into_place(scratch, output, names, replaced)
   return info
 
 

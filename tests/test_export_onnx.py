@@ -83,6 +83,29 @@ def test_a_folder_without_a_saved_model_fails_in_one_line(tmp_path):
     export_onnx.convert(str(tmp_path), str(tmp_path / "m.onnx"))
 
 
+def test_load_without_onnxruntime_names_the_extra(tmp_path, monkeypatch):
+  import sys  # pylint: disable=import-outside-toplevel
+  import albert_tf  # pylint: disable=import-outside-toplevel
+  from albert_tf import inference  # pylint: disable=import-outside-toplevel
+  (tmp_path / "m.onnx").write_bytes(b"")
+  (tmp_path / "m.json").write_text("{}", encoding="utf-8")
+  monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails
+  with pytest.raises(inference.LoadError) as e:
+    albert_tf.load(str(tmp_path / "m.onnx"))
+  assert str(e.value) == (
+      f"{tmp_path / 'm.onnx'}: serving an .onnx needs onnxruntime: pip "
+      "install 'albert_tf[onnx]'")
+
+
+def test_load_of_an_onnx_without_its_json_says_so(tmp_path):
+  import albert_tf  # pylint: disable=import-outside-toplevel
+  from albert_tf import inference  # pylint: disable=import-outside-toplevel
+  (tmp_path / "m.onnx").write_bytes(b"")
+  with pytest.raises(inference.LoadError,
+                     match=r"m\.json does not exist \(load reads \.onnx"):
+    albert_tf.load(str(tmp_path / "m.onnx"))
+
+
 # ----------------------------------------------------------------- slow tier
 def _families():
   from tests import test_family_serving  # pylint: disable=import-outside-toplevel
@@ -139,6 +162,14 @@ def test_every_family_matches_keras_at_any_batch_and_length(family_onnx):
                           else f"{stem}.{name}")
   assert os.path.isfile(os.path.join(os.path.dirname(family_onnx["path"]),
                                      info["tokenizer_file"]))
+  # Ids the model would read wrongly are refused, naming the input.
+  from albert_tf.serving.onnx_runner import OnnxInputError, OnnxRunner  # pylint: disable=import-outside-toplevel
+  runner = OnnxRunner(family_onnx["path"])
+  bad = {k: v.copy() for k, v in family_onnx["features"].items()}
+  bad["input_ids"].reshape(-1)[3] = runner.vocab_size
+  with pytest.raises(OnnxInputError, match=(
+      f"input_ids: a token id >= vocab_size={runner.vocab_size}")):
+    runner(**bad)
   stem = os.path.splitext(family_onnx["path"])[0]
   with open(f"{stem}.README.md", encoding="utf-8") as f:
     card = f.read()

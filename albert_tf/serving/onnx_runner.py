@@ -18,6 +18,8 @@ import os
 
 import numpy as np
 
+from albert_tf.serving.tflite_runner import check_token_ids
+
 
 class OnnxInputError(ValueError):
   """An input the .onnx would read wrongly, or fail on without a name."""
@@ -69,17 +71,7 @@ class OnnxRunner:
           f"input_ids: {length} positions, longer than "
           f"max_position_embeddings={self.max_positions} (the model's "
           "position table)")
-    bad = np.argwhere(ids < 0)
-    if bad.size:
-      raise OnnxInputError(
-          f"input_ids: a negative token id ({int(ids[tuple(bad[0])])} at "
-          f"position {bad[0].tolist()})")
-    if self.vocab_size:
-      bad = np.argwhere(ids >= self.vocab_size)
-      if bad.size:
-        raise OnnxInputError(
-            f"input_ids: a token id >= vocab_size={self.vocab_size} "
-            f"({int(ids[tuple(bad[0])])} at position {bad[0].tolist()})")
+    check_token_ids(ids, self.vocab_size, OnnxInputError)
 
   def __call__(self, **features):
     """{output name: numpy array} of serving_default on the features."""
