@@ -18,7 +18,10 @@ run_pretraining output_dir or other encoder checkpoint predicts with
 embeds without an MLM head. An export_saved_model export_dir (its highest
 version) or version runs its `serve_text` (`serve_fill_mask`), its task
 and labels read from assets.extra/albert_export.json; an export_keras_hub
-preset is an encoder.
+preset is an encoder. An export_onnx `.onnx` runs in ONNX Runtime
+(`serving.onnx_runner`), its record and tokenizer read from the files
+beside it: encoded in Python (`Task.encode_inputs`), decoded by
+`Task.decode_outputs` (a tagger and SQuAD v1 span QA by the Python readers).
 
 `predict` takes one list per input of the family's serve_text (or one
 list of tuples): texts (texts_b=... for a pair task); span QA
