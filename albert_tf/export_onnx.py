@@ -15,7 +15,11 @@ times. tf2onnx freezes the SavedModel's variables into constants, one per
 read, and a Keras layer called L times reads its variables L times: the
 converted graph holds L identical copies of the shared block (an L-fold
 larger file), and a dynamic-range quantizer then quantizes each copy on
-its own (L scales, L int8 tensors). After conversion, `share_initializers`
+its own (L scales, L int8 tensors). tf2onnx 1.17's `merge_duplication`
+optimizer merges most of these copies when it runs (it did for every
+model tested here); with it off, a 6-layer model converted to 15.2 MB of
+initializers for 3.45 MB of weights. So the exporter does not rely on it:
+after conversion, `share_initializers`
 hashes every initializer (dtype, shape, bytes) and points every use of a
 duplicate at the first copy, so the file holds each shared matrix once;
 ONNX Runtime's `quantize_dynamic` keys its quantized weights by initializer
