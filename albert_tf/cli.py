@@ -29,6 +29,7 @@ SCRIPTS = {
     "albert-race": "albert_tf.run_race",
     "albert-export": "albert_tf.export_saved_model",
     "albert-export-tflite": "albert_tf.export_tflite",
+    "albert-export-onnx": "albert_tf.export_onnx",
     "albert-export-keras-hub": "albert_tf.export_keras_hub",
     "albert-fill-mask": "albert_tf.fill_mask",
     "albert-predict": "albert_tf.predict",
@@ -60,6 +61,7 @@ squad = _entry_point("albert-squad")
 race = _entry_point("albert-race")
 export = _entry_point("albert-export")
 export_tflite = _entry_point("albert-export-tflite")
+export_onnx = _entry_point("albert-export-onnx")
 export_keras_hub = _entry_point("albert-export-keras-hub")
 fill_mask = _entry_point("albert-fill-mask")
 predict = _entry_point("albert-predict")

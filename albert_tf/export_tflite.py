@@ -272,13 +272,18 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
         info, indent=2, ensure_ascii=False).encode("utf-8"))
     write_synced(os.path.join(scratch, names["card"]), _card(
         saved_model, record, tokenizer, info).encode("utf-8"))
-    # The JSON, which names the other files, last.
-    folder = os.path.dirname(os.path.abspath(output))
-    for key in ("tokenizer", "model", "card", "json"):
-      os.replace(os.path.join(scratch, names[key]),
-                 os.path.join(folder, names[key]))
-      replaced.append(names[key])
+    rename_into_place(scratch, output, names, replaced)
   return info
+
+
+def rename_into_place(scratch, output, names, replaced):
+  """Moves names' files from scratch beside output, the JSON (which names
+  the others) last; appends each name to replaced once it is in place."""
+  folder = os.path.dirname(os.path.abspath(output))
+  for key in ("tokenizer", "model", "card", "json"):
+    os.replace(os.path.join(scratch, names[key]),
+               os.path.join(folder, names[key]))
+    replaced.append(names[key])
 
 
 def _card(saved_model, record, tokenizer, info) -> str:

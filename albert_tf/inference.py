@@ -18,7 +18,10 @@ run_pretraining output_dir or other encoder checkpoint predicts with
 embeds without an MLM head. An export_saved_model export_dir (its highest
 version) or version runs its `serve_text` (`serve_fill_mask`), its task
 and labels read from assets.extra/albert_export.json; an export_keras_hub
-preset is an encoder.
+preset is an encoder. An export_onnx `.onnx` runs in ONNX Runtime
+(`serving.onnx_runner`), its record and tokenizer read from the files
+beside it: encoded in Python (`Task.encode_inputs`), decoded by
+`Task.decode_outputs` (a tagger and SQuAD v1 span QA by the Python readers).
 
 `predict` takes one list per input of the family's serve_text (or one
 list of tuples): texts (texts_b=... for a pair task); span QA
@@ -90,7 +93,7 @@ class Predictor:
   def __init__(self, path, kind, tokenizer, max_seq_length, record=None,
                task=None, inputs=None, checkpoint=None, model=None,
                serve_text=None, fill=None, encoder=None, keep=None,
-               what=None, ids_fn=None):
+               what=None, ids_fn=None, raw_fn=None):
     self.path, self.kind, self.tokenizer = path, kind, tokenizer
     self.what = what or f"the {kind} model there"
     self.max_seq_length = max_seq_length
@@ -107,6 +110,9 @@ class Predictor:
     # predict encodes in Python (`Task.encode_inputs`, training's rule) and
     # runs serving_default on the ids.
     self._ids_fn = ids_fn
+    # A family decoded in Python around a runner of serving_default (an
+    # .onnx tagger or span QA model): raw inputs -> results.
+    self._raw_fn = raw_fn
     self._keep = keep  # the loaded SavedModel its functions belong to
 
   def predict(self, texts, texts_b=None, *more, top_k=5, **named):
@@ -115,6 +121,16 @@ class Predictor:
       if texts_b is not None or more or named:
         raise LoadError(f"{self.path}: fill-mask takes no texts_b")
       return self._fill(_strings(texts, "texts"), top_k)
+    if self._raw_fn is not None:
+      inputs = self._columns(texts, texts_b, more, named, optional=False)
+      return self._raw_fn(inputs)
+    if self._serve_text is None and self._ids_fn is None and (
+        self.path.endswith(".onnx")):
+      raise LoadError(f"{self.path}: predict() on an .onnx decodes "
+                      f"{', '.join(ONNX_DECODED)}, tagging and SQuAD v1 span "
+                      f"QA outputs, not {self.kind}'s; "
+                      "serving.onnx_runner.OnnxRunner runs its "
+                      "serving_default, export_saved_model serves its text")
     if self._serve_text is None and self._ids_fn is None:
       raise LoadError(f"{self.path}: {self.what} has no classifier, tagger "
                       "or MLM head for predict(); embed() gives its encoder "
@@ -279,6 +295,8 @@ def load(path, spm_model_file=None, vocab_file=None, do_lower_case=None):
   right kind that does not load raises the exporters' one-line errors.
   """
   path = os.fspath(path)
+  if path.endswith(".onnx") and os.path.isfile(path):
+    return _from_onnx(path)
   if os.path.isdir(path):
     version = _version_dir(path)
     if version:
@@ -396,6 +414,99 @@ def _from_saved_model(path, version_dir):
       path, kind, tokenizer, meta.max_seq_length, record=meta, task=task,
       inputs=inputs, checkpoint=meta.checkpoint, serve_text=serve_text,
       fill=fill, encoder=encoder, keep=loaded, ids_fn=ids_fn)
+
+
+# Families whose decode_outputs reads serving_default's own outputs; a
+# tagger's and span QA's decode serve_text's strings and spans, which an
+# .onnx lacks: those are read in Python (`_onnx_tags`, `_onnx_spans`).
+ONNX_DECODED = ("classification", "regression", "multiple_choice")
+
+
+def _onnx_tags(runner, record, tokenizer, length):
+  """predict() of a tagger: `ner_data.encode_text`, the model's tag_ids,
+  `ner_data.tag_text` (serve_text's reading, one window per text)."""
+  from albert_tf.data import ner_data  # pylint: disable=g-import-not-at-top
+  def fn(inputs):
+    results = []
+    for text in inputs["text"]:
+      tokens, features, positions = ner_data.encode_text(
+          text, tokenizer, record.task_config.get("token_level"), length)
+      tag_ids = runner(**features)[F.TAG_IDS][0]
+      entities = ner_data.tag_text(text, tokens, [
+          record.label_list[tag_ids[p]] for p in positions])["entities"]
+      results.append([{"type": t, "text": x, "start": s, "end": e}
+                      for t, s, e, x in entities])
+    return results
+  return fn
+
+
+def _onnx_spans(runner, record, tokenizer, length):
+  """predict() of span QA (SQuAD v1 head): `squad.make_windows`, the
+  model's start/end logits, `span_decode.decode_v1`'s best span."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.data import span_decode, squad
+  own = record.task_config
+
+  def fn(inputs):
+    examples = [squad.Example(qas_id=str(i), question=q, context=c,
+                              answers=[], is_impossible=False, title="")
+                for i, (q, c) in enumerate(zip(inputs["question"],
+                                               inputs["context"]))]
+    windows = squad.make_windows(examples, tokenizer, length,
+                                 own.get("doc_stride", 128),
+                                 own.get("max_query_length", 64))
+    out = {k: [] for k in ("start_logits", "end_logits")}
+    for start in range(0, len(windows.example_index), BATCH_SIZE):
+      got = runner(**{k: windows.features[k][start:start + BATCH_SIZE]
+                      for k in F.ENCODER_INPUTS})
+      for k in out:
+        out[k].append(got[k])
+    _, nbest = span_decode.decode_v1(
+        np.concatenate(out["start_logits"]), np.concatenate(out["end_logits"]),
+        windows.example_index, windows.piece_spans, windows.is_max_context,
+        list(inputs["context"]), [e.qas_id for e in examples],
+        own.get("n_best_size", 20), own.get("max_answer_length", 30))
+    return [{"answer": best["text"], "start": best["start"],
+             "end": best["end"],
+             "score": best["start_logit"] + best["end_logit"]}
+            for best in (nbest[e.qas_id][0] for e in examples)]
+  return fn
+
+
+def _from_onnx(path):
+  """An export_onnx .onnx through ONNX Runtime: the family's Python
+  encoding (`Task.encode_inputs`), serving_default, `Task.decode_outputs`."""
+  from albert_tf.serving.onnx_runner import OnnxRunner  # pylint: disable=g-import-not-at-top
+  info_file = os.path.splitext(path)[0] + ".json"
+  if not os.path.isfile(info_file):
+    raise LoadError(f"{path}: {info_file} does not exist (load reads .onnx "
+                    "files written by albert_tf.export_onnx)")
+  try:
+    runner = OnnxRunner(path)
+  except ImportError as e:
+    raise LoadError(str(e)) from None
+  meta = ModelInfo.from_dict({k: v for k, v in runner.info.items() if k not in (
+      "model_file", "format", "quantize", "opset", "source_saved_model",
+      "inputs", "outputs", "sharing")})
+  tokenizer = _tokenizer(
+      os.path.join(os.path.dirname(path), meta.tokenizer_file),
+      meta.tokenizer_kind, meta.do_lower_case)
+  task = _family(meta)
+  kind = meta.task or export.ENCODER
+  ids_fn = raw_fn = None
+  if task is not None and meta.task in ONNX_DECODED:
+    ids_fn = lambda f: {k: tf.constant(v) for k, v in runner(
+        **{n: np.asarray(x) for n, x in f.items()}).items()}
+  elif meta.task == "tagging":
+    raw_fn = _onnx_tags(runner, meta, tokenizer, meta.max_seq_length)
+  elif meta.task == "span_qa" and not meta.task_config.get(
+      "version_2_with_negative"):
+    raw_fn = _onnx_spans(runner, meta, tokenizer, meta.max_seq_length)
+  return Predictor(
+      path, kind, tokenizer, meta.max_seq_length, record=meta, task=task,
+      inputs=task.serve_text_inputs(meta) if task else None,
+      checkpoint=meta.checkpoint, keep=runner, ids_fn=ids_fn, raw_fn=raw_fn,
+      what=f"the {kind} .onnx")
 
 
 def _serve_fill_mask(fn, texts, top_k):

@@ -1,7 +1,7 @@
 r"""Batch-1 serving latency of the exported albert_tiny_zh classifier beside its peers.
 
     python -m benchmarks.serving_latency [--quick] [--calls=N] \
-        [--peers=all|none|keras_hub,hf_torch,onnxruntime]
+        [--peers=all|none|keras_hub,hf_torch,onnxruntime] [--thread_counts=1,2]
 
 Times what is served, one request at a time: our SavedModel
 (`export_saved_model`, loaded with tf.saved_model.load: `serving_default`
@@ -9,7 +9,9 @@ with ids, `serve_text` with strings, tokenization included; `serving_default`
 also as TF Serving runs it, loaded into a TF1 Session and called through
 Session.make_callable; one more export per option of export() that
 inspect.signature finds: jit_compile, length_buckets, mixed_precision) and our LiteRT models (`export_tflite`,
-run by `serving.tflite_runner`), beside keras-hub's AlbertBackbone + our
+run by `serving.tflite_runner`; our ONNX models, `export_onnx` float32 and
+dynamic int8, run by `serving.onnx_runner` when onnxruntime and tf2onnx are
+installed), beside keras-hub's AlbertBackbone + our
 head, HF torch AlbertForSequenceClassification and ONNX Runtime (tf2onnx
 from our serving_default, else the HF model through torch.onnx), all on the
 same weights: a random albert_tiny_zh classifier with the 8,000-piece
@@ -262,6 +264,16 @@ def prepare(work_dir, peers, quantize, notes):
       path = os.path.join(work_dir, "tflite", f"len{n}_{mode}.tflite")
       export_tflite.convert(source, path, mode)
       plan["tflite"][str(n)][mode] = path
+  plan["own_onnx"] = {}
+  if all(importlib.util.find_spec(m) for m in ("onnxruntime", "tf2onnx")):
+    from albert_tf import export_onnx  # pylint: disable=g-import-not-at-top
+    for mode in export_onnx.QUANTIZE_MODES:
+      path = os.path.join(work_dir, "own_onnx", f"classifier_{mode}.onnx")
+      export_onnx.convert(saved, path, mode)
+      plan["own_onnx"][mode] = path
+  else:
+    notes.append("skip albert_tf ONNX rows: onnxruntime or tf2onnx not "
+                 "installed (pip install 'albert_tf[onnx]')")
   if "onnxruntime" in peers:
     plan["onnx_path"] = os.path.join(work_dir, "classifier.onnx")
     plan["onnx"] = onnx_model(plan, plan["onnx_path"], notes)
@@ -319,6 +331,12 @@ def implementations(plan, case, threads, cache):
     runner = TFLiteRunner(path, threads)
     ours.append((f"albert_tf LiteRT {QUANT_NAMES.get(mode, mode)}",
                  lambda r=runner: r(**feats)["logits"]))
+  for mode, path in plan.get("own_onnx", {}).items():
+    from albert_tf.serving.onnx_runner import OnnxRunner
+    onnx_runner = once(f"onnx:{path}", lambda p=path: OnnxRunner(p, threads))
+    ours.append((f"albert_tf ONNX {QUANT_NAMES.get(mode, mode)} "
+                 "(export_onnx, ONNX Runtime)",
+                 lambda r=onnx_runner: r(**feats)["logits"]))
   for option, variant in plan["variants"].items():
     for name in {"jit_compile": ("serving_default", "serve_text"),
                  "length_buckets": ("serve_text",),
@@ -474,7 +492,7 @@ def run(args):
   with open(plan_file, "w", encoding="utf-8") as f:
     json.dump(plan, f, ensure_ascii=False, indent=2)
   rows = []
-  for threads in (1, 2):
+  for threads in (int(t) for t in args.thread_counts.split(",")):
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks.serving_latency", "--worker",
          plan_file, f"--threads={threads}", f"--calls={calls}",
@@ -515,6 +533,8 @@ def main(argv=None):
       help="Say which peers would run, then exit.")
   add("--tflite_quantize", default="none,dynamic",
       help="export_tflite --quantize modes to time.")
+  add("--thread_counts", default="1,2",
+      help="Thread counts to time, one fresh worker each.")
   add("--work_dir", default="demo_output/serving_latency",
       help="Checkpoint, exports, .tflite and .onnx files.")
   add("--results_dir", default="benchmarks/results")

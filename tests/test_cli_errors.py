@@ -94,6 +94,13 @@ CASES = {
                        "--quantize=int4"], "quantize"),
         "unknown flag": (["--quantise=int8"], "quantise"),
     },
+    "albert_tf.export_onnx": {
+        "missing file": ([f"--saved_model={MISSING}",
+                          "--output={tmp}/m.onnx"], MISSING),
+        "bad value": ([f"--saved_model={MISSING}", "--output={tmp}/m.onnx",
+                       "--quantize=int4"], "quantize"),
+        "unknown flag": (["--quantise=dynamic"], "quantise"),
+    },
     "albert_tf.convert_checkpoint": {
         "missing file": (["--source=original", f"--checkpoint={MISSING}",
                           "--output_dir={tmp}/conv"], "does not exist"),
@@ -166,6 +173,7 @@ VERBOSE = {
     "data_prep.cloze": "missing flag",
     "albert_tf.export_saved_model": "missing file",
     "albert_tf.export_tflite": "missing file",
+    "albert_tf.export_onnx": "missing file",
     "albert_tf.convert_checkpoint": "missing file",
     "albert_tf.export_keras_hub": "missing file",
     "albert_tf.fill_mask": "missing file",

@@ -47,6 +47,7 @@ SECTIONS = {
     "albert_tf.run_race": TRAINING,
     "albert_tf.export_saved_model": ["Model", "Output", "Runtime"],
     "albert_tf.export_tflite": ["Data", "Model", "Output", "Runtime"],
+    "albert_tf.export_onnx": ["Model", "Output", "Runtime"],
     "albert_tf.export_keras_hub": ["Model", "Output", "Runtime"],
     "albert_tf.fill_mask": ["Data", "Model", "Output", "Runtime"],
     "albert_tf.predict": ["Data", "Model", "Output", "Runtime"],

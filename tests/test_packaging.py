@@ -35,6 +35,7 @@ EXPECTED_SCRIPTS = {
     "albert-race": "albert_tf.run_race",
     "albert-export": "albert_tf.export_saved_model",
     "albert-export-tflite": "albert_tf.export_tflite",
+    "albert-export-onnx": "albert_tf.export_onnx",
     "albert-export-keras-hub": "albert_tf.export_keras_hub",
     "albert-fill-mask": "albert_tf.fill_mask",
     "albert-predict": "albert_tf.predict",
@@ -67,14 +68,14 @@ def _normalized(requirement):
 
 # ------------------------------------------------------------- static checks
 # Extras that are lists of requirements.txt lines ("all" names the others).
-EXTRAS = ("data", "serving", "keras-hub", "demo", "dev")
+EXTRAS = ("data", "serving", "onnx", "keras-hub", "demo", "dev")
 
 
 def test_pyproject_dependencies_are_requirements_txt():
   project = _pyproject()["project"]
   extras = project["optional-dependencies"]
   assert set(extras) == set(EXTRAS) | {"all"}
-  assert extras["all"] == ["albert_tf[data,serving,keras-hub,demo]"]
+  assert extras["all"] == ["albert_tf[data,serving,onnx,keras-hub,demo]"]
   groups = {"core": project["dependencies"],
             **{name: extras[name] for name in EXTRAS}}
   listed = [(_normalized(r), group) for group, requirements in groups.items()
@@ -124,7 +125,7 @@ def test_extras_are_not_imported_where_they_are_not_installed():
   extras = _pyproject()["project"]["optional-dependencies"]
   never = _distribution_modules(extras["demo"] + extras["dev"])
   optional = _distribution_modules(extras["data"] + extras["serving"] +
-                                   extras["keras-hub"])
+                                   extras["onnx"] + extras["keras-hub"])
   assert {"apache_beam", "ai_edge_litert", "keras_hub", "matplotlib",
           "pytest"} <= never | optional  # installed in this venv
   beam = _distribution_modules(extras["data"])

@@ -42,6 +42,7 @@ COMMANDS = {
     "albert_tf.run_race": ("RaceOptions", 48),
     "data_prep.cloze": ("ClozeSettings", 7),
     "albert_tf.export_tflite": ("TfliteSettings", 9),
+    "albert_tf.export_onnx": ("OnnxSettings", 4),
     "albert_tf.export_saved_model": ("ExportSettings", 17),
 }
 

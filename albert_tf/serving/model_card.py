@@ -65,10 +65,11 @@ def _metrics_lines(results: Optional[dict]) -> List[str]:
 
 def card(record, checkpoint: Optional[str], tokenizer_path: str,
          serve_inputs: List[str], export_path: str,
-         tflite: Optional[Dict] = None) -> str:
+         tflite: Optional[Dict] = None, tf_serving: bool = True) -> str:
   """The card's Markdown. record: the export's ModelInfo; checkpoint: the
   prefix the weights came from (its folder holds the run's files);
-  serve_inputs: serve_text's input names; tflite: export_tflite's info."""
+  serve_inputs: serve_text's input names; tflite: export_tflite's info;
+  tf_serving: False for a file TF Serving does not run (an .onnx)."""
   run_dir = (os.path.dirname(checkpoint) if checkpoint else None)
   if run_dir and os.path.basename(run_dir) == "best":
     run_dir = os.path.dirname(run_dir)
@@ -112,7 +113,7 @@ def card(record, checkpoint: Optional[str], tokenizer_path: str,
   lines += ["", "## How to call it", ""]
   example = {name: ("..." if name != "options" else ["...", "..."])
              for name in serve_inputs}
-  if serve_inputs:
+  if serve_inputs and tf_serving:
     lines += [
         "TF Serving (REST, a server built with TF Text ops):", "",
         "```json",

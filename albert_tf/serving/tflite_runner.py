@@ -25,6 +25,21 @@ class TFLiteInputError(ValueError):
   """An input the .tflite would read wrongly, or fail on without a name."""
 
 
+def check_token_ids(ids, vocab_size, error):
+  """Raises error (a ValueError class) naming the first id < 0 or >=
+  vocab_size (when known) and its position."""
+  ids = np.asarray(ids)
+  bad = np.argwhere(ids < 0)
+  if bad.size:
+    raise error(f"input_ids: a negative token id ({int(ids[tuple(bad[0])])} "
+                f"at position {bad[0].tolist()})")
+  if vocab_size:
+    bad = np.argwhere(ids >= vocab_size)
+    if bad.size:
+      raise error(f"input_ids: a token id >= vocab_size={vocab_size} "
+                  f"({int(ids[tuple(bad[0])])} at position {bad[0].tolist()})")
+
+
 class TFLiteRunner:
   """serving_default of a .tflite exported by albert_tf.export_tflite."""
 
@@ -68,18 +83,7 @@ class TFLiteRunner:
             f"{name}: shape {shape}, but {self.path} takes {spec['shape']} "
             f"(one sequence, padded or cut to its max_seq_length="
             f"{self.info.get('max_seq_length')})")
-    ids = np.asarray(features["input_ids"])
-    bad = np.argwhere(ids < 0)
-    if bad.size:
-      raise TFLiteInputError(
-          f"input_ids: a negative token id ({int(ids[tuple(bad[0])])} at "
-          f"position {bad[0].tolist()})")
-    if self.vocab_size:
-      bad = np.argwhere(ids >= self.vocab_size)
-      if bad.size:
-        raise TFLiteInputError(
-            f"input_ids: a token id >= vocab_size={self.vocab_size} "
-            f"({int(ids[tuple(bad[0])])} at position {bad[0].tolist()})")
+    check_token_ids(features["input_ids"], self.vocab_size, TFLiteInputError)
 
   def __call__(self, **features):
     self.check(features)

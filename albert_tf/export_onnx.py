@@ -1,0 +1,298 @@
+r"""Convert an exported SavedModel's serving_default to ONNX, the shared weights kept once.
+
+    python -m albert_tf.export_onnx --saved_model=saved_models/sentiment/1 \
+        --output=onnx/sentiment.onnx [--quantize=dynamic]
+
+Takes what export_tflite takes: a version directory written by
+export_saved_model (or its export_dir: the highest version). Every
+family's serving_default converts (classifier, regression, tagger, span QA,
+multiple choice, the pretrainer's ids + masked_lm_positions signature):
+int32 inputs of dynamic batch and sequence length ([batch, choices, seq]
+for multiple choice), the family's float outputs.
+
+Why the weights are deduplicated. ALBERT runs one transformer block L
+times. tf2onnx freezes the SavedModel's variables into constants, one per
+read, and a Keras layer called L times reads its variables L times: the
+converted graph holds L identical copies of the shared block (an L-fold
+larger file), and a dynamic-range quantizer then quantizes each copy on
+its own (L scales, L int8 tensors). tf2onnx 1.17's `merge_duplication`
+optimizer merges these copies when it runs (all of them, for every
+model tested here); with it off, a 6-layer model converted to 15.2 MB of
+initializers for 3.45 MB of weights. So the exporter does not rely on it:
+after conversion, `share_initializers`
+hashes every initializer (dtype, shape, bytes) and points every use of a
+duplicate at the first copy, so the file holds each shared matrix once;
+ONNX Runtime's `quantize_dynamic` keys its quantized weights by initializer
+name, so each shared matrix is then quantized once too.
+
+--quantize:
+  none     float32 (ONNX Runtime's outputs equal the Keras model's within
+           1e-4 of their scale in tests/test_export_onnx.py; ~1e-6 seen).
+  dynamic  int8 weights of MatMul/Gather, activations quantized per call
+           (onnxruntime.quantization.quantize_dynamic, per tensor): about a
+           quarter of the size.
+
+Writes PATH.onnx, its tokenizer (PATH.spm.model or PATH.vocab.txt),
+PATH.json (the export record, the inputs and outputs, the tokenizer file)
+and the model card PATH.README.md, all in a dot-named scratch folder beside
+PATH and renamed into place once complete, under the output's lock (as
+export_tflite does). `albert_tf.load("PATH.onnx").predict(...)` serves it
+through ONNX Runtime (`serving.onnx_runner`).
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+
+from albert_tf import settings
+from albert_tf.data.tokenization import write_synced
+from albert_tf.export_tflite import (_scratch_folder, read_export_record,
+                                     rename_into_place, tokenizer_copy_name,
+                                     tokenizer_of)
+from albert_tf.features import ENCODER_INPUTS
+
+# TensorFlow, onnx and tf2onnx are imported by the functions that run: --help
+# and a flag mistake answer before they load.
+
+QUANTIZE_MODES = ("none", "dynamic")
+OPSET = 17
+EXTRA = "pip install 'albert_tf[onnx]'"
+
+
+class OnnxExportError(ValueError):
+  """A flag or a source export_onnx cannot convert."""
+
+
+def require_onnx(what="export_onnx"):
+  """Imports onnx, onnxruntime, tf2onnx; one line naming the extra if not."""
+  missing = []
+  for module in ("onnx", "onnxruntime", "tf2onnx"):
+    try:
+      __import__(module)
+    except ImportError:
+      missing.append(module)
+  if missing:
+    raise OnnxExportError(f"{what} needs {', '.join(missing)}: {EXTRA}")
+
+
+def version_dir(saved_model):
+  """saved_model itself when it holds saved_model.pb, else its highest
+  numbered version; OnnxExportError naming --saved_model otherwise."""
+  if os.path.isfile(os.path.join(saved_model, "saved_model.pb")):
+    return saved_model
+  versions = sorted(int(d) for d in (os.listdir(saved_model) if os.path.isdir(
+      saved_model) else []) if d.isdigit() and os.path.isfile(
+          os.path.join(saved_model, d, "saved_model.pb")))
+  if not versions:
+    raise OnnxExportError(
+        f"--saved_model={saved_model}: no saved_model.pb there or in a "
+        "numbered version folder (give export_saved_model's export_dir or "
+        "a version)")
+  return os.path.join(saved_model, str(versions[-1]))
+
+
+def convert_serving_default(saved_model):
+  """The ONNX ModelProto of serving_default, every input dimension dynamic."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_text  # noqa: F401  (the SavedModel's serve_text ops)
+  import tf2onnx
+  from albert_tf.training.checkpoints import check_finite
+  loaded = tf.saved_model.load(saved_model)
+  check_finite(loaded.variables, f"--saved_model={saved_model}")
+  serving = loaded.signatures["serving_default"]
+  given = serving.structured_input_signature[1]
+  names = [n for n in ENCODER_INPUTS if n in given] + sorted(
+      set(given) - set(ENCODER_INPUTS))
+  # Rank kept ([batch, seq] or [batch, choices, seq]), every size open.
+  specs = [tf.TensorSpec([None] * len(given[n].shape), given[n].dtype,
+                         name=n) for n in names]
+
+  @tf.function(input_signature=specs)
+  def serve(*args):
+    return serving(**dict(zip(names, args)))
+
+  model, _ = tf2onnx.convert.from_function(serve, input_signature=specs,
+                                           opset=OPSET)
+  del loaded  # held until here: the signature reads its variables weakly
+  return model
+
+
+def _initializer_key(tensor):
+  from onnx import numpy_helper  # pylint: disable=g-import-not-at-top
+  values = numpy_helper.to_array(tensor)
+  return (tensor.data_type, tuple(tensor.dims),
+          hashlib.sha256(values.tobytes()).hexdigest())
+
+
+def share_initializers(model):
+  """Keeps one initializer per distinct (dtype, shape, content), in place;
+  every input that named a duplicate names the kept one (subgraphs too).
+  Returns {"initializers_before", "initializers_after", "bytes_removed"}."""
+  graph = model.graph
+  kept, rename, removed = {}, {}, 0
+  for tensor in list(graph.initializer):
+    key = _initializer_key(tensor)
+    if key in kept:
+      rename[tensor.name] = kept[key]
+    else:
+      kept[key] = tensor.name
+  before = len(graph.initializer)
+  survivors = [t for t in graph.initializer if t.name not in rename]
+  removed = sum(len(t.SerializeToString()) for t in graph.initializer
+                if t.name in rename)
+  del graph.initializer[:]
+  graph.initializer.extend(survivors)
+
+  def relink(g):
+    for node in g.node:
+      for i, name in enumerate(node.input):
+        if name in rename:
+          node.input[i] = rename[name]
+      for attribute in node.attribute:
+        if attribute.g.node:
+          relink(attribute.g)
+        for sub in attribute.graphs:
+          relink(sub)
+  relink(graph)
+  for value_info in list(graph.value_info):
+    if value_info.name in rename:
+      graph.value_info.remove(value_info)
+  return {"initializers_before": before,
+          "initializers_after": len(graph.initializer),
+          "bytes_removed": removed}
+
+
+def quantize_dynamic(source_path, target_path):
+  """int8 weights (per tensor), activations quantized per call."""
+  # pylint: disable=g-import-not-at-top
+  from onnxruntime.quantization import QuantType
+  from onnxruntime.quantization import quantize_dynamic as ort_quantize
+  ort_quantize(source_path, target_path, weight_type=QuantType.QInt8)
+
+
+def describe_io(model):
+  """{"inputs", "outputs"}: [{"name", "shape" (ints, None dynamic),
+  "dtype"}] of an ONNX model's graph."""
+  from onnx import helper  # pylint: disable=g-import-not-at-top
+  initializers = {t.name for t in model.graph.initializer}
+
+  def describe(values):
+    return [{"name": v.name,
+             "shape": [d.dim_value if d.HasField("dim_value") else None
+                       for d in v.type.tensor_type.shape.dim],
+             "dtype": helper.tensor_dtype_to_np_dtype(
+                 v.type.tensor_type.elem_type).name}
+            for v in values if v.name not in initializers]
+  return {"inputs": describe(model.graph.input),
+          "outputs": describe(model.graph.output)}
+
+
+def convert(saved_model, output, quantize="none"):
+  """Writes output (.onnx), its tokenizer, its .json and its model card.
+
+  Returns the .json's dict (with "sharing": share_initializers' counts).
+  Raises OnnxExportError for a bad flag or source, OSError (one line naming
+  --output) when writing fails.
+  """
+  if quantize not in QUANTIZE_MODES:
+    raise OnnxExportError(f"--quantize must be one of {QUANTIZE_MODES}, got "
+                          f"{quantize!r}")
+  if not output.endswith(".onnx"):
+    raise OnnxExportError(f"--output={output}: end it in .onnx (its .json, "
+                          "tokenizer and card are named after it)")
+  require_onnx()
+  saved_model = version_dir(saved_model)
+  record = read_export_record(saved_model)
+  if record.mixed_precision not in (None, "none"):
+    raise OnnxExportError(
+        f"--saved_model={saved_model} computes in {record.mixed_precision}; "
+        "convert a float32 export (--quantize=dynamic makes it smaller)")
+  metadata = record.flat_dict()
+  tokenizer = tokenizer_of(saved_model, metadata)
+  stem = os.path.splitext(os.path.basename(output))[0]
+  names = {"model": os.path.basename(output),
+           "tokenizer": tokenizer_copy_name(output,
+                                            metadata["tokenizer_kind"]),
+           "json": stem + ".json", "card": stem + ".README.md"}
+  import onnx  # pylint: disable=g-import-not-at-top
+  with _scratch_folder(output) as (scratch, replaced):
+    model = convert_serving_default(saved_model)
+    sharing = share_initializers(model)
+    float_path = os.path.join(scratch, "float32.onnx")
+    onnx.save_model(model, float_path)
+    target = os.path.join(scratch, names["model"])
+    if quantize == "dynamic":
+      quantize_dynamic(float_path, target)
+    else:
+      os.replace(float_path, target)
+    # Synced before the rename: some file systems report a full disk only
+    # at the sync.
+    with open(target, "rb+") as f:
+      os.fsync(f.fileno())
+    with open(tokenizer.model_file, "rb") as f:
+      write_synced(os.path.join(scratch, names["tokenizer"]), f.read())
+    info = {**{k: v for k, v in record.to_dict().items()
+               if k not in ("tokenizer_file",)},
+            "model_file": names["model"], "format": "onnx",
+            "quantize": quantize, "opset": OPSET,
+            "source_saved_model": os.path.abspath(saved_model),
+            "tokenizer_file": names["tokenizer"],
+            **describe_io(onnx.load_model(target, load_external_data=False)),
+            "sharing": sharing}
+    write_synced(os.path.join(scratch, names["json"]), json.dumps(
+        info, indent=2, ensure_ascii=False).encode("utf-8"))
+    write_synced(os.path.join(scratch, names["card"]),
+                 _card(record, tokenizer, info).encode("utf-8"))
+    rename_into_place(scratch, output, names, replaced)
+  return info
+
+
+def _card(record, tokenizer, info):
+  """NAME.README.md: the SavedModel's card with the .onnx's inputs."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving import model_card
+  from albert_tf import registry
+  task = registry.family(record.task, record.task_module).task if (
+      record.task) else None
+  serve_inputs = list(task.serve_text_inputs(dataclasses.replace(
+      record, text_pair=record.text_pair)) if task and
+                      not task.fills_masks else [])
+  text = model_card.card(record, record.checkpoint, tokenizer.model_file,
+                         serve_inputs, info["model_file"], tf_serving=False)
+  inputs = ", ".join(f"{i['name']} {i['shape']}" for i in info["inputs"])
+  return text + (
+      f"\nONNX (`{info['model_file']}`, opset {info['opset']}, "
+      f"quantize={info['quantize']}, ONNX Runtime): inputs {inputs} (int32; "
+      "None: any size); the tokenizer is "
+      f"`{info['tokenizer_file']}`, the record in the .json beside it.\n")
+
+
+@dataclasses.dataclass
+class OnnxSettings:
+  """The command line of export_onnx; the fields are the flags."""
+  saved_model: str = settings.field(
+      None, "An export_dir or version directory written by "
+      "albert_tf.export_saved_model.", required=True, group="model")
+  output: str = settings.field(None, "Output .onnx path.", required=True)
+  quantize: str = settings.field("none", "Quantization.",
+                                 choices=QUANTIZE_MODES, group="model")
+
+
+def main(argv):
+  del argv
+  s = settings.from_flags(OnnxSettings)
+  info = convert(s.saved_model, s.output, s.quantize)
+  size = os.path.getsize(s.output) / 2**20
+  sharing = info["sharing"]
+  print(f"Wrote {s.output} ({size:.2f} MiB, quantize={s.quantize}; "
+        f"{sharing['initializers_before'] - sharing['initializers_after']} "
+        "duplicate initializers shared); inputs "
+        f"{[(i['name'], i['shape']) for i in info['inputs']]}")
+
+
+if __name__ == "__main__":
+  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  settings.define_flags(OnnxSettings)
+  cli_errors.run_main(main)
