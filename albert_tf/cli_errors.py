@@ -394,12 +394,33 @@ def import_tensorflow_quietly():
   # through its "tensorflow" logger and through absl's.
   pylogging.getLogger("tensorflow").setLevel(pylogging.WARNING)
   absl_logging.get_absl_logger().addFilter(_drop_tensorflow_info)
+  # Records of other loggers (tf2onnx's, ONNX Runtime's) reach absl's
+  # handler through the root logger: filtered there.
+  absl_logging.get_absl_handler().addFilter(_drop_tensorflow_info)
+  # ...and the root logger's own records (ONNX Runtime's quantizer logs
+  # through `logging.warning`), whatever handler prints them.
+  pylogging.getLogger().addFilter(_drop_tensorflow_info)
+
+
+# Libraries whose INFO lines a command replaces with its own: TensorFlow,
+# and the converters export_onnx runs (tf2onnx's "Using opset", "After
+# optimization: Cast -23 ..."; ONNX Runtime's quantizer, a line per
+# tensor).
+_CHATTY = tuple(f"{os.sep}{name}{os.sep}" for name in
+                ("tensorflow", "tf2onnx", "onnxruntime"))
+# ...and its warnings too: the quantizer's advice to pre-process the model
+# (shape inference for its own optimisations), which a user cannot act on.
+_ADVICE_ONLY = (f"{os.sep}onnxruntime{os.sep}quantization{os.sep}",)
 
 
 def _drop_tensorflow_info(record) -> bool:
-  """False for an INFO (or lower) record logged from inside TensorFlow."""
-  return record.levelno >= pylogging.WARNING or (
-      f"{os.sep}tensorflow{os.sep}" not in (record.pathname or ""))
+  """False for an INFO (or lower) record logged from inside TensorFlow or
+  the ONNX converters, and for the ONNX quantizer's warnings."""
+  path = record.pathname or ""
+  if record.levelno < pylogging.ERROR and any(m in path for m in _ADVICE_ONLY):
+    return False
+  return record.levelno >= pylogging.WARNING or not any(
+      m in path for m in _CHATTY)
 
 
 def _is_albert_tf_command():

@@ -28,6 +28,7 @@ parts would share the plan format and nothing else.
 """
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import inspect
@@ -312,7 +313,9 @@ def implementations(plan, case, threads, cache):
       sess = tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(
           intra_op_parallelism_threads=threads,
           inter_op_parallelism_threads=threads))
-      with graph.as_default():
+      # TF1's loader is deprecated (one warning): TF Serving's path is what
+      # is timed here.
+      with graph.as_default(), _tf_warnings_off(tf):
         meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], path)
       return sess, meta.signature_def["serving_default"]
     sess, sig = once(f"session:{path}", load)
@@ -328,7 +331,10 @@ def implementations(plan, case, threads, cache):
           (f"albert_tf serve_text (pad {MAX_SEQ})",
            signature(saved, "serve_text"))]
   for mode, path in plan["tflite"][str(case["length"])].items():
-    runner = TFLiteRunner(path, threads)
+    # LiteRT prints "INFO: Created TensorFlow Lite XNNPACK delegate" on fd 2.
+    from albert_tf.cli_errors import _stderr_to_devnull  # pylint: disable=g-import-not-at-top,protected-access
+    with _stderr_to_devnull():
+      runner = TFLiteRunner(path, threads)
     ours.append((f"albert_tf LiteRT {QUANT_NAMES.get(mode, mode)}",
                  lambda r=runner: r(**feats)["logits"]))
   for mode, path in plan.get("own_onnx", {}).items():
@@ -390,9 +396,22 @@ def implementations(plan, case, threads, cache):
   return dict(order + ours[len(peers):] + peers[len(ours):])
 
 
+@contextlib.contextmanager
+def _tf_warnings_off(tf):
+  """TF's Python logger at ERROR for the block (its deprecation notes)."""
+  previous = tf.get_logger().level
+  tf.get_logger().setLevel("ERROR")
+  try:
+    yield
+  finally:
+    tf.get_logger().setLevel(previous)
+
+
 def worker(plan_file, threads, calls, warmup):
   """Rows of every implementation at every length, `threads` threads."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  cli_errors.import_tensorflow_quietly()  # its start-up lines hidden
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.threading.set_intra_op_parallelism_threads(threads)
   tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -479,6 +498,10 @@ def report(result):
 
 
 def run(args):
+  # The tables, not the converters' INFO lines (TF's SavedModel builder,
+  # tf2onnx, the ONNX quantizer), as the commands print.
+  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  cli_errors.import_tensorflow_quietly()
   load_start, uptime = os.getloadavg(), subprocess.run(
       ["uptime"], capture_output=True, text=True, check=False).stdout.strip()
   peers, notes = peer_status(args.peers)

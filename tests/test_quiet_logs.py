@@ -1,8 +1,8 @@
 """A command on a CPU-only machine prints its own lines, not TensorFlow's.
 
 train_vocab, create_pretraining_data, run_pretraining and run_classifier
-(slow tier), and export_saved_model and export_tflite of a tiny fine-tuned
-classifier, as fresh processes: stderr holds no C++ start-up line (CUDA stub, cuInit,
+(slow tier), and export_saved_model, export_tflite and export_onnx of a
+tiny fine-tuned classifier, as fresh processes: stderr holds no C++ start-up line (CUDA stub, cuInit,
 oneDNN, "All log messages before absl::InitializeLog()") and no INFO line
 from TensorFlow's Python (the SavedModel builder's "Assets written to",
 "Writing fingerprint", the saver's "Sharding callback duration", signature
@@ -60,10 +60,15 @@ def test_export_and_tflite_print_no_tensorflow_lines(tmp_path):
                  "--export_dir=export"], tmp_path)
   tflite = _run(["albert_tf.export_tflite", "--saved_model=export/1",
                  "--output=clf.tflite"], tmp_path)
-  for proc in (export, tflite):
+  onnx = _run(["albert_tf.export_onnx", "--saved_model=export/1",
+               "--output=clf.onnx", "--quantize=dynamic"], tmp_path)
+  for proc in (export, tflite, onnx):
     assert proc.returncode == 0, proc.stderr[-3000:]
     noise = [l for l in proc.stderr.splitlines() if _TF_LINE.search(l)]
     assert noise == [], noise[:5]
+  # tf2onnx's and the ONNX quantizer's INFO lines ("Using opset", a line
+  # per quantized tensor) and the quantizer's pre-processing advice: none.
+  assert onnx.stderr == "", onnx.stderr[-3000:]
   assert export.stdout.splitlines()[-1] == (
       "Exported the recorded task to export/1")
   # --verbose keeps TensorFlow's lines (the check above can fail).
