@@ -126,7 +126,8 @@ def test_readme_quick_start_block_is_what_this_test_runs():
   assert modules == ["data_prep.train_vocab",
                      "data_prep.create_pretraining_data",
                      "albert_tf.run_pretraining", "albert_tf.run_classifier",
-                     "albert_tf.export_saved_model", "albert_tf.export_tflite"]
+                     "albert_tf.export_saved_model", "albert_tf.export_tflite",
+                     "albert_tf.export_onnx"]
   assert all(shlex.split(c)[:2] == ["python", "-m"] for c in commands)
 
 
@@ -236,3 +237,11 @@ def test_quick_start_runs_as_written(tmp_path):
       for i in range(len(texts))])
   # --quantize=dynamic: int8 weights, tests/test_tflite.py's bound.
   np.testing.assert_allclose(tflite_probs, keras_probs, atol=5e-2)
+
+  # Step 5's ONNX file, served as the README's comment says.
+  import albert_tf  # pylint: disable=g-import-not-at-top
+  onnx_out = albert_tf.load(str(tmp_path / "my_clf.onnx")).predict(texts)
+  onnx_probs = np.array([[p["probabilities"][label]
+                          for label in ("negative", "positive")]
+                         for p in onnx_out])
+  np.testing.assert_allclose(onnx_probs, keras_probs, atol=5e-2)
