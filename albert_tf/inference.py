@@ -126,8 +126,10 @@ class Predictor:
       return self._raw_fn(inputs)
     if self._serve_text is None and self._ids_fn is None and (
         self.path.endswith(".onnx")):
+      decoded = sorted(name for name, f in registry.families().items()
+                       if f.task.decodes_serving_default)
       raise LoadError(f"{self.path}: predict() on an .onnx decodes "
-                      f"{', '.join(ONNX_DECODED)}, tagging and SQuAD v1 span "
+                      f"{', '.join(decoded)}, tagging and SQuAD v1 span "
                       f"QA outputs, not {self.kind}'s; "
                       "serving.onnx_runner.OnnxRunner runs its "
                       "serving_default, export_saved_model serves its text")
@@ -416,10 +418,10 @@ def _from_saved_model(path, version_dir):
       fill=fill, encoder=encoder, keep=loaded, ids_fn=ids_fn)
 
 
-# Families whose decode_outputs reads serving_default's own outputs; a
-# tagger's and span QA's decode serve_text's strings and spans, which an
-# .onnx lacks: those are read in Python (`_onnx_tags`, `_onnx_spans`).
-ONNX_DECODED = ("classification", "regression", "multiple_choice")
+# A family whose decode_outputs reads serving_default's own outputs says
+# so (`Task.decodes_serving_default`); a tagger's and span QA's decode
+# serve_text's strings and spans, which an .onnx lacks: those are read in
+# Python here (`_onnx_tags`, `_onnx_spans`).
 
 
 def _onnx_tags(runner, record, tokenizer, length):
@@ -494,7 +496,7 @@ def _from_onnx(path):
   task = _family(meta)
   kind = meta.task or export.ENCODER
   ids_fn = raw_fn = None
-  if task is not None and meta.task in ONNX_DECODED:
+  if task is not None and task.decodes_serving_default:
     ids_fn = lambda f: {k: tf.constant(v) for k, v in runner(
         **{n: np.asarray(x) for n, x in f.items()}).items()}
   elif meta.task == "tagging":

@@ -401,6 +401,17 @@ def test_pretrainer_serving_default_matches_keras(tmp_path):
   assert "mlm_logits" in compared
   for name in compared:
     assert_close_to_scale(got[name], expected[name], rel=FLOAT_REL)
+  # load() serves it for its ids (the runner), not predict(): one line
+  # naming the families whose .onnx it decodes.
+  import albert_tf
+  from albert_tf import inference
+  with pytest.raises(inference.LoadError) as e:
+    albert_tf.load(path).predict(["甲乙"])
+  assert str(e.value).startswith(
+      f"{path}: predict() on an .onnx decodes classification, "
+      "multiple_choice"), e.value
+  assert "tagging and SQuAD v1 span QA outputs, not pretraining's" in str(
+      e.value)
 
 
 @pytest.mark.slow

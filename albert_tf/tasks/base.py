@@ -44,6 +44,11 @@ class Task:
   #: Whether export_keras_hub writes the whole model as keras-hub's
   #: AlbertTextClassifier (head included); else the backbone only.
   keras_hub_text_classifier: bool = False
+  #: Whether `decode_outputs` reads serving_default's own outputs (so an
+  #: export_onnx `.onnx`, which has no serve_text, predicts through it);
+  #: else `albert_tf.load` decodes an .onnx only where inference.py has a
+  #: Python decoder for the family (tagging, SQuAD v1 span QA).
+  decodes_serving_default: bool = False
   #: What `predict` writes in output_dir: --overwrite deletes these along
   #: with the trainer's files (`albert_tf.training.output_dir.run_files()`).
   output_files: Tuple[str, ...] = ()

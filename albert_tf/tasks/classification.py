@@ -120,6 +120,7 @@ class ClassificationTask(Task):
   best_metric = "eval_metric"
   export_name = "classifier"
   keras_hub_text_classifier = True
+  decodes_serving_default = True
 
   @classmethod
   def dataset_output_files(cls, dataset):

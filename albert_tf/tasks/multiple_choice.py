@@ -86,6 +86,7 @@ class MultipleChoiceTask(Task):
   name = "multiple_choice"
   best_metric = "accuracy"
   export_name = "multiple_choice"
+  decodes_serving_default = True
   output_files = (PREDICTIONS_FILE,)
   # --input_timeout_secs (read_splits sets it): a split's read.
   input_timeout_secs = input_timeout.DEFAULT_SECS
