@@ -14,10 +14,8 @@ command's settings classes define, by purpose (`grouped_help`), and exit 0;
 --helpfull and --helpxml are absl's (every module's flags), exit 0 too.
 """
 
-import contextlib
 import difflib
 import functools
-import logging as pylogging
 import os
 import re
 import sys
@@ -25,10 +23,10 @@ import textwrap
 
 from absl import app
 from absl import flags
-from absl import logging as absl_logging
 
 from albert_tf import errors
 from albert_tf import settings
+from albert_tf.quiet_logs import import_tensorflow_quietly
 
 
 class CommandLineError(ValueError):
@@ -357,70 +355,6 @@ def disk_error_line(error):
 def _is_tf_error(error):
   tf = sys.modules.get("tensorflow")
   return tf is not None and isinstance(error, tf.errors.OpError)
-
-
-@contextlib.contextmanager
-def _stderr_to_devnull():
-  """File descriptor 2 to /dev/null for the block, then back."""
-  sys.stderr.flush()
-  saved = os.dup(2)
-  devnull = os.open(os.devnull, os.O_WRONLY)
-  try:
-    os.dup2(devnull, 2)
-    yield
-  finally:
-    os.dup2(saved, 2)
-    os.close(saved)
-    os.close(devnull)
-
-
-def import_tensorflow_quietly():
-  """Imports TensorFlow and finds its devices with TF's start-up lines
-  hidden ("All log messages before absl::InitializeLog()", the CUDA stub's
-  "Could not find cuda drivers" and cuInit lines, the CPU feature guard;
-  each once per import, two of them twice). Written here because those
-  lines come from C++ logging before it is initialised, which no
-  environment variable silences (TF_CPP_MIN_LOG_LEVEL=3 does not): fd 2 is
-  pointed at /dev/null meanwhile. An import error still shows: Python
-  reports it after fd 2 is back."""
-  if "tensorflow" in sys.modules:
-    return
-  with _stderr_to_devnull():
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    tf.config.list_physical_devices()
-  # TF's own Python INFO lines (the SavedModel builder's "Assets written
-  # to", "Writing fingerprint", the saver's "Sharding callback duration",
-  # signature names): a command says what it did itself. TF logs them
-  # through its "tensorflow" logger and through absl's.
-  pylogging.getLogger("tensorflow").setLevel(pylogging.WARNING)
-  absl_logging.get_absl_logger().addFilter(_drop_tensorflow_info)
-  # Records of other loggers (tf2onnx's, ONNX Runtime's) reach absl's
-  # handler through the root logger: filtered there.
-  absl_logging.get_absl_handler().addFilter(_drop_tensorflow_info)
-  # ...and the root logger's own records (ONNX Runtime's quantizer logs
-  # through `logging.warning`), whatever handler prints them.
-  pylogging.getLogger().addFilter(_drop_tensorflow_info)
-
-
-# Libraries whose INFO lines a command replaces with its own: TensorFlow,
-# and the converters export_onnx runs (tf2onnx's "Using opset", "After
-# optimization: Cast -23 ..."; ONNX Runtime's quantizer, a line per
-# tensor).
-_CHATTY = tuple(f"{os.sep}{name}{os.sep}" for name in
-                ("tensorflow", "tf2onnx", "onnxruntime"))
-# ...and its warnings too: the quantizer's advice to pre-process the model
-# (shape inference for its own optimisations), which a user cannot act on.
-_ADVICE_ONLY = (f"{os.sep}onnxruntime{os.sep}quantization{os.sep}",)
-
-
-def _drop_tensorflow_info(record) -> bool:
-  """False for an INFO (or lower) record logged from inside TensorFlow or
-  the ONNX converters, and for the ONNX quantizer's warnings."""
-  path = record.pathname or ""
-  if record.levelno < pylogging.ERROR and any(m in path for m in _ADVICE_ONLY):
-    return False
-  return record.levelno >= pylogging.WARNING or not any(
-      m in path for m in _CHATTY)
 
 
 def _is_albert_tf_command():

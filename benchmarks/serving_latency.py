@@ -332,7 +332,7 @@ def implementations(plan, case, threads, cache):
            signature(saved, "serve_text"))]
   for mode, path in plan["tflite"][str(case["length"])].items():
     # LiteRT prints "INFO: Created TensorFlow Lite XNNPACK delegate" on fd 2.
-    from albert_tf.cli_errors import _stderr_to_devnull  # pylint: disable=g-import-not-at-top,protected-access
+    from albert_tf.quiet_logs import _stderr_to_devnull  # pylint: disable=g-import-not-at-top,protected-access
     with _stderr_to_devnull():
       runner = TFLiteRunner(path, threads)
     ours.append((f"albert_tf LiteRT {QUANT_NAMES.get(mode, mode)}",

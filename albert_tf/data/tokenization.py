@@ -316,8 +316,10 @@ def file_sha256(path: str) -> str:
 
 def write_synced(path: str, data: bytes) -> None:
   """Writes data to path and syncs it: some file systems report a full disk
-  only at the sync or the close (the atomic writes of train_vocab and
-  export_tflite, which rename such files into place)."""
+  only at the sync or the close. The first half of an atomic write: path is
+  always a temporary file or lies in a scratch folder, which the caller
+  renames into place (train_vocab, export_tflite, export_onnx,
+  convert_checkpoint, span_decode)."""
   with open(path, "wb") as f:
     f.write(data)
     f.flush()
