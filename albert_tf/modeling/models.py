@@ -14,6 +14,7 @@ from albert_tf import features as F
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
 from albert_tf.modeling.heads import ClassificationHead, MaskedLMHead, SentenceOrderHead
+from albert_tf.modeling.ops import softmax_cross_entropy
 
 PRETRAINER_INPUTS = F.ENCODER_INPUTS + (F.MASKED_LM_POSITIONS,)
 
@@ -41,7 +42,7 @@ def pretraining_losses(outputs, features, sentence_order_weight=1.0):
   mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
   sop_logits = tf.cast(outputs["sop_logits"], tf.float32)
 
-  per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(ids, mlm_logits)
+  per_token = softmax_cross_entropy(ids, mlm_logits)
   weight_sum = tf.reduce_sum(weights)
   # The original adds 1e-5 to the denominator so an all-padding batch is 0.
   mlm_loss = tf.reduce_sum(per_token * weights) / (weight_sum + 1e-5)

@@ -1,0 +1,110 @@
+"""The closed-form LayerNorm and cross-entropy gradients against TF's own.
+
+`layer_norm` and `softmax_cross_entropy` replace TF's derivative of their
+forward ops with a closed form for speed. The references here are other
+code: NumPy for the forward values, TF's autodiff of
+keras.ops.layer_normalization and tf.nn.sparse_softmax_cross_entropy_with_logits
+for the gradients.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.modeling import ops
+
+
+def _norm(width, epsilon=1e-12, seed=0):
+  norm = keras.layers.LayerNormalization(epsilon=epsilon, dtype="float32")
+  norm.build((None, width))
+  rng = np.random.default_rng(seed)
+  norm.gamma.assign(1.0 + 0.3 * rng.standard_normal(width).astype("float32"))
+  norm.beta.assign(0.3 * rng.standard_normal(width).astype("float32"))
+  return norm
+
+
+def _grads(fn, x, variables, dy):
+  with tf.GradientTape() as tape:
+    tape.watch(x)
+    y = fn(x)
+    loss = tf.reduce_sum(tf.cast(y, tf.float32) * dy)
+  return y, tape.gradient(loss, [x] + variables)
+
+
+@pytest.mark.parametrize("shape", [(6, 16), (2, 5, 16)])
+def test_layer_norm_matches_numpy_and_keras_gradients(shape):
+  norm = _norm(shape[-1])
+  rng = np.random.default_rng(1)
+  x = tf.constant(3.0 + 2.0 * rng.standard_normal(shape), tf.float32)
+  dy = tf.constant(rng.standard_normal(shape), tf.float32)
+  variables = [norm.gamma.value, norm.beta.value]
+
+  y, grads = _grads(lambda t: ops.layer_norm(norm, t), x, variables, dy)
+  xs = x.numpy().astype(np.float64)
+  expect = ((xs - xs.mean(-1, keepdims=True))
+            / np.sqrt(xs.var(-1, keepdims=True) + 1e-12)
+            * norm.gamma.numpy() + norm.beta.numpy())
+  np.testing.assert_allclose(y.numpy(), expect, atol=1e-5, rtol=1e-5)
+
+  def keras_ln(t):
+    return keras.ops.layer_normalization(t, variables[0], variables[1],
+                                         epsilon=1e-12)
+  _, want = _grads(keras_ln, x, variables, dy)
+  for got, ref, name in zip(grads, want, ["x", "gamma", "beta"]):
+    scale = float(np.max(np.abs(ref.numpy())))
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), atol=1e-5 * scale,
+                               rtol=0, err_msg=name)
+
+
+def test_layer_norm_bfloat16_input_keeps_its_dtype_and_float32_statistics():
+  norm = _norm(32)
+  rng = np.random.default_rng(2)
+  x32 = tf.constant(100.0 + rng.standard_normal((4, 32)), tf.float32)
+  y = ops.layer_norm(norm, tf.cast(x32, tf.bfloat16))
+  assert y.dtype == tf.bfloat16
+  # Statistics in bfloat16 would lose the unit spread at a mean of 100
+  # (bfloat16's step there is 0.5); in float32 the result is the float32
+  # one rounded once.
+  ref = ops.layer_norm(norm, tf.cast(tf.cast(x32, tf.bfloat16), tf.float32))
+  np.testing.assert_allclose(tf.cast(y, tf.float32).numpy(), ref.numpy(),
+                             atol=0.02 * float(np.max(np.abs(ref.numpy()))))
+
+
+def test_layer_norm_on_another_axis_is_keras_own():
+  norm = keras.layers.LayerNormalization(axis=0, epsilon=1e-6)
+  norm.build((3, 4))
+  x = tf.constant(np.arange(12, dtype="float32").reshape(3, 4) ** 1.5)
+  np.testing.assert_allclose(ops.layer_norm(norm, x).numpy(),
+                             norm(x).numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 5)])
+def test_softmax_cross_entropy_matches_tf_values_and_gradients(shape):
+  vocab = 50
+  rng = np.random.default_rng(3)
+  logits = tf.constant(4.0 * rng.standard_normal(shape + (vocab,)), tf.float32)
+  labels = tf.constant(rng.integers(0, vocab, shape), tf.int32)
+  weights = tf.constant(rng.standard_normal(shape), tf.float32)
+
+  def run(fn):
+    with tf.GradientTape() as tape:
+      tape.watch(logits)
+      per_row = fn(labels, logits)
+      loss = tf.reduce_sum(per_row * weights)
+    return per_row, tape.gradient(loss, logits)
+
+  got, got_grad = run(ops.softmax_cross_entropy)
+  want, want_grad = run(tf.nn.sparse_softmax_cross_entropy_with_logits)
+  x = logits.numpy().astype(np.float64)
+  lse = np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1)) + x.max(-1)
+  picked = np.take_along_axis(x, labels.numpy()[..., None], -1)[..., 0]
+  np.testing.assert_allclose(got.numpy(), lse - picked, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(got_grad.numpy(), want_grad.numpy(), atol=1e-6)
+
+
+def test_softmax_cross_entropy_is_finite_far_from_the_label():
+  logits = tf.constant([[0.0, 200.0, -200.0]])
+  loss = ops.softmax_cross_entropy(tf.constant([2]), logits)
+  np.testing.assert_allclose(loss.numpy(), [400.0], rtol=1e-6)
