@@ -2,13 +2,17 @@ r"""The demo's pretraining stage, today's settings against the CPU fast path.
 
     python -m benchmarks.pretrain_fast_path                 # make demo first
     python -m benchmarks.pretrain_fast_path --steps=600     # a shorter budget
+    python -m benchmarks.pretrain_fast_path --before=        # no "before" run
 
 Runs `python -m albert_tf.run_pretraining` with the demo's flagfile on the
 demo's records (demo_output/tfrecords: People's Daily + reviews, held-out
-documents for eval) three times, one after the other, on the same machine:
+documents for eval) four times, one after the other, on the same machine:
 
-  float32       --mixed_precision=none --length_buckets=0 (the flagfile of
-                before the fast path);
+  before        the code and flagfile of --before (default: the commit before
+                the fast path), float32, from a git worktree of it: the speed
+                the fast path is measured against;
+  float32       this code, --mixed_precision=none --length_buckets=0 (the
+                flagfile's settings of before the fast path);
   fast          --mixed_precision=auto --length_buckets=4 (the flagfile now);
   float32 seed2 the first with another --seed: how far two float32 runs
                 differ, the noise the fast path's curve is compared with.
@@ -31,7 +35,10 @@ import time
 from benchmarks import common
 
 FLAGS = "configs/pretrain_albert_tiny_zh_demo.flags"
+# The last commit before --mixed_precision=auto and --length_buckets.
+BEFORE = "6b2796f~1"
 RUNS = {
+    "before": [],
     "float32": ["--mixed_precision=none", "--length_buckets=0"],
     "fast": ["--mixed_precision=auto", "--length_buckets=4"],
     "float32 seed2": ["--mixed_precision=none", "--length_buckets=0",
@@ -44,13 +51,23 @@ def _read_jsonl(path):
     return [json.loads(line) for line in f if line.strip()]
 
 
-def run(name, extra, args, work):
+def checkout(rev, work):
+  """A detached git worktree of rev under work (made once, reused)."""
+  tree = os.path.join(work, "tree-" + rev.replace("~", "-").replace("/", "-"))
+  if not os.path.isdir(tree):
+    subprocess.run(["git", "worktree", "add", "--detach", tree, rev],
+                   check=True, stdout=subprocess.DEVNULL)
+  return tree
+
+
+def run(name, extra, args, work, tree=None):
   out = os.path.join(work, name.replace(" ", "_"))
   shutil.rmtree(out, ignore_errors=True)
-  records = args.records
+  records = os.path.abspath(args.records)
+  spm = os.path.abspath(args.spm_model_file)
   command = [
       sys.executable, "-m", "albert_tf.run_pretraining", f"--flagfile={FLAGS}",
-      f"--spm_model_file={args.spm_model_file}",
+      f"--spm_model_file={spm}",
       f"--input_file={records}/train/*.tfrecord,{records}/reviews/*.tfrecord",
       f"--eval_input_file={records}/heldout/*.tfrecord",
       f"--output_dir={out}", f"--num_train_steps={args.steps}",
@@ -58,14 +75,17 @@ def run(name, extra, args, work):
       f"--save_checkpoints_steps={max(1, args.steps // 5)}", *extra]
   start = time.perf_counter()
   with open(out + ".log", "w", encoding="utf-8") as log:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    if tree:
+      env["PYTHONPATH"] = tree
     subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT,
-                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                   env=env, cwd=tree)
   wall = time.perf_counter() - start
   train = _read_jsonl(os.path.join(out, "train_log.jsonl"))
   evals = _read_jsonl(os.path.join(out, "eval_log.jsonl"))
   steady = train[1:] or train
   return {
-      "flags": extra, "wall_seconds": round(wall, 1),
+      "flags": extra, "code": tree or ".", "wall_seconds": round(wall, 1),
       "examples_per_second": round(statistics.median(
           r["examples_per_second"] for r in steady), 1),
       "real_tokens_per_second": round(statistics.median(
@@ -83,6 +103,8 @@ def main():
   parser.add_argument("--spm_model_file", default="demo_output/vocab/spm.model")
   parser.add_argument("--steps", type=int, default=3000)
   parser.add_argument("--work", default="/tmp/albert_tf_fast_path")
+  parser.add_argument("--before", default=BEFORE,
+                      help="git revision of the 'before' run; empty: none")
   parser.add_argument("--out", default="benchmarks/results/"
                       "pretrain_fast_path.json")
   args = parser.parse_args()
@@ -90,23 +112,39 @@ def main():
     sys.exit(f"error: --records={args.records} has no heldout/: run "
              "`make demo` first (its tfrecords stage)")
   os.makedirs(args.work, exist_ok=True)
-  results = {"machine": common.machine(), "steps": args.steps, "runs": {}}
+  results = {"machine": common.machine(), "steps": args.steps,
+             "before": args.before, "runs": {}}
   for name, extra in RUNS.items():
-    results["runs"][name] = run(name, extra, args, args.work)
+    tree = None
+    if name == "before":
+      if not args.before:
+        continue
+      tree = checkout(args.before, args.work)
+    results["runs"][name] = run(name, extra, args, args.work, tree)
     r = results["runs"][name]
     print(f"{name:14s} wall {r['wall_seconds']:7.1f} s  "
           f"{r['examples_per_second']:6.1f} ex/s  "
-          f"{r['real_tokens_per_second']:6d} real tokens/s  MFU {r['mfu']:.2f}"
+          f"{r['real_tokens_per_second']:6d} tokens/s as logged  MFU {r['mfu']:.2f}"
           f"  held-out MLM {list(r['heldout'].values())[-1]}", flush=True)
   base = results["runs"]["float32"]
+  before = results["runs"].get("before")
+  if before:  # its tokens/s counted padding: real ones at the same records'
+    before["real_tokens_per_second"] = round(  # mean length
+        before["examples_per_second"] * base["real_tokens_per_second"]
+        / base["examples_per_second"])
   for name, r in results["runs"].items():
+    if before:
+      r["speed_vs_before"] = round(
+          r["examples_per_second"] / before["examples_per_second"], 2)
     common_steps = set(r["loss_curve"]) & set(base["loss_curve"])
     r["largest_loss_gap_to_float32"] = round(max(
         abs(r["loss_curve"][s] - base["loss_curve"][s])
         for s in common_steps), 4)
     r["speed_vs_float32"] = round(
         r["examples_per_second"] / base["examples_per_second"], 2)
-    print(f"{name:14s} {r['speed_vs_float32']:.2f}x examples/s, largest "
+    print(f"{name:14s} {r['real_tokens_per_second']:6d} real tokens/s, "
+          f"{r['speed_vs_float32']:.2f}x examples/s of float32, "
+          f"{r.get('speed_vs_before', float('nan')):.2f}x of before, largest "
           f"train-loss gap to float32 {r['largest_loss_gap_to_float32']}")
   os.makedirs(os.path.dirname(args.out), exist_ok=True)
   with open(args.out + ".tmp", "w", encoding="utf-8") as f:
