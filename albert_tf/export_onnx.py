@@ -217,7 +217,7 @@ def convert(saved_model, output, quantize="none"):
                                             metadata["tokenizer_kind"]),
            "json": stem + ".json", "card": stem + ".README.md"}
   import onnx  # pylint: disable=g-import-not-at-top
-  with _scratch_folder(output) as (scratch, replaced):
+  with _scratch_folder(output, "export_onnx") as (scratch, replaced):
     model = convert_serving_default(saved_model)
     sharing = share_initializers(model)
     float_path = os.path.join(scratch, "float32.onnx")

@@ -328,7 +328,7 @@ def lock_path(output):
                       f".{os.path.basename(output)}.lock")
 
 
-def remove_stale_scratch(output):
+def remove_stale_scratch(output, command="export_tflite"):
   """Scratch folders of a killed export of the same output: removed, logged.
 
   Only `.tmp-NAME-` + mkdtemp's 8 characters, so another output's scratch
@@ -341,8 +341,8 @@ def remove_stale_scratch(output):
   for name in sorted(os.listdir(folder)):
     if stale.match(name):
       path = os.path.join(folder, name)
-      logging.warning("Removing %s, left by an export_tflite that was killed",
-                      path)
+      logging.warning("Removing %s, left by an %s that was killed", path,
+                      command)
       if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
       else:
@@ -350,9 +350,10 @@ def remove_stale_scratch(output):
 
 
 @contextlib.contextmanager
-def _scratch_folder(output):
+def _scratch_folder(output, command="export_tflite"):
   """Yields (a dot-named folder beside output, a list the caller fills with
-  the names it has renamed into place).
+  the names it has renamed into place). `command` names the exporter in the
+  warning about a killed run's scratch.
 
   The folder is removed at the end, and the output folder too when this
   created it and the export failed. An OSError (disk full, permission)
@@ -367,7 +368,7 @@ def _scratch_folder(output):
     # the same --output stops here, before any cleanup or write.
     lock = file_io.lock_output(folder, "--output", value=output,
                                lock_file=lock_path(output))
-    remove_stale_scratch(output)
+    remove_stale_scratch(output, command)
     scratch = tempfile.mkdtemp(prefix=_scratch_prefix(output), dir=folder)
     yield scratch, replaced
     done = True

@@ -17,6 +17,7 @@ SavedModel's variables/ folder, which stores every variable twice.
 """
 
 import dataclasses
+import logging
 import os
 
 import numpy as np
@@ -362,8 +363,10 @@ def test_int8_keeps_the_labels_of_a_trained_classifier(tmp_path):
 
 
 @pytest.mark.slow
-def test_pretrainer_serving_default_matches_keras(tmp_path):
-  """The pretrainer's ids + masked_lm_positions signature, 3 layers."""
+def test_pretrainer_serving_default_matches_keras(tmp_path, caplog):
+  """The pretrainer's ids + masked_lm_positions signature, 3 layers; the
+  scratch folder a killed export left beside --output is removed, and the
+  warning names export_onnx."""
   # pylint: disable=import-outside-toplevel
   from albert_tf import export_saved_model as export_lib
   from albert_tf.config import AlbertConfig
@@ -393,7 +396,15 @@ def test_pretrainer_serving_default_matches_keras(tmp_path):
                               model="pretrainer", max_seq_length=32,
                               vocab_file=str(tmp_path / "vocab.txt"))
   path = str(tmp_path / "mlm.onnx")
-  info = export_onnx.convert(version, path)
+  stale = tmp_path / ".tmp-mlm.onnx-killed01"
+  stale.mkdir()
+  (stale / "model.onnx").write_bytes(b"\0" * 100)
+  with caplog.at_level(logging.WARNING):
+    info = export_onnx.convert(version, path)
+  assert [r.getMessage() for r in caplog.records if "left by" in
+          r.getMessage()] == [
+              f"Removing {stale}, left by an export_onnx that was killed"]
+  assert not stale.exists()
   assert [i["name"] for i in info["inputs"]] == [
       "input_ids", "input_mask", "segment_ids", "masked_lm_positions"]
   got = _run(path, features)
