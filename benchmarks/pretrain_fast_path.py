@@ -3,6 +3,7 @@ r"""The demo's pretraining stage, today's settings against the CPU fast path.
     python -m benchmarks.pretrain_fast_path                 # make demo first
     python -m benchmarks.pretrain_fast_path --steps=600     # a shorter budget
     python -m benchmarks.pretrain_fast_path --before=        # no "before" run
+    python -m benchmarks.pretrain_fast_path --onednn_max_cpu_isa=AVX2
 
 Runs `python -m albert_tf.run_pretraining` with the demo's flagfile on the
 demo's records (demo_output/tfrecords: People's Daily + reviews, held-out
@@ -21,6 +22,12 @@ For each: wall time of the command, median examples/s and real tokens/s
 (train_log.jsonl), held-out MLM and SOP accuracy at every checkpoint
 (eval_log.jsonl), and the largest gap between its train-loss curve and the
 first run's. Written to stdout and benchmarks/results/pretrain_fast_path.json.
+
+--onednn_max_cpu_isa=AVX2 runs every command with ONEDNN_MAX_CPU_ISA=AVX2:
+oneDNN (TF's matmul and softmax kernels on CPU) then uses AVX2 and FMA only,
+an emulation of an AVX2-only CPU on a larger one. Its bf16 kernels do not
+exist there, so the fast run is given what --mixed_precision=auto picks on
+such a CPU: none. TF's own (Eigen) kernels are not affected.
 """
 
 import argparse
@@ -76,6 +83,8 @@ def run(name, extra, args, work, tree=None):
   start = time.perf_counter()
   with open(out + ".log", "w", encoding="utf-8") as log:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    if args.onednn_max_cpu_isa:
+      env["ONEDNN_MAX_CPU_ISA"] = args.onednn_max_cpu_isa
     if tree:
       env["PYTHONPATH"] = tree
     subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT,
@@ -105,6 +114,9 @@ def main():
   parser.add_argument("--work", default="/tmp/albert_tf_fast_path")
   parser.add_argument("--before", default=BEFORE,
                       help="git revision of the 'before' run; empty: none")
+  parser.add_argument("--onednn_max_cpu_isa", default="",
+                      help="e.g. AVX2: emulate a CPU without AVX-512 and "
+                      "bf16 units (see the module docstring)")
   parser.add_argument("--out", default="benchmarks/results/"
                       "pretrain_fast_path.json")
   args = parser.parse_args()
@@ -113,13 +125,16 @@ def main():
              "`make demo` first (its tfrecords stage)")
   os.makedirs(args.work, exist_ok=True)
   results = {"machine": common.machine(), "steps": args.steps,
-             "before": args.before, "runs": {}}
+             "before": args.before,
+             "onednn_max_cpu_isa": args.onednn_max_cpu_isa, "runs": {}}
   for name, extra in RUNS.items():
     tree = None
     if name == "before":
       if not args.before:
         continue
       tree = checkout(args.before, args.work)
+    if args.onednn_max_cpu_isa:  # auto's pick without bf16 units
+      extra = [f.replace("=auto", "=none") for f in extra]
     results["runs"][name] = run(name, extra, args, args.work, tree)
     r = results["runs"][name]
     print(f"{name:14s} wall {r['wall_seconds']:7.1f} s  "
