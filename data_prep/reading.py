@@ -339,6 +339,25 @@ def _lines_before(path, offset):
 MAX_PLACES = 3
 
 
+# First bytes of the characters str.strip() removes beyond bytes.strip()'s
+# ASCII set: \x1c-\x1f, and in UTF-8 U+0085/U+00A0 (C2), U+1680 (E1),
+# U+2000-U+205F (E2) and U+3000, the ideographic space (E3).
+_UNICODE_SPACE_LEADS = frozenset(b"\x1c\x1d\x1e\x1f\xc2\xe1\xe2\xe3")
+
+
+def is_blank(line: bytes) -> bool:
+  """Whether a line is blank as the original reads it: `line.strip()` of
+  the decoded text is empty, so a line of U+3000 ideographic spaces (common
+  in Chinese text) is blank too. Only a line whose first non-ASCII-space
+  byte may start such a character is decoded."""
+  stripped = line.strip()
+  if not stripped:
+    return True
+  if stripped[0] not in _UNICODE_SPACE_LEADS:
+    return False
+  return not stripped.decode("utf-8", "replace").strip()
+
+
 def read_raw_documents(path, max_line_bytes, start=0, end=None,
                        whitespace_lines=None):
   """Yields (lines: tuple of bytes, has_long_line: bool) per document.
@@ -348,8 +367,8 @@ def read_raw_documents(path, max_line_bytes, start=0, end=None,
   out truncated or corrupt raises BadInputError after its last complete
   document (the partial one being read is dropped).
 
-  A line of whitespace only ends a document as a blank line does (it looks
-  like one). One that ends a document is counted in `whitespace_lines`,
+  A line of whitespace only (`is_blank`: Unicode whitespace, as Python's
+  str.strip) ends a document as a blank line does (it looks like one). One that ends a document is counted in `whitespace_lines`,
   when given, a dict {"count": n, "places": ["path:line", ... the first
   MAX_PLACES]} (1-based line numbers of the file), for the warning.
   """
@@ -365,7 +384,7 @@ def read_raw_documents(path, max_line_bytes, start=0, end=None,
           iter_lines(f, max_line_bytes, limit)):
         if too_long:
           long_line = True
-        elif line.strip():
+        elif not is_blank(line):
           lines.append(line)
         elif lines or long_line:
           if line and whitespace_lines is not None:

@@ -332,6 +332,24 @@ def test_whitespace_only_lines_end_documents_counted_with_their_lines(
       "count": 2, "places": [f"{path}:3", f"{path}:8"]}
 
 
+def test_unicode_whitespace_lines_are_blank_as_str_strip_reads_them(tmp_path):
+  # Line 2: ideographic spaces (U+3000), line 5: a no-break space and a
+  # tab; line 7 starts with U+3000 and a curly quote but holds text.
+  text = ("甲。\n\u3000\u3000\n乙。\n丙。\n\u00a0\t\n丁。\n"
+          "\u3000\u201c戊\u201d\n")
+  path = tmp_path / "spaces.txt"
+  path.write_bytes(text.encode("utf-8"))
+  found = {}
+  documents = [d for d, _ in reading.read_raw_documents(
+      str(path), 200, whitespace_lines=found)]
+  assert documents == [("甲。".encode(),), ("乙。".encode(), "丙。".encode()),
+                       ("丁。".encode(), "\u3000\u201c戊\u201d".encode())]
+  assert found == {"count": 2, "places": [f"{path}:2", f"{path}:5"]}
+  for line in text.split("\n"):
+    assert reading.is_blank(line.encode()) == (not line.strip()), line
+  assert not reading.is_blank(b"\xe3\x80")  # a cut character is text
+
+
 def test_whitespace_only_lines_are_one_warning_of_the_pipeline(
     spm_model, tmp_path, caplog):  # pylint: disable=redefined-outer-name
   path = tmp_path / "corpus.txt"
