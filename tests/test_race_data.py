@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -97,6 +98,21 @@ def test_all_txt_beside_articles_is_skipped_with_a_warning(tmp_path, caplog):
   assert warned == [f"{root / 'train' / 'high'}: all.txt skipped: the "
                     "directory also has 1 article files (2.txt), which are "
                     "read instead"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_beside_articles_is_skipped_with_a_warning(tmp_path, caplog):
+  root = _tree(tmp_path)
+  fifo = root / "train" / "high" / "3.txt"
+  os.mkfifo(fifo)  # no writer: opening it would block for ever
+  (root / "train" / "high" / "4.txt").mkdir()
+  with caplog.at_level(logging.WARNING):
+    data = race.read_race(str(root / "train"))
+  assert _summary(data) == EXPECTED
+  warned = [r.getMessage() for r in caplog.records if "skipped" in
+            r.getMessage()]
+  assert warned == [f"{root / 'train' / 'high'}: 2 .txt entries skipped, "
+                    "not regular files (3.txt, 4.txt)"]
 
 
 def test_ids_levels_and_order_without_id_or_answers(tmp_path):

@@ -140,8 +140,13 @@ def _level_dir(directory: str) -> str:
 
 
 def _txt_files(directory: str) -> List[str]:
-  names = sorted(n for n in os.listdir(directory) if n.endswith(".txt") and
-                 os.path.isfile(os.path.join(directory, n)))
+  txt = sorted(n for n in os.listdir(directory) if n.endswith(".txt"))
+  names = [n for n in txt if os.path.isfile(os.path.join(directory, n))]
+  others = [n for n in txt if n not in names]
+  if others:  # a FIFO or a device would block or never end: not opened
+    logging.warning("%s: %d .txt entr%s skipped, not regular files (%s)",
+                    directory, len(others), "y" if len(others) == 1 else "ies",
+                    ", ".join(others[:3]))
   if MERGED_FILE in names and len(names) > 1:
     names.remove(MERGED_FILE)
     logging.warning("%s: %s skipped: the directory also has %d article "
