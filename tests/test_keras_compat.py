@@ -44,3 +44,9 @@ def test_fit_under_mirrored_with_the_build_skipped_trains_on_batch_one():
       lambda _: tf.data.Dataset.from_tensor_slices((np.ones_like(y), y)).batch(1))
   model.fit(dataset, steps_per_epoch=1, epochs=1, verbose=0, shuffle=False)
   assert float(model.layers[0].kernel.numpy()[0, 0]) == 2.0
+
+
+def test_reduce_per_replica_is_keras_mean_over_replicas():
+  strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+  out = keras_compat.reduce_per_replica({"loss": tf.constant(2.5)}, strategy)
+  assert float(out["loss"]) == 2.5

@@ -365,9 +365,16 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from albert_tf import run_pretraining as rp
-    default_dir, argv = sys.argv[1], sys.argv[2:]
-    rp.run(rp.params_from_argv(argv + ["--output_dir=" + default_dir]))
-    rp.run(rp.params_from_argv(argv + ["--distribution_strategy=mirrored"]))
+    base, argv = sys.argv[1], sys.argv[2:]
+    # Also 3 steps per call (Keras steps_per_execution): the trainer's
+    # multi-step loop, and an eval through it.
+    per_call = ["--iterations_per_loop=3", "--num_train_steps=6",
+                "--save_checkpoints_steps=6", "--do_eval"]
+    mirrored = ["--distribution_strategy=mirrored"]
+    for name, extra in (("default", []), ("mirrored", mirrored),
+                        ("default_3", per_call),
+                        ("mirrored_3", per_call + mirrored)):
+      rp.run(rp.params_from_argv(argv + extra + [f"--output_dir={base}/{name}"]))
     """)
 
 
@@ -382,7 +389,9 @@ def test_mirrored_and_multi_worker_match_default_strategy(tmp_path):
   """Same global batch (files read in order), same losses for three steps.
 
   Step 1 runs at learning rate 0 (warmup), so steps 2 and 3 also check the
-  updates.
+  updates. Under mirrored also with 3 steps per call (iterations_per_loop):
+  Keras's own multi-step loop failed there ("You must feed a value for
+  placeholder tensor ..."; trainer._multi_step_loop says why).
   """
   common = ["--num_train_steps=3", "--save_checkpoints_steps=3",
             "--iterations_per_loop=1", "--log_steps=1",
@@ -392,8 +401,7 @@ def test_mirrored_and_multi_worker_match_default_strategy(tmp_path):
   out_dir = lambda name: f"--output_dir={base / name}"
   ports = [_free_port(), _free_port()]
   cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-  procs = [_start([str(base / "default"), *argv, out_dir("mirrored")],
-                  code=_MIRRORED_SCRIPT)]
+  procs = [_start([str(base), *argv], code=_MIRRORED_SCRIPT)]
   for i in range(2):
     env = _env()
     env["TF_CONFIG"] = json.dumps({"cluster": cluster,
@@ -416,6 +424,13 @@ def test_mirrored_and_multi_worker_match_default_strategy(tmp_path):
   np.testing.assert_allclose(losses["mirrored"], losses["default"], rtol=1e-5)
   np.testing.assert_allclose(losses["multi_worker"], losses["default"],
                              rtol=1e-5)
+  per_call = {name: [r["loss"] for r in _log(base / name)]
+              for name in ("default_3", "mirrored_3")}
+  assert len(per_call["default_3"]) == 2, per_call  # steps 1-3 and 4-6
+  np.testing.assert_allclose(per_call["mirrored_3"], per_call["default_3"],
+                             rtol=1e-5)
+  evals = _log(base / "mirrored_3", "eval_log.jsonl")
+  assert evals and np.isfinite(evals[-1]["masked_lm_loss"]), evals
   assert not os.path.exists(base / "multi_worker" / ".worker_1")
 
 

@@ -31,3 +31,27 @@ def skip_fit_symbolic_build(model: keras.Model):
         "albert_tf.training.keras_compat.skip_fit_symbolic_build (written for "
         "Keras 3.15) must be updated for it")
   model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None  # pylint: disable=protected-access
+
+
+def reduce_per_replica(values, strategy):
+  """Keras's own reduction of a step's per-replica outputs ("auto").
+
+  The trainer's multi-step loop (trainer._multi_step_function) replaces the
+  one Keras builds around `train_step`/`test_step`, and must hand `fit`'s
+  callbacks the same logs: the mean over replicas (the first replica's
+  value on a TPU; a cross-worker MEAN under MultiWorkerMirrored). Keras
+  exports no public name for it, so its module-level function is used
+  rather than a copy that could drift from it.
+
+  Raises:
+    RuntimeError: this Keras has no
+      keras.src.backend.tensorflow.trainer.reduce_per_replica.
+  """
+  from keras.src.backend.tensorflow import trainer  # pylint: disable=g-import-not-at-top
+  reduce = getattr(trainer, "reduce_per_replica", None)
+  if not callable(reduce):
+    raise RuntimeError(
+        f"Keras {keras.__version__} has no keras.src.backend.tensorflow."
+        "trainer.reduce_per_replica: albert_tf.training.keras_compat."
+        "reduce_per_replica (written for Keras 3.15) must be updated for it")
+  return reduce(values, strategy, reduction="auto")
