@@ -391,7 +391,7 @@ def test_mirrored_and_multi_worker_match_default_strategy(tmp_path):
   Step 1 runs at learning rate 0 (warmup), so steps 2 and 3 also check the
   updates. Under mirrored also with 3 steps per call (iterations_per_loop):
   Keras's own multi-step loop failed there ("You must feed a value for
-  placeholder tensor ..."; trainer._multi_step_loop says why).
+  placeholder tensor ..."; training.step_loop says why).
   """
   common = ["--num_train_steps=3", "--save_checkpoints_steps=3",
             "--iterations_per_loop=1", "--log_steps=1",

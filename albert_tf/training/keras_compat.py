@@ -36,7 +36,7 @@ def skip_fit_symbolic_build(model: keras.Model):
 def reduce_per_replica(values, strategy):
   """Keras's own reduction of a step's per-replica outputs ("auto").
 
-  The trainer's multi-step loop (trainer._multi_step_function) replaces the
+  The trainer's multi-step loop (training.step_loop) replaces the
   one Keras builds around `train_step`/`test_step`, and must hand `fit`'s
   callbacks the same logs: the mean over replicas (the first replica's
   value on a TPU; a cross-worker MEAN under MultiWorkerMirrored). Keras

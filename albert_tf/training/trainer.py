@@ -48,6 +48,7 @@ from albert_tf.training import checkpoints
 from albert_tf.training import keras_compat
 from albert_tf.training import optimization
 from albert_tf.training import runtime
+from albert_tf.training import step_loop
 from albert_tf.training.runtime import is_chief
 
 BEST_DIR = checkpoints.BEST_DIR
@@ -107,7 +108,7 @@ def segments(start: int, total: int, every: int) -> List[List[int]]:
 # ------------------------------------------------------------ Keras gaps
 def _fit_under_any_strategy(model, strategy):
   """Two Keras 3.15 gaps under tf.distribute, closed for `model` (a third,
-  steps_per_execution > 1 under collective strategies, is _multi_step_loop).
+  steps_per_execution > 1 under collective strategies, is step_loop.install).
 
   1. fit/evaluate begin with a "symbolic build" that pulls one batch and
      all-reduces it, which fails on dict batches under MultiWorkerMirrored
@@ -126,96 +127,6 @@ def _fit_under_any_strategy(model, strategy):
       step_fn = getattr(model, name)
       setattr(model, name, lambda data, fn=step_fn: tf.nest.map_structure(
           lambda v: tf.reshape(v, [1]), fn(data)))
-
-
-def _multi_step_loop(model):
-  """Keras's steps_per_execution loop, rebuilt so that it runs under every
-  strategy (Keras 3.15, TF 2.21).
-
-  Keras runs steps_per_execution > 1 steps in one call as a tf.while_loop
-  whose body calls the step, `strategy.run(train_step)`, as a nested
-  tf.function inside a tf.cond. Under MirroredStrategy and
-  MultiWorkerMirrored the step all-reduces gradients with collective ops,
-  whose instance keys TF captures as call-time values
-  (FuncGraph.capture_call_time_value, one fresh key per call). A call-time
-  capture of a nested function called inside a cond or while branch
-  becomes a placeholder of the branch graph that nothing feeds, and the
-  first call fails: "You must feed a value for placeholder tensor
-  'while/body/_1/while/cond/then/_N/while/cond/Placeholder' with dtype
-  int32" (the same for a plain Dense model; keras-team/keras#19246).
-
-  Here the step is traced inline in the loop's branches, not as a nested
-  function: TF then lifts each key's capture out of the control flow to
-  the outer tf.function, which is called eagerly and fed a fresh key per
-  call. The loop is Keras's otherwise (the same batches, at most
-  steps_per_execution per call, the last step's logs reduced by Keras's own
-  reduce_per_replica, StopIteration when the input has no batch left), and
-  it is used under every strategy, the default one included, so that their
-  losses come from the same graph. With jit_compile, or one step per call,
-  Keras's own function is kept: XLA needs the step as a function of its own
-  (no fix here for XLA under a collective strategy), and a single step has
-  no control flow around it.
-  Tested by tests/test_run_pretraining.py (mirrored with several steps per
-  call matches the default strategy).
-  """
-  for kind in ("train", "test"):
-    keras_make = getattr(model, f"make_{kind}_function")
-
-    def make(force=False, kind=kind, keras_make=keras_make):
-      attr = f"{kind}_function"
-      if getattr(model, attr) is not None and not force:
-        return getattr(model, attr)
-      keras_make(force=True)
-      if model.steps_per_execution > 1 and not model.jit_compile:
-        setattr(model, attr, _multi_step_function(
-            model, getattr(model, f"{kind}_step"), getattr(model, attr)))
-      return getattr(model, attr)
-
-    setattr(model, f"make_{kind}_function", make)
-
-
-def _multi_step_function(model, step_fn, keras_function):
-  """`step_fn` up to steps_per_execution times per call (see _multi_step_loop)."""
-  strategy = model.distribute_strategy
-  steps = model.steps_per_execution
-
-  def one_step(data):
-    return keras_compat.reduce_per_replica(
-        strategy.run(step_fn, args=(data,)), strategy)
-
-  @tf.function(autograph=False, reduce_retracing=True)
-  def run(iterator):
-    first = iterator.get_next_as_optional()
-    traced = []  # the outputs' structure, for the branch without data
-
-    def with_data():
-      def body(i, outputs):
-        batch = iterator.get_next_as_optional()
-        return tf.cond(batch.has_value(),
-                       lambda: (i + 1, one_step(batch.get_value())),
-                       lambda: (tf.constant(steps), outputs))
-      _, outputs = tf.while_loop(lambda i, _: i < steps, body,
-                                 (tf.constant(1), one_step(first.get_value())))
-      traced.append(outputs)
-      return tf.constant(True), outputs
-
-    def without_data():
-      # tf.cond traces with_data first; its outputs are scalar logs.
-      return tf.constant(False), tf.nest.map_structure(
-          lambda t: tf.zeros(t.shape, t.dtype), traced[0])
-
-    return tf.cond(first.has_value(), with_data, without_data)
-
-  def function(iterator):
-    if not isinstance(iterator, (tf.data.Iterator,
-                                 tf.distribute.DistributedIterator)):
-      return keras_function(iterator)  # Keras's loop over Python batches
-    has_data, outputs = run(iterator)
-    if not has_data:
-      raise StopIteration
-    return outputs
-
-  return function
 
 
 # ------------------------------------------------------------ the trainer
@@ -264,7 +175,7 @@ class Trainer:
       # Slots exist before a restore looks for them, and before fit traces.
       self.model.optimizer.build(self.model.trainable_variables)
       _fit_under_any_strategy(self.model, strategy)
-      _multi_step_loop(self.model)
+      step_loop.install(self.model)
       # The optimizer is saved as the list of its own variables (moments,
       # loss scale), not as the Keras object: that also references every
       # model weight, which would then be named optimizer/... in the file.
