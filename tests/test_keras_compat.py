@@ -50,3 +50,32 @@ def test_reduce_per_replica_is_keras_mean_over_replicas():
   strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
   out = keras_compat.reduce_per_replica({"loss": tf.constant(2.5)}, strategy)
   assert float(out["loss"]) == 2.5
+
+
+@pytest.mark.parametrize("jit, steps, strategy, fails", [
+    (True, 2, "mirrored", True),
+    (True, 1, "mirrored", False),
+    (False, 2, "mirrored", False),
+    (True, 2, "default", False),
+])
+def test_jit_compile_with_several_steps_under_mirrored_is_one_line(
+    jit, steps, strategy, fails):
+  # pylint: disable=import-outside-toplevel
+  from albert_tf.training import step_loop
+  from albert_tf.training.runtime import RunConfigError
+  scope = (tf.distribute.MirroredStrategy(["/cpu:0"]) if strategy ==
+           "mirrored" else tf.distribute.get_strategy())
+  with scope.scope():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse", jit_compile=jit,
+                  steps_per_execution=steps)
+    if not fails:
+      step_loop.install(model)
+      return
+    with pytest.raises(RunConfigError) as e:
+      step_loop.install(model)
+  assert str(e.value) == (
+      "--jit_compile with MirroredStrategy and --iterations_per_loop=2: "
+      "Keras 3 runs XLA steps there in a loop whose collective keys cannot "
+      "be fed (keras-team/keras#19246); leave --jit_compile out, or set "
+      "--iterations_per_loop=1")

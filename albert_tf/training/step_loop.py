@@ -4,6 +4,26 @@ tf.distribute strategy (see `install`)."""
 import tensorflow as tf
 
 from albert_tf.training import keras_compat
+from albert_tf.training.runtime import RunConfigError
+
+_COLLECTIVE = (tf.distribute.MirroredStrategy,
+               tf.distribute.MultiWorkerMirroredStrategy)
+
+
+def check_jit_compile(model):
+  """One line instead of a placeholder error on the first step: XLA runs in
+  Keras's own loop, which fails under mirrored and multi-worker with
+  several steps per call (see `install`), and Keras itself turns XLA off
+  under tf.distribute when left to choose (jit_compile="auto")."""
+  strategy = model.distribute_strategy
+  if (model.jit_compile and model.steps_per_execution > 1
+      and isinstance(strategy, _COLLECTIVE)):
+    raise RunConfigError(
+        f"--jit_compile with {type(strategy).__name__} and "
+        f"--iterations_per_loop={model.steps_per_execution}: Keras 3 runs XLA "
+        "steps there in a loop whose collective keys cannot be fed "
+        "(keras-team/keras#19246); leave --jit_compile out, or set "
+        "--iterations_per_loop=1")
 
 
 def install(model):
@@ -36,6 +56,7 @@ def install(model):
   Tested by tests/test_run_pretraining.py (mirrored with several steps per
   call matches the default strategy).
   """
+  check_jit_compile(model)
   for kind in ("train", "test"):
     keras_make = getattr(model, f"make_{kind}_function")
 
