@@ -255,6 +255,15 @@ def test_pretrainer_outputs_and_losses(tiny_config):
                              rtol=1e-6)
   assert (float(losses["masked_lm_count"]),
           float(losses["sentence_order_count"])) == (5.0, 3.0)
+  # A replica's empty eval batch (tf.distribute's last batches): zeros with
+  # weight 0, not NaN, which a weighted mean would keep.
+  empty = pretraining_losses(
+      {"mlm_logits": np.zeros([0, 2, 60], "float32"),
+       "sop_logits": np.zeros([0, 2], "float32")},
+      {"masked_lm_ids": np.zeros([0, 2], "int32"),
+       "masked_lm_weights": np.zeros([0, 2], "float32"),
+       "next_sentence_labels": np.zeros([0, 1], "int32")})
+  assert {k: float(v) for k, v in empty.items()} == dict.fromkeys(empty, 0.0)
 
 
 def test_pretrainer_fit_reduces_loss(tiny_config):

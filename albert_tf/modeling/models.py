@@ -51,16 +51,20 @@ def pretraining_losses(outputs, features, sentence_order_weight=1.0):
   mlm_acc = tf.math.divide_no_nan(tf.reduce_sum(mlm_hits * weights),
                                   weight_sum)
 
-  sop_loss = tf.reduce_mean(
-      tf.nn.sparse_softmax_cross_entropy_with_logits(labels, sop_logits))
-  sop_acc = tf.reduce_mean(tf.cast(
+  # Means over the examples, 0 for a replica's empty batch (an eval's
+  # last batches under tf.distribute), which then counts for nothing.
+  sop_count = tf.cast(tf.size(labels), tf.float32)
+  sop_loss = tf.math.divide_no_nan(tf.reduce_sum(
+      tf.nn.sparse_softmax_cross_entropy_with_logits(labels, sop_logits)),
+                                   sop_count)
+  sop_acc = tf.math.divide_no_nan(tf.reduce_sum(tf.cast(
       tf.equal(tf.argmax(sop_logits, -1, output_type=tf.int32), labels),
-      tf.float32))
+      tf.float32)), sop_count)
   return {"loss": mlm_loss + sentence_order_weight * sop_loss,
           "masked_lm_loss": mlm_loss,
           "sentence_order_loss": sop_loss, "masked_lm_accuracy": mlm_acc,
           "sentence_order_accuracy": sop_acc, "masked_lm_count": weight_sum,
-          "sentence_order_count": tf.cast(tf.size(labels), tf.float32)}
+          "sentence_order_count": sop_count}
 
 
 def minimize(model, compute_losses):
