@@ -59,12 +59,21 @@ def _read_jsonl(path):
 
 
 def checkout(rev, work):
-  """A detached git worktree of rev under work (made once, reused)."""
+  """A detached git worktree of rev under work; `remove` it after use."""
   tree = os.path.join(work, "tree-" + rev.replace("~", "-").replace("/", "-"))
-  if not os.path.isdir(tree):
-    subprocess.run(["git", "worktree", "add", "--detach", tree, rev],
-                   check=True, stdout=subprocess.DEVNULL)
+  remove(tree)
+  subprocess.run(["git", "worktree", "add", "--detach", tree, rev],
+                 check=True, stdout=subprocess.DEVNULL)
   return tree
+
+
+def remove(tree):
+  """Removes a worktree `checkout` made (and git's record of it)."""
+  subprocess.run(["git", "worktree", "remove", "--force", tree],
+                 check=False, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL)
+  shutil.rmtree(tree, ignore_errors=True)
+  subprocess.run(["git", "worktree", "prune"], check=False)
 
 
 def run(name, extra, args, work, tree=None):
@@ -135,7 +144,11 @@ def main():
       tree = checkout(args.before, args.work)
     if args.onednn_max_cpu_isa:  # auto's pick without bf16 units
       extra = [f.replace("=auto", "=none") for f in extra]
-    results["runs"][name] = run(name, extra, args, args.work, tree)
+    try:
+      results["runs"][name] = run(name, extra, args, args.work, tree)
+    finally:
+      if tree:
+        remove(tree)
     r = results["runs"][name]
     print(f"{name:14s} wall {r['wall_seconds']:7.1f} s  "
           f"{r['examples_per_second']:6.1f} ex/s  "
