@@ -67,9 +67,22 @@ def test_layer_norm_statistics_and_softmax_in_float32(bf16_graphs):
   ops = graph.get_operations()
   means = [op for op in ops if op.type == "Mean"
            and bf16_report.op_kind(op.type, op.name) == "LayerNorm"]
-  # mean and variance of the embedding LayerNorm and of two per layer.
-  assert len(means) == 2 * (1 + 2 * TINY.num_hidden_layers)
+  # mean and variance of the embedding LayerNorm ...
+  assert len(means) == 2
   assert {op.outputs[0].dtype for op in means} == {tf.float32}
+  # ... and of the layers' two residual LayerNorms each, in the XLA
+  # functions they run as (ops.residual_layer_norm): called 2 L times,
+  # their Means in float32 too.
+  library = {f.signature.name: f
+             for f in graph.as_graph_def().library.function}
+  calls = [op for op in ops if op.type in ("PartitionedCall",
+                                           "StatefulPartitionedCall")
+           and "LayerNorm" in op.name]
+  assert len(calls) == 2 * TINY.num_hidden_layers
+  called = {op.get_attr("f").name for op in calls}
+  mean_types = {node.attr["T"].type for name in called
+                for node in library[name].node_def if node.op == "Mean"}
+  assert mean_types == {tf.float32.as_datatype_enum}
   softmaxes = [op for op in ops if op.type == "Softmax"]
   assert len(softmaxes) == TINY.num_hidden_layers
   assert {op.outputs[0].dtype for op in softmaxes} == {tf.float32}
@@ -146,7 +159,7 @@ def test_fused_gelu_rounds_a_float32_result_to_bfloat16():
   x32, dy32 = tf.cast(x, tf.float32), tf.cast(dy, tf.float32)
   with tf.GradientTape(persistent=True) as tape:
     tape.watch([x, x32])
-    ours = fused_gelu_tanh(x)
+    ours = fused_gelu_tanh(x, tf.zeros([48], tf.float32))
     ref = tf.nn.gelu(x32, approximate=True)
   grad = tape.gradient(ours, x, output_gradients=dy)
   ref_grad = tape.gradient(ref, x32, output_gradients=dy32)

@@ -421,17 +421,21 @@ def test_fused_training_gelu_matches_autodiff():
   from albert_tf.modeling.transformer import fused_gelu_tanh
   x = tf.constant(np.random.default_rng(0).normal(0, 3, (64, 48)), tf.float32)
   dy = tf.constant(np.random.default_rng(1).normal(size=(64, 48)), tf.float32)
+  bias = tf.constant(np.random.default_rng(2).normal(size=48), tf.float32)
   with tf.GradientTape(persistent=True) as tape:
-    tape.watch(x)
-    ours = fused_gelu_tanh(x)
-    ref = tf.nn.gelu(x, approximate=True)
+    tape.watch([x, bias])
+    ours = fused_gelu_tanh(x, bias)
+    ref = tf.nn.gelu(x + bias, approximate=True)
   assert_close_to_scale(ours, ref, rel=1e-5)
-  assert_close_to_scale(tape.gradient(ours, x, output_gradients=dy),
-                        tape.gradient(ref, x, output_gradients=dy), rel=1e-5)
+  for wrt in (x, bias):
+    assert_close_to_scale(tape.gradient(ours, wrt, output_gradients=dy),
+                          tape.gradient(ref, wrt, output_gradients=dy),
+                          rel=1e-5)
 
 
 def test_training_step_gradients_match_plain_autodiff(tiny_config):
-  """The fused GELU (training only) leaves the model's gradients unchanged."""
+  """The fused GELU and residual LayerNorm (training only) leave the model's
+  gradients unchanged."""
   from albert_tf.modeling import transformer
   inputs = {"input_ids": tf.constant([[2, 7, 9, 3, 11, 3]]),
             "input_mask": tf.ones((1, 6), tf.int32),
@@ -445,10 +449,12 @@ def test_training_step_gradients_match_plain_autodiff(tiny_config):
     return [None if g is None else tf.convert_to_tensor(g)  # pooler: None
             for g in tape.gradient(loss, model.trainable_variables)]
   fused = grads()
-  ffn = [l for l in model._flatten_layers() if isinstance(l, transformer.FeedForward)]
-  assert ffn and all(l.fused_training_gelu for l in ffn)
-  for layer in ffn:
-    layer.fused_training_gelu = False
+  sub_layers = [l for l in model._flatten_layers()
+                if isinstance(l, (transformer.FeedForward,
+                                  transformer.SelfAttention))]
+  assert len(sub_layers) == 2 and all(l.fused_ops for l in sub_layers)
+  for layer in sub_layers:
+    layer.fused_ops = False
   plain = grads()
   assert sum(g is not None for g in fused) > 10
   for a, b in zip(fused, plain):

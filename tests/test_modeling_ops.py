@@ -108,3 +108,72 @@ def test_softmax_cross_entropy_is_finite_far_from_the_label():
   logits = tf.constant([[0.0, 200.0, -200.0]])
   loss = ops.softmax_cross_entropy(tf.constant([2]), logits)
   np.testing.assert_allclose(loss.numpy(), [400.0], rtol=1e-6)
+
+
+def _dense(units, width, seed):
+  dense = keras.layers.Dense(units, dtype="float32")
+  dense.build((None, width))
+  rng = np.random.default_rng(seed)
+  dense.kernel.assign(0.2 * rng.standard_normal((width, units)))
+  dense.bias.assign(rng.standard_normal(units))
+  return dense
+
+
+def test_fused_residual_layer_norm_matches_keras_ops_and_autodiff():
+  """The fused (XLA) bias + residual + LayerNorm against Keras's composite
+  ops and TF's autodiff of them: values and every gradient."""
+  norm, dense = _norm(16, seed=2), _dense(16, 24, seed=3)
+  rng = np.random.default_rng(4)
+  rows = tf.constant(rng.standard_normal((10, 16)), tf.float32)
+  x = tf.constant(rng.standard_normal((10, 24)), tf.float32)
+  dy = tf.constant(rng.standard_normal((10, 16)), tf.float32)
+  variables = [dense.kernel.value, dense.bias.value, norm.gamma.value,
+               norm.beta.value]
+
+  def run(fn):
+    with tf.GradientTape() as tape:
+      tape.watch([rows, x])
+      y = fn()
+      loss = tf.reduce_sum(y * dy)
+    return y, tape.gradient(loss, [rows, x] + variables)
+
+  fused, fused_grads = run(lambda: ops.residual_layer_norm(
+      norm, rows, dense, x, fused=True))
+  ref, ref_grads = run(lambda: keras.ops.layer_normalization(
+      rows + keras.ops.matmul(x, variables[0]) + variables[1], variables[2],
+      variables[3], epsilon=1e-12))
+  np.testing.assert_allclose(fused.numpy(), ref.numpy(), atol=2e-5, rtol=0)
+  names = ["rows", "x", "kernel", "bias", "gamma", "beta"]
+  for got, want, name in zip(fused_grads, ref_grads, names):
+    scale = float(np.max(np.abs(want.numpy())))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5 * scale,
+                               rtol=0, err_msg=name)
+  # Unfused, the function is those composite ops.
+  plain, _ = run(lambda: ops.residual_layer_norm(norm, rows, dense, x,
+                                                 fused=False))
+  np.testing.assert_allclose(plain.numpy(), ref.numpy(), atol=2e-5, rtol=0)
+
+
+def test_fused_residual_layer_norm_on_bfloat16_rounds_once():
+  """bfloat16 rows: float32 statistics, a bfloat16 result within one
+  bfloat16 rounding of the float32 one, bfloat16 gradients for the rows."""
+  norm, dense = _norm(16, seed=5), _dense(16, 16, seed=6)
+  rng = np.random.default_rng(7)
+  rows32 = tf.constant(rng.standard_normal((8, 16)), tf.float32)
+  x32 = tf.constant(rng.standard_normal((8, 16)), tf.float32)
+  rows, x = tf.cast(rows32, tf.bfloat16), tf.cast(x32, tf.bfloat16)
+  with tf.GradientTape() as tape:
+    tape.watch(rows)
+    y = ops.residual_layer_norm(norm, rows, dense, x, fused=True)
+  drows = tape.gradient(y, rows)
+  assert y.dtype == drows.dtype == tf.bfloat16
+  # The float32 result of the same (rounded) inputs and bf16-rounded kernel.
+  kernel = tf.cast(tf.cast(dense.kernel.value, tf.bfloat16), tf.float32)
+  out = tf.cast(tf.cast(tf.cast(x, tf.float32) @ kernel, tf.bfloat16),
+                tf.float32)
+  want = keras.ops.layer_normalization(
+      tf.cast(rows, tf.float32) + out + dense.bias.value, norm.gamma.value,
+      norm.beta.value, epsilon=1e-12).numpy()
+  got = tf.cast(y, tf.float32).numpy()
+  np.testing.assert_array_less(np.abs(got - want),
+                               2.0 ** -8 * np.maximum(np.abs(want), 1e-2))

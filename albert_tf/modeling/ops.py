@@ -1,5 +1,7 @@
 """Shared ops of the layers: initializer, float32 LayerNorm, activations."""
 
+import functools
+
 import keras
 import tensorflow as tf
 
@@ -63,6 +65,69 @@ def _normalize_last_axis(x, gamma, beta, epsilon):
   return normalize(x, gamma, beta)
 
 
+def residual_layer_norm(norm, rows, dense, x, fused):
+  """LayerNorm(rows + dense(x)) of a post-LN sub-layer, on [n, width] rows.
+
+  `dense` is a built Keras Dense (no activation) applied to x [n, in].
+  With `fused` (training, or a bfloat16 model) the bias add, the residual
+  add and the LayerNorm run as one XLA loop each way, in float32, around
+  the dense's MatMul (`_fused_residual_norm`); on CPU these element-wise
+  ops are a fifth of a training step of a small model, and the chain of
+  forward and backward kernels sets its wall time (benchmarks/README.md,
+  "Pretraining on a CPU"). Otherwise: dense_rows, add, `layer_norm`, the
+  ops a float32 export is converted from. Both agree to rounding
+  (tests/test_modeling_ops.py).
+  """
+  if not fused:
+    return layer_norm(norm, rows + dense_rows(dense, x))
+  with tf.name_scope(norm.name):
+    return _fused_residual_norm(float(norm.epsilon))(
+        rows, tf.matmul(x, tf.cast(dense.kernel, x.dtype)),
+        tf.convert_to_tensor(dense.bias), tf.convert_to_tensor(norm.gamma),
+        tf.convert_to_tensor(norm.beta))
+
+
+@functools.lru_cache(maxsize=None)
+def _fused_residual_norm(epsilon):
+  """y = LayerNorm(rows + out + bias) over the last axis of [n, width],
+  forward and closed-form backward (`_normalize_last_axis`) as one XLA
+  computation each; the bias's gradient is the sum of the sum's."""
+
+  @tf.function(jit_compile=True, autograph=False)
+  def forward(rows, out, bias, gamma, beta):
+    total = (tf.cast(rows, tf.float32) + tf.cast(out, tf.float32)
+             + tf.cast(bias, tf.float32))
+    centered = total - tf.reduce_mean(total, axis=-1, keepdims=True)
+    inv = tf.math.rsqrt(
+        tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
+    xhat = centered * inv
+    return tf.cast(xhat * gamma + beta, rows.dtype), xhat, inv
+
+  @tf.function(jit_compile=True, autograph=False)
+  def backward(dy, xhat, inv, gamma, rows, bias):
+    # rows and bias give the gradients' dtypes (a Dense's bias reads as
+    # bfloat16 in a bfloat16 layer: its gradient is rounded here, once).
+    dyf = tf.cast(dy, tf.float32)
+    g = dyf * gamma
+    dtotal = inv * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
+                    - xhat * tf.reduce_mean(g * xhat, axis=-1, keepdims=True))
+    return (tf.cast(dtotal, rows.dtype),
+            tf.cast(tf.reduce_sum(dtotal, axis=0), bias.dtype),
+            tf.reduce_sum(dyf * xhat, axis=0), tf.reduce_sum(dyf, axis=0))
+
+  @tf.custom_gradient
+  def normalize(rows, out, bias, gamma, beta):
+    y, xhat, inv = forward(rows, out, bias, gamma, beta)
+
+    def grad(dy):
+      drows, dbias, dgamma, dbeta = backward(dy, xhat, inv, gamma, rows, bias)
+      return drows, tf.cast(drows, out.dtype), dbias, dgamma, dbeta
+
+    return y, grad
+
+  return normalize
+
+
 def softmax_cross_entropy(labels, logits):
   """Per-row cross entropy of float32 logits [..., V] against int labels [...],
   as tf.nn.sparse_softmax_cross_entropy_with_logits, with its gradient
@@ -72,7 +137,10 @@ def softmax_cross_entropy(labels, logits):
   with the MLM head's [320, 8000] logits it took 5.8 ms for a forward and
   backward pass (with the accuracy's argmax), against 2.8 ms here (oneDNN's
   softmax), a tenth of the demo model's training step (benchmarks/README.md,
-  "Pretraining on a CPU"). Labels must be in [0, V).
+  "Pretraining on a CPU"). The softmax is the only exp over [..., V]: the
+  log-sum-exp is max(logits) - log(max(probs)), exact since the largest
+  probability is at least 1/V, and the gradient subtracts 1 at the labels
+  in place of a one-hot [..., V] tensor. Labels must be in [0, V).
   """
   vocab = logits.shape[-1]
   labels = tf.convert_to_tensor(labels)
@@ -82,13 +150,20 @@ def softmax_cross_entropy(labels, logits):
   # over logical CPUs failed with "You must feed a value for placeholder").
   @tf.custom_gradient
   def cross_entropy(logits, labels):
-    probs = tf.nn.softmax(logits)
-    picked = tf.gather(logits, labels, batch_dims=len(labels.shape))
-    loss = tf.reduce_logsumexp(logits, axis=-1) - picked
+    rows = tf.reshape(logits, [-1, vocab])
+    flat_labels = tf.reshape(labels, [-1])
+    probs = tf.nn.softmax(rows)
+    picked = tf.gather(rows, flat_labels, batch_dims=1)
+    log_sum_exp = (tf.reduce_max(rows, axis=-1)
+                   - tf.math.log(tf.reduce_max(probs, axis=-1)))
+    loss = tf.reshape(log_sum_exp - picked, tf.shape(labels))
 
     def grad(dloss):
-      one_hot = tf.one_hot(labels, vocab, dtype=probs.dtype)
-      return dloss[..., tf.newaxis] * (probs - one_hot), None
+      dloss = tf.reshape(dloss, [-1])
+      at_labels = tf.stack([tf.range(tf.size(flat_labels)), flat_labels], 1)
+      drows = tf.tensor_scatter_nd_sub(dloss[:, tf.newaxis] * probs,
+                                       at_labels, dloss)
+      return tf.reshape(drows, tf.shape(logits)), None
 
     return loss, grad
 

@@ -21,42 +21,49 @@ import keras
 import tensorflow as tf
 
 from albert_tf.modeling.ops import (dense_rows, get_activation, layer_norm,
-                                    truncated_normal)
+                                    residual_layer_norm, truncated_normal)
 
 # Masked attention logits get this bias, as in the original code.
 MASK_BIAS = -10000.0
 
 
-# GELU (tanh form) with a fused gradient. Hand-written because neither Keras
-# nor TF fuses GELU's backward pass on CPU: the autodiff of the composite op
-# is about ten full-size elementwise kernels. Forward and backward each run as
-# one XLA-compiled elementwise loop here, several times faster than the
-# composite op's gradient on CPU (benchmarks/README.md, "Training step").
-# A bfloat16 input is computed on in float32 inside the loop (the casts are
-# no-ops for float32): XLA's CPU code for bfloat16 arithmetic is about half as
-# fast (benchmarks/README.md, "bfloat16 graph").
+# GELU (tanh form) of x + bias, with a fused gradient. Hand-written because
+# neither Keras nor TF fuses GELU's backward pass on CPU: the autodiff of the
+# composite op is about ten full-size elementwise kernels, and the bias's
+# gradient another pass over the output. Forward and backward each run as
+# one XLA-compiled loop here, several times faster than the composite op's
+# gradient on CPU (benchmarks/README.md, "Training step"); the bias add rides
+# in the same loops. A bfloat16 input is computed on in float32 inside the
+# loop (the casts are no-ops for float32): XLA's CPU code for bfloat16
+# arithmetic is about half as fast (benchmarks/README.md, "bfloat16 graph").
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 
-@tf.function(jit_compile=True)
-def _gelu_tanh_forward(x):
-  y = tf.cast(x, tf.float32)
+@tf.function(jit_compile=True, autograph=False)
+def _gelu_tanh_forward(x, bias):
+  y = tf.cast(x, tf.float32) + tf.cast(bias, tf.float32)
   return tf.cast(0.5 * y * (1.0 + tf.tanh(_GELU_C * (y + 0.044715 * y * y * y))),
                  x.dtype)
 
 
-@tf.function(jit_compile=True)
-def _gelu_tanh_backward(x, dy):
-  y, g = tf.cast(x, tf.float32), tf.cast(dy, tf.float32)
+@tf.function(jit_compile=True, autograph=False)
+def _gelu_tanh_backward(x, bias, dy):
+  y = tf.cast(x, tf.float32) + tf.cast(bias, tf.float32)
+  g = tf.cast(dy, tf.float32)
   t = tf.tanh(_GELU_C * (y + 0.044715 * y * y * y))
-  return tf.cast(g * (0.5 * (1.0 + t) + 0.5 * y * (1.0 - t * t) * _GELU_C *
-                      (1.0 + 3.0 * 0.044715 * y * y)), dy.dtype)
+  dx = g * (0.5 * (1.0 + t) + 0.5 * y * (1.0 - t * t) * _GELU_C *
+            (1.0 + 3.0 * 0.044715 * y * y))
+  rows = list(range(len(dx.shape) - 1))
+  return tf.cast(dx, dy.dtype), tf.cast(tf.reduce_sum(dx, axis=rows),
+                                        bias.dtype)
 
 
 @tf.custom_gradient
-def fused_gelu_tanh(x):
-  """GELU, tanh approximation, one XLA loop each way (see the note above)."""
-  return _gelu_tanh_forward(x), lambda dy: _gelu_tanh_backward(x, dy)
+def fused_gelu_tanh(x, bias):
+  """GELU(x + bias), tanh approximation, one XLA loop each way (see the
+  note above); bias [width] is added along x's last axis."""
+  return (_gelu_tanh_forward(x, bias),
+          lambda dy: _gelu_tanh_backward(x, bias, dy))
 
 
 def attention_bias(input_mask, dtype=tf.float32):
@@ -96,7 +103,12 @@ class SelfAttention(keras.layers.Layer):
   sub-layer: each call reads the variables anew, so Grappler cannot merge
   the L concatenations, and they were 10% of a 13-token albert_tiny request
   (`benchmarks.serving_ops`). The variables cannot change within one pass.
+
+  While training, and in a bfloat16 model, the output bias, residual and
+  LayerNorm run as one XLA loop each way (`ops.residual_layer_norm`).
   """
+
+  fused_ops = True  # tests turn it off to compare
 
   def __init__(self, hidden_size, num_attention_heads, dropout_rate=0.0,
                attention_dropout_rate=0.0, initializer_range=0.02,
@@ -180,10 +192,15 @@ class SelfAttention(keras.layers.Layer):
     context = tf.matmul(probs, v)  # [b, n, s, d]
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]),
                          [-1, self.hidden_size])
-    out = self.output_dropout(dense_rows(self.output_dense, context),
-                              training=training)
-    return tf.reshape(layer_norm(self.layer_norm, rows + out),
-                      [batch, seq, self.hidden_size])
+    if self.output_dropout.rate and training:  # v1 configs: dropout 0.1
+      out = rows + self.output_dropout(dense_rows(self.output_dense, context),
+                                       training=training)
+      normed = layer_norm(self.layer_norm, out)
+    else:
+      normed = residual_layer_norm(
+          self.layer_norm, rows, self.output_dense, context,
+          fused=self.fused_ops and (training or dtype != tf.float32))
+    return tf.reshape(normed, [batch, seq, self.hidden_size])
 
   def compute_output_shape(self, input_shape):
     return input_shape
@@ -203,6 +220,8 @@ class SelfAttention(keras.layers.Layer):
 class FeedForward(keras.layers.Layer):
   """Dense H->I with activation, dense I->H, dropout, residual, LayerNorm_1."""
 
+  fused_ops = True  # see __init__; tests turn it off to compare
+
   def __init__(self, hidden_size, intermediate_size, hidden_act="gelu",
                dropout_rate=0.0, initializer_range=0.02, layer_norm_eps=1e-12,
                **kwargs):
@@ -216,10 +235,11 @@ class FeedForward(keras.layers.Layer):
     init = truncated_normal(initializer_range)
     self.activation = get_activation(hidden_act)
     # While training, and under mixed precision also in inference, the tanh
-    # GELU runs fused instead (see fused_gelu_tanh). Float32 inference keeps
-    # Keras's composite GELU, the one keras-hub and the reference tests use
-    # (XLA's tanh may differ from it in the last bit).
-    self.fused_training_gelu = hidden_act in ("gelu", "gelu_new")
+    # GELU (with its bias) and the residual LayerNorm run fused instead (see
+    # fused_gelu_tanh, ops.residual_layer_norm). Float32 inference keeps
+    # Keras's composite ops, the ones keras-hub, the reference tests and the
+    # TFLite and ONNX converters see (XLA's tanh may differ in the last bit).
+    self.gelu_tanh = hidden_act in ("gelu", "gelu_new")
     self.intermediate_dense = keras.layers.Dense(
         intermediate_size,
         kernel_initializer=init, dtype=self.dtype_policy,
@@ -240,14 +260,21 @@ class FeedForward(keras.layers.Layer):
   def call(self, x, training=False):
     batch, seq = tf.shape(x)[0], tf.shape(x)[1]
     rows = tf.reshape(x, [-1, self.hidden_size])  # [b*s, h] (`dense_rows`)
-    hidden = dense_rows(self.intermediate_dense, rows)
-    if self.fused_training_gelu and (training or hidden.dtype != tf.float32):
-      hidden = fused_gelu_tanh(hidden)
+    fuse = self.fused_ops and (training or rows.dtype != tf.float32)
+    if fuse and self.gelu_tanh:
+      dense = self.intermediate_dense
+      hidden = fused_gelu_tanh(tf.matmul(rows, tf.cast(dense.kernel, rows.dtype)),
+                               tf.convert_to_tensor(dense.bias))
     else:
-      hidden = self.activation(hidden)
-    out = self.dropout(dense_rows(self.output_dense, hidden), training=training)
-    return tf.reshape(layer_norm(self.layer_norm, rows + out),
-                      [batch, seq, self.hidden_size])
+      hidden = self.activation(dense_rows(self.intermediate_dense, rows))
+    if self.dropout.rate and training:
+      out = self.dropout(dense_rows(self.output_dense, hidden),
+                         training=training)
+      normed = layer_norm(self.layer_norm, rows + out)
+    else:
+      normed = residual_layer_norm(self.layer_norm, rows, self.output_dense,
+                                   hidden, fused=fuse)
+    return tf.reshape(normed, [batch, seq, self.hidden_size])
 
   def compute_output_shape(self, input_shape):
     return input_shape
