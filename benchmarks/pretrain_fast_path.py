@@ -23,11 +23,13 @@ For each: wall time of the command, median examples/s and real tokens/s
 (eval_log.jsonl), and the largest gap between its train-loss curve and the
 first run's. Written to stdout and benchmarks/results/pretrain_fast_path.json.
 
---onednn_max_cpu_isa=AVX2 runs every command with ONEDNN_MAX_CPU_ISA=AVX2:
-oneDNN (TF's matmul and softmax kernels on CPU) then uses AVX2 and FMA only,
-an emulation of an AVX2-only CPU on a larger one. Its bf16 kernels do not
-exist there, so the fast run is given what --mixed_precision=auto picks on
-such a CPU: none. TF's own (Eigen) kernels are not affected.
+--onednn_max_cpu_isa=AVX2 runs every command with ONEDNN_MAX_CPU_ISA=AVX2
+and XLA_FLAGS=--xla_cpu_max_isa=AVX2: oneDNN (TF's matmul and softmax
+kernels on CPU) and XLA's CPU code (the fused GELU and LayerNorm) then use
+AVX2 and FMA only, an emulation of an AVX2-only CPU on a larger one. oneDNN's
+bf16 kernels do not exist there, so the fast run is given what
+--mixed_precision=auto picks on such a CPU: none. TF's own (Eigen) kernels
+are not affected.
 """
 
 import argparse
@@ -94,6 +96,9 @@ def run(name, extra, args, work, tree=None):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     if args.onednn_max_cpu_isa:
       env["ONEDNN_MAX_CPU_ISA"] = args.onednn_max_cpu_isa
+      # XLA's own CPU code (the fused GELU and LayerNorm) likewise.
+      env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_max_isa="
+                          + args.onednn_max_cpu_isa).strip()
     if tree:
       env["PYTHONPATH"] = tree
     subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT,
