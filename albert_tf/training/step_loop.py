@@ -1,5 +1,6 @@
 """The trainer's steps_per_execution loop: Keras's, runnable under every
-tf.distribute strategy (see `install`)."""
+tf.distribute strategy (see `install`), and the other Keras gaps of fit
+under tf.distribute (`_fit_under_any_strategy`)."""
 
 import tensorflow as tf
 
@@ -26,9 +27,34 @@ def check_jit_compile(model):
         "--iterations_per_loop=1")
 
 
+def _fit_under_any_strategy(model, strategy):
+  """Two Keras 3.15 gaps under tf.distribute, closed for `model` (a third,
+  steps_per_execution > 1 under collective strategies, is `install`).
+
+  1. fit/evaluate begin with a "symbolic build" that pulls one batch and
+     all-reduces it, which fails on dict batches under MultiWorkerMirrored
+     (keras_compat says why only a private override turns it off).
+  2. Step outputs are reduced across workers with axis=0, which fails on
+     scalar metrics: under MultiWorkerMirrored they are handed over as
+     [1]-vectors (the reduction returns scalars).
+  Tested by tests/test_trainer.py and tests/test_run_pretraining.py (losses
+  equal to the default strategy's under mirrored and multi-worker).
+  """
+  if not tf.distribute.has_strategy():  # the default strategy (in scope)
+    return
+  keras_compat.skip_fit_symbolic_build(model)
+  if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    for name in ("train_step", "test_step"):
+      step_fn = getattr(model, name)
+      setattr(model, name, lambda data, fn=step_fn: tf.nest.map_structure(
+          lambda v: tf.reshape(v, [1]), fn(data)))
+
+
 def install(model):
   """Keras's steps_per_execution loop, rebuilt so that it runs under every
-  strategy (Keras 3.15, TF 2.21).
+  strategy (Keras 3.15, TF 2.21); also closes fit's two other gaps under
+  tf.distribute (`_fit_under_any_strategy`). Call it in the strategy's
+  scope, after compile.
 
   Keras runs steps_per_execution > 1 steps in one call as a tf.while_loop
   whose body calls the step, `strategy.run(train_step)`, as a nested
@@ -57,6 +83,7 @@ def install(model):
   call matches the default strategy).
   """
   check_jit_compile(model)
+  _fit_under_any_strategy(model, model.distribute_strategy)
   for kind in ("train", "test"):
     keras_make = getattr(model, f"make_{kind}_function")
 

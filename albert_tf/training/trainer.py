@@ -45,7 +45,6 @@ import tensorflow as tf
 from albert_tf import errors
 from albert_tf.training import callbacks
 from albert_tf.training import checkpoints
-from albert_tf.training import keras_compat
 from albert_tf.training import optimization
 from albert_tf.training import runtime
 from albert_tf.training import step_loop
@@ -105,30 +104,6 @@ def segments(start: int, total: int, every: int) -> List[List[int]]:
   return out
 
 
-# ------------------------------------------------------------ Keras gaps
-def _fit_under_any_strategy(model, strategy):
-  """Two Keras 3.15 gaps under tf.distribute, closed for `model` (a third,
-  steps_per_execution > 1 under collective strategies, is step_loop.install).
-
-  1. fit/evaluate begin with a "symbolic build" that pulls one batch and
-     all-reduces it, which fails on dict batches under MultiWorkerMirrored
-     (keras_compat says why only a private override turns it off).
-  2. Step outputs are reduced across workers with axis=0, which fails on
-     scalar metrics: under MultiWorkerMirrored they are handed over as
-     [1]-vectors (the reduction returns scalars).
-  Tested by tests/test_trainer.py and tests/test_run_pretraining.py (losses
-  equal to the default strategy's under mirrored and multi-worker).
-  """
-  if not tf.distribute.has_strategy():  # the default strategy (in scope)
-    return
-  keras_compat.skip_fit_symbolic_build(model)
-  if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-    for name in ("train_step", "test_step"):
-      step_fn = getattr(model, name)
-      setattr(model, name, lambda data, fn=step_fn: tf.nest.map_structure(
-          lambda v: tf.reshape(v, [1]), fn(data)))
-
-
 # ------------------------------------------------------------ the trainer
 class Trainer:
   """Runs one task's training, checkpoints and evaluation (see module doc)."""
@@ -174,7 +149,6 @@ class Trainer:
                          jit_compile=settings.jit_compile)
       # Slots exist before a restore looks for them, and before fit traces.
       self.model.optimizer.build(self.model.trainable_variables)
-      _fit_under_any_strategy(self.model, strategy)
       step_loop.install(self.model)
       # The optimizer is saved as the list of its own variables (moments,
       # loss scale), not as the Keras object: that also references every
