@@ -131,6 +131,12 @@ class Params(options.StrategySettings):
       "--max_seq_length (0: every batch at --max_seq_length, as the "
       "original). Ignored, with a warning, on a TPU (one static shape); "
       "with --jit_compile each width is compiled once.")
+  micro_batches: str = settings.field(
+      "auto", "Each batch as this many parts with independent forward and "
+      "backward passes, run side by side on a CPU's cores (the loss and "
+      "gradients of the whole batch). auto: 2 on a CPU-only run of the "
+      "default strategy with 2 or more cores and batches of 16 or more, 1 "
+      "elsewhere (one log line says which).")
   overwrite: bool = settings.field(
       False, "Start over in an --output_dir that holds a run with other "
       "settings (deletes that run's checkpoints, logs, events and results; "
@@ -210,6 +216,8 @@ def _check_params(p: Params):
   from albert_tf.training import runtime  # pylint: disable=g-import-not-at-top
   if p.mixed_precision != runtime.AUTO:
     runtime.canonical_precision(p.mixed_precision)
+  from albert_tf.training import micro_batches  # pylint: disable=g-import-not-at-top
+  micro_batches.parse(p.micro_batches)
 
 
 def _resolve_auto(p: Params) -> Params:
@@ -217,6 +225,7 @@ def _resolve_auto(p: Params) -> Params:
   being resumed keeps the precision its fingerprint records) and
   --length_buckets off where shapes must be static; each said in a line."""
   # pylint: disable=g-import-not-at-top
+  from albert_tf.training import micro_batches
   from albert_tf.training import output_dir
   from albert_tf.training import runtime
   if p.mixed_precision == runtime.AUTO:
@@ -233,7 +242,15 @@ def _resolve_auto(p: Params) -> Params:
     logging.warning("--length_buckets=%d ignored: a TPU compiles one static "
                     "sequence length", p.length_buckets)
     p = dataclasses.replace(p, length_buckets=0)
-  return p
+  count, why = micro_batches.resolve(
+      p.micro_batches, tpu=p.use_tpu or p.distribution_strategy == "tpu",
+      gpus=p.num_gpus, strategy=p.distribution_strategy,
+      batch_size=p.train_batch_size)
+  logging.info("--micro_batches=%s: %d (%s)", p.micro_batches, count, why)
+  line = micro_batches.configure_threads(count)
+  if line:
+    logging.info("%s", line)
+  return dataclasses.replace(p, micro_batches=str(count))
 
 
 def trainer_settings(p: Params):
@@ -351,7 +368,8 @@ def _run(p: Params) -> Dict[str, float]:
         seed=p.seed, shuffle_buffer_size=p.shuffle_buffer_size,
         skip_corrupt_records=p.skip_corrupt_records,
         sentence_order_weight=p.sentence_order_loss_weight,
-        length_buckets=p.length_buckets)
+        length_buckets=p.length_buckets,
+        micro_batches=int(p.micro_batches))
     if chief:
       task.record().write_beside(p.output_dir)  # task_record.json
     trainer = Trainer(task, config, settings, strategy)

@@ -501,3 +501,44 @@ def test_qkv_kernels_fuse_once_per_forward_pass(tiny_config, share,
   assert len(once_grads) == len(every_call_grads) > 10
   for a, b in zip(once_grads, every_call_grads):
     assert_close_to_scale(a, b, rel=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n", [5, 1])
+def test_micro_batches_give_the_whole_batch_losses_and_gradients(tiny_config,
+                                                                  n):
+  """A batch run as 2 or 3 parts (training.micro_batches) has the losses and
+  gradients of the whole batch: uneven parts, and a batch of 1 (an empty
+  part) included."""
+  rng = np.random.default_rng(4)
+  seq, preds = 10, 3
+  ids = rng.integers(5, 60, (n, seq)).astype("int64")
+  mask = np.ones_like(ids)
+  mask[:, 7:] = 0
+  data = {"input_ids": ids, "input_mask": mask,
+          "segment_ids": (np.arange(seq) >= 4).astype("int64")[None].repeat(n, 0),
+          "masked_lm_positions": rng.integers(1, 7, (n, preds)),
+          "masked_lm_ids": rng.integers(5, 60, (n, preds)),
+          "masked_lm_weights": (rng.random((n, preds)) > 0.3).astype("float32"),
+          "next_sentence_labels": rng.integers(0, 2, (n, 1))}
+  data = {k: tf.constant(v) for k, v in data.items()}
+  model = AlbertPretrainer(tiny_config)
+  _randomize(model, seed=5)
+
+  def run(parts):
+    model.micro_batches = parts
+    with tf.GradientTape() as tape:
+      losses = model._step_losses(data, training=True)  # pylint: disable=protected-access
+    grads = tape.gradient(losses["loss"], model.trainable_variables)
+    return losses, [None if g is None else tf.convert_to_tensor(g)
+                    for g in grads]
+
+  whole, whole_grads = run(1)
+  for parts in (2, 3):
+    split, split_grads = run(parts)
+    for name in whole:
+      assert_close_to_scale(split[name], whole[name], rel=1e-6, rtol=1e-5)
+    assert sum(g is not None for g in whole_grads) > 10
+    for a, b in zip(split_grads, whole_grads):
+      assert (a is None) == (b is None)
+      if a is not None:
+        assert_close_to_scale(a, b, rel=1e-6, rtol=1e-4)

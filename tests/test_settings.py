@@ -35,7 +35,7 @@ COMMANDS = {
     "data_prep.train_vocab": ("TrainVocabSettings", 10),
     "data_prep.corpora": ("CorporaSettings", 7),
     "data_prep.create_pretraining_data": ("CreateDataSettings", 27),
-    "albert_tf.run_pretraining": ("Params", 46),
+    "albert_tf.run_pretraining": ("Params", 47),
     "albert_tf.run_classifier": ("ClassifierOptions", 54),
     "albert_tf.run_ner": ("NerOptions", 51),
     "albert_tf.run_squad": ("SquadOptions", 57),

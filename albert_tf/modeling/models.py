@@ -163,9 +163,24 @@ class AlbertPretrainer(keras.Model):
   def metrics(self):
     return list(self._trackers.values())
 
+  # Training and eval steps run the batch as this many parts, put back
+  # together before the loss (training.micro_batches; set by the task).
+  micro_batches = 1
+
+  def _batch_outputs(self, inputs, training):
+    if self.micro_batches <= 1:
+      return self(inputs, training=training)
+    size = tf.shape(inputs[F.INPUT_IDS])[0]
+    cuts = [size * i // self.micro_batches
+            for i in range(self.micro_batches + 1)]
+    parts = [self({k: v[start:end] for k, v in inputs.items()},
+                  training=training) for start, end in zip(cuts, cuts[1:])]
+    return {k: tf.concat([part[k] for part in parts], 0)
+            for k in (F.MLM_LOGITS, F.SOP_LOGITS)}
+
   def _step_losses(self, data, training):
     inputs = {k: tf.cast(data[k], tf.int32) for k in PRETRAINER_INPUTS}
-    outputs = self(inputs, training=training)
+    outputs = self._batch_outputs(inputs, training)
     return pretraining_losses(outputs, data, self.sentence_order_weight)
 
   def _update_trackers(self, losses):

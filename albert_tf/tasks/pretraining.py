@@ -55,9 +55,11 @@ class PretrainingTask(Task):
                eval_batch_size: int = 64, max_eval_steps: int = 100,
                seed: int = 12345, shuffle_buffer_size: int = 1000,
                skip_corrupt_records: bool = False,
-               sentence_order_weight: float = 1.0, length_buckets: int = 0):
+               sentence_order_weight: float = 1.0, length_buckets: int = 0,
+               micro_batches: int = 1):
     self.sentence_order_weight = sentence_order_weight
     self.length_buckets = length_buckets
+    self.micro_batches = micro_batches
     self.train_files = train_files
     self.eval_files = eval_files
     self.eval_batch_size = eval_batch_size
@@ -69,8 +71,10 @@ class PretrainingTask(Task):
                             skip_corrupt_records=skip_corrupt_records)
 
   def build_model(self, config):
-    return models.AlbertPretrainer(
+    model = models.AlbertPretrainer(
         config, sentence_order_weight=self.sentence_order_weight)
+    model.micro_batches = self.micro_batches  # training.micro_batches
+    return model
 
   def build_inputs(self, split, strategy, global_batch_size, start_step=0,
                    num_steps=0):
