@@ -284,7 +284,8 @@ def _with_mfu(settings, p: Params, config, train_files):
                                        p.max_predictions_per_seq)
   dtype = {"bfloat16": "bfloat16", "float16": "float16"}.get(
       p.mixed_precision, "float32")
-  peak = throughput.matmul_peak(dtype, repeats=3)
+  peak = throughput.matmul_peak(dtype, repeats=3,
+                                parallel=int(p.micro_batches))
   logging.info("tokens/s and MFU in the logs count real tokens: %.1f of %d "
                "per record (the first %d records), %.3g GFLOP of matmuls per "
                "example (forward and backward), over a %s matmul peak of "

@@ -12,9 +12,11 @@ documents for eval) four times, one after the other, on the same machine:
   before        the code and flagfile of --before (default: the commit before
                 the fast path), float32, from a git worktree of it: the speed
                 the fast path is measured against;
-  float32       this code, --mixed_precision=none --length_buckets=0 (the
-                flagfile's settings of before the fast path);
-  fast          --mixed_precision=auto --length_buckets=4 (the flagfile now);
+  float32       this code, --mixed_precision=none --length_buckets=0
+                --micro_batches=1 (the flagfile's settings of before the fast
+                path);
+  fast          --mixed_precision=auto --length_buckets=4 --micro_batches=auto
+                (the flagfile now);
   float32 seed2 the first with another --seed: how far two float32 runs
                 differ, the noise the fast path's curve is compared with.
 
@@ -48,10 +50,12 @@ FLAGS = "configs/pretrain_albert_tiny_zh_demo.flags"
 BEFORE = "6b2796f~1"
 RUNS = {
     "before": [],
-    "float32": ["--mixed_precision=none", "--length_buckets=0"],
-    "fast": ["--mixed_precision=auto", "--length_buckets=4"],
+    "float32": ["--mixed_precision=none", "--length_buckets=0",
+                "--micro_batches=1"],
+    "fast": ["--mixed_precision=auto", "--length_buckets=4",
+             "--micro_batches=auto"],
     "float32 seed2": ["--mixed_precision=none", "--length_buckets=0",
-                      "--seed=2"],
+                      "--micro_batches=1", "--seed=2"],
 }
 
 
@@ -148,7 +152,8 @@ def main():
         continue
       tree = checkout(args.before, args.work)
     if args.onednn_max_cpu_isa:  # auto's pick without bf16 units
-      extra = [f.replace("=auto", "=none") for f in extra]
+      extra = [f.replace("--mixed_precision=auto", "--mixed_precision=none")
+               for f in extra]
     try:
       results["runs"][name] = run(name, extra, args, args.work, tree)
     finally:

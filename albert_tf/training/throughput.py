@@ -63,16 +63,19 @@ def pretraining_flops(config: AlbertConfig, seq_length: float,
 
 
 def matmul_peak(dtype: str = "float32", size: int = 2048,
-                repeats: int = 5) -> float:
+                repeats: int = 5, parallel: int = 1) -> float:
   """FLOP/s of the best of `repeats` size x size matmuls in dtype
-  (float32 or bfloat16) on this machine's default device."""
+  (float32 or bfloat16) on this machine's default device; `parallel`
+  independent ones at once, as a step of that many micro-batches runs them
+  (training.micro_batches: then each op has only its share of the cores)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  a = tf.cast(tf.random.stateless_normal([size, size], seed=[1, 2]), dtype)
-  matmul = tf.function(lambda x: tf.matmul(x, x))
-  matmul(a).numpy()  # traced and warm
+  a = [tf.cast(tf.random.stateless_normal([size, size], seed=[1, 2 + i]),
+               dtype) for i in range(parallel)]
+  matmul = tf.function(lambda xs: [tf.matmul(x, x) for x in xs])
+  [m.numpy() for m in matmul(a)]  # traced and warm
   best = float("inf")
   for _ in range(repeats):
     start = time.perf_counter()
-    matmul(a).numpy()
+    [m.numpy() for m in matmul(a)]
     best = min(best, time.perf_counter() - start)
-  return 2.0 * size ** 3 / best
+  return 2.0 * parallel * size ** 3 / best
