@@ -222,8 +222,10 @@ def _check_params(p: Params):
 
 def _resolve_auto(p: Params) -> Params:
   """p with --mixed_precision=auto decided (`runtime.auto_precision`; a run
-  being resumed keeps the precision its fingerprint records) and
-  --length_buckets off where shapes must be static; each said in a line."""
+  being resumed keeps the precision its fingerprint records),
+  --length_buckets off where shapes must be static and --micro_batches
+  decided (training.micro_batches, TF's thread pools set for it); each
+  said in a line."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.training import micro_batches
   from albert_tf.training import output_dir
@@ -242,10 +244,11 @@ def _resolve_auto(p: Params) -> Params:
     logging.warning("--length_buckets=%d ignored: a TPU compiles one static "
                     "sequence length", p.length_buckets)
     p = dataclasses.replace(p, length_buckets=0)
+  import tensorflow as tf
   count, why = micro_batches.resolve(
       p.micro_batches, tpu=p.use_tpu or p.distribution_strategy == "tpu",
-      gpus=p.num_gpus, strategy=p.distribution_strategy,
-      batch_size=p.train_batch_size)
+      gpus=max(p.num_gpus, len(tf.config.list_physical_devices("GPU"))),
+      strategy=p.distribution_strategy, batch_size=p.train_batch_size)
   logging.info("--micro_batches=%s: %d (%s)", p.micro_batches, count, why)
   line = micro_batches.configure_threads(count)
   if line:
