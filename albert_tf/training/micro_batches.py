@@ -11,8 +11,8 @@ independent chains that TF's executor runs side by side, each op on its own
 cores (intra-op threads = cores // count, inter-op threads = count). The
 loss and the gradients are those of the whole batch: the parts' outputs are
 put back together before the loss (`AlbertPretrainer._batch_outputs`), so only
-the order of some float sums changes. On the demo's model, 2 cores of an
-AMD EPYC with avx512_bf16, 2 parts took the step from about 790 to 1,030-
+the order of some float sums changes. On the demo's model, 600-step runs on 2 cores of an
+AMD EPYC with avx512_bf16, 2 parts took the step from 791-803 to 1,016-
 1,065 examples/s (benchmarks/README.md, "Pretraining on a CPU").
 """
 
