@@ -177,3 +177,22 @@ def test_fused_residual_layer_norm_on_bfloat16_rounds_once():
   got = tf.cast(y, tf.float32).numpy()
   np.testing.assert_array_less(np.abs(got - want),
                                2.0 ** -8 * np.maximum(np.abs(want), 1e-2))
+
+
+def test_exact_gelu_is_written_with_erf_and_matches_the_definition():
+  """BERT's "gelu" (gelu_exact here): 0.5 x (1 + erf(x / sqrt 2)) to
+  float32 rounding, checked against Python's math.erf in float64, and
+  written with Erf, not Erfc (ONNX has no Erfc: an .onnx with one does
+  not load in ONNX Runtime)."""
+  import math
+  x = np.concatenate([np.linspace(-12, 12, 481), [-40.0, 0.0, 40.0]]
+                     ).astype(np.float32)
+  expected = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2)))
+                       for v in x.astype(np.float64)])
+  gelu = ops.get_activation("gelu_exact")
+  got = gelu(tf.constant(x)).numpy()
+  np.testing.assert_allclose(got, expected, rtol=2e-6, atol=1e-6)
+  graph = tf.function(gelu).get_concrete_function(
+      tf.TensorSpec([None], tf.float32)).graph.as_graph_def()
+  kinds = {node.op for node in graph.node}
+  assert "Erf" in kinds and "Erfc" not in kinds, kinds

@@ -192,12 +192,24 @@ def dense_rows(dense, x):
   return y
 
 
+def gelu_erf(x):
+  """The exact GELU, 0.5 x (1 + erf(x / sqrt 2)), as BERT's "gelu".
+
+  Written with erf, not as tf.nn.gelu(approximate=False) writes it (with
+  erfc): ONNX has Erf (opset 9 on) and no Erfc, so tf2onnx leaves an Erfc
+  node that ONNX Runtime refuses to load. The two differ only where
+  1 + erf(x / sqrt 2) rounds near 0 (x < about -5), where the product is
+  below 1e-6 in absolute value either way.
+  """
+  return 0.5 * x * (1.0 + keras.ops.erf(x * 0.7071067811865476))
+
+
 def get_activation(name):
   """Activation by original config name; "gelu" is the tanh approximation."""
   if name in ("gelu", "gelu_new"):
     return lambda x: keras.activations.gelu(x, approximate=True)
   if name in ("gelu_exact", "gelu_python"):
-    return lambda x: keras.activations.gelu(x, approximate=False)
+    return gelu_erf
   if name in ("relu", "tanh", "linear"):
     return keras.activations.get(name)
   raise ValueError(f"Unknown hidden_act {name!r}")
