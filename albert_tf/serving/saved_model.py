@@ -66,9 +66,12 @@ def ids_signature(run: Callable, extra_inputs: Sequence[str] = (),
                   vocab_size: int = 0, shape=(None, None),
                   max_positions: Optional[int] = None):
   """serving_default: int32 `input_ids`, `input_mask`, `segment_ids` (+
-  extra_inputs, e.g. masked_lm_positions) -> run(features). Core TF ops only:
-  a stock tensorflow_model_server runs it. With vocab_size, malformed inputs
-  are an InvalidArgumentError naming the input (`checked_ids`), an input
+  extra_inputs, e.g. masked_lm_positions) -> run(features). Core TF ops
+  only: a SavedModel of it alone (export_saved_model
+  --signatures=serving_default) loads in TensorFlow without TF Text's ops;
+  beside serve_text, the SavedModel needs them whichever signature is
+  called. With vocab_size, malformed inputs are an InvalidArgumentError
+  naming the input (`checked_ids`), an input
   longer than max_positions too (default: the max_position_embeddings of
   the model run calls, `position_limit`). shape: of the encoder inputs
   ([batch, choices, length] for multiple choice)."""
@@ -227,12 +230,18 @@ def make_archive(model: keras.Model, signatures: Dict[str, Callable]):
     # Lookup tables and tokenizer models are saved only when tracked.
     for module in _modules_read_by(fn).values():
       archive.track(module)
-  for name in ["serving_default"] + sorted(set(signatures) -
-                                           {"serving_default"}):
+  for name in ordered_signatures(signatures):
     fn = signatures[name]
     fn.get_concrete_function()  # traced once: the archive takes it as is
     archive.add_endpoint(name, fn)
   return archive
+
+
+def ordered_signatures(names) -> List[str]:
+  """serving_default first, then the others by name (the archive's order)."""
+  names = set(names)
+  return (["serving_default"] if "serving_default" in names else []) + sorted(
+      names - {"serving_default"})
 
 
 def takes_text_b(signatures: Dict[str, Callable]) -> bool:
@@ -302,20 +311,29 @@ class ExportInfo(ModelInfo):
   jit_compile: the model inside the signatures is XLA-compiled.
   mixed_precision: its compute dtype, "none" (float32) or "bfloat16";
   outputs are float32 either way.
+  signatures: the names of the signatures saved (serving_default first).
+  verification: the figures of the check of the written version.
   """
   length_buckets: Optional[List[int]] = None
   jit_compile: Optional[bool] = None
   mixed_precision: Optional[str] = None
+  # The signatures the SavedModel holds (export_saved_model --signatures),
+  # and how the written version was checked before it was renamed into
+  # place (`serving.saved_model_check`: runtime, examples, differences).
+  signatures: Optional[List[str]] = None
+  verification: Optional[dict] = None
 
 
 def export_metadata(record, model, version, checkpoint, config, tokenizer,
                     signatures, length_buckets=None, jit_compile=False,
-                    mixed_precision="none"):
+                    mixed_precision="none", saved=None):
   """What albert_export.json holds (an `ExportInfo`): the task record (a
   `albert_tf.record.ModelInfo`) with the tokenizer as exported, what was
   exported (--model, version, checkpoint prefix, config, special ids, the
   text rules an app applies) and how it serves (length_buckets: default
-  [max_seq_length]; jit_compile; mixed_precision)."""
+  [max_seq_length]; jit_compile; mixed_precision). signatures: all the
+  family's (text_pair is the model's, whichever are saved); saved: the
+  names of those the SavedModel holds (default: all)."""
   record = ExportInfo(**{f.name: getattr(record, f.name)
                          for f in dataclasses.fields(ModelInfo)})
   return dataclasses.replace(
@@ -323,6 +341,7 @@ def export_metadata(record, model, version, checkpoint, config, tokenizer,
       length_buckets=[int(b) for b in length_buckets or
                       [record.max_seq_length]],
       jit_compile=bool(jit_compile), mixed_precision=mixed_precision or "none",
+      signatures=ordered_signatures(saved or signatures),
       albert_config=config.to_dict(), tokenizer_kind=tokenizer.kind,
       tokenizer_file=os.path.basename(tokenizer.model_file),
       do_lower_case=tokenizer.do_lower_case,
@@ -366,15 +385,22 @@ def write_warmup_requests(path, serving_default, max_seq_length, tokenizer,
 
 def write_version(archive, export_dir, version, tokenizer, metadata,
                   serving_default, overwrite=False,
-                  extra_files: Optional[Dict[str, str]] = None):
+                  extra_files: Optional[Dict[str, object]] = None,
+                  verify: Optional[Callable[[str], dict]] = None):
   """Writes export_dir/<version>/ and returns its path.
 
   The archive, assets/<tokenizer file>, assets.extra/METADATA_FILE
   (metadata: a `albert_tf.record.ModelInfo`, written flat) and the warmup
   requests, in a dot-named temporary directory (TF Serving loads only
   integer names) renamed into place; an existing version is swapped out
-  when overwrite. extra_files: {name: text} written in the version too
-  (the model card, README.md).
+  when overwrite. extra_files: {name: text, or fn(metadata) -> text}
+  written in the version too (the model card, README.md).
+
+  verify: fn(the temporary directory) -> figures, called once the
+  SavedModel, its assets and warmup requests are written there, before the
+  metadata: the figures become metadata.verification (an `ExportInfo`'s),
+  which the callables of extra_files see. What it raises leaves nothing
+  at export_dir/<version>.
   """
   final_dir = os.path.join(export_dir, str(version))
   os.makedirs(export_dir, exist_ok=True)
@@ -399,10 +425,12 @@ def write_version(archive, export_dir, version, tokenizer, metadata,
     else:
       write_warmup_requests(os.path.join(extra, WARMUP_FILE), serving_default,
                             metadata.max_seq_length, tokenizer)
+    if verify is not None:
+      metadata = dataclasses.replace(metadata, verification=verify(tmp_dir))
     metadata.write(os.path.join(extra, METADATA_FILE), flat=True)
     for name, text in (extra_files or {}).items():
       with open(os.path.join(tmp_dir, name), "w", encoding="utf-8") as f:
-        f.write(text)
+        f.write(text(metadata) if callable(text) else text)
     make_world_readable(tmp_dir)
     if os.path.exists(final_dir):
       if not overwrite:
