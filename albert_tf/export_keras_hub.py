@@ -118,7 +118,8 @@ def remove_stale_temporaries(output_dir):
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _write_preset(output_dir, backbone, hub_tokenizer, task=None):
+def _write_preset(output_dir, backbone, hub_tokenizer, task=None,
+                  check=None):
   """Saves the preset in a dot-folder beside output_dir, then renames it
   into place (a previous preset is swapped out and removed after): a
   failure or a kill never leaves a half preset under the requested name,
@@ -140,6 +141,8 @@ def _write_preset(output_dir, backbone, hub_tokenizer, task=None):
     else:
       backbone.save_to_preset(tmp_dir)
       hub_tokenizer.save_to_preset(tmp_dir)
+    if check is not None:  # the preset as keras-hub loads it, before the rename
+      check(tmp_dir)
     os.chmod(tmp_dir, 0o755)  # mkdtemp makes 0700
     if os.path.exists(output_dir):
       old_dir = tempfile.mkdtemp(prefix=old_prefix, dir=parent)
@@ -254,7 +257,11 @@ def export(checkpoint, output_dir, albert_config_file=None,
     if whole:
       task = _text_classifier(keras_hub, backbone, hub_tokenizer, model,
                               record.max_seq_length or 128)
-    _write_preset(output_dir, backbone, hub_tokenizer, task)
+    checked = {}
+    _write_preset(output_dir, backbone, hub_tokenizer, task,
+                  check=lambda path: checked.update(_verify_preset(
+                      path, model if whole else encoder, whole, tokenizer,
+                      record, config)))
     if task is not None:
       log(f"Exported {report['prefix']} as a keras-hub AlbertTextClassifier "
           f"preset (backbone, head, preprocessor at sequence_length="
@@ -269,6 +276,7 @@ def export(checkpoint, output_dir, albert_config_file=None,
       if family and family != "pretraining":
         log(f"  note: keras-hub has no task model for the {family} family: "
             "the preset holds the encoder only, without the task's head")
+    log(f"  verified: {checked['verdict']}")
     if tokenizer.do_lower_case:
       log("  note: keras-hub's AlbertTokenizer does not lowercase or strip "
           "accents; apply albert_tf.data.tokenization.normalize to text first")
@@ -276,6 +284,53 @@ def export(checkpoint, output_dir, albert_config_file=None,
   finally:
     if lock is not None:
       lock.release()
+
+
+def _verify_preset(preset_dir, model, whole, tokenizer, record, config):
+  """The preset loaded back by keras-hub (`from_preset`) and run on
+  held-out ids (`serving.verify`: the run's dev split for a classifier,
+  else vocabulary sequences) against our model: the class agreement of a
+  classifier's logits, the pooled output's direction for a backbone, at
+  the float floor (99.5%). Returns the figures; raises KerasHubExportError
+  below it."""
+  # pylint: disable=g-import-not-at-top
+  import dataclasses as dc
+  import keras_hub
+  import numpy as np
+  from albert_tf import registry
+  from albert_tf.record import ModelInfo
+  from albert_tf.serving import verify
+  from albert_tf import features as F
+  length = min((record.max_seq_length if record else None) or 128,
+               config.max_position_embeddings)
+  info = dc.replace(record, max_seq_length=length) if record else ModelInfo(
+      max_seq_length=length)
+  task = registry.family(info.task, info.task_module).task if (
+      whole and info.task) else None
+  held = verify.held_out(info, tokenizer, task, max_examples=64)
+  hub_inputs = lambda f: {"token_ids": f[F.INPUT_IDS],
+                          "padding_mask": f[F.INPUT_MASK],
+                          "segment_ids": f[F.SEGMENT_IDS]}
+  if whole:
+    loaded = keras_hub.models.AlbertTextClassifier.from_preset(preset_dir)
+    ours = lambda **f: {F.LOGITS: np.asarray(model(f, training=False)[F.LOGITS])}
+    theirs = lambda **f: {F.LOGITS: np.asarray(loaded(hub_inputs(f)))}
+  else:
+    loaded = keras_hub.models.AlbertBackbone.from_preset(preset_dir)
+    ours = lambda **f: {F.POOLED_OUTPUT: np.asarray(
+        model(f, training=False)[F.POOLED_OUTPUT])}
+    theirs = lambda **f: {F.POOLED_OUTPUT: np.asarray(
+        loaded(hub_inputs(f))["pooled_output"])}
+  reference = verify.run_batched(ours, held.features, 32)
+  try:
+    return verify.check(preset_dir, "none",
+                        lambda f: verify.run_batched(theirs, f, 32),
+                        reference, held, verify.Floors(), False,
+                        f"keras-hub {keras_hub.__version__}",
+                        "the preset does not compute what the checkpoint "
+                        "does")
+  except verify.ExportVerificationError as e:
+    raise KerasHubExportError(str(e)) from None
 
 
 def _text_classifier(keras_hub, backbone, hub_tokenizer, model,

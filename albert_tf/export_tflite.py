@@ -26,21 +26,34 @@ is needed (the pip LiteRT interpreter no longer has one).
            (real token ids from a TSV via the Python tokenizer); ops without
            an int8 kernel stay float. Loses the most accuracy.
 
-Writes PATH.tflite, its tokenizer beside it, named after it
-(PATH.spm.model, or PATH.vocab.txt for a WordPiece vocab, so models
-exported into one folder keep their own), and PATH.json: input/output names,
-shapes and dtypes, the tokenizer file's name, the special ids, labels and
-the normalisation rules an app must apply before tokenizing.
+Writes PATH.tflite (say m.tflite), its tokenizer beside it (m.spm.model,
+or m.vocab.txt for a WordPiece vocab, so models exported into one folder
+keep their own; an .onnx of the same stem shares it only when it is the
+same file, else the export is refused), m.tflite.json (input/output
+names, shapes and dtypes, the tokenizer file's name, the special ids,
+labels, the normalisation rules an app must apply before tokenizing, and
+the verification figures) and the model card m.tflite.README.md.
+`albert_tf.load("m.tflite").predict([...])` serves it in LiteRT.
 
-The three files are written in a dot-named scratch folder inside the output
+Verified before it is handed over (`serving.verify`): the .tflite runs in
+LiteRT on held-out examples (--verify_data, else the run's recorded dev
+split) and is compared with the SavedModel's float serving_default. Below a
+floor (agreement 99.5% for none; 95% and at most 2 points of accuracy lost
+for float16, dynamic and int8; --min_agreement, --max_metric_drop) the
+command exits 1 with one line naming the figures and the mode to use
+instead, and writes nothing; --allow_degraded writes it with DEGRADED on
+its card. The figures are in the JSON and on the card.
+
+The files are written in a dot-named scratch folder inside the output
 folder (`.tmp-NAME.tflite-XXXXXXXX`, which also holds the converter's
-fixed-shape SavedModel) and renamed into place once all are complete: a
-failure or a kill leaves the files already at PATH as they were. The
-scratch folder is removed when the command ends; one left by a killed
-export of the same PATH is removed at the next start, with a warning.
+fixed-shape SavedModel) and renamed into place once all are complete and
+verified: a failure, a refusal or a kill leaves the files already at PATH
+as they were. The scratch folder is removed when the command ends; one left
+by a killed export of the same PATH is removed at the next start, with a
+warning.
 
 A tagger (`export_saved_model --model=tagger`) converts the same way: outputs
-`logits` [1, L, tags] and `tag_ids` [1, L]; PATH.json adds its tags
+`logits` [1, L, tags] and `tag_ids` [1, L]; m.tflite.json adds its tags
 (`label_list`) and `token_level`. serve_text's splitting and entity reading
 are not in the .tflite (TF Text ops): an app does them around it, in Python
 with `ner_data.encode_text` and `ner_data.tag_text`:
@@ -59,7 +72,7 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Optional
+from typing import List, Optional
 
 from absl import logging
 
@@ -67,6 +80,7 @@ from albert_tf import file_io
 from albert_tf import settings
 from albert_tf.features import ENCODER_INPUTS
 from albert_tf.data.tokenization import load_tokenizer, write_synced
+from albert_tf.serving import verify
 
 # TensorFlow, NumPy and what imports them (serving, tasks, checkpoints,
 # the NER and classifier readers) are imported by the functions that run,
@@ -144,10 +158,24 @@ def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
         "token_level": token_level}) if token_level else ModelInfo())
   task = task_of(record)
   rows = []
+  named = [c for c in (text_column, text_b_column)
+           if c is not None and not _is_index(c)]
+  text_column = _index_or_name(text_column)
+  text_b_column = _index_or_name(text_b_column)
   with open(path, encoding="utf-8") as f:
     for line_number, line in enumerate(f, start=1):
       fields = line.rstrip("\r\n").split("\t")
       if not line.strip():
+        continue
+      if named:  # the first line is the header that names them
+        missing = [c for c in named if c not in fields]
+        if missing:
+          raise ValueError(f"{path}:{line_number}: no column {missing[0]!r} "
+                           f"in the header ({', '.join(fields)})")
+        text_column, text_b_column = (
+            fields.index(c) if isinstance(c, str) else c
+            for c in (text_column, text_b_column))
+        named = []
         continue
       try:
         rows.append(task.calibration_inputs(record, fields, text_column,
@@ -161,6 +189,17 @@ def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
     raise ValueError(f"--representative_data={path} has no lines")
   return task.calibration_examples(record, tokenizer, max_seq_length, rows,
                                    max_examples)
+
+
+def _is_index(column):
+  return isinstance(column, int) or str(column).strip().lstrip("-").isdigit()
+
+
+def _index_or_name(column):
+  """--text_column's value: an int index, a header name, or None."""
+  if column is None or isinstance(column, int):
+    return column
+  return int(column) if _is_index(column) else str(column)
 
 
 def _fixed_shape_saved_model(saved_model_dir, out_dir, max_seq_length,
@@ -197,16 +236,27 @@ def _fixed_shape_saved_model(saved_model_dir, out_dir, max_seq_length,
 
 def convert(saved_model, output, quantize="dynamic", representative_data=None,
             text_column=-1, text_b_column=None, num_calibration_examples=200,
-            max_predictions=20):
+            max_predictions=20, verify_data=None, allow_degraded=False,
+            floors=None, num_verify_examples=verify.NUM_EXAMPLES,
+            verify_columns=None):
   """Writes output (.tflite), its tokenizer and its .json.
 
   The tokenizer is output's stem + `.spm.model` / `.vocab.txt`
-  (`tokenizer_copy_name`), the JSON output's stem + `.json`; each is
+  (`tokenizer_copy_name`), the JSON and card output + `.json` /
+  `.README.md` (`sidecar_names`); each is
   renamed into place only once all three are complete (see the module
   docstring).
 
-  Returns the metadata dict written to the JSON.
+  Before the rename, the .tflite runs in LiteRT on held-out examples
+  (verify_data, else the run's dev split; `serving.verify`) and is compared
+  with the SavedModel's serving_default; below `floors` (a verify.Floors)
+  nothing is written unless allow_degraded.
+
+  Returns the metadata dict written to the JSON ("verification": the
+  figures).
   Raises:
+    verify.ExportVerificationError: the .tflite does not run, or is below
+      a floor (one line with the figures and the mode to use instead).
     OSError: writing failed (disk full, permission); one line naming
       --output, and what was replaced (normally nothing).
   """
@@ -231,20 +281,29 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
       representative_data, tokenizer, length, text_column, text_b_column,
       num_calibration_examples, record=record
   ) if quantize == "int8" else None
-  names = {"model": os.path.basename(output),
-           "tokenizer": tokenizer_copy_name(output,
-                                            metadata["tokenizer_kind"]),
-           "json": os.path.splitext(os.path.basename(output))[0] + ".json",
-           "card": os.path.splitext(os.path.basename(output))[0]
-                   + ".README.md"}
-  if len(set(names.values())) < len(names):
-    raise ValueError(f"--output={output}: its .json or tokenizer file would "
-                     "have the model's own name (end it in .tflite)")
+  if not output.endswith(".tflite"):
+    raise ValueError(f"--output={output}: end it in .tflite (its .json, "
+                     "tokenizer and card are named after it)")
+  names = sidecar_names(output, metadata["tokenizer_kind"])
+  check_tokenizer_copy(output, names["tokenizer"], tokenizer.model_file)
+  held = verify.held_out(record, tokenizer, task_of(record), verify_data,
+                         num_verify_examples, verify_columns)
+  if record.task == "pretraining":
+    held.features = verify.with_masked_positions(held.features, tokenizer,
+                                                 max_predictions)
+  reference = verify.reference_outputs(saved_model, held.features)
 
   with _scratch_folder(output) as (scratch, replaced):
     flatbuffer = _convert_in(scratch, saved_model, length, max_predictions,
                              quantize, examples, record)
     write_synced(os.path.join(scratch, names["model"]), flatbuffer)
+    # Proven in LiteRT before anything is renamed into place.
+    checked = verify.check(
+        output, quantize,
+        # Loaded inside the check: a file LiteRT refuses is its one line.
+        lambda f: interpreter_fn(os.path.join(scratch, names["model"]))(f),
+        reference, held, floors or verify.Floors(), allow_degraded,
+        "LiteRT (ai_edge_litert.interpreter)", INSTEAD[quantize])
     with open(tokenizer.model_file, "rb") as f:
       write_synced(os.path.join(scratch, names["tokenizer"]), f.read())
     info = {
@@ -262,10 +321,12 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
         "max_position_embeddings": (metadata.get("albert_config") or {}).get(
             "max_position_embeddings"),
         "normalization": metadata["normalization"],
+        "verification": checked,
     }
     # And what the family records for apps (a tagger's token_level, span
     # QA's doc_stride and max_query_length, ...).
-    for key in ("task", "label_list", "num_labels", *record.task_config):
+    for key in ("task", "task_name", "task_module", "text_pair",
+                "label_list", "num_labels", *record.task_config):
       if key in metadata:
         info[key] = metadata[key]
     write_synced(os.path.join(scratch, names["json"]), json.dumps(
@@ -274,6 +335,61 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
         saved_model, record, tokenizer, info).encode("utf-8"))
     rename_into_place(scratch, output, names, replaced)
   return info
+
+
+def sidecar_names(output, tokenizer_kind):
+  """The files an export writes beside output: {"model", "tokenizer",
+  "json", "card"}. The JSON and the card carry the model's whole name
+  (m.tflite.json, m.onnx.README.md), so a .tflite and an .onnx of one stem
+  never overwrite each other's; the tokenizer copy (m.spm.model) may be
+  shared, when it is the same file (`check_tokenizer_copy`)."""
+  base = os.path.basename(output)
+  return {"model": base,
+          "tokenizer": tokenizer_copy_name(output, tokenizer_kind),
+          "json": base + ".json", "card": base + ".README.md"}
+
+
+def check_tokenizer_copy(output, name, tokenizer_file):
+  """Refuses when the tokenizer copy beside output exists and differs from
+  this export's tokenizer (another model's of the same stem)."""
+  existing = os.path.join(os.path.dirname(os.path.abspath(output)), name)
+  if not os.path.exists(existing):
+    return
+  with open(existing, "rb") as f, open(tokenizer_file, "rb") as g:
+    if f.read() == g.read():
+      return
+  raise ValueError(
+      f"--output={output}: {existing} holds another tokenizer (of another "
+      "export of this name); give another --output or remove it")
+
+
+def interpreter_fn(tflite_path):
+  """features [n, ...] -> outputs [n, ...] of a .tflite's serving_default,
+  one example per call (its inputs are fixed at one example)."""
+  # pylint: disable=g-import-not-at-top
+  import numpy as np
+  from ai_edge_litert.interpreter import Interpreter
+  runner = Interpreter(model_path=tflite_path).get_signature_runner(
+      "serving_default")
+  wanted = set(runner.get_input_details())
+
+  def run(features):
+    n = len(next(iter(features.values())))
+    rows = [runner(**{k: np.asarray(v[i:i + 1], np.int32)
+                      for k, v in features.items() if k in wanted})
+            for i in range(n)]
+    return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+  return run
+
+
+# The line a refusal ends with: what to try instead.
+INSTEAD = {
+    "none": "the float32 .tflite differs from the SavedModel; serve the "
+            "SavedModel (or --allow_degraded to write it anyway)",
+    "float16": "use --quantize=none",
+    "dynamic": "use --quantize=float16 or none",
+    "int8": "use --quantize=dynamic (int8 weights, float activations)",
+}
 
 
 def rename_into_place(scratch, output, names, replaced):
@@ -286,12 +402,24 @@ def rename_into_place(scratch, output, names, replaced):
     replaced.append(names[key])
 
 
+def serve_inputs_of(record):
+  """The inputs `albert_tf.load(artifact).predict` takes, in order ([] for
+  an encoder or a pretrainer: nothing to predict from text)."""
+  if not record.task:
+    return []
+  task = task_of(record)
+  return [] if task.fills_masks else list(task.serve_text_inputs(record))
+
+
 def _card(saved_model, record, tokenizer, info) -> str:
-  """NAME.README.md: the model card of the SavedModel it came from, with
-  the .tflite's own inputs (`serving.model_card`)."""
+  """NAME.tflite.README.md: the model card of the SavedModel it came from,
+  with the .tflite's own inputs and verified figures (`serving.model_card`)."""
+  del saved_model
   from albert_tf.serving import model_card  # pylint: disable=g-import-not-at-top
   return model_card.card(record, record.checkpoint, tokenizer.model_file,
-                         [], info["model_file"], tflite=info)
+                         serve_inputs_of(record), info["model_file"],
+                         tflite=info, tf_serving=False,
+                         verification=info.get("verification"))
 
 
 def _convert_in(scratch, saved_model, length, max_predictions, quantize,
@@ -416,14 +544,38 @@ class TfliteSettings:
                                  choices=QUANTIZE_MODES, group="model")
   representative_data: Optional[str] = settings.field(
       None, "TSV of real text for int8 calibration.")
-  text_column: int = settings.field(
-      -1, "TSV column of the text (default: last).")
-  text_b_column: Optional[int] = settings.field(
-      None, "TSV column of text_b (pairs).")
+  text_column: str = settings.field(
+      "-1", "--representative_data's text column: a 0-based index "
+      "(negative from the end; default: the last) or a name in its header "
+      "line.")
+  text_b_column: Optional[str] = settings.field(
+      None, "--representative_data's text_b column (pairs): an index or a "
+      "header name.")
   num_calibration_examples: int = settings.field(
       200, "Lines used for int8.")
   max_predictions: int = settings.field(
       20, "Pretrainer: masked positions per sequence.", group="model")
+  verify_data: Optional[str] = settings.field(
+      None, "Held-out examples the .tflite is checked on before it is "
+      "written, read as albert-predict reads files (TSV with a header, JSON "
+      "lines, plain text; gold labels from a 'label' column). Default: the "
+      "run's recorded dev split, else sequences of the vocabulary's pieces.",
+      group="output")
+  verify_columns: Optional[List[str]] = settings.field(
+      None, "NAME=COLUMN pairs for --verify_data, as albert-predict's "
+      "--input_columns.", group="output")
+  num_verify_examples: int = settings.field(
+      verify.NUM_EXAMPLES, "Held-out examples run for the check.",
+      lower_bound=1, group="output")
+  min_agreement: Optional[float] = settings.field(
+      None, "The floor of agreement with the float model (default: 0.995 "
+      "for --quantize=none, 0.95 for the others).", group="output")
+  max_metric_drop: float = settings.field(
+      0.02, "Quantized: the most accuracy the .tflite may lose against the "
+      "float model on the held-out examples (0.02: 2 points).", group="output")
+  allow_degraded: bool = settings.field(
+      False, "Write the .tflite even below a floor; its card then says "
+      "DEGRADED with the figures.", group="output")
 
 
 def main(argv):
@@ -431,10 +583,15 @@ def main(argv):
   s = settings.from_flags(TfliteSettings)
   info = convert(s.saved_model, s.output, s.quantize, s.representative_data,
                  s.text_column, s.text_b_column, s.num_calibration_examples,
-                 s.max_predictions)
+                 s.max_predictions, s.verify_data, s.allow_degraded,
+                 verify.Floors(s.min_agreement, s.max_metric_drop),
+                 s.num_verify_examples, s.verify_columns)
   size = os.path.getsize(s.output) / 2**20
+  checked = info["verification"]
   print(f"Wrote {s.output} ({size:.2f} MiB, quantize={s.quantize}); inputs "
         f"{[(i['name'], i['shape']) for i in info['inputs']]}")
+  print(("DEGRADED: " if checked["degraded"] else "Verified: ")
+        + checked["verdict"])
 
 
 if __name__ == "__main__":

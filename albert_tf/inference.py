@@ -19,7 +19,9 @@ embeds without an MLM head. An export_saved_model export_dir (its highest
 version) or version runs its `serve_text` (`serve_fill_mask`), its task
 and labels read from assets.extra/albert_export.json; an export_keras_hub
 preset is an encoder. An export_onnx `.onnx` runs in ONNX Runtime
-(`serving.onnx_runner`), its record and tokenizer read from the files
+(`serving.onnx_runner`), an export_tflite `.tflite` in LiteRT
+(`serving.tflite_runner`, one example per call), each with its record and
+tokenizer read from the files
 beside it: encoded in Python (`Task.encode_inputs`), decoded by
 `Task.decode_outputs` (a tagger and SQuAD v1 span QA by the Python readers).
 
@@ -125,10 +127,10 @@ class Predictor:
       inputs = self._columns(texts, texts_b, more, named, optional=False)
       return self._raw_fn(inputs)
     if self._serve_text is None and self._ids_fn is None and (
-        self.path.endswith(".onnx")):
+        self.path.endswith((".onnx", ".tflite"))):
       decoded = sorted(name for name, f in registry.families().items()
                        if f.task.decodes_serving_default)
-      raise LoadError(f"{self.path}: predict() on an .onnx decodes "
+      raise LoadError(f"{self.path}: predict() on an .onnx or .tflite decodes "
                       f"{', '.join(decoded)}, tagging and SQuAD v1 span "
                       f"QA outputs, not {self.kind}'s; "
                       "serving.onnx_runner.OnnxRunner runs its "
@@ -297,8 +299,8 @@ def load(path, spm_model_file=None, vocab_file=None, do_lower_case=None):
   right kind that does not load raises the exporters' one-line errors.
   """
   path = os.fspath(path)
-  if path.endswith(".onnx") and os.path.isfile(path):
-    return _from_onnx(path)
+  if path.endswith((".onnx", ".tflite")) and os.path.isfile(path):
+    return _from_file(path)
   if os.path.isdir(path):
     version = _version_dir(path)
     if version:
@@ -475,21 +477,45 @@ def _onnx_spans(runner, record, tokenizer, length):
   return fn
 
 
-def _from_onnx(path):
-  """An export_onnx .onnx through ONNX Runtime: the family's Python
-  encoding (`Task.encode_inputs`), serving_default, `Task.decode_outputs`."""
-  from albert_tf.serving.onnx_runner import OnnxRunner  # pylint: disable=g-import-not-at-top
-  info_file = os.path.splitext(path)[0] + ".json"
+def _one_at_a_time(runner):
+  """A .tflite's runner (inputs fixed at one example) over a batch."""
+  def run(**features):
+    n = len(features[F.INPUT_IDS])
+    rows = [runner(**{k: np.asarray(v)[i:i + 1] for k, v in features.items()})
+            for i in range(n)]
+    return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+  return run
+
+
+# What an export's JSON holds beside the record's fields.
+_FILE_FIELDS = ("model_file", "format", "quantize", "opset",
+                "source_saved_model", "inputs", "outputs", "sharing",
+                "signature", "verification", "model", "is_regression")
+
+
+def _from_file(path):
+  """An export_onnx .onnx through ONNX Runtime, or an export_tflite .tflite
+  through LiteRT: the family's Python encoding (`Task.encode_inputs`),
+  serving_default, `Task.decode_outputs`."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving.onnx_runner import OnnxRunner
+  from albert_tf.serving.tflite_runner import TFLiteRunner, sidecar_json
+  tflite = path.endswith(".tflite")
+  info_file = sidecar_json(path)
+  exporter = "export_tflite" if tflite else "export_onnx"
   if not os.path.isfile(info_file):
-    raise LoadError(f"{path}: {info_file} does not exist (load reads .onnx "
-                    "files written by albert_tf.export_onnx)")
+    raise LoadError(f"{path}: {path}.json does not exist (load reads "
+                    f"{os.path.splitext(path)[1]} files written by "
+                    f"albert_tf.{exporter})")
   try:
-    runner = OnnxRunner(path)
+    runner = TFLiteRunner(path) if tflite else OnnxRunner(path)
   except ImportError as e:
     raise LoadError(str(e)) from None
-  meta = ModelInfo.from_dict({k: v for k, v in runner.info.items() if k not in (
-      "model_file", "format", "quantize", "opset", "source_saved_model",
-      "inputs", "outputs", "sharing")})
+  own = ({k: v for k, v in runner.info.items() if k not in _FILE_FIELDS}
+         if not tflite else _tflite_record(runner.info))
+  meta = ModelInfo.from_dict(own)
+  if tflite:
+    runner = _one_at_a_time(runner)
   tokenizer = _tokenizer(
       os.path.join(os.path.dirname(path), meta.tokenizer_file),
       meta.tokenizer_kind, meta.do_lower_case)
@@ -508,7 +534,22 @@ def _from_onnx(path):
       path, kind, tokenizer, meta.max_seq_length, record=meta, task=task,
       inputs=task.serve_text_inputs(meta) if task else None,
       checkpoint=meta.checkpoint, keep=runner, ids_fn=ids_fn, raw_fn=raw_fn,
-      what=f"the {kind} .onnx")
+      what=f"the {kind} {os.path.splitext(path)[1]}")
+
+
+def _tflite_record(info):
+  """The record fields of export_tflite's JSON (a flat layout: the
+  family's own fields at the top level)."""
+  from albert_tf.record import ModelInfo as Record  # pylint: disable=g-import-not-at-top
+  import dataclasses as dc  # pylint: disable=g-import-not-at-top
+  known = {f.name for f in dc.fields(Record)}
+  values = {k: v for k, v in info.items()
+            if k in known and k not in _FILE_FIELDS}
+  values["task_config"] = {k: v for k, v in info.items()
+                           if k not in known and k not in _FILE_FIELDS
+                           and k not in ("vocab_size",
+                                         "max_position_embeddings")}
+  return values
 
 
 def _serve_fill_mask(fn, texts, top_k):

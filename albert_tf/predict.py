@@ -6,7 +6,8 @@ r"""Predict a file with a fine-tuned model; score it when it holds labels.
 
 --model is any folder `albert_tf.load` reads with a task head: a
 run_classifier / run_ner / run_squad / run_race (albert-finetune)
-output_dir, or an export_saved_model export. --input_file is
+output_dir, an export_saved_model export, or an export_onnx .onnx /
+export_tflite .tflite file (ONNX Runtime / LiteRT). --input_file is
   * a TSV whose first line names the columns (or --columns names them),
   * JSON lines (a .jsonl / .json / .ndjson file): one object per line,
   * plain text (any other extension), one text per line, for single-text
@@ -70,7 +71,8 @@ class PredictArgs:
   """The command line; the fields are the flags."""
   model: str = settings.field(
       None, "A fine-tuned output_dir (run_classifier, run_ner, run_squad, "
-      "run_race, albert-finetune) or an export_saved_model export.",
+      "run_race, albert-finetune), an export_saved_model export, or an "
+      "export_onnx .onnx / export_tflite .tflite file.",
       required=True)
   input_file: str = settings.field(
       None, "TSV (a header line, or --columns), JSON lines (.jsonl/.json) or "

@@ -252,7 +252,10 @@ def test_export_and_tflite_of_every_family_match_keras(family_dir):
   results = {}
   for quantize in ("none", "dynamic"):
     target = str(root / f"{family}_{quantize}.tflite")
-    info = export_tflite.convert(version, target, quantize)
+    # Random weights: this test bounds the differences itself; the floors
+    # are test_export_fidelity's, on trained models.
+    info = export_tflite.convert(version, target, quantize,
+                                 allow_degraded=True)
     shape = list(features["input_ids"].shape[1:])
     assert [(i["name"], i["shape"]) for i in info["inputs"]] == [
         (n, [1] + shape) for n in ("input_ids", "input_mask", "segment_ids")]

@@ -135,9 +135,12 @@ def test_the_check_survives_export_and_tflite_takes_it_from_its_json(
   monkeypatch.setattr(export_tflite, "describe_io", lambda path: {
       "inputs": [{"name": n, "shape": [1, 16], "dtype": "int32"}
                  for n in F.ENCODER_INPUTS], "outputs": []})
+  # Nothing runs that flatbuffer: its check is left out here.
+  monkeypatch.setattr(export_tflite.verify, "check",
+                      lambda *a, **k: {"verdict": "not run", "degraded": False})
   info = export_tflite.convert(version, target, "none")
   assert info["max_position_embeddings"] == POSITIONS
-  with open(target[:-len(".tflite")] + ".json", encoding="utf-8") as f:
+  with open(target + ".json", encoding="utf-8") as f:
     assert json.load(f)["max_position_embeddings"] == POSITIONS
 
 

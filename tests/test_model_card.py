@@ -56,7 +56,7 @@ def test_export_and_tflite_write_a_model_card(tmp_path):
           in text)
   tflite = tmp_path / "clf.tflite"
   export_tflite.convert(version, str(tflite), "none")
-  lite = (tmp_path / "clf.README.md").read_text(encoding="utf-8")
+  lite = (tmp_path / "clf.tflite.README.md").read_text(encoding="utf-8")
   assert f"`vocab.txt`, sha256 {sha}" in lite  # the copy beside the .tflite
   assert "TFLite (`clf.tflite`, quantize=none): inputs input_ids [1, 8]" in (
       lite)

@@ -430,7 +430,7 @@ def test_squad_export_serves_raw_text_and_tflite_matches(squad_v1, tmp_path):
   for quantize in ("none", "dynamic"):
     target = str(tmp_path / f"squad_{quantize}.tflite")
     export_tflite.convert(str(tmp_path / "sm" / "1"), target,
-                          quantize=quantize)
+                          quantize=quantize, allow_degraded=True)
     runner = TFLiteRunner(target)
     assert runner.info["task"] == "span_qa"
     assert runner.info["doc_stride"] == 16

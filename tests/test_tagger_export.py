@@ -432,7 +432,9 @@ def test_tflite_tagger_agrees_with_saved_model(word_sentencepiece):
   differ = {}
   for quantize in ("none", "dynamic"):
     output = str(exported["root"] / "tflite" / f"ner_{quantize}.tflite")
-    info = export_tflite.convert(exported["path"], output, quantize)
+    # Bounded here; the floors are test_export_fidelity's (trained models).
+    info = export_tflite.convert(exported["path"], output, quantize,
+                                 allow_degraded=True)
     assert info["label_list"] == exported["labels"]
     assert info["token_level"] == level
     assert {o["name"]: o["shape"] for o in info["outputs"]} == {

@@ -68,12 +68,15 @@ def test_tflite_matches_keras(quantize, exported):
   output = str(exported["root"] / "out" / f"tiny_{quantize}.tflite")
   info = export_tflite.convert(
       exported["saved_model"], output, quantize,
-      representative_data=exported["tsv"], num_calibration_examples=64)
+      representative_data=exported["tsv"], num_calibration_examples=64,
+      # Random weights: BOUNDS are this test's; the floors are
+      # test_export_fidelity's, on trained models.
+      allow_degraded=True)
   assert [(i["name"], i["shape"], i["dtype"]) for i in info["inputs"]] == [
       (n, [1, MAX_SEQ], "int32")
       for n in ("input_ids", "input_mask", "segment_ids")]
   assert {o["name"] for o in info["outputs"]} == {"logits", "probabilities"}
-  with open(output[:-len(".tflite")] + ".json", encoding="utf-8") as f:
+  with open(output + ".json", encoding="utf-8") as f:
     info = json.load(f)
   # The tokenizer beside it is named after the model, and the JSON says so.
   assert info["tokenizer_file"] == f"tiny_{quantize}.spm.model"

@@ -63,13 +63,53 @@ def _metrics_lines(results: Optional[dict]) -> List[str]:
   return lines or ["- eval_results.json holds no metric"]
 
 
+def verification_lines(figures: Optional[dict], baselines=None) -> List[str]:
+  """The "## Verified on this artifact" section: the figures
+  `serving.verify.check` measured on the file itself, and a verdict line
+  (DEGRADED below a floor; below a baseline: not for serving)."""
+  if not figures:
+    return []
+  lines = ["", "## Verified on this artifact", ""]
+  if figures.get("degraded"):
+    lines.append(f"**DEGRADED** (written with --allow_degraded): "
+                 f"{figures.get('verdict')}")
+  else:
+    lines.append(f"- verdict: {figures.get('verdict')}")
+  lines.append(f"- run in {figures.get('runtime')} on {figures.get('source')}")
+  shown = [("accuracy", "accuracy on these examples"),
+           ("float_accuracy", "the float model's accuracy on them"),
+           ("agreement", f"agreement with the float model ({figures.get('compared')})"),
+           ("max_probability_difference", "largest probability difference"),
+           ("max_relative_difference",
+            "largest output difference / the output's scale")]
+  for key, what in shown:
+    if key in figures:
+      value = figures[key]
+      lines.append(f"- {what}: {value:.4f}" if key != "max_relative_difference"
+                   else f"- {what}: {value:.2e}")
+  best = max(((v, k) for k, v in (baselines or {}).items()), default=None)
+  if best and "accuracy" in figures:
+    if figures["accuracy"] <= best[0]:
+      lines.append(f"- below the {best[1]} baseline ({best[0]:.4f}, dev): "
+                   "not for serving")
+    else:
+      lines.append(f"- above the best baseline, {best[1]} {best[0]:.4f} (dev)")
+  if not figures.get("real_text", True):
+    lines.append("- no held-out text was given: these figures prove the file "
+                 "runs as the float model does, not its accuracy on text "
+                 "(export again with --verify_data)")
+  return lines
+
+
 def card(record, checkpoint: Optional[str], tokenizer_path: str,
          serve_inputs: List[str], export_path: str,
-         tflite: Optional[Dict] = None, tf_serving: bool = True) -> str:
+         tflite: Optional[Dict] = None, tf_serving: bool = True,
+         verification: Optional[dict] = None) -> str:
   """The card's Markdown. record: the export's ModelInfo; checkpoint: the
   prefix the weights came from (its folder holds the run's files);
   serve_inputs: serve_text's input names; tflite: export_tflite's info;
-  tf_serving: False for a file TF Serving does not run (an .onnx)."""
+  tf_serving: False for a file TF Serving does not run (an .onnx);
+  verification: `serving.verify.check`'s figures on this artifact."""
   run_dir = (os.path.dirname(checkpoint) if checkpoint else None)
   if run_dir and os.path.basename(run_dir) == "best":
     run_dir = os.path.dirname(run_dir)
@@ -110,6 +150,14 @@ def card(record, checkpoint: Optional[str], tokenizer_path: str,
         f"{optimizer.get('learning_rate')}")
   lines.append(f"- weights: {checkpoint or 'not recorded'}")
   lines += ["", "## How good it is", ""] + _metrics_lines(results)
+  if verification:
+    lines.append("- the figures above are the checkpoint's; this file's own "
+                 "are under \"Verified on this artifact\"")
+  lines += verification_lines(verification, {
+      k[len("baseline_"):-len("_accuracy")]: v
+      for k, v in (results or {}).items()
+      if k.startswith("baseline_") and k.endswith("_accuracy")
+      and isinstance(v, float)})
   lines += ["", "## How to call it", ""]
   example = {name: ("..." if name != "options" else ["...", "..."])
              for name in serve_inputs}
@@ -124,7 +172,7 @@ def card(record, checkpoint: Optional[str], tokenizer_path: str,
         "`segment_ids` and runs in a stock TF Serving.", ""]
   lines += ["Python:", "", "```python", "import albert_tf",
             f"albert_tf.load({export_path!r}).predict("
-            + ", ".join(f"[{'...' if n != 'options' else '[...]'}]"
+            + ", ".join('["..."]' if n != "options" else '[["...", "..."]]'
                         for n in serve_inputs) + ")",
             "```"]
   if tflite:

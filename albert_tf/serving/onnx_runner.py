@@ -3,7 +3,7 @@
     runner = OnnxRunner("onnx/sentiment.onnx")
     outputs = runner(input_ids=ids, input_mask=mask, segment_ids=segments)
 
-The contract is `NAME.json` beside the model: every input it names, int32,
+The contract is `NAME.onnx.json` beside the model: every input it names, int32,
 of its rank (any batch and length), no longer than max_position_embeddings,
 token ids in [0, vocab_size). The SavedModel checks ids in its graph; the
 converted graph has no such Assert (ONNX Runtime's Gather fails on an id out
@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from albert_tf.serving.tflite_runner import check_token_ids
+from albert_tf.serving.tflite_runner import check_token_ids, sidecar_json
 
 
 class OnnxInputError(ValueError):
@@ -35,7 +35,7 @@ class OnnxRunner:
       raise ImportError(f"{onnx_path}: serving an .onnx needs onnxruntime: "
                         "pip install 'albert_tf[onnx]'") from None
     self.path = onnx_path
-    with open(os.path.splitext(onnx_path)[0] + ".json", encoding="utf-8") as f:
+    with open(sidecar_json(onnx_path), encoding="utf-8") as f:
       self.info = json.load(f)
     self.inputs = {spec["name"]: spec for spec in self.info["inputs"]}
     config = self.info.get("albert_config") or {}

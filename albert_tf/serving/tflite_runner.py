@@ -3,7 +3,7 @@
     runner = TFLiteRunner("tflite/sentiment_dynamic.tflite")
     outputs = runner(input_ids=ids, input_mask=mask, segment_ids=segments)
 
-The contract (`NAME.json` beside the model, written by export_tflite):
+The contract (`NAME.tflite.json` beside the model, written by export_tflite):
 every input named in its "inputs", int32, of exactly its shape ([1,
 max_seq_length]: one sequence, padded to the export length), no longer
 than max_position_embeddings (the position table), token ids in
@@ -19,6 +19,14 @@ import json
 import os
 
 import numpy as np
+
+
+def sidecar_json(model_path):
+  """The JSON of an exported .tflite/.onnx: PATH.json (m.tflite.json), or
+  PATH's stem + .json (m.json) as exports before 2026-12-06 named it."""
+  path = model_path + ".json"
+  return path if os.path.exists(path) else (
+      os.path.splitext(model_path)[0] + ".json")
 
 
 class TFLiteInputError(ValueError):
@@ -46,8 +54,7 @@ class TFLiteRunner:
   def __init__(self, tflite_path, num_threads=None):
     from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
     self.path = tflite_path
-    json_path = os.path.splitext(tflite_path)[0] + ".json"
-    with open(json_path, encoding="utf-8") as f:
+    with open(sidecar_json(tflite_path), encoding="utf-8") as f:
       self.info = json.load(f)
     self.inputs = {spec["name"]: spec for spec in self.info["inputs"]}
     self.vocab_size = self.info.get("vocab_size")

@@ -219,6 +219,15 @@ class Task:
     return [{k: v[i].tolist() for k, v in outputs.items()} for i in range(n)]
 
   @classmethod
+  def held_out_inputs(cls, record: ModelInfo, max_examples: int):
+    """(raw inputs {serve_text name: list}, gold label names or None, a
+    description) of up to max_examples of the run's own dev split, read
+    back from the record, for checking an export
+    (`serving.verify.held_out`); None when the family cannot say."""
+    del record, max_examples
+    return None
+
+  @classmethod
   def tflite_input_shapes(cls, record: ModelInfo, max_seq_length: int,
                           input_names, max_predictions: int
                           ) -> Dict[str, list]:

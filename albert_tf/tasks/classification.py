@@ -45,6 +45,8 @@ models = lazy.module("albert_tf.modeling.models")
 saved_model = lazy.module("albert_tf.serving.saved_model")
 
 PREDICTIONS_FILE = "test_results.tsv"
+# task_config key: a tsv task's columns and header, to read its dev split back.
+TSV_READING = "tsv_reading"
 
 
 def compute_metrics(spec: cd.TaskSpec, labels, outputs) -> Dict[str, float]:
@@ -349,8 +351,15 @@ class ClassificationTask(Task):
   # --------------------------------------------------------- record / export
   def record(self):
     spec = self.spec
+    own = {}
+    if spec.name == "tsv":  # how to read the dev split back (an export's check)
+      a, b, label = spec.columns["dev"]
+      own[TSV_READING] = {"text_a_column": a, "text_b_column": b,
+                          "label_column": label,
+                          "has_header": spec.has_header}
     return record_lib.ModelInfo(
         task=self.name, task_name=spec.name, num_labels=spec.num_labels,
+        task_config=own,
         label_list=list(spec.label_list or []),
         max_seq_length=self.max_seq_length,
         text_pair=spec.columns["train"][1] is not None,
@@ -409,6 +418,35 @@ class ClassificationTask(Task):
   # --------------------------------------------- serving from raw inputs
   # (Task's encode_inputs, tflite_input_shapes and calibration: the default
   # [CLS] a [SEP] (b [SEP]) packing.)
+  @classmethod
+  def held_out_inputs(cls, record, max_examples):
+    """The recorded dev file (`record.training`), read with the task's own
+    reader: a named benchmark's layout, or a `tsv` task's columns as the
+    record keeps them (`TSV_READING`)."""
+    training = record.training or {}
+    data_dir = training.get("data_dir")
+    if not data_dir or "dev" not in (training.get("data") or {}):
+      return None
+    if (record.task_name or "").lower() == "tsv":
+      reading = record.task_config.get(TSV_READING)
+      if not reading:
+        return None  # a record from before the columns were kept
+      spec = cd.get_task("tsv", label_list=list(record.label_list) or None,
+                         **reading)
+    else:
+      spec = read_spec(record.task_name)
+    examples, stats = cd.read_examples(spec, data_dir, "dev",
+                                       max_examples=max_examples)
+    if not examples:
+      return None
+    inputs = {"text": [e.text_a for e in examples]}
+    if record.text_pair:
+      inputs["text_b"] = [e.text_b or "" for e in examples]
+    gold = [e.label for e in examples]
+    labelled = all(g is not None for g in gold) and not spec.is_regression
+    return (inputs, gold if labelled else None,
+            f"the run's dev split, {stats['file']} ({len(examples)} examples)")
+
   @classmethod
   def decode_outputs(cls, record, outputs, n):
     """{"label", "probabilities": {label: p}}; regression {"score"}."""
