@@ -38,7 +38,7 @@ def compare_serving_and_tflite(saved_model, tflite_path, test_tsv, out):
 
   metadata = read_export_metadata(saved_model)
   tokenizer = tokenizer_of(saved_model, metadata)
-  runner = TFLiteRunner(tflite_path)  # checks the inputs against NAME.json
+  runner = TFLiteRunner(tflite_path)  # checks the inputs against NAME.tflite.json
   tflite_probs = []
   for text in texts:
     ids, mask, segments, _ = encode_pair(tokenizer, text, None,
