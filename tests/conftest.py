@@ -27,6 +27,7 @@ def tiny_config():
 # one worker alone at the end. Files not named keep their place after these.
 LONGEST_FIRST = (
     "test_demo_chain.py",        # - / 455: the smoke demo, then the docs
+    "test_export_fidelity.py",   # - / 215: two models trained, every export
     "test_trainer.py",           # 44 / 190
     "test_run_pretraining.py",   # 66 / 180
     "test_reading_comprehension.py",  # - / 134
