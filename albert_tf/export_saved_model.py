@@ -15,16 +15,47 @@ the encoder of any checkpoint. Signatures:
 
   serving_default  int32 `input_ids`, `input_mask`, `segment_ids` [batch, seq]
                    (+ `masked_lm_positions` [batch, P] for the pretrainer).
-                   Core TF ops only: runs in a stock tensorflow_model_server.
+                   Core TF ops only.
   serve_text       string `text` [batch] (+ `text_b` for pairs, +
                    `masked_lm_positions` for the pretrainer), tokenized in the
                    graph by `albert_tf.serving.text_graph` exactly as the Python
-                   tokenizer does, truncated to --max_seq_length. Needs the
-                   TF Text ops (a TF Serving build that links tensorflow-text;
-                   in Python, `import tensorflow_text` before loading).
+                   tokenizer does, truncated to --max_seq_length. TF Text ops.
   serve_fill_mask  pretrainer only: string `text` [batch] with [MASK]s and
                    int32 `top_k` -> the top-k pieces, ids and probabilities
-                   per [MASK] (`albert_tf.serving.fill_mask_graph`).
+                   per [MASK] (`albert_tf.serving.fill_mask_graph`). TF Text
+                   ops.
+
+--signatures (default: all of the family's) says which are saved. One
+SavedModel is one graph: with serve_text or serve_fill_mask in it, TF
+Text's ops must be registered to load the SavedModel at all, whichever
+signature is called (in Python, `import tensorflow_text` before
+`tf.saved_model.load`; `saved_model_cli run` and TF Serving fail with "Op
+type not registered 'NormalizeUTF8'" or 'SentencepieceOp' otherwise).
+--signatures=serving_default saves serving_default alone, with core TF
+ops only: stock TensorFlow, `saved_model_cli run` and a TF Serving built
+without TF Text load and run it, and the app tokenizes (albert_export.json
+says how; `albert_tf.load` encodes raw text in Python). A tagger, span QA
+and the pretrainer keep serve_text (serve_fill_mask) beside it: their
+results (entities, answers, filled masks) are decoded in that graph; their
+ids-only artifacts are export_onnx's and export_tflite's. TF Serving's own
+builds link TF Text's ops, at the version their workspace pins, which has
+lagged TF Text's (tensorflow/serving#1490, #2064, #4057); whether a build
+runs a version is found by loading it there and sending one serve_text
+request (saved_models/README.md, "Which TensorFlow loads which export":
+the ops a SavedModel uses, and why grepping the binary does not tell).
+
+Before a version is renamed into place it is loaded back and run on a few
+held-out examples (the run's dev split when the record names it and the
+family reads it back, else texts of the tokenizer's own pieces;
+`albert_tf.serving.saved_model_check`): a serving_default-only version by
+a child process that never imports tensorflow_text, one with serve_text in
+this process, every signature. Its outputs must be those of the model in
+memory, within 1e-4 of each output's scale (1e-2 for bfloat16; measured:
+exactly 0 for every family, float32, bfloat16 and --jit_compile, the same
+graph on the same kernels); else the export exits non-zero with one line
+and writes nothing. The figures (runtime, examples, source, max_abs_diff,
+max_relative_difference, the op types outside core TF) are the
+`verification` of albert_export.json and the card's verified section.
 
 Outputs: encoder `sequence_output` (by serve_text: as long as the batch's
 length bucket), `pooled_output`; classifier `logits`,
@@ -54,7 +85,7 @@ serving_default takes whatever length the caller sends, with any option.
 Also written (`albert_tf.serving.saved_model`): `assets/<tokenizer file>`,
 `assets.extra/albert_export.json` (what an app or export_tflite needs: task,
 model, max_seq_length, tokenizer, labels, the task's own fields, and
-length_buckets, jit_compile and mixed_precision) and
+length_buckets, jit_compile, mixed_precision, signatures and verification) and
 `assets.extra/tf_serving_warmup_requests` (PredictionLog records for
 serving_default). The version is written to a hidden temporary directory
 beside it and renamed into place, so a polling server never sees half a model.
@@ -67,7 +98,7 @@ buckets, XLA and bfloat16) are kept in one module, the export's reference.
 import dataclasses
 import inspect
 import os
-from typing import Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from albert_tf import features as F
 from albert_tf import file_io
@@ -82,6 +113,7 @@ from albert_tf.training.export import (  # noqa: F401  (this module's API too)
 # mistake answer before TF loads.
 
 FULL_PADDING = "none"  # --length_buckets=none: every row max_seq_length
+SERVING_DEFAULT = "serving_default"  # TF Serving's default; always saved
 SMALLEST_BUCKET = 16
 # What an export may compute in (`training.runtime.canonical_precision`).
 EXPORT_PRECISIONS = ("none", "bfloat16")
@@ -157,7 +189,8 @@ def export(checkpoint, export_dir, model=None, preset=None,
            albert_config_file=None, spm_model_file=None, vocab_file=None,
            do_lower_case=None, num_labels=None, version=None,
            max_seq_length=None, text_pair=None, overwrite=False,
-           length_buckets=None, jit_compile=False, mixed_precision="none"):
+           length_buckets=None, jit_compile=False, mixed_precision="none",
+           signatures=None):
   """Writes export_dir/<version>/ and returns its path.
 
   Args:
@@ -185,9 +218,14 @@ def export(checkpoint, export_dir, model=None, preset=None,
     jit_compile: XLA-compile the model call inside the signatures.
     mixed_precision: "none" or "bfloat16" (Keras policy names accepted):
       the model's compute dtype; the outputs are float32 either way.
+    signatures: the names of the signatures to save, a comma string or a
+      sequence (`select_signatures`); None: all the family's.
   Raises:
-    ExportError: bad flags, an existing version without overwrite, or a
-      checkpoint that does not match the config or the task.
+    ExportError: bad flags, an existing version without overwrite, a
+      checkpoint that does not match the config or the task, or a written
+      version that does not load, run or compute what the model computes
+      (`albert_tf.serving.saved_model_check`; nothing is left at
+      export_dir/<version>).
   """
   # pylint: disable=g-import-not-at-top
   from albert_tf import registry
@@ -197,6 +235,7 @@ def export(checkpoint, export_dir, model=None, preset=None,
   from albert_tf.training import resolution
   from albert_tf.training import runtime
   precision = export_precision(mixed_precision)
+  wanted = requested_signatures(signatures)
   record = ModelInfo.read_beside(checkpoint)
   task_name, model = resolve_task(checkpoint, model, record)
   task = registry.family(task_name).task if task_name else None
@@ -245,7 +284,7 @@ def export(checkpoint, export_dir, model=None, preset=None,
     path = _export_locked(
         checkpoint, export_dir, version, overwrite, keras_model, model, task,
         record, tokenizer, config, max_seq_length, text_pair, buckets,
-        bucketed, jit_compile, precision)
+        bucketed, jit_compile, precision, wanted)
     done = True
     return path
   finally:
@@ -259,10 +298,12 @@ def export(checkpoint, export_dir, model=None, preset=None,
 
 def _export_locked(checkpoint, export_dir, version, overwrite, keras_model,
                    model, task, record, tokenizer, config, max_seq_length,
-                   text_pair, buckets, bucketed, jit_compile, precision):
+                   text_pair, buckets, bucketed, jit_compile, precision,
+                   wanted):
   """export()'s writing part, under export_dir's lock."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.serving import saved_model
+  from albert_tf.serving import saved_model_check
   from albert_tf.training import runtime
   version = saved_model.next_version(export_dir) if version is None else int(
       version)
@@ -271,34 +312,116 @@ def _export_locked(checkpoint, export_dir, version, overwrite, keras_model,
     raise ExportError(f"{final_dir} already exists; pass --overwrite to "
                       "replace it, or omit --version to write the next one")
 
-  report = restore(checkpoint, keras_model, model)
+  # The signatures (traced by make_archive, after the restore) first: a
+  # --signatures mistake is answered before the checkpoint is read.
   served = saved_model.served_model(keras_model, jit_compile, precision)
   options = {"length_buckets": buckets} if bucketed else {}
   try:
-    signatures = (task.export_signatures(served, record, tokenizer,
-                                         max_seq_length, text_pair, **options)
-                  if task else
-                  encoder_signatures(served, tokenizer, max_seq_length,
-                                     text_pair, **options))
+    family = (task.export_signatures(served, record, tokenizer,
+                                     max_seq_length, text_pair, **options)
+              if task else
+              encoder_signatures(served, tokenizer, max_seq_length,
+                                 text_pair, **options))
   except ValueError as e:
     raise ExportError(str(e)) from None
+  signatures = select_signatures(family, wanted, task, model)
+  report = restore(checkpoint, keras_model, model)
   with runtime.dtype_policy(precision):  # (anything built while tracing)
     archive = saved_model.make_archive(keras_model, signatures)
   metadata = saved_model.export_metadata(
       record, model, version, report["prefix"], config, tokenizer,
-      signatures, length_buckets=buckets, jit_compile=jit_compile,
-      mixed_precision=precision)
-  # The model card: what it is, how it was trained, how good, how to call.
+      family, length_buckets=buckets, jit_compile=jit_compile,
+      mixed_precision=precision, saved=signatures)
+  # The model card: what it is, how it was trained, how good, how to call,
+  # and what the check of the written version measured.
   from albert_tf.serving import model_card  # pylint: disable=g-import-not-at-top
   serve_text = signatures.get("serve_text")
-  inputs = ([s.name for s in serve_text.input_signature]
-            if serve_text is not None else [])
-  card = model_card.card(metadata, report["prefix"], tokenizer.model_file,
-                         inputs, os.path.join(export_dir, str(version)))
+  if serve_text is not None:
+    inputs = [s.name for s in serve_text.input_signature]
+  elif task is not None and task.decodes_serving_default:
+    # albert_tf.load encodes raw inputs in Python and runs serving_default.
+    inputs = list(task.serve_text_inputs(record))
+  else:
+    inputs = []
+  prefix, path = report["prefix"], os.path.join(export_dir, str(version))
+  held = saved_model_check.held_out(record, task, tokenizer)
+
+  def card(meta):
+    # No TF Serving request of serve_text when the version has none.
+    return model_card.card(meta, prefix, tokenizer.model_file, inputs, path,
+                           tf_serving=serve_text is not None,
+                           verification=meta.verification)
+
+  def verify(folder):
+    return saved_model_check.verify(folder, signatures, held, record, task,
+                                    tokenizer, max_seq_length, precision)
+
   return saved_model.write_version(archive, export_dir, version, tokenizer,
-                                   metadata, signatures["serving_default"],
+                                   metadata, signatures[SERVING_DEFAULT],
                                    overwrite,
-                                   extra_files={model_card.CARD_FILE: card})
+                                   extra_files={model_card.CARD_FILE: card},
+                                   verify=verify)
+
+
+def requested_signatures(value) -> Optional[List[str]]:
+  """--signatures as a list of names (None: all the family's).
+
+  value: None, a comma string or a sequence of names. The names are
+  checked against the family's by `select_signatures`.
+  """
+  if value is None:
+    return None
+  if isinstance(value, str):
+    value = value.split(",")
+  return list(dict.fromkeys(str(v).strip() for v in value if str(v).strip()))
+
+
+def needed_signatures(task) -> Tuple[str, ...]:
+  """What albert_tf.load predicts through beside serving_default, which a
+  family's SavedModel must keep: serve_fill_mask for a family that fills
+  masks, serve_text for one whose results serve_text decodes in the graph
+  (a tagger's entities, span QA's answers); nothing for an encoder or a
+  family decoded from serving_default's outputs
+  (`Task.decodes_serving_default`: classifiers, multiple choice)."""
+  if task is None or task.decodes_serving_default:
+    return ()
+  return ("serve_fill_mask",) if task.fills_masks else ("serve_text",)
+
+
+def select_signatures(family, wanted, task, model):
+  """The family's signatures ({name: tf.function}) that --signatures names
+  (wanted: `requested_signatures`'s list; None: all), in its order.
+
+  Raises:
+    ExportError (one line, naming --signatures and the family's names):
+      an empty list, a name the family does not serve, a list without
+      serving_default, or one without the signature albert_tf.load
+      predicts the family's results through (`needed_signatures`).
+  """
+  if wanted is None:
+    return dict(family)
+  valid = ",".join([SERVING_DEFAULT] + sorted(set(family) - {SERVING_DEFAULT}))
+  given = ",".join(wanted)
+  names = f"the {model}'s signatures are {valid}"
+  if not wanted:
+    raise ExportError(f"--signatures is empty: {names} (serving_default "
+                      "alone has core TF ops only)")
+  unknown = [n for n in wanted if n not in family]
+  if unknown:
+    raise ExportError(f"--signatures={given}: no signature "
+                      f"{', '.join(unknown)}; {names}")
+  if SERVING_DEFAULT not in wanted:
+    raise ExportError(f"--signatures={given}: serving_default is required "
+                      f"(TF Serving's default signature); {names}")
+  missing = [n for n in needed_signatures(task)
+             if n in family and n not in wanted]
+  if missing:
+    raise ExportError(
+        f"--signatures={given}: the {model}'s results come from "
+        f"{', '.join(missing)} (albert_tf.load predicts through it), so its "
+        f"SavedModel keeps it; {names}. For ids in and core TF ops only, "
+        "export_onnx or export_tflite serve its serving_default")
+  return {n: family[n] for n in family if n in wanted}
 
 
 def export_precision(mixed_precision) -> str:
@@ -364,6 +487,17 @@ class ExportSettings:
       f"{'|'.join(EXPORT_PRECISIONS)} (Keras policy names accepted); "
       "variables, LayerNorm statistics, the attention softmax and the "
       "outputs stay float32.", group="model")
+  signatures: Optional[List[str]] = settings.field(
+      None, "The signatures to save, a comma list. serving_default alone: "
+      "core TF ops only, so stock TensorFlow, saved_model_cli and a TF "
+      "Serving without TF Text's ops load and run it (checked before it is "
+      "written: loaded by a process without tensorflow_text). With "
+      "serve_text (or serve_fill_mask) the SavedModel needs TF Text's ops to "
+      "load at all, whichever signature is called (saved_models/README.md: "
+      "how to check a TF Serving build). Default: all the family's, "
+      "serving_default,serve_text (+ serve_fill_mask for the pretrainer). A "
+      "tagger, span QA and the pretrainer keep the signature albert_tf.load "
+      "predicts through.", group="model")
   overwrite: bool = settings.field(False, "Replace an existing version.")
 
 
@@ -378,7 +512,12 @@ def main(argv):
       version=s.version, max_seq_length=s.max_seq_length,
       text_pair=s.text_pair, overwrite=s.overwrite,
       length_buckets=s.length_buckets, jit_compile=s.jit_compile,
-      mixed_precision=s.mixed_precision)
+      mixed_precision=s.mixed_precision, signatures=s.signatures)
+  from albert_tf.serving import saved_model  # pylint: disable=g-import-not-at-top
+  checked = saved_model.ExportInfo.read(os.path.join(
+      path, "assets.extra", saved_model.METADATA_FILE)).verification or {}
+  print(f"Verified: {checked.get('verdict')} ({checked.get('runtime')}; "
+        f"{checked.get('source')})")
   print(f"Exported {s.model or 'the recorded task'} to {path}")
 
 

@@ -60,6 +60,26 @@ def import_tensorflow_quietly():
   pylogging.getLogger().addFilter(_drop_tensorflow_info)
 
 
+def quieted() -> bool:
+  """Whether `import_tensorflow_quietly` ran here (a command without
+  --verbose)."""
+  return _drop_tensorflow_info in absl_logging.get_absl_logger().filters
+
+
+@contextlib.contextmanager
+def cpp_lines_hidden():
+  """TF's C++ log lines hidden for the block when the command is quiet:
+  lines TF prints the first time a graph runs some kernel, such as
+  oneDNN's "supports DT_INT64 only on platforms with AVX-512" when an
+  export's check runs serve_text. Errors still surface as the Python
+  exceptions the block raises; with --verbose every line stays."""
+  if not quieted():
+    yield
+    return
+  with _stderr_to_devnull():
+    yield
+
+
 # Libraries whose INFO lines a command replaces with its own: TensorFlow,
 # and the converters export_onnx runs (tf2onnx's "Using opset", "After
 # optimization: Cast -23 ..."; ONNX Runtime's quantizer, a line per

@@ -367,7 +367,9 @@ def verify(folder: str, signatures: Dict[str, Callable], held: HeldOut,
     return _numpy(fn(*[tf.constant(inputs[s.name], s.dtype)
                        for s in fn.input_signature]))
 
-  reference = {name: in_process(name) for name in calls}
+  from albert_tf import quiet_logs  # pylint: disable=g-import-not-at-top
+  with quiet_logs.cpp_lines_hidden():  # the first run of each kernel's
+    reference = {name: in_process(name) for name in calls}
   outside = ops_outside_core_tf(folder)
   if stock:
     if outside:
@@ -384,10 +386,11 @@ def verify(folder: str, signatures: Dict[str, Callable], held: HeldOut,
   else:
     import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
     try:
-      loaded = tf.saved_model.load(folder)
-      got = {name: _numpy(loaded.signatures[name](**{
-          k: tf.constant(v) for k, v in inputs.items()}))
-             for name, inputs in calls.items()}
+      with quiet_logs.cpp_lines_hidden():
+        loaded = tf.saved_model.load(folder)
+        got = {name: _numpy(loaded.signatures[name](**{
+            k: tf.constant(v) for k, v in inputs.items()}))
+               for name, inputs in calls.items()}
     except Exception as e:  # pylint: disable=broad-except
       first = (" ".join(str(e).split()) or type(e).__name__)[:400]
       raise _export_error(f"the written SavedModel does not load or run "
