@@ -209,8 +209,9 @@ def _check_signature_defs(path):
   text = meta_graph.signature_def["serve_text"]
   assert sorted(text.inputs) == ["text", "text_b"]
   assert text.inputs["text"].dtype == tf.string.as_datatype_enum
-  # A stock TF Serving build must be able to run serving_default: its
-  # function may hold core ops only; the TF Text ops sit in serve_text.
+  # serving_default's function holds core ops only; the TF Text ops sit in
+  # serve_text (in the same graph: a TensorFlow without them loads neither;
+  # --signatures=serving_default saves it alone, test_saved_model_signatures).
   ops = {node.op for f in meta_graph.graph_def.library.function
          for node in f.node_def
          if "serving_default" in f.signature.name}
