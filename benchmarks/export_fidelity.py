@@ -177,6 +177,7 @@ def export_saved_model(run_dir, export_dir, max_seq_length):
 # graph), the headline classifier calibrated on 500 lines keeps 477/500
 # labels (95.4%) where the whole-int8 graph keeps 108/500; with 100 or 200
 # lines, 471 and 469. AMD EPYC (avx512_bf16), TF 2.21, ai-edge-litert 2.3.
+SELECTIVE = "int8 selective (proposed)"
 INT8_FLOAT_OPS = ("ADD", "SUB", "MUL", "MEAN", "SQUARED_DIFFERENCE", "RSQRT",
                   "BATCH_MATMUL", "SOFTMAX")
 
@@ -354,54 +355,76 @@ def reason(error):
   return text if len(text) <= 300 else text[:297] + "..."
 
 
+def export_one(kind, mode, saved_model, path, calibration_tsv, verify_tsv,
+               calibration_lines):
+  """One export, in this process: {"verification": ...} or {"refused"}."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf import export_onnx
+  from albert_tf import export_tflite
+  try:
+    if kind == "tflite" and mode == SELECTIVE:
+      convert_int8_selective(saved_model, path, calibration_tsv,
+                             calibration_lines, os.path.dirname(path))
+      return {"note": "proposed recipe, converted by this benchmark "
+                      "(no exporter check)"}
+    if kind == "tflite":
+      info = call_exporter(
+          export_tflite.convert, saved_model=saved_model, output=path,
+          quantize=mode, representative_data=calibration_tsv,
+          num_calibration_examples=calibration_lines, verify_data=verify_tsv)
+    else:
+      info = call_exporter(export_onnx.convert, saved_model=saved_model,
+                           output=path, quantize=mode, verify_data=verify_tsv)
+    return {"verification": (info or {}).get("verification")}
+  except Exception as e:  # pylint: disable=broad-except
+    return {"refused": f"{type(e).__name__}: {reason(e)}"}
+
+
 def artifacts(saved_model, folder, calibration_tsv, verify_tsv,
               calibration_lines):
-  """[(kind, mode, path or None, {"refused": reason} or exporter's info)]."""
+  """[(kind, mode, path or None, {"refused": reason} or exporter's info)].
+
+  Each export runs in a child process (`--_export`): a converter's memory
+  is returned when it ends (a dozen conversions in one process grew past
+  6 GiB).
+  """
   # pylint: disable=g-import-not-at-top
   from albert_tf import export_onnx
   from albert_tf import export_tflite
   made = [("saved_model", "float32", saved_model, {})]
-  common = {"verify_data": verify_tsv}
-  for mode in export_tflite.QUANTIZE_MODES:
-    path = os.path.join(folder, f"model_{mode}.tflite")
+  todo = [("tflite", m) for m in export_tflite.QUANTIZE_MODES]
+  todo += [("tflite", SELECTIVE)] + [("onnx", m)
+                                     for m in export_onnx.QUANTIZE_MODES]
+  for kind, mode in todo:
+    stem = "int8_selective" if mode == SELECTIVE else mode
+    path = os.path.join(folder, f"model_{stem}.{kind}")
+    out = os.path.join(folder, f"export_{stem}_{kind}.json")
     start = time.perf_counter()
     try:
-      info = call_exporter(
-          export_tflite.convert, saved_model=saved_model, output=path,
-          quantize=mode, representative_data=calibration_tsv,
-          num_calibration_examples=calibration_lines, **common)
-      info = {"verification": (info or {}).get("verification")}
-    except Exception as e:  # pylint: disable=broad-except
-      path, info = None, {"refused": f"{type(e).__name__}: {reason(e)}"}
+      mt.run_command(["benchmarks.export_fidelity", "--_export",
+                      f"{kind}:{mode}:{saved_model}:{path}", "--_features",
+                      f"{calibration_tsv}:{verify_tsv}:{calibration_lines}",
+                      "--_out", out], out + ".log")
+      with open(out, encoding="utf-8") as f:
+        info = json.load(f)
+    except SystemExit as e:  # the child died (its log is named)
+      info = {"refused": f"the export process failed: {reason(e)}"}
+    if "refused" in info:
+      path = None
     info["export_s"] = round(time.perf_counter() - start, 1)
-    made.append(("tflite", mode, path, info))
-    print(f"  tflite {mode}: {info.get('refused') or 'written'} "
-          f"({info['export_s']} s)", flush=True)
-  path = os.path.join(folder, "model_int8_selective.tflite")
-  start = time.perf_counter()
-  try:
-    convert_int8_selective(saved_model, path, calibration_tsv,
-                           calibration_lines, folder)
-    info = {"note": "proposed recipe, converted by this benchmark "
-                    "(no exporter check)"}
-  except Exception as e:  # pylint: disable=broad-except
-    path, info = None, {"refused": f"{type(e).__name__}: {reason(e)}"}
-  info["export_s"] = round(time.perf_counter() - start, 1)
-  made.append(("tflite", "int8 selective (proposed)", path, info))
-  for mode in export_onnx.QUANTIZE_MODES:
-    path = os.path.join(folder, f"model_{mode}.onnx")
-    start = time.perf_counter()
-    try:
-      info = call_exporter(export_onnx.convert, saved_model=saved_model,
-                           output=path, quantize=mode, **common)
-      info = {"verification": (info or {}).get("verification")}
-    except Exception as e:  # pylint: disable=broad-except
-      path, info = None, {"refused": f"{type(e).__name__}: {reason(e)}"}
-    info["export_s"] = round(time.perf_counter() - start, 1)
-    made.append(("onnx", mode, path, info))
-    print(f"  onnx {mode}: {info.get('refused') or 'written'} "
+    made.append((kind, mode, path, info))
+    print(f"  {kind} {mode}: {info.get('refused') or 'written'} "
           f"({info['export_s']} s)", flush=True)
   return made
+
+
+def export_main(args):
+  """--_export KIND:MODE:SAVED_MODEL:OUTPUT --_features CAL:VERIFY:LINES."""
+  kind, mode, saved_model, path = args._export.split(":", 3)  # pylint: disable=protected-access
+  calibration_tsv, verify_tsv, lines = args._features.split(":")  # pylint: disable=protected-access
+  info = export_one(kind, mode, saved_model, path, calibration_tsv,
+                    verify_tsv, int(lines))
+  mt.write_atomically(args._out, json.dumps(info))  # pylint: disable=protected-access
 
 
 def size_mib(kind, path):
@@ -578,13 +601,16 @@ def main(argv=None):
   parser.add_argument("--work_dir", default="/tmp/export_fidelity")
   parser.add_argument("--results_dir",
                       default=os.path.join(ROOT, "benchmarks", "results"))
-  for hidden in ("_serve", "_features", "_labels", "_out"):
+  for hidden in ("_serve", "_export", "_features", "_labels", "_out"):
     parser.add_argument("--" + hidden, help=argparse.SUPPRESS)
   parser.add_argument("--_threads", type=int, help=argparse.SUPPRESS)
   parser.add_argument("--_latency_calls", type=int, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args._serve:  # pylint: disable=protected-access
     serve_saved_model(args)
+    return
+  if args._export:  # pylint: disable=protected-access
+    export_main(args)
     return
   start, load_start = time.perf_counter(), os.getloadavg()
   tasks = ["headlines"] if args.quick else args.tasks.split(",")
