@@ -315,10 +315,10 @@ def judge(figures, quantize, floors: Floors, artifact: str,
     figures["verdict"] = (f"{artifact} (quantize={quantize}) {'; '.join(failures)} "
                           f"{on}: {instead}")
   elif "accuracy" in figures:
-    gap = (figures["float_accuracy"] - figures["accuracy"]) * 100
-    figures["verdict"] = (f"accuracy {figures['accuracy']:.3f}, within "
-                          f"{max(gap, 0):.1f} points of the float model's "
-                          f"{figures['float_accuracy']:.3f}; agreement "
+    gap = (figures["accuracy"] - figures["float_accuracy"]) * 100
+    figures["verdict"] = (f"accuracy {figures['accuracy']:.3f} ({gap:+.1f} "
+                          "points against the float model's "
+                          f"{figures['float_accuracy']:.3f}); agreement "
                           f"{agreement:.1%} {on}")
   else:
     figures["verdict"] = (f"agreement {agreement:.1%} with the float model "
