@@ -19,9 +19,10 @@ no-deps wheels above (benchmarks.minilm_transfer, whose helpers it imports).
 3. Exports each checkpoint with `export_saved_model`, then the SavedModel with
    `export_tflite.convert` (none, float16, dynamic, int8 and every other
    --quantize mode the exporter offers) and `export_onnx.convert` (none,
-   dynamic), and the proposed selective int8 (INT8_FLOAT_OPS below, converted
-   here). int8 calibrates on --calibration_lines (500) lines of unlabelled
-   text of the task (not the test set); the exporters verify on another 200
+   dynamic). The exporter's int8 is selective: export_tflite.INT8_FLOAT_OPS
+   (attention scores, softmax, LayerNorm, the residual adds) stay float32.
+   int8 calibrates on --calibration_lines (500) lines of unlabelled text of
+   the task (not the test set); the exporters verify on another 200
    labelled texts of it (--verify_data). A mode the exporter refuses (a raised
    error; `allow_degraded` is not passed) is reported as "refused (reason)".
 4. Scores every artifact on the test texts, one example at a time as an app
@@ -156,71 +157,6 @@ def export_saved_model(run_dir, export_dir, max_seq_length):
                   f"--max_seq_length={max_seq_length}", "--version=1"],
                  export_dir + ".log")
   return os.path.join(export_dir, "1")
-
-
-# ------------------------------------------------------ the proposed int8
-# Ops kept in float32 by the proposed --quantize=int8 recipe (TFLite builtin
-# names): everything but the FULLY_CONNECTED matmuls (int8 weights per
-# channel, int8 activations), GELU/TANH (int8 lookup tables) and the
-# embedding GATHER. Why each, from LiteRT's QuantizationDebugger (per-layer
-# NumericVerify) on the whole-int8 MiniLM headline classifier:
-#   ADD, SUB, MUL  the attention mask (1 - mask) * -10000 and its add to
-#                  the scores: one int8 scale (~39) spans -10000..25, the
-#                  real scores (|s| < 50, std ~5) round to 0 or +-39 and the
-#                  attention of every layer is lost; LayerNorm's eps add,
-#                  gamma, beta; the residual sums (outlier dimensions of
-#                  |x| ~ 50-80 beside a std of ~1).
-#   MEAN, SQUARED_DIFFERENCE, RSQRT  LayerNorm's statistics (relative error
-#                  of the variance and its rsqrt 2-7x their spread).
-#   BATCH_MATMUL, SOFTMAX  attention scores and context.
-# With only these float, by op type (no node names: any BERT or ALBERT
-# graph), the headline classifier calibrated on 500 lines keeps 477/500
-# labels (95.4%) where the whole-int8 graph keeps 108/500; with 100 or 200
-# lines, 471 and 469. AMD EPYC (avx512_bf16), TF 2.21, ai-edge-litert 2.3.
-SELECTIVE = "int8 selective (proposed)"
-INT8_FLOAT_OPS = ("ADD", "SUB", "MUL", "MEAN", "SQUARED_DIFFERENCE", "RSQRT",
-                  "BATCH_MATMUL", "SOFTMAX")
-
-
-def int8_selective(converter, examples):
-  """The proposed int8 conversion: `export_tflite._convert_in`'s int8
-  settings, then LiteRT's selective quantization (the quantization
-  debugger's denylisted_ops) keeps INT8_FLOAT_OPS in float32."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  converter.optimizations = [tf.lite.Optimize.DEFAULT]
-  converter.representative_dataset = lambda: (dict(e) for e in examples)
-  converter.target_spec.supported_ops = [
-      tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
-  debugger = tf.lite.experimental.QuantizationDebugger(
-      converter=converter, debug_dataset=lambda: iter(()),
-      debug_options=tf.lite.experimental.QuantizationDebugOptions(
-          denylisted_ops=list(INT8_FLOAT_OPS)))
-  return debugger.get_nondebug_quantized_model()
-
-
-def convert_int8_selective(saved_model, output, representative_data,
-                           num_examples, scratch):
-  """The proposed recipe on export_tflite's own fixed-shape SavedModel and
-  calibration examples; writes output (the .tflite only)."""
-  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf
-  from albert_tf import export_tflite as et
-  record = et.read_export_record(saved_model)
-  metadata = record.flat_dict()
-  length = metadata["max_seq_length"]
-  tokenizer = et.tokenizer_of(saved_model, metadata)
-  examples = et.read_representative_tsv(representative_data, tokenizer, length,
-                                        max_examples=num_examples,
-                                        record=record)
-  fixed = os.path.join(scratch, "fixed_saved_model")
-  shutil.rmtree(fixed, ignore_errors=True)
-  et._fixed_shape_saved_model(saved_model, fixed, length, 20, record)  # pylint: disable=protected-access
-  converter = tf.lite.TFLiteConverter.from_saved_model(
-      fixed, signature_keys=["serving_default"])
-  flatbuffer = int8_selective(converter, examples)
-  with open(output, "wb") as f:
-    f.write(flatbuffer)
-  shutil.rmtree(fixed, ignore_errors=True)
 
 
 # ----------------------------------------------------------------- scoring
@@ -362,11 +298,6 @@ def export_one(kind, mode, saved_model, path, calibration_tsv, verify_tsv,
   from albert_tf import export_onnx
   from albert_tf import export_tflite
   try:
-    if kind == "tflite" and mode == SELECTIVE:
-      convert_int8_selective(saved_model, path, calibration_tsv,
-                             calibration_lines, os.path.dirname(path))
-      return {"note": "proposed recipe, converted by this benchmark "
-                      "(no exporter check)"}
     if kind == "tflite":
       info = call_exporter(
           export_tflite.convert, saved_model=saved_model, output=path,
@@ -393,12 +324,10 @@ def artifacts(saved_model, folder, calibration_tsv, verify_tsv,
   from albert_tf import export_tflite
   made = [("saved_model", "float32", saved_model, {})]
   todo = [("tflite", m) for m in export_tflite.QUANTIZE_MODES]
-  todo += [("tflite", SELECTIVE)] + [("onnx", m)
-                                     for m in export_onnx.QUANTIZE_MODES]
+  todo += [("onnx", m) for m in export_onnx.QUANTIZE_MODES]
   for kind, mode in todo:
-    stem = "int8_selective" if mode == SELECTIVE else mode
-    path = os.path.join(folder, f"model_{stem}.{kind}")
-    out = os.path.join(folder, f"export_{stem}_{kind}.json")
+    path = os.path.join(folder, f"model_{mode}.{kind}")
+    out = os.path.join(folder, f"export_{mode}_{kind}.json")
     start = time.perf_counter()
     try:
       mt.run_command(["benchmarks.export_fidelity", "--_export",
@@ -440,7 +369,7 @@ def verdict(info):
   """The exporter's own check, short."""
   checked = info.get("verification")
   if not checked:
-    return info.get("note", "—")
+    return "—"
   text = checked.get("verdict") if isinstance(checked, dict) else None
   flag = "DEGRADED: " if isinstance(checked, dict) and checked.get(
       "degraded") else ""
@@ -558,9 +487,10 @@ def markdown(result):
       f"{result['latency_calls']} calls after 5 warm-ups. int8 calibrates "
       "on unlabelled text of the task (never the test set); the exporters "
       "check on another 200 labelled texts of it (--verify_data). "
-      "\"int8 selective (proposed)\" is INT8_FLOAT_OPS of this file kept in "
-      "float32 (LiteRT's selective quantization), converted here, not by "
-      "the exporter.", ""]
+      "The exporter's int8 keeps "
+      f"{', '.join(result['int8_float_ops'])} (export_tflite.INT8_FLOAT_OPS) "
+      "in float32 (LiteRT's selective quantization); the matmuls, GELU and "
+      "the embedding lookup run in int8.", ""]
   for name, task in result["tasks"].items():
     spec = task["spec"]
     lines += [f"## {name}", "",
@@ -593,8 +523,9 @@ def main(argv=None):
   parser.add_argument("--tasks", default=",".join(TASKS))
   parser.add_argument("--calibration_lines", type=int, default=500,
                       help="Unlabelled lines int8 calibrates on (the "
-                      "selective recipe keeps 95%% agreement on the "
-                      "headlines with 500, not with 100 or 200).")
+                      "exporter's default; its int8 kept 477 of the 500 "
+                      "test headlines' labels with 500, 471 and 469 with "
+                      "100 and 200).")
   parser.add_argument("--latency_calls", type=int, default=100)
   parser.add_argument("--reuse", action="store_true",
                       help="Keep a fine-tuned run already in --work_dir.")
@@ -612,6 +543,7 @@ def main(argv=None):
   if args._export:  # pylint: disable=protected-access
     export_main(args)
     return
+  from albert_tf import export_tflite as et  # pylint: disable=g-import-not-at-top
   start, load_start = time.perf_counter(), os.getloadavg()
   tasks = ["headlines"] if args.quick else args.tasks.split(",")
   os.makedirs(args.work_dir, exist_ok=True)
@@ -637,7 +569,7 @@ def main(argv=None):
       "cpu": cpu, "load_start": load_start, "load_end": os.getloadavg(),
       "wall_s": time.perf_counter() - start,
       "latency_calls": args.latency_calls, "tasks": results,
-      "int8_float_ops": list(INT8_FLOAT_OPS), "versions": versions()}
+      "int8_float_ops": list(et.INT8_FLOAT_OPS), "versions": versions()}
   os.makedirs(args.results_dir, exist_ok=True)
   stem = os.path.join(args.results_dir, f"export_fidelity_{cpu['tag']}"
                       + ("_quick" if args.quick else ""))
