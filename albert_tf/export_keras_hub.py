@@ -305,8 +305,9 @@ def _verify_preset(preset_dir, model, whole, tokenizer, record, config):
                config.max_position_embeddings)
   info = dc.replace(record, max_seq_length=length) if record else ModelInfo(
       max_seq_length=length)
+  from albert_tf.tasks.base import Task
   task = registry.family(info.task, info.task_module).task if (
-      whole and info.task) else None
+      whole and info.task) else Task
   held = verify.held_out(info, tokenizer, task, max_examples=64)
   hub_inputs = lambda f: {"token_ids": f[F.INPUT_IDS],
                           "padding_mask": f[F.INPUT_MASK],

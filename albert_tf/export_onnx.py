@@ -58,9 +58,9 @@ from typing import List, Optional
 from albert_tf import settings
 from albert_tf.data.tokenization import write_synced
 from albert_tf.export_tflite import (_scratch_folder, check_tokenizer_copy,
-                                     read_export_record, rename_into_place,
-                                     serve_inputs_of, sidecar_names, task_of,
-                                     tokenizer_of)
+                                     held_out_examples, read_export_record,
+                                     rename_into_place, serve_inputs_of,
+                                     sidecar_names, tokenizer_of)
 from albert_tf.features import ENCODER_INPUTS
 from albert_tf.serving import verify
 
@@ -255,8 +255,8 @@ def convert(saved_model, output, quantize="none", verify_data=None,
   tokenizer = tokenizer_of(saved_model, metadata)
   names = sidecar_names(output, metadata["tokenizer_kind"])
   check_tokenizer_copy(output, names["tokenizer"], tokenizer.model_file)
-  held = verify.held_out(record, tokenizer, task_of(record), verify_data,
-                         num_verify_examples, verify_columns)
+  held = held_out_examples(record, tokenizer, verify_data,
+                           num_verify_examples, verify_columns)
   if record.task == "pretraining":
     held.features = verify.with_masked_positions(held.features, tokenizer,
                                                  max_predictions)

@@ -299,8 +299,8 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
                      "tokenizer and card are named after it)")
   names = sidecar_names(output, metadata["tokenizer_kind"])
   check_tokenizer_copy(output, names["tokenizer"], tokenizer.model_file)
-  held = verify.held_out(record, tokenizer, task_of(record), verify_data,
-                         num_verify_examples, verify_columns)
+  held = held_out_examples(record, tokenizer, verify_data,
+                           num_verify_examples, verify_columns)
   if record.task == "pretraining":
     held.features = verify.with_masked_positions(held.features, tokenizer,
                                                  max_predictions)
@@ -348,6 +348,50 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
         saved_model, record, tokenizer, info).encode("utf-8"))
     rename_into_place(scratch, output, names, replaced)
   return info
+
+
+def read_verify_data(path, record, task, max_examples, input_columns=None):
+  """(raw inputs {serve_text name: list}, gold label names or None, a
+  description) of --verify_data, read as albert-predict reads files (a TSV
+  with a header, JSON lines, plain text; gold labels from "label")."""
+  # pylint: disable=g-import-not-at-top
+  import types
+  from albert_tf import predict
+  inputs = task.serve_text_inputs(record)
+  view = types.SimpleNamespace(kind=record.task or "encoder",
+                               inputs=inputs, labels=record.label_list)
+  try:
+    reader = predict.RowReader(view, path, input_columns=input_columns)
+    values, gold = {n: [] for n in inputs}, []
+    for number, row in predict.read_rows(path):
+      got, label = reader(number, row)
+      for name in inputs:
+        values[name].append(got[name])
+      gold.append(None if label is None else predict.gold_label(
+          label, list(record.label_list), view.kind, f"{path}:{number}"))
+      if len(gold) >= max_examples:
+        break
+  except predict.PredictError as e:
+    raise verify.ExportVerificationError(f"--verify_data: {e}") from None
+  if not gold:
+    raise verify.ExportVerificationError(f"--verify_data={path} holds no rows")
+  labelled = record.label_list and all(g is not None for g in gold)
+  return values, (gold if labelled else None), f"--verify_data={path}"
+
+
+def held_out_examples(record, tokenizer, verify_data=None,
+                      max_examples=verify.NUM_EXAMPLES, verify_columns=None):
+  """`verify.held_out` for an export record: --verify_data when given,
+  encoded by the record's family (sentence packing for an encoder or a
+  pretrainer)."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.base import Task
+  task = task_of(record)
+  if task.fills_masks:
+    task = Task
+  given = read_verify_data(verify_data, record, task, max_examples,
+                           verify_columns) if verify_data else None
+  return verify.held_out(record, tokenizer, task, given, max_examples)
 
 
 def sidecar_names(output, tokenizer_kind):

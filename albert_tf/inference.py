@@ -409,7 +409,10 @@ def _from_saved_model(path, version_dir):
         [tf.shape(f[F.INPUT_IDS])[0], 1], tf.int32)} if extra else {}))
   ids_fn = None
   if task is not None and not task.fills_masks and serve_text is None:
+    # A serving_default-only export (--signatures): encoded in Python, the
+    # inputs as recorded (text_b only for a pair model).
     ids_fn = lambda f: signatures["serving_default"](**f)
+    inputs = list(task.serve_text_inputs(meta))
   if task is not None and task.fills_masks:
     kind, task = "fill_mask", None
     fill = lambda texts, k: _serve_fill_mask(

@@ -145,11 +145,6 @@ def test_serving_default_alone_holds_core_tf_ops_only(trained):
   assert "albert_tf.load(" in card and '.predict(["..."])' in card
 
 
-@pytest.mark.xfail(strict=True, raises=albert_tf.inference.LoadError,
-                   reason="inference._from_saved_model gives a SavedModel "
-                   "without serve_text the inputs of a pair model "
-                   "(serve_text_inputs of text_pair=True): a single-text "
-                   "classifier's predict(texts) asks for texts_b")
 def test_load_predicts_through_serving_default_alone(trained):
   # albert_tf.load encodes in Python and runs serving_default.
   got = albert_tf.load(trained["ids_only"]).predict(TEXTS)

@@ -41,9 +41,9 @@ COMMANDS = {
     "albert_tf.run_squad": ("SquadOptions", 57),
     "albert_tf.run_race": ("RaceOptions", 48),
     "data_prep.cloze": ("ClozeSettings", 7),
-    "albert_tf.export_tflite": ("TfliteSettings", 9),
-    "albert_tf.export_onnx": ("OnnxSettings", 4),
-    "albert_tf.export_saved_model": ("ExportSettings", 17),
+    "albert_tf.export_tflite": ("TfliteSettings", 15),
+    "albert_tf.export_onnx": ("OnnxSettings", 10),
+    "albert_tf.export_saved_model": ("ExportSettings", 18),
 }
 
 

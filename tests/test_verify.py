@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 
+from albert_tf import export_tflite
 from albert_tf.record import ModelInfo
 from albert_tf.serving import verify
 from albert_tf.tasks.base import Task
@@ -138,11 +139,11 @@ def test_verify_data_is_read_as_albert_predict_reads_files(tmp_path):
                   encoding="utf-8")
   record = ModelInfo(task="classification", label_list=["neg", "pos"],
                      max_seq_length=8)
-  raw, gold = verify._read_verify_data(  # pylint: disable=protected-access
+  raw, gold, source = export_tflite.read_verify_data(
       str(path), record, Task, 10, input_columns=["text=review"])
   assert raw == {"text": ["good", "bad"]} and gold == ["pos", "neg"]
+  assert source == f"--verify_data={path}"
   with pytest.raises(verify.ExportVerificationError) as error:
-    verify._read_verify_data(  # pylint: disable=protected-access
-        str(path), record, Task, 10)
+    export_tflite.read_verify_data(str(path), record, Task, 10)
   assert str(error.value).startswith(
       f"--verify_data: {path}:2: no column 'text' for the input 'text'")

@@ -33,7 +33,6 @@ most 2 points below the float model's.
 """
 
 import dataclasses
-import types
 from typing import Callable, Dict, Optional
 
 from absl import logging
@@ -83,32 +82,6 @@ class HeldOut:
 
 
 # ------------------------------------------------------------ held-out data
-def _read_verify_data(path, record, task, max_examples, input_columns=None):
-  """(raw inputs {serve_text name: list}, gold label names or None) of a
-  file read as albert-predict reads it."""
-  from albert_tf import predict  # pylint: disable=g-import-not-at-top
-  inputs = task.serve_text_inputs(record)
-  view = types.SimpleNamespace(kind=record.task or "encoder",
-                               inputs=inputs, labels=record.label_list)
-  try:
-    reader = predict.RowReader(view, path, input_columns=input_columns)
-    values, gold = {n: [] for n in inputs}, []
-    for number, row in predict.read_rows(path):
-      got, label = reader(number, row)
-      for name in inputs:
-        values[name].append(got[name])
-      gold.append(None if label is None else predict.gold_label(
-          label, list(record.label_list), view.kind, f"{path}:{number}"))
-      if len(gold) >= max_examples:
-        break
-  except predict.PredictError as e:
-    raise ExportVerificationError(f"--verify_data: {e}") from None
-  if not gold:
-    raise ExportVerificationError(f"--verify_data={path} holds no rows")
-  labelled = record.label_list and all(g is not None for g in gold)
-  return values, (gold if labelled else None)
-
-
 def _vocabulary_texts(tokenizer, inputs, n, num_choices, seed=0):
   """Raw inputs {serve_text name: n values} of made-up text: runs of the
   tokenizer's ordinary pieces, spelled as text ("▁" a space, "##" glued)."""
@@ -130,17 +103,19 @@ def _vocabulary_texts(tokenizer, inputs, n, num_choices, seed=0):
                  else text() for _ in range(n)] for name in inputs}
 
 
-def held_out(record, tokenizer, task, verify_data=None,
-             max_examples=NUM_EXAMPLES, input_columns=None) -> HeldOut:
-  """The examples an artifact is checked on (module docstring's order)."""
+def held_out(record, tokenizer, task, given=None,
+             max_examples=NUM_EXAMPLES) -> HeldOut:
+  """The examples an artifact is checked on (module docstring's order).
+
+  task: the family's Task class that encodes them (the base Task's
+  sentence packing for an encoder or a pretrainer); given: (raw inputs,
+  gold label names or None, a description) read from --verify_data by the
+  command (`export_tflite.read_verify_data`), or None.
+  """
   length = record.max_seq_length
-  gold, source, real = None, None, True
-  raw = None
-  if verify_data:
-    raw, gold = _read_verify_data(verify_data, record, task, max_examples,
-                                  input_columns)
-    source = f"--verify_data={verify_data}"
-  elif task is not None and not task.fills_masks:
+  raw, gold, source = given or (None, None, None)
+  real = True
+  if raw is None:
     try:
       found = task.held_out_inputs(record, max_examples)
     except (OSError, ValueError) as e:
@@ -148,9 +123,6 @@ def held_out(record, tokenizer, task, verify_data=None,
       found = None
     if found is not None:
       raw, gold, source = found
-  if task is None or task.fills_masks:
-    from albert_tf.tasks.base import Task  # pylint: disable=g-import-not-at-top
-    task = Task  # an encoder's or a pretrainer's text: sentence packing
   if raw is None:
     n = min(64, max_examples)
     raw = _vocabulary_texts(tokenizer, task.serve_text_inputs(record), n,
