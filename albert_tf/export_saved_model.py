@@ -344,7 +344,9 @@ def _export_locked(checkpoint, export_dir, version, overwrite, keras_model,
   else:
     inputs = []
   prefix, path = report["prefix"], os.path.join(export_dir, str(version))
-  held = saved_model_check.held_out(record, task, tokenizer)
+  from albert_tf.tasks.base import Task  # pylint: disable=g-import-not-at-top
+  family_task = task or Task  # an encoder encodes as the base Task does
+  held = saved_model_check.held_out(record, family_task, tokenizer)
 
   def card(meta):
     # No TF Serving request of serve_text when the version has none.
@@ -353,8 +355,16 @@ def _export_locked(checkpoint, export_dir, version, overwrite, keras_model,
                            verification=meta.verification)
 
   def verify(folder):
-    return saved_model_check.verify(folder, signatures, held, record, task,
-                                    tokenizer, max_seq_length, precision)
+    from albert_tf import quiet_logs  # pylint: disable=g-import-not-at-top
+    try:
+      # (Lines TF's C++ prints the first time a kernel runs, such as
+      # oneDNN's DT_INT64 one in serve_text, are not the command's.)
+      with quiet_logs.cpp_lines_hidden():
+        return saved_model_check.verify(folder, signatures, held, record,
+                                        family_task, tokenizer,
+                                        max_seq_length, precision)
+    except saved_model_check.CheckError as e:
+      raise ExportError(str(e)) from None
 
   return saved_model.write_version(archive, export_dir, version, tokenizer,
                                    metadata, signatures[SERVING_DEFAULT],

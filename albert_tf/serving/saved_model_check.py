@@ -19,11 +19,12 @@ outputs) on the same inputs. Each float output's largest absolute
 difference, relative to the output's largest |value|, must be within
 TOLERANCE (BF16_TOLERANCE for --mixed_precision=bfloat16); integer and
 string outputs must be equal. Otherwise, or when the version does not load
-or run, `verify` raises an ExportError of one line, and nothing is renamed
-into place. Loaded back, a graph runs the same kernels on the same inputs:
-every family measured 0 difference, float32, bfloat16 and XLA (AMD EPYC,
-avx512_bf16); the tolerance leaves room for a runtime that orders sums
-otherwise, and is far below what a wrong weight or a lost head moves.
+or run, `verify` raises a CheckError of one line (export_saved_model's
+ExportError), and nothing is renamed into place. Loaded back, a graph runs
+the same kernels on the same inputs: every family measured 0 difference,
+float32, bfloat16 and XLA (AMD EPYC, avx512_bf16); the tolerance leaves
+room for a runtime that orders sums otherwise, and is far below what a
+wrong weight or a lost head moves.
 
 Held-out examples, at most MAX_EXAMPLES: the run's dev split, when the
 export record names a dev file that still exists and the family reads it
@@ -62,9 +63,9 @@ STOCK = "stock"  # the runtime kinds of `verify`
 IN_PROCESS = "in_process"
 
 
-def _export_error(message):
-  from albert_tf.training.export import ExportError  # pylint: disable=g-import-not-at-top
-  return ExportError(message)
+class CheckError(ValueError):
+  """The written version does not load, run, or compute what the model in
+  memory computes (one line; export_saved_model says it as an ExportError)."""
 
 
 # ------------------------------------------------------------ held-out data
@@ -100,11 +101,10 @@ def held_out(record, task, tokenizer, max_examples: int = MAX_EXAMPLES
   """The examples a version is checked on (the module docstring's order).
 
   record: the export's record (`record.training["data"]["dev"]["file"]`
-  names the run's dev file); task: the family's Task class, or None (an
-  encoder).
+  names the run's dev file); task: the family's Task class (the base
+  `Task` for an encoder).
   """
-  names = (list(task.serve_text_inputs(record)) if task is not None
-           else ["text"])
+  names = list(task.serve_text_inputs(record))
   dev = (((record.training or {}).get("data") or {}).get("dev") or {}).get(
       "file")
   source = NO_HELD_OUT
@@ -153,15 +153,13 @@ def ids_inputs(serving_default, held: HeldOut, record, task, tokenizer,
   """serving_default's inputs for the held-out examples: the family's
   encoding of their raw inputs (`Task.encode_inputs`), and positions
   1, 2, 3 for an input it does not give (masked_lm_positions)."""
-  from albert_tf.tasks.base import Task  # pylint: disable=g-import-not-at-top
   specs = serving_default.input_signature
   raw = dict(held.raw)
   choices = [s.shape[1] for s in specs if s.shape.rank == 3]
   if choices and "options" in raw:  # as many options as the model takes
     raw["options"] = [(list(o) * choices[0])[:choices[0]]
                       for o in raw["options"]]
-  features = (task or Task).encode_inputs(record, tokenizer, max_seq_length,
-                                          raw)
+  features = task.encode_inputs(record, tokenizer, max_seq_length, raw)
   features = {k: np.asarray(v, np.int32) for k, v in features.items()}
   n = len(next(iter(features.values())))
   return {s.name: features[s.name] if s.name in features else _positions(
@@ -291,7 +289,7 @@ def _stock_outputs(folder: str, inputs: Dict[str, np.ndarray]):
            folder] + paths, env=env, capture_output=True, text=True,
           timeout=STOCK_TIMEOUT_SECS, check=False)
     except subprocess.TimeoutExpired:
-      raise _export_error(
+      raise CheckError(
           f"--signatures=serving_default: loading the SavedModel in "
           f"TensorFlow without tensorflow_text took over "
           f"{STOCK_TIMEOUT_SECS} s") from None
@@ -300,7 +298,7 @@ def _stock_outputs(folder: str, inputs: Dict[str, np.ndarray]):
       said = next((l[len("error: "):] for l in reversed(lines)
                    if l.startswith("error: ")),
                   lines[-1] if lines else f"exit {done.returncode}")
-      raise _export_error(
+      raise CheckError(
           "--signatures=serving_default: the SavedModel does not load or "
           f"run in TensorFlow without tensorflow_text: {said[:400]}")
     with np.load(paths[1]) as f:
@@ -332,8 +330,9 @@ def verify(folder: str, signatures: Dict[str, Callable], held: HeldOut,
            mixed_precision: str = "none") -> dict:
   """Loads the version written in folder, runs its signatures on held's
   examples, compares them with the in-process `signatures` (the
-  tf.functions saved there, all of them). Returns the figures (module
-  docstring); raises ExportError (one line) when it does not load or run,
+  tf.functions saved there, all of them). task: the family's Task class
+  (the base `Task` for an encoder). Returns the figures (module
+  docstring); raises CheckError (one line) when it does not load or run,
   or differs beyond the tolerance.
 
   serving_default alone is run by a child process without tensorflow_text
@@ -367,13 +366,11 @@ def verify(folder: str, signatures: Dict[str, Callable], held: HeldOut,
     return _numpy(fn(*[tf.constant(inputs[s.name], s.dtype)
                        for s in fn.input_signature]))
 
-  from albert_tf import quiet_logs  # pylint: disable=g-import-not-at-top
-  with quiet_logs.cpp_lines_hidden():  # the first run of each kernel's
-    reference = {name: in_process(name) for name in calls}
+  reference = {name: in_process(name) for name in calls}
   outside = ops_outside_core_tf(folder)
   if stock:
     if outside:
-      raise _export_error(
+      raise CheckError(
           f"--signatures=serving_default: the SavedModel holds op types "
           f"that core TensorFlow does not define: {', '.join(outside)}")
     outputs, info = _stock_outputs(folder, ids)
@@ -381,19 +378,18 @@ def verify(folder: str, signatures: Dict[str, Callable], held: HeldOut,
     runtime = (f"TensorFlow {info['tensorflow']} in a child process that "
                "never imported tensorflow_text")
     if info["signatures"] != ["serving_default"]:
-      raise _export_error(f"--signatures=serving_default: the SavedModel "
+      raise CheckError(f"--signatures=serving_default: the SavedModel "
                           f"holds {', '.join(info['signatures'])}")
   else:
     import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
     try:
-      with quiet_logs.cpp_lines_hidden():
-        loaded = tf.saved_model.load(folder)
-        got = {name: _numpy(loaded.signatures[name](**{
-            k: tf.constant(v) for k, v in inputs.items()}))
-               for name, inputs in calls.items()}
+      loaded = tf.saved_model.load(folder)
+      got = {name: _numpy(loaded.signatures[name](**{
+          k: tf.constant(v) for k, v in inputs.items()}))
+             for name, inputs in calls.items()}
     except Exception as e:  # pylint: disable=broad-except
       first = (" ".join(str(e).split()) or type(e).__name__)[:400]
-      raise _export_error(f"the written SavedModel does not load or run "
+      raise CheckError(f"the written SavedModel does not load or run "
                           f"({', '.join(calls)}): {first}") from e
     del loaded
     runtime = (f"TensorFlow {tf.__version__} with tensorflow_text "
@@ -434,7 +430,7 @@ def verify(folder: str, signatures: Dict[str, Callable], held: HeldOut,
   figures["degraded"] = False
   figures["seconds"] = round(time.time() - start, 2)
   if problems:
-    raise _export_error(
+    raise CheckError(
         f"the written SavedModel's {checked}, {where}, on "
         f"{figures['examples']} examples ({held.source}): "
         f"{'; '.join(problems)}; nothing was written")
