@@ -169,7 +169,10 @@ def card(record, checkpoint: Optional[str], tokenizer_path: str,
                    ensure_ascii=False),
         "```", "",
         "`serving_default` takes int32 `input_ids`, `input_mask`, "
-        "`segment_ids` and runs in a stock TF Serving.", ""]
+        "`segment_ids`. This SavedModel holds serve_text, so the server "
+        "needs TF Text's ops to load it at all, whichever signature is "
+        "called; `export_saved_model --signatures=serving_default` writes "
+        "one that a stock TF Serving loads.", ""]
   lines += ["Python:", "", "```python", "import albert_tf",
             f"albert_tf.load({export_path!r}).predict("
             + ", ".join('["..."]' if n != "options" else '[["...", "..."]]'
