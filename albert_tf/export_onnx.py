@@ -53,14 +53,15 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import List, Optional
+
 
 from albert_tf import settings
 from albert_tf.data.tokenization import write_synced
 from albert_tf.export_tflite import (_scratch_folder, check_tokenizer_copy,
                                      held_out_examples, read_export_record,
                                      rename_into_place, serve_inputs_of,
-                                     sidecar_names, tokenizer_of)
+                                     sidecar_names, tokenizer_of,
+                                     VerifySettings)
 from albert_tf.features import ENCODER_INPUTS
 from albert_tf.serving import verify
 
@@ -327,7 +328,7 @@ def _card(record, tokenizer, info):
 
 
 @dataclasses.dataclass
-class OnnxSettings:
+class OnnxSettings(VerifySettings):
   """The command line of export_onnx; the fields are the flags."""
   saved_model: str = settings.field(
       None, "An export_dir or version directory written by "
@@ -335,36 +336,14 @@ class OnnxSettings:
   output: str = settings.field(None, "Output .onnx path.", required=True)
   quantize: str = settings.field("none", "Quantization.",
                                  choices=QUANTIZE_MODES, group="model")
-  verify_data: Optional[str] = settings.field(
-      None, "Held-out examples the .onnx is checked on before it is "
-      "written, read as albert-predict reads files. Default: the run's "
-      "recorded dev split, else sequences of the vocabulary's pieces.",
-      group="output")
-  verify_columns: Optional[List[str]] = settings.field(
-      None, "NAME=COLUMN pairs for --verify_data (albert-predict's "
-      "--input_columns).", group="output")
-  num_verify_examples: int = settings.field(
-      verify.NUM_EXAMPLES, "Held-out examples run for the check.",
-      lower_bound=1, group="output")
-  min_agreement: Optional[float] = settings.field(
-      None, "The floor of agreement with the float model (default: 0.995 "
-      "for --quantize=none, 0.95 for dynamic).", group="output")
-  max_metric_drop: float = settings.field(
-      0.02, "dynamic: the most accuracy the .onnx may lose against the "
-      "float model on the held-out examples (0.02: 2 points).", group="output")
-  allow_degraded: bool = settings.field(
-      False, "Write the .onnx even below a floor (never one ONNX Runtime "
-      "cannot load); its card then says DEGRADED with the figures.",
-      group="output")
 
 
 def main(argv):
   del argv
   s = settings.from_flags(OnnxSettings)
   info = convert(s.saved_model, s.output, s.quantize, s.verify_data,
-                 s.allow_degraded,
-                 verify.Floors(s.min_agreement, s.max_metric_drop),
-                 s.num_verify_examples, s.verify_columns)
+                 s.allow_degraded, s.floors(), s.num_verify_examples,
+                 s.verify_columns)
   size = os.path.getsize(s.output) / 2**20
   sharing = info["sharing"]
   print(f"Wrote {s.output} ({size:.2f} MiB, quantize={s.quantize}; "

@@ -598,7 +598,37 @@ def describe_io(tflite_path):
 
 
 @dataclasses.dataclass
-class TfliteSettings:
+class VerifySettings:
+  """The check before an export is written (export_tflite, export_onnx)."""
+  verify_data: Optional[str] = settings.field(
+      None, "Held-out examples the file is checked on before it is "
+      "written, read as albert-predict reads files (TSV with a header, JSON "
+      "lines, plain text; gold labels from a 'label' column). Default: the "
+      "run's recorded dev split, else texts of the vocabulary's pieces.",
+      group="output")
+  verify_columns: Optional[List[str]] = settings.field(
+      None, "NAME=COLUMN pairs for --verify_data, as albert-predict's "
+      "--input_columns.", group="output")
+  num_verify_examples: int = settings.field(
+      verify.NUM_EXAMPLES, "Held-out examples run for the check.",
+      lower_bound=1, group="output")
+  min_agreement: Optional[float] = settings.field(
+      None, "The floor of agreement with the float model (default: 0.995 "
+      "for --quantize=none, 0.95 for the others).", group="output")
+  max_metric_drop: float = settings.field(
+      0.02, "Quantized: the most accuracy the file may lose against the "
+      "float model on the held-out examples (0.02: 2 points).", group="output")
+  allow_degraded: bool = settings.field(
+      False, "Write the file even below a floor (never one its runtime "
+      "cannot load); its card then says DEGRADED with the figures.",
+      group="output")
+
+  def floors(self):
+    return verify.Floors(self.min_agreement, self.max_metric_drop)
+
+
+@dataclasses.dataclass
+class TfliteSettings(VerifySettings):
   """The command line of export_tflite; the fields are the flags."""
   saved_model: str = settings.field(
       None, "A version directory written by albert_tf.export_saved_model.",
@@ -620,27 +650,6 @@ class TfliteSettings:
       "469/500 with 200, 477/500 with 500).")
   max_predictions: int = settings.field(
       20, "Pretrainer: masked positions per sequence.", group="model")
-  verify_data: Optional[str] = settings.field(
-      None, "Held-out examples the .tflite is checked on before it is "
-      "written, read as albert-predict reads files (TSV with a header, JSON "
-      "lines, plain text; gold labels from a 'label' column). Default: the "
-      "run's recorded dev split, else sequences of the vocabulary's pieces.",
-      group="output")
-  verify_columns: Optional[List[str]] = settings.field(
-      None, "NAME=COLUMN pairs for --verify_data, as albert-predict's "
-      "--input_columns.", group="output")
-  num_verify_examples: int = settings.field(
-      verify.NUM_EXAMPLES, "Held-out examples run for the check.",
-      lower_bound=1, group="output")
-  min_agreement: Optional[float] = settings.field(
-      None, "The floor of agreement with the float model (default: 0.995 "
-      "for --quantize=none, 0.95 for the others).", group="output")
-  max_metric_drop: float = settings.field(
-      0.02, "Quantized: the most accuracy the .tflite may lose against the "
-      "float model on the held-out examples (0.02: 2 points).", group="output")
-  allow_degraded: bool = settings.field(
-      False, "Write the .tflite even below a floor; its card then says "
-      "DEGRADED with the figures.", group="output")
 
 
 def main(argv):
@@ -649,8 +658,7 @@ def main(argv):
   info = convert(s.saved_model, s.output, s.quantize, s.representative_data,
                  s.text_column, s.text_b_column, s.num_calibration_examples,
                  s.max_predictions, s.verify_data, s.allow_degraded,
-                 verify.Floors(s.min_agreement, s.max_metric_drop),
-                 s.num_verify_examples, s.verify_columns)
+                 s.floors(), s.num_verify_examples, s.verify_columns)
   size = os.path.getsize(s.output) / 2**20
   checked = info["verification"]
   print(f"Wrote {s.output} ({size:.2f} MiB, quantize={s.quantize}); inputs "
