@@ -54,7 +54,6 @@ import hashlib
 import json
 import os
 
-
 from albert_tf import settings
 from albert_tf.data.tokenization import write_synced
 from albert_tf.export_tflite import (_scratch_folder, check_tokenizer_copy,
