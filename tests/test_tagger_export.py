@@ -434,7 +434,7 @@ def test_tflite_tagger_agrees_with_saved_model(word_sentencepiece):
     output = str(exported["root"] / "tflite" / f"ner_{quantize}.tflite")
     # Bounded here; the floors are test_export_fidelity's (trained models).
     info = export_tflite.convert(exported["path"], output, quantize,
-                                 allow_degraded=True)
+                                 allow_degraded=True, num_verify_examples=8)
     assert info["label_list"] == exported["labels"]
     assert info["token_level"] == level
     assert {o["name"]: o["shape"] for o in info["outputs"]} == {
