@@ -407,17 +407,25 @@ def sidecar_names(output, tokenizer_kind):
 
 
 def check_tokenizer_copy(output, name, tokenizer_file):
-  """Refuses when the tokenizer copy beside output exists and differs from
-  this export's tokenizer (another model's of the same stem)."""
-  existing = os.path.join(os.path.dirname(os.path.abspath(output)), name)
+  """Refuses when the tokenizer copy beside output differs from this
+  export's tokenizer and another export of the same stem (m.onnx beside
+  m.tflite) still reads it; replacing output's own export may change it."""
+  folder = os.path.dirname(os.path.abspath(output))
+  existing = os.path.join(folder, name)
   if not os.path.exists(existing):
     return
   with open(existing, "rb") as f, open(tokenizer_file, "rb") as g:
     if f.read() == g.read():
       return
-  raise ValueError(
-      f"--output={output}: {existing} holds another tokenizer (of another "
-      "export of this name); give another --output or remove it")
+  stem = os.path.splitext(os.path.basename(output))[0]
+  others = [stem + ext for ext in (".tflite", ".onnx")
+            if stem + ext != os.path.basename(output)
+            and os.path.exists(os.path.join(folder, stem + ext))]
+  if others:
+    raise ValueError(
+        f"--output={output}: {existing} is the tokenizer of {others[0]} "
+        "beside it, not this model's; give another --output or remove "
+        f"{others[0]}")
 
 
 def interpreter_fn(tflite_path):

@@ -89,8 +89,8 @@ def test_tflite_disk_full_keeps_the_previous_model(saved_models, tmp_path,
   export_tflite.convert(saved_models["a"][0], output, quantize="none")
   previous = _files(out)
   # The model, its tokenizer, its .json and its model card.
-  assert sorted(previous) == ["m.README.md", "m.json", "m.tflite",
-                              "m.vocab.txt"]
+  assert sorted(previous) == ["m.tflite", "m.tflite.README.md",
+                              "m.tflite.json", "m.vocab.txt"]
   # The system temp dir: the old command's SavedModel copy went there and
   # leaked (15 MB) when it was killed.
   system_tmp = tmp_path / "system_tmp"
@@ -122,8 +122,8 @@ def test_tflite_disk_full_keeps_the_previous_model(saved_models, tmp_path,
   assert re.fullmatch(r"\.tmp-m\.tflite-[a-z0-9_]{8}", scratch), scratch
   assert at_the_fault == {
       # ... beside the output's lock (held while it writes).
-      "out": sorted(["m.README.md", "m.json", "m.tflite", "m.vocab.txt",
-                     scratch, ".m.tflite.lock"]),
+      "out": sorted(["m.tflite.README.md", "m.tflite.json", "m.tflite",
+                     "m.vocab.txt", scratch, ".m.tflite.lock"]),
       "scratch": ["saved_model"], "system_tmp": []}
 
 
@@ -143,8 +143,8 @@ def test_tflite_leftover_of_a_killed_export_is_removed(saved_models, tmp_path,
     export_tflite.convert(saved_models["a"][0], output, quantize="none")
   assert _warnings(caplog, "left by") == [
       f"Removing {stale}, left by an export_tflite that was killed"]
-  assert sorted(os.listdir(out)) == [".tmp-n.tflite-running",
-                                     "m.README.md", "m.json", "m.tflite",
+  assert sorted(os.listdir(out)) == [".tmp-n.tflite-running", "m.tflite",
+                                     "m.tflite.README.md", "m.tflite.json",
                                      "m.vocab.txt"]
 
 
@@ -158,11 +158,12 @@ def test_two_tflite_exports_into_one_folder_keep_their_tokenizers(
                                  str(out / f"{name}.tflite"), quantize="none")
     assert info["tokenizer_file"] == f"{name}.vocab.txt"
   assert sorted(os.listdir(out)) == [
-      "a.README.md", "a.json", "a.tflite", "a.vocab.txt", "b.README.md",
-      "b.json", "b.tflite", "b.vocab.txt"]
+      "a.tflite", "a.tflite.README.md", "a.tflite.json", "a.vocab.txt",
+      "b.tflite", "b.tflite.README.md", "b.tflite.json", "b.vocab.txt"]
   for name in ("a", "b"):
     assert (out / f"{name}.vocab.txt").read_bytes() == saved_models[name][1]
-    info = json.loads((out / f"{name}.json").read_text(encoding="utf-8"))
+    info = json.loads((out / f"{name}.tflite.json").read_text(
+        encoding="utf-8"))
     assert (info["model_file"], info["tokenizer_file"],
             info["tokenizer_kind"]) == (f"{name}.tflite", f"{name}.vocab.txt",
                                         "wordpiece")
