@@ -201,6 +201,11 @@ NOT_RUN = ("benchmarks.pretrain_throughput", "benchmarks.data_prep_throughput",
            "benchmarks.deploy", "benchmarks.encoder_throughput")
 # Small-budget overrides, appended (absl keeps the last value).
 DOC_OVERRIDES = {
+    # The docs' classifier is trained 2 steps here (run_classifier below),
+    # near random: a quantized export of it may be below the floors, which
+    # test_export_fidelity checks on trained models. Written, DEGRADED.
+    "albert_tf.export_tflite": ["--allow_degraded"],
+    "albert_tf.export_onnx": ["--allow_degraded"],
     "data_prep.corpora": ["--max_documents=120", "--max_examples=1000"],
     "data_prep.train_vocab": ["--vocab_size=3500"],
     "data_prep.create_pretraining_data": ["--dupe_factor=1"],
