@@ -255,12 +255,9 @@ def convert(saved_model, output, quantize="none", verify_data=None,
   tokenizer = tokenizer_of(saved_model, metadata)
   names = sidecar_names(output, metadata["tokenizer_kind"])
   check_tokenizer_copy(output, names["tokenizer"], tokenizer.model_file)
-  held = held_out_examples(record, tokenizer, verify_data,
-                           num_verify_examples, verify_columns)
-  if record.task == "pretraining":
-    held.features = verify.with_masked_positions(held.features, tokenizer,
-                                                 max_predictions)
-  reference = verify.reference_outputs(saved_model, held.features)
+  held, reference = held_out_examples(
+      record, tokenizer, saved_model, verify_data, num_verify_examples,
+      verify_columns, max_predictions)
   import onnx  # pylint: disable=g-import-not-at-top
   with _scratch_folder(output, "export_onnx") as (scratch, replaced):
     model = convert_serving_default(saved_model)

@@ -299,12 +299,9 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
                      "tokenizer and card are named after it)")
   names = sidecar_names(output, metadata["tokenizer_kind"])
   check_tokenizer_copy(output, names["tokenizer"], tokenizer.model_file)
-  held = held_out_examples(record, tokenizer, verify_data,
-                           num_verify_examples, verify_columns)
-  if record.task == "pretraining":
-    held.features = verify.with_masked_positions(held.features, tokenizer,
-                                                 max_predictions)
-  reference = verify.reference_outputs(saved_model, held.features)
+  held, reference = held_out_examples(
+      record, tokenizer, saved_model, verify_data, num_verify_examples,
+      verify_columns, max_predictions)
 
   with _scratch_folder(output) as (scratch, replaced):
     flatbuffer = _convert_in(scratch, saved_model, length, max_predictions,
@@ -379,11 +376,13 @@ def read_verify_data(path, record, task, max_examples, input_columns=None):
   return values, (gold if labelled else None), f"--verify_data={path}"
 
 
-def held_out_examples(record, tokenizer, verify_data=None,
-                      max_examples=verify.NUM_EXAMPLES, verify_columns=None):
-  """`verify.held_out` for an export record: --verify_data when given,
-  encoded by the record's family (sentence packing for an encoder or a
-  pretrainer)."""
+def held_out_examples(record, tokenizer, saved_model, verify_data=None,
+                      max_examples=verify.NUM_EXAMPLES, verify_columns=None,
+                      max_predictions=20):
+  """(`verify.held_out` for an export record, the float SavedModel's
+  serving_default on them): --verify_data when given, encoded by the
+  record's family (sentence packing for an encoder or a pretrainer, with
+  max_predictions masked positions)."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.tasks.base import Task
   task = task_of(record)
@@ -391,7 +390,11 @@ def held_out_examples(record, tokenizer, verify_data=None,
     task = Task
   given = read_verify_data(verify_data, record, task, max_examples,
                            verify_columns) if verify_data else None
-  return verify.held_out(record, tokenizer, task, given, max_examples)
+  held = verify.held_out(record, tokenizer, task, given, max_examples)
+  if record.task == "pretraining":
+    held.features = verify.with_masked_positions(held.features, tokenizer,
+                                                 max_predictions)
+  return held, verify.reference_outputs(saved_model, held.features)
 
 
 def sidecar_names(output, tokenizer_kind):
