@@ -42,6 +42,8 @@ def _run(argv, cwd):
                         check=False)
 
 
+# Three exports, each now checked in its runtime (about 36 s): slow tier.
+@pytest.mark.slow
 def test_export_and_tflite_print_no_tensorflow_lines(tmp_path):
   write_tiny_vocab_and_config(tmp_path, CHARS)
   rng = np.random.default_rng(0)
