@@ -245,7 +245,7 @@ def test_legacy_export_converts_to_tflite(tmp_path, legacy):
   _run(["albert_tf.export_tflite",
         f"--saved_model={legacy['root'] / 'export' / '1'}",
         f"--output={output}", "--quantize=none"], legacy["root"])
-  info = _json(tmp_path / "legacy.json")
+  info = _json(tmp_path / "legacy.tflite.json")
   assert [(i["name"], i["shape"]) for i in info["inputs"]] == [
       (n, [1, 16]) for n in ("input_ids", "input_mask", "segment_ids")]
   assert info["label_list"] == ["neg", "pos"]
