@@ -57,6 +57,7 @@ def run(task: str, task_module: Iterable[str] = (), **kwargs) -> dict:
                      "fine-tuned by this command")
   o = family.options(**{**(dataset.defaults if dataset else {}), **kwargs})
   finetuning.check_options(o)
+  o = finetuning.resolve_fast_path(o)
   with runtime.dtype_policy(o.mixed_precision):
     return _run(family, o)
 
@@ -72,6 +73,8 @@ def _run(family: registry.Family, o) -> dict:
   resolution.check_seq_length(o.max_seq_length, config)
   dataset = registry.datasets(family.name).get(o.task_name)
   task = family.task.from_options(o, tokenizer, info, dataset)
+  task.length_buckets = o.length_buckets
+  task.micro_batches = int(o.micro_batches)
   stats = task.read_splits(o)
   if o.do_train and not o.init_checkpoint and task.random_init_warning:
     logging.warning("%s", task.random_init_warning)

@@ -120,7 +120,24 @@ class FinetuneOptions(StrategySettings):
       "large test split.")
   seed: int = settings.field(12345, "Random seed.", group="training")
   mixed_precision: str = settings.field(
-      "none", "none|bfloat16|float16 (Keras policy names accepted).")
+      "none", f"Compute dtype: auto|{'|'.join(PRECISIONS)} (Keras policy "
+      "names accepted); variables, LayerNorm, softmax and losses stay "
+      "float32. auto: bfloat16 on a TPU and on a CPU with bf16 units "
+      "(amx_bf16 or avx512_bf16), none elsewhere (one log line says which "
+      "and why); a resumed run keeps its own.")
+  length_buckets: int = settings.field(
+      0, "Training batches cut to the smallest of this many widths (up to "
+      "--max_seq_length) that holds their longest row, the steps of each "
+      "window of 16 taking that window's examples sorted by length, so "
+      "that short texts are not padded to --max_seq_length (0: every batch "
+      "at --max_seq_length, as the original). Eval and predict are not "
+      "cut. Ignored, with a warning, on a TPU.", group="runtime")
+  micro_batches: str = settings.field(
+      "auto", "Each batch as this many parts with independent forward and "
+      "backward passes, run side by side on a CPU's cores (the loss and "
+      "gradients of the whole batch). auto: 2 on a CPU-only run of the "
+      "default strategy with 2 or more cores and batches of 16 or more, 1 "
+      "elsewhere (one log line says which).", group="runtime")
   jit_compile: bool = settings.field(False, "XLA-compile the train step.")
   overwrite: bool = settings.field(
       False, "Start over in an --output_dir that holds a run with other "

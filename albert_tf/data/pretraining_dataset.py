@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from albert_tf import features as F
 from albert_tf.data.input_timeout import InputFileError
+from albert_tf.data.length_buckets import bucket_widths, cut_to_width
 
 # ------------------------------------------------------------------ parsing
 def files_with_ids_over(files: Sequence[str], vocab_size: int,
@@ -165,16 +166,6 @@ def make_dataset(files: Sequence[str],
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def bucket_widths(max_seq_length: int, length_buckets: int):
-  """The widths batches are cut to: max_seq_length split in length_buckets
-  equal steps, rounded up to a multiple of 8 (the last is max_seq_length)."""
-  step = -(-max_seq_length // length_buckets)
-  step = -(-step // 8) * 8
-  widths = sorted({min(step * (i + 1), max_seq_length)
-                   for i in range(length_buckets)})
-  return widths
-
-
 def group_by_length(dataset: tf.data.Dataset, batch_size: int,
                     max_seq_length: int, length_buckets: int,
                     drop_remainder: bool = True) -> tf.data.Dataset:
@@ -190,20 +181,15 @@ def group_by_length(dataset: tf.data.Dataset, batch_size: int,
   """
   widths = tf.constant(bucket_widths(max_seq_length, length_buckets),
                        tf.int32)
-  by_position = set(F.SEQUENCE_FEATURES)
 
   def bucket(features):
     length = tf.reduce_sum(tf.cast(features[F.INPUT_MASK], tf.int32))
     return tf.cast(tf.searchsorted(widths, [length])[0], tf.int64)
 
-  def cut(features, width):
-    return {name: value[:, :width] if name in by_position else value
-            for name, value in features.items()}
-
   def batch(key, window):
     width = widths[tf.minimum(tf.cast(key, tf.int32), len(widths) - 1)]
     return window.batch(batch_size, drop_remainder=drop_remainder).map(
-        lambda features: cut(features, width))
+        lambda features: cut_to_width(features, width, F.SEQUENCE_FEATURES))
 
   return dataset.group_by_window(bucket, batch, window_size=batch_size)
 

@@ -84,6 +84,41 @@ def minimize(model, compute_losses):
   return losses
 
 
+def split_batch(inputs, count):
+  """The batch {name: [b, ...]} as `count` consecutive parts (dicts of
+  slices along the batch axis, sizes differing by one at most)."""
+  size = tf.shape(next(iter(inputs.values())))[0]
+  cuts = [size * i // count for i in range(count + 1)]
+  return [{k: v[start:end] for k, v in inputs.items()}
+          for start, end in zip(cuts, cuts[1:])]
+
+
+def concat_parts(parts, names):
+  """The parts' outputs `names` put back together along the batch axis."""
+  return {k: tf.concat([part[k] for part in parts], 0) for k in names}
+
+
+class MicroBatched:
+  """A model that runs each batch as `micro_batches` parts
+  (`training.micro_batches`; 1: the whole batch), their outputs put back
+  together in order, so Keras's own train step computes the loss and
+  gradients of the whole batch. The parts' forward and backward passes
+  share nothing, and on a CPU TF runs them side by side (an eval's too,
+  once the thread pools are set for parts). The outputs differ from the
+  whole batch's by float rounding only.
+  """
+
+  #: Set by the task (--micro_batches); a model built for export keeps 1.
+  micro_batches = 1
+
+  def call(self, inputs, training=None, mask=None):
+    if self.micro_batches <= 1:
+      return super().call(inputs, training=training, mask=mask)
+    parts = [super(MicroBatched, self).call(part, training=training)
+             for part in split_batch(inputs, self.micro_batches)]
+    return concat_parts(parts, parts[0].keys())
+
+
 def model_config(model, **fields):
   """get_config of the models (here, span_qa, multiple_choice): the
   AlbertConfig as a dict, the model's own constructor arguments, name,
@@ -170,13 +205,9 @@ class AlbertPretrainer(keras.Model):
   def _batch_outputs(self, inputs, training):
     if self.micro_batches <= 1:
       return self(inputs, training=training)
-    size = tf.shape(inputs[F.INPUT_IDS])[0]
-    cuts = [size * i // self.micro_batches
-            for i in range(self.micro_batches + 1)]
-    parts = [self({k: v[start:end] for k, v in inputs.items()},
-                  training=training) for start, end in zip(cuts, cuts[1:])]
-    return {k: tf.concat([part[k] for part in parts], 0)
-            for k in (F.MLM_LOGITS, F.SOP_LOGITS)}
+    parts = [self(part, training=training)
+             for part in split_batch(inputs, self.micro_batches)]
+    return concat_parts(parts, (F.MLM_LOGITS, F.SOP_LOGITS))
 
   def _step_losses(self, data, training):
     inputs = {k: tf.cast(data[k], tf.int32) for k in PRETRAINER_INPUTS}
@@ -209,7 +240,7 @@ class AlbertPretrainer(keras.Model):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertClassifier(keras.Model):
+class AlbertClassifier(MicroBatched, keras.Model):
   """Encoder + dropout + dense on pooled_output.
 
   Output dict: `logits` [batch, num_labels] float32; num_labels=1 means
@@ -255,7 +286,7 @@ class AlbertClassifier(keras.Model):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertTagger(keras.Model):
+class AlbertTagger(MicroBatched, keras.Model):
   """Encoder + dropout + dense on every token of sequence_output.
 
   Output dict: `logits` [batch, seq, num_tags] float32 (token tagging: NER).

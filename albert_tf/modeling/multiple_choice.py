@@ -20,7 +20,7 @@ from albert_tf import features as F
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.heads import ClassificationHead
-from albert_tf.modeling.models import model_config, model_kwargs
+from albert_tf.modeling.models import MicroBatched, model_config, model_kwargs
 
 # The logit of a padded choice (float32 logits: exp of it is 0).
 PADDED_CHOICE_LOGIT = -1e9
@@ -44,7 +44,7 @@ def choice_inputs(num_choices):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertMultipleChoice(keras.Model):
+class AlbertMultipleChoice(MicroBatched, keras.Model):
   """Encoder + dropout + dense(1) on the pooled output of every choice.
 
   Inputs: the encoder inputs with a choice axis, int32 [b, C, L].

@@ -30,6 +30,7 @@ from albert_tf import features as F
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
 from albert_tf.modeling.models import minimize, model_config, model_kwargs
+from albert_tf.modeling.models import split_batch
 from albert_tf.modeling.ops import layer_norm, truncated_normal
 
 START_LOGITS = "start_logits"
@@ -297,10 +298,24 @@ class AlbertSpanQA(keras.Model):
   def metrics(self):
     return list(self._trackers.values())
 
+  # The training step's batch as this many parts, their losses weighed by
+  # their sizes (training.micro_batches; set by the task).
+  micro_batches = 1
+
   def _batch_losses(self, data, training):
     inputs, labels = data
     inputs = {k: tf.cast(inputs[k], tf.int32) for k in F.ENCODER_INPUTS}
-    return span_losses(self, inputs, labels, training)
+    if not training or self.micro_batches <= 1:
+      return span_losses(self, inputs, labels, training)
+    size = tf.cast(tf.shape(inputs[F.INPUT_IDS])[0], tf.float32)
+    total = {}
+    for part in split_batch({**inputs, **labels}, self.micro_batches):
+      share = tf.cast(tf.shape(part[F.INPUT_IDS])[0], tf.float32) / size
+      losses = span_losses(self, {k: part[k] for k in F.ENCODER_INPUTS},
+                           {k: part[k] for k in labels}, training)
+      for name, value in losses.items():
+        total[name] = total.get(name, 0.0) + share * value
+    return total
 
   def _update(self, losses):
     for name, tracker in self._trackers.items():

@@ -26,6 +26,7 @@ import numpy as np
 
 from albert_tf import features as F
 from albert_tf import lazy
+from albert_tf.data import length_buckets as length_buckets_lib
 from albert_tf.record import ModelInfo
 
 keras = lazy.module("keras")
@@ -70,6 +71,11 @@ class Task:
   init_skip_parts: Tuple[str, ...] = ()
   #: What a random-init training run warns about (None: nothing).
   random_init_warning: Optional[str] = None
+  #: --length_buckets and --micro_batches as the command decided them
+  #: (`training.fast_path`): a family passes the first to
+  #: `step_indexed_inputs` and the second to its model (`with_micro_batches`).
+  length_buckets: int = 0
+  micro_batches: int = 1
 
   @classmethod
   def resolve_options(cls, o, info: Optional[ModelInfo]):
@@ -117,6 +123,12 @@ class Task:
   def build_model(self, config) -> keras.Model:
     """The Keras model of this task (random weights; the trainer restores)."""
     raise NotImplementedError
+
+  def with_micro_batches(self, model: keras.Model) -> keras.Model:
+    """model, its training step run as `micro_batches` parts (a model that
+    can: `modeling.models.MicroBatched`, AlbertSpanQA)."""
+    model.micro_batches = self.micro_batches
+    return model
 
   def build_losses(self):
     """The `compile(loss=)` argument; None when the model's own train_step
@@ -277,7 +289,8 @@ def step_indexed_inputs(columns: Dict[str, tf.Tensor],
                         labels: Dict[str, tf.Tensor],
                         strategy: tf.distribute.Strategy,
                         global_batch_size: int, start_step: int,
-                        num_steps: int, seed: int):
+                        num_steps: int, seed: int, length_buckets: int = 0,
+                        position_labels: Tuple[str, ...] = ()):
   """Training batches of in-memory examples as a pure function of the step.
 
   Epoch e is permutation(seed, e) of the n examples, and step s takes
@@ -287,20 +300,45 @@ def step_indexed_inputs(columns: Dict[str, tf.Tensor],
   input pipeline takes its slice of every global batch, and its replicas
   consecutive per-replica batches.
 
+  With length_buckets > 1 (--length_buckets) the steps of each window of
+  `length_buckets.WINDOW_STEPS` take that window's examples sorted by
+  length (`length_buckets.window_sorted`: still a function of the step),
+  and each batch is cut to the smallest of `bucket_widths` that holds its
+  longest row: the encoder inputs and the `position_labels` (labels per
+  position, [n, ..., L]: a tagger's) lose padding only.
+
   Args:
-    columns: model inputs, each [n, ...].
+    columns: model inputs, each [n, ...] (the encoder inputs [n, ..., L]).
     labels: the `fit` targets by output name, each [n, ...].
   """
   n = int(next(iter(columns.values())).shape[0])
-  first_epoch = start_step * global_batch_size // n
-  last_epoch = math.ceil(num_steps * global_batch_size / n)
+  window = length_buckets_lib.WINDOW_STEPS if length_buckets > 1 else 1
+  # Whole windows: a resumed run regroups the window it starts in as the
+  # first run did.
+  first_row = start_step // window * window
+  last_row = -(-num_steps // window) * window
+  first_epoch = first_row * global_batch_size // n
+  last_epoch = math.ceil(last_row * global_batch_size / n)
   order = np.concatenate([
       np.random.default_rng([seed, e]).permutation(n)
       for e in range(first_epoch, last_epoch)])
   offset = first_epoch * n
-  order = order[start_step * global_batch_size - offset:
-                num_steps * global_batch_size - offset].reshape(
+  order = order[first_row * global_batch_size - offset:
+                last_row * global_batch_size - offset].reshape(
                     [-1, global_batch_size]).astype(np.int32)
+  cut = None
+  if length_buckets > 1:
+    mask = np.asarray(columns[F.INPUT_MASK])
+    lengths = mask.reshape([n, -1, mask.shape[-1]]).sum(-1).max(-1)
+    order = length_buckets_lib.window_sorted(order, lengths, first_row, seed)
+    widths = length_buckets_lib.bucket_widths(mask.shape[-1], length_buckets)
+    names = tuple(F.ENCODER_INPUTS) + tuple(position_labels)
+
+    def cut(features, targets):
+      width = length_buckets_lib.width_of(features[F.INPUT_MASK], widths)
+      return (length_buckets_lib.cut_to_width(features, width, names),
+              length_buckets_lib.cut_to_width(targets, width, names))
+  order = order[start_step - first_row:num_steps - first_row]
 
   def dataset_fn(context: tf.distribute.InputContext):
     per_replica = context.get_per_replica_batch_size(global_batch_size)
@@ -311,6 +349,8 @@ def step_indexed_inputs(columns: Dict[str, tf.Tensor],
         per_replica, drop_remainder=True)
     ds = ds.map(lambda idx: ({k: tf.gather(v, idx) for k, v in columns.items()},
                              {k: tf.gather(v, idx) for k, v in labels.items()}))
+    if cut is not None:
+      ds = ds.map(cut)
     return ds.prefetch(tf.data.AUTOTUNE)
 
   return strategy.distribute_datasets_from_function(dataset_fn)

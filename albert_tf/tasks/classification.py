@@ -247,12 +247,13 @@ class ClassificationTask(Task):
           {F.LOGITS: tf.constant(self._labels(features[F.LABEL_IDS]))})
     return step_indexed_inputs(*self._train_tensors, strategy,
                                global_batch_size, start_step, num_steps,
-                               self.seed)
+                               self.seed, self.length_buckets)
 
   # --------------------------------------------------------- model
   def build_model(self, config):
-    return models.AlbertClassifier(config, self.spec.num_labels,
-                            classifier_dropout=self.classifier_dropout)
+    return self.with_micro_batches(models.AlbertClassifier(
+        config, self.spec.num_labels,
+        classifier_dropout=self.classifier_dropout))
 
   def build_losses(self):
     if self.spec.is_regression:

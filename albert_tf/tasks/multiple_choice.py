@@ -227,13 +227,13 @@ class MultipleChoiceTask(Task):
           {F.LOGITS: tf.constant(features[F.LABEL_IDS])})
     return step_indexed_inputs(*self._train_tensors, strategy,
                                global_batch_size, start_step, num_steps,
-                               self.seed)
+                               self.seed, self.length_buckets)
 
   # --------------------------------------------------------- model
   def build_model(self, config):
-    return choice_model.AlbertMultipleChoice(
+    return self.with_micro_batches(choice_model.AlbertMultipleChoice(
         config, self.spec.num_choices,
-        classifier_dropout=self.classifier_dropout)
+        classifier_dropout=self.classifier_dropout))
 
   def build_losses(self):
     return {F.LOGITS: keras.losses.SparseCategoricalCrossentropy(

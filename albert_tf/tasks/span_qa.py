@@ -287,13 +287,13 @@ class SpanQATask(Task):
            for k in span_qa.LABELS})
     return step_indexed_inputs(*self._train_tensors, strategy,
                                global_batch_size, start_step, num_steps,
-                               self.seed)
+                               self.seed, self.length_buckets)
 
   # --------------------------------------------------------- model
   def build_model(self, config):
-    return span_qa.AlbertSpanQA(
+    return self.with_micro_batches(span_qa.AlbertSpanQA(
         config, self.version_2_with_negative, self.start_n_top,
-        self.end_n_top, classifier_dropout=self.classifier_dropout)
+        self.end_n_top, classifier_dropout=self.classifier_dropout))
 
   # --------------------------------------------------------- eval / predict
   def answers(self, model, split: str):

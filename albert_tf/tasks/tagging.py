@@ -268,14 +268,18 @@ class TaggingTask(Task):
       self._train_tensors = (
           {k: tf.constant(features[k]) for k in F.ENCODER_INPUTS},
           {F.LOGITS: tf.constant(features[F.LABEL_IDS])})
+    # The tags are per position: cut with the inputs (what is cut is
+    # padding, whose labels are IGNORE).
     return step_indexed_inputs(*self._train_tensors, strategy,
                                global_batch_size, start_step, num_steps,
-                               self.seed)
+                               self.seed, self.length_buckets,
+                               position_labels=(F.LOGITS,))
 
   # --------------------------------------------------------- model
   def build_model(self, config):
-    return models.AlbertTagger(config, len(self.label_list),
-                        classifier_dropout=self.classifier_dropout)
+    return self.with_micro_batches(models.AlbertTagger(
+        config, len(self.label_list),
+        classifier_dropout=self.classifier_dropout))
 
   def build_losses(self):
     return {F.LOGITS: keras.losses.SparseCategoricalCrossentropy(

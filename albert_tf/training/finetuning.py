@@ -8,6 +8,7 @@ from here as before). Each CLI adds its task's flags and builds its task
 (`albert_tf.tasks`); the trainer does the rest.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from albert_tf import file_io
 from albert_tf import record
 from albert_tf import registry
 from albert_tf.training import checkpoints
+from albert_tf.training import fast_path
 from albert_tf.training import output_dir
 from albert_tf.training import resolution
 from albert_tf.training import runtime
@@ -57,6 +59,22 @@ def check_options(o: FinetuneOptions) -> None:
   if not 0 <= o.classifier_dropout < 1:
     raise ValueError(f"--classifier_dropout must be in [0, 1), got "
                      f"{o.classifier_dropout}")
+  fast_path.check(o.mixed_precision, o.length_buckets, o.micro_batches)
+
+
+def resolve_fast_path(o: FinetuneOptions) -> FinetuneOptions:
+  """o with --mixed_precision=auto, --length_buckets and --micro_batches
+  decided for this machine and output_dir (`fast_path.resolve`; a resumed
+  run keeps its precision)."""
+  tpu = o.use_tpu or o.distribution_strategy == "tpu"
+  decided = fast_path.resolve(
+      o.mixed_precision, o.length_buckets, o.micro_batches,
+      output_dir=o.output_dir, overwrite=o.overwrite, tpu=tpu,
+      num_gpus=o.num_gpus, strategy=o.distribution_strategy,
+      batch_size=o.train_batch_size)
+  return dataclasses.replace(o, mixed_precision=decided.mixed_precision,
+                             length_buckets=decided.length_buckets,
+                             micro_batches=str(decided.micro_batches))
 
 
 def recorded_info(o: FinetuneOptions) -> Optional[record.ModelInfo]:

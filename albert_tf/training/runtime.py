@@ -3,7 +3,8 @@
 * `canonical_precision` / `dtype_policy`: --mixed_precision takes
   none|bfloat16|float16 everywhere; the Keras policy names (float32,
   mixed_bfloat16, mixed_float16) are accepted as aliases.
-  `auto_precision` decides run_pretraining's --mixed_precision=auto.
+  `auto_precision` decides the training commands' --mixed_precision=auto
+  (`training.fast_path`).
 * `make_strategy` / `is_chief`: --distribution_strategy
   (`options.StrategySettings` defines that flag, --tpu, --num_gpus and the
   original TPU flags once for the training commands, without TF).
@@ -36,6 +37,7 @@ class RunConfigError(ValueError):
 
 
 # ------------------------------------------------------------ precision
+AUTO = "auto"
 _PRECISION_ALIASES = {"": "none", "float32": "none",
                       "mixed_bfloat16": "bfloat16",
                       "mixed_float16": "float16"}
@@ -43,17 +45,19 @@ _KERAS_POLICIES = {"none": "float32", "bfloat16": "mixed_bfloat16",
                    "float16": "mixed_float16"}
 
 
-def canonical_precision(name: Optional[str]) -> str:
-  """none|bfloat16|float16 from any accepted spelling (None means none)."""
+def canonical_precision(name: Optional[str], auto: bool = False) -> str:
+  """none|bfloat16|float16 from any accepted spelling (None means none);
+  auto: "auto" is accepted too (a training command's
+  --mixed_precision=auto, `training.fast_path`) and returned as it is."""
+  if auto and name == AUTO:
+    return AUTO
   value = _PRECISION_ALIASES.get(name or "", name or "none")
   if value not in PRECISIONS:
     raise RunConfigError(
-        f"--mixed_precision must be one of {', '.join(PRECISIONS)} (or "
+        f"--mixed_precision must be {'auto or ' if auto else ''}one of "
+        f"{', '.join(PRECISIONS)} (or "
         f"{', '.join(k for k in _PRECISION_ALIASES if k)}), got {name!r}")
   return value
-
-
-AUTO = "auto"
 
 
 def cpu_bf16_units(path: str = "/proc/cpuinfo") -> List[str]:

@@ -1,0 +1,83 @@
+"""The CPU fast path's flags, checked and decided once for every training command.
+
+    fast_path.check("auto", 4, "auto")            # before anything runs
+    decided = fast_path.resolve("auto", 4, "auto", output_dir="out",
+                                overwrite=False, tpu=False, num_gpus=0,
+                                strategy="default", batch_size=32)
+    decided.mixed_precision, decided.length_buckets, decided.micro_batches
+
+  --mixed_precision=auto: bfloat16 on a TPU and on a CPU with bf16 units,
+    none elsewhere (`runtime.auto_precision`); a run being resumed keeps
+    the precision its run_fingerprint.json records (its checkpoints, and
+    float16's loss-scale state, belong to it).
+  --length_buckets=N: batches cut to the smallest of N widths that holds
+    their rows (`data.length_buckets`); off on a TPU, which compiles one
+    static shape.
+  --micro_batches=auto: each batch as parts run side by side on a CPU's
+    cores (`training.micro_batches`, whose thread pools are set here).
+
+One log line says what each became and why. run_pretraining and every
+fine-tuning family (`albert_tf.finetune`) call these two functions.
+"""
+
+import dataclasses
+from typing import Optional
+
+from absl import logging
+
+from albert_tf.training import micro_batches as micro_batches_lib
+from albert_tf.training import output_dir as output_dir_lib
+from albert_tf.training import runtime
+
+
+@dataclasses.dataclass(frozen=True)
+class FastPath:
+  """What the three flags came to for this run."""
+  mixed_precision: str  # none|bfloat16|float16
+  length_buckets: int   # 0 or 1: every batch at max_seq_length
+  micro_batches: int    # parts per batch, >= 1
+
+
+def check(mixed_precision: str, length_buckets: int,
+          micro_batches: str) -> None:
+  """ValueError (one line naming the flag) for a value none of the three
+  flags takes; nothing is read or decided."""
+  if length_buckets < 0:
+    raise ValueError(f"--length_buckets must be 0 or more, got "
+                     f"{length_buckets}")
+  runtime.canonical_precision(mixed_precision, auto=True)
+  micro_batches_lib.parse(micro_batches)
+
+
+def resolve(mixed_precision: str, length_buckets: int, micro_batches: str,
+            *, output_dir: Optional[str], overwrite: bool, tpu: bool,
+            num_gpus: int, strategy: str, batch_size: int,
+            cpuinfo: str = "/proc/cpuinfo") -> FastPath:
+  """The flags decided for this machine and this output_dir, each said in
+  a log line; TF's thread pools set for the micro-batches (before TF runs
+  its first op, else they stay as they are, and the line says so)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  gpus = max(num_gpus, len(tf.config.list_physical_devices("GPU")))
+  if mixed_precision == runtime.AUTO:
+    recorded = None if overwrite or not output_dir else (
+        output_dir_lib.recorded_precision(output_dir))
+    if recorded:
+      precision, why = recorded, f"as the run in --output_dir={output_dir}"
+    else:
+      precision, why = runtime.auto_precision(tpu=tpu, gpus=gpus,
+                                              cpuinfo=cpuinfo)
+    logging.info("--mixed_precision=auto: %s (%s)", precision, why)
+  else:
+    precision = runtime.canonical_precision(mixed_precision)
+  if length_buckets > 1 and tpu:
+    logging.warning("--length_buckets=%d ignored: a TPU compiles one static "
+                    "sequence length", length_buckets)
+    length_buckets = 0
+  count, why = micro_batches_lib.resolve(
+      micro_batches, tpu=tpu, gpus=gpus, strategy=strategy,
+      batch_size=batch_size)
+  logging.info("--micro_batches=%s: %d (%s)", micro_batches, count, why)
+  line = micro_batches_lib.configure_threads(count)
+  if line:
+    logging.info("%s", line)
+  return FastPath(precision, length_buckets, count)
