@@ -29,6 +29,7 @@ resumed run does not replay the batches it already trained on.
 import dataclasses
 import importlib
 import os
+import time
 from typing import Dict, Optional, Sequence
 
 from absl import app
@@ -41,6 +42,10 @@ from albert_tf import file_io
 from albert_tf import settings
 from albert_tf import options
 from albert_tf.options import PRECISIONS
+
+# --train_budget_minutes counts from here (the imports above take well
+# under a second; TensorFlow loads later, inside the budget).
+STARTED = time.time()
 
 # TensorFlow, Keras and what imports them are imported by the functions
 # that run, not here: --help and a flag mistake answer before TF loads.
@@ -175,6 +180,18 @@ class Params(options.StrategySettings):
       "sentence records) in the loss trained on; 0 trains MLM alone (the "
       "paper's Table 5 'none': the sentence head stays untrained and "
       "answers one class whatever the input).", lower_bound=0.0)
+  train_budget_minutes: float = settings.field(
+      0.0, "Train for this many minutes of wall clock, from the command's "
+      "start to the end of its last checkpoint and eval, instead of "
+      "--num_train_steps: the first steps (at learning rate 0) are timed, "
+      "then the steps, warmup and decay are planned to end at the budget "
+      "(one log line says the plan; run_fingerprint.json records it, and a "
+      "resumed run keeps it). 0: --num_train_steps and --num_warmup_steps.",
+      lower_bound=0.0)
+  budget_warmup_fraction: float = settings.field(
+      0.1, "With --train_budget_minutes: the share of the planned steps "
+      "that warm up, before the linear decay to 0.", lower_bound=0.0,
+      upper_bound=0.99)
   eval_every_checkpoint: bool = settings.field(
       False, "With --do_eval, also evaluate at step 0 and at every "
       "checkpoint while training (eval_log.jsonl, TensorBoard eval/); the "
@@ -210,6 +227,14 @@ def _check_params(p: Params):
                "keep_checkpoint_max", "max_eval_steps"):
     if getattr(p, name) <= 0:
       raise ValueError(f"--{name} must be positive, got {getattr(p, name)}")
+  if p.train_budget_minutes:
+    from albert_tf.training import budget  # pylint: disable=g-import-not-at-top
+    budget.check_budget(p.train_budget_minutes, p.budget_warmup_fraction)
+    if p.do_train:
+      logging.info("--train_budget_minutes=%g: the plan made after the first "
+                   "steps replaces --num_train_steps=%d and "
+                   "--num_warmup_steps=%d", p.train_budget_minutes,
+                   p.num_train_steps, p.num_warmup_steps)
   if p.length_buckets < 0:
     raise ValueError(f"--length_buckets must be 0 or more, got "
                      f"{p.length_buckets}")
@@ -256,12 +281,16 @@ def _resolve_auto(p: Params) -> Params:
   return dataclasses.replace(p, micro_batches=str(count))
 
 
-def trainer_settings(p: Params):
-  """The trainer.TrainerSettings of the flags."""
+def trainer_settings(p: Params, started: float = 0.0):
+  """The trainer.TrainerSettings of the flags; `started`: the time.time()
+  --train_budget_minutes counts from."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.training import optimization
   from albert_tf.training.trainer import TrainerSettings
   return TrainerSettings(
+      budget_minutes=p.train_budget_minutes,
+      budget_warmup_fraction=p.budget_warmup_fraction,
+      started=started or time.time(), final_eval=p.do_eval,
       output_dir=p.output_dir, num_train_steps=p.num_train_steps,
       train_batch_size=p.train_batch_size,
       checkpoint_steps=p.save_checkpoints_steps,
@@ -298,20 +327,23 @@ def _with_mfu(settings, p: Params, config, train_files):
                              flops_per_example=flops, peak_flops=peak)
 
 
-def run(p: Params) -> Dict[str, float]:
+def run(p: Params, started: Optional[float] = None) -> Dict[str, float]:
   """Trains and/or evaluates as the flags say; returns the last metrics.
 
   Returns a dict with `global_step` and, with --do_eval, the eval metrics.
-  The global Keras dtype policy is restored on return.
+  The global Keras dtype policy is restored on return. `started`: the
+  time.time() a --train_budget_minutes counts from (default: now; the
+  command passes its own start).
   """
+  started = started or time.time()
   _check_params(p)
   p = _resolve_auto(p)
   from albert_tf.training import runtime  # pylint: disable=g-import-not-at-top
   with runtime.dtype_policy(p.mixed_precision):
-    return _run(p)
+    return _run(p, started)
 
 
-def _run(p: Params) -> Dict[str, float]:
+def _run(p: Params, started: float) -> Dict[str, float]:
   """The recipe, top to bottom: strategy -> config and tokenizer -> the
   records -> the output_dir (checked, then claimed) -> task -> trainer.
   Nothing is written before every check has passed."""
@@ -335,7 +367,7 @@ def _run(p: Params) -> Dict[str, float]:
       require_tokenizer=False)
   resolution.check_seq_length(p.max_seq_length, config)
   train_files, eval_files, skipped_report = _check_inputs(p)
-  settings = trainer_settings(p)
+  settings = trainer_settings(p, started)
   if p.do_train and chief:
     settings = _with_mfu(settings, p, config, train_files)
   fingerprint = output_dir.make_fingerprint(
@@ -387,11 +419,30 @@ def _run(p: Params) -> Dict[str, float]:
                  trainer.evaluated.get(trainer.step)) or trainer.evaluate()
       if chief:
         file_io.write_eval_results(p.output_dir, results, text_copy=True)
+      logging.info("%s", _against_baselines(results))
+    if p.do_train and p.train_budget_minutes:
+      logging.info("--train_budget_minutes=%g: at step %d of the plan's %d; "
+                   "this command took %.2f minutes", p.train_budget_minutes,
+                   trainer.step, trainer.settings.num_train_steps,
+                   (time.time() - started) / 60)
     trainer.finish()
   finally:
     if lock is not None:  # over, or failed: another run may write here
       lock.close()
   return results
+
+
+def _against_baselines(results) -> str:
+  """The eval's figures beside what they are measured against (the
+  pretraining task's baselines)."""
+  r = results
+  return (f"Held-out at step {r['global_step']}: masked LM accuracy "
+          f"{r['masked_lm_accuracy']:.3f} (always the piece most often masked "
+          f"in training: {r['masked_lm_accuracy_baseline']:.3f}), loss "
+          f"{r['masked_lm_loss']:.3f} (the training pieces' unigram "
+          f"distribution: {r['masked_lm_loss_baseline']:.3f}); sentence order "
+          f"{r['sentence_order_accuracy']:.3f} (the more frequent training "
+          f"label: {r['sentence_order_accuracy_baseline']:.3f})")
 
 
 def _check_inputs(p: Params):
@@ -458,7 +509,7 @@ def _read_inputs(p: Params, progress):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  run(settings.from_flags(Params))
+  run(settings.from_flags(Params), started=STARTED)
 
 
 if __name__ == "__main__":

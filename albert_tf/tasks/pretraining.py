@@ -113,7 +113,61 @@ class PretrainingTask(Task):
           + (f", or fewer than --eval_batch_size={self.eval_batch_size} (a "
              "TPU drops a partial batch)" if tpu else ""))
     self._say_what_eval_measures(model)
-    return {k: float(results[k]) for k in EVAL_KEYS}
+    return {**{k: float(results[k]) for k in EVAL_KEYS}, **self.baselines()}
+
+  #: Training records the baselines are counted on (the first ones read).
+  BASELINE_RECORDS = 20_000
+
+  def baselines(self) -> Dict[str, float]:
+    """What the eval metrics are measured against, on the records `evaluate`
+    reads, from the training records' own counts (once per run):
+    masked_lm_accuracy of always predicting the piece most often masked in
+    training, masked_lm_loss of predicting the training records' distribution
+    of masked pieces (add-one smoothed: the unigram cross-entropy), and
+    sentence_order_accuracy of always answering the training records' more
+    frequent label."""
+    if getattr(self, "_baselines", None) is not None:
+      return self._baselines
+    train = self._label_counts(self.train_files or self.eval_files,
+                               self.BASELINE_RECORDS)
+    held = self._label_counts(self.eval_files,
+                              self.max_eval_steps * self.eval_batch_size)
+    size = max(train["pieces"].size, held["pieces"].size)
+    counts = np.zeros(size) + 1.0  # add-one smoothing
+    counts[:train["pieces"].size] += train["pieces"]
+    pieces = np.zeros(size)
+    pieces[:held["pieces"].size] = held["pieces"]
+    order = np.zeros(2)
+    order[:held["order"].size] = held["order"][:2]
+    self._baselines = {
+        "masked_lm_accuracy_baseline": float(
+            pieces[int(np.argmax(counts))] / max(pieces.sum(), 1.0)),
+        "masked_lm_loss_baseline": float(
+            -(pieces * np.log(counts / counts.sum())).sum()
+            / max(pieces.sum(), 1.0)),
+        "sentence_order_accuracy_baseline": float(
+            order[int(np.argmax(train["order"][:2]))] / max(order.sum(), 1.0)),
+    }
+    return self._baselines
+
+  def _label_counts(self, files, max_records: int) -> Dict[str, np.ndarray]:
+    """Weighted counts of the masked pieces and of the sentence labels in
+    the first `max_records` records of `files`."""
+    batch = 256
+    dataset = pretraining_dataset.make_dataset(
+        files, batch, is_training=False,
+        max_batches=max(1, -(-max_records // batch)), **self.data_kwargs)
+    pieces, order = np.zeros(0), np.zeros(2)
+    for features in dataset:
+      ids = features["masked_lm_ids"].numpy().reshape(-1)
+      weights = features["masked_lm_weights"].numpy().reshape(-1)
+      counted = np.bincount(ids, weights=weights)
+      if counted.size > pieces.size:
+        pieces = np.pad(pieces, (0, counted.size - pieces.size))
+      pieces[:counted.size] += counted
+      labels = features["next_sentence_labels"].numpy().reshape(-1)
+      order += np.bincount(labels, minlength=2)[:2]
+    return {"pieces": pieces, "order": order}
 
   #: Mean cosine similarity of the pooled outputs of different eval
   #: examples above which the encoder is said to have collapsed.

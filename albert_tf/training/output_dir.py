@@ -157,6 +157,25 @@ def recorded_precision(output_dir: str) -> Optional[str]:
     return None
 
 
+def recorded_section(output_dir: str, key: str):
+  """A section of output_dir's run_fingerprint.json (None without one)."""
+  path = os.path.join(output_dir, FINGERPRINT_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  return _read_fingerprint(path).get(key)
+
+
+def record_section(output_dir: str, key: str, value) -> None:
+  """Adds a section to output_dir's run_fingerprint.json (tmp + rename):
+  what a run decided once it ran (a budget's plan), kept by its resumes."""
+  path = os.path.join(output_dir, FINGERPRINT_FILE)
+  saved = _read_fingerprint(path) if tf.io.gfile.exists(path) else {}
+  saved[key] = value
+  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+    f.write(json.dumps(saved, indent=2, sort_keys=True))
+  file_io.synced_rename(path + ".tmp", path)
+
+
 def _read_fingerprint(path: str) -> dict:
   with tf.io.gfile.GFile(path, "r") as f:
     text = f.read()

@@ -37,12 +37,14 @@ import math
 import os
 import shutil
 import sys
+import time
 from typing import Dict, List, Optional
 
 from absl import logging
 import tensorflow as tf
 
 from albert_tf import errors
+from albert_tf.training import budget
 from albert_tf.training import callbacks
 from albert_tf.training import checkpoints
 from albert_tf.training import optimization
@@ -78,15 +80,29 @@ class TrainerSettings:
   # The flag that sets num_train_steps in the command that runs (a rerun
   # with nothing to train names it).
   steps_flag: str = "num_train_steps"
+  # A wall-clock budget (training.budget) instead of num_train_steps and
+  # num_warmup_steps: minutes from `started` (time.time() at the command's
+  # start) to the end of training, its checkpoints and, with final_eval,
+  # the eval that follows it.
+  budget_minutes: float = 0.0
+  budget_warmup_fraction: float = 0.1
+  started: float = 0.0
+  final_eval: bool = False
 
   def optimizer_fingerprint(self) -> dict:
     # "rule" tells the original's lamb/adamw from the Keras rules that runs
     # before it recorded under the same names (output_dir.py).
-    return {"name": self.optimizer,
-            "rule": optimization.update_rule(self.optimizer),
-            "learning_rate": self.learning_rate,
-            "num_warmup_steps": self.num_warmup_steps,
-            "poly_power": self.poly_power, "weight_decay": self.weight_decay}
+    fingerprint = {"name": self.optimizer,
+                   "rule": optimization.update_rule(self.optimizer),
+                   "learning_rate": self.learning_rate,
+                   "num_warmup_steps": self.num_warmup_steps,
+                   "poly_power": self.poly_power,
+                   "weight_decay": self.weight_decay}
+    if self.budget_minutes:  # the plan (recorded later) sets the warmup
+      fingerprint.update(num_warmup_steps=None,
+                         train_budget_minutes=self.budget_minutes,
+                         budget_warmup_fraction=self.budget_warmup_fraction)
+    return fingerprint
 
 
 def segments(start: int, total: int, every: int) -> List[List[int]]:
@@ -110,8 +126,16 @@ class Trainer:
 
   def __init__(self, task, config, settings: TrainerSettings, strategy):
     self.task = task
-    self.settings = settings
     self.strategy = strategy
+    # A budget's plan, once made (a resumed run reads its first run's).
+    self.plan = None
+    if settings.budget_minutes:
+      self.plan = budget.read_plan(settings.output_dir)
+      settings = dataclasses.replace(settings, num_train_steps=(
+          self.plan.num_train_steps if self.plan
+          # Until the probe has planned: whole checkpoint intervals.
+          else settings.checkpoint_steps * 10**6))
+    self.settings = settings
     self.chief = is_chief(strategy)
     self.output_dir = settings.output_dir
     self.ckpt_dir = self.output_dir if self.chief else os.path.join(
@@ -123,22 +147,29 @@ class Trainer:
 
     existing = tf.train.latest_checkpoint(self.ckpt_dir)
     start = int(existing.rsplit("-", 1)[1]) if existing else 0
-    plan = segments(start, settings.num_train_steps, settings.checkpoint_steps)
+    chunks = segments(start, settings.num_train_steps,
+                      settings.checkpoint_steps)
     # steps_per_execution must divide every fit chunk.
     self.steps_per_execution = math.gcd(settings.iterations_per_loop,
-                                        *[s for s, _ in plan])
-    if plan and self.steps_per_execution != settings.iterations_per_loop:
+                                        *[s for s, _ in chunks])
+    if chunks and self.steps_per_execution != settings.iterations_per_loop:
       logging.info("iterations_per_loop=%d does not divide the checkpoint "
                       "intervals %s; using %d steps per call",
-                      settings.iterations_per_loop, plan,
+                      settings.iterations_per_loop, chunks,
                       self.steps_per_execution)
 
     runtime.warn_about_cpu_only_settings(settings.jit_compile)
     with strategy.scope():
       self.model = task.build_model(config)
-      self.schedule = optimization.WarmupPolynomialDecay(
-          settings.learning_rate, settings.num_train_steps,
-          settings.num_warmup_steps, power=settings.poly_power)
+      if settings.budget_minutes:
+        self.schedule = budget.PlannedSchedule(settings.learning_rate,
+                                               power=settings.poly_power)
+        if self.plan:
+          self.schedule.set_plan(self.plan)
+      else:
+        self.schedule = optimization.WarmupPolynomialDecay(
+            settings.learning_rate, settings.num_train_steps,
+            settings.num_warmup_steps, power=settings.poly_power)
       optimizer = optimization.create_optimizer(
           settings.optimizer, self.schedule,
           weight_decay=settings.weight_decay)
@@ -263,11 +294,21 @@ class Trainer:
                       self.output_dir, self.step, s.steps_flag,
                       s.num_train_steps)
       return
+    # A budget not yet planned: its step-0 eval is timed for the plan.
+    planning = bool(s.budget_minutes) and self.plan is None
+    began = time.time()
     # At step 0, and after a kill between a checkpoint and its eval (not at
     # a SIGTERM's save, which lies between two checkpoint intervals).
-    if (s.eval_at_checkpoints and self.step not in self.evaluated
+    if ((s.eval_at_checkpoints or (planning and s.final_eval))
+        and self.step not in self.evaluated
         and self.step % s.checkpoint_steps == 0):
       self.evaluate()
+    elif planning and s.final_eval:  # logged before a kill in the probe
+      self.task.evaluate(self.model, self.strategy)
+    deadline = None
+    if planning:
+      deadline = self._plan_budget(time.time() - began)
+      s = self.settings
     log_steps = math.ceil(s.log_steps / self.steps_per_execution) * (
         self.steps_per_execution)
     on_signal = callbacks.SaveOnSignal(self.manager, self.strategy)
@@ -288,7 +329,7 @@ class Trainer:
             self.manager, schedule=self.schedule, on_save=(
                 lambda step: self.evaluate()) if s.eval_at_checkpoints
             else None),
-    ]
+    ] + ([deadline] if deadline else [])
     with on_signal.watch():
       for steps_per_epoch, epochs in segments(self.step, s.num_train_steps,
                                               s.checkpoint_steps):
@@ -302,6 +343,14 @@ class Trainer:
             verbose=1 if bar else 0, shuffle=False))
         if self.step >= s.num_train_steps:
           break
+        if deadline and deadline.hit_at is not None:
+          logging.warning(
+              "--train_budget_minutes=%g ran out at step %d of the plan's %d "
+              "(the steps ran slower than the timed ones): saved there, with "
+              "the learning rate at %g, not yet at the end of its schedule; "
+              "the same command continues the plan", s.budget_minutes,
+              self.step, s.num_train_steps, float(self.schedule(self.step)))
+          break
         if (on_signal.received and not on_signal.saved and not isinstance(
             self.strategy, tf.distribute.MultiWorkerMirroredStrategy)):
           on_signal.on_train_batch_end(None)  # it came between two fit calls
@@ -311,6 +360,45 @@ class Trainer:
               f"{s.num_train_steps}: saved {on_signal.saved}; the same "
               "command resumes there",
               signal_name=on_signal.received)
+
+  def _plan_budget(self, eval_seconds: float) -> "budget.Deadline":
+    """Times the first steps at learning rate 0, plans the rest of the
+    budget (training.budget), records the plan; the Deadline to train with."""
+    s = self.settings
+    probe = budget.Probe(s.budget_minutes, self.strategy)
+    dataset = self.task.build_inputs(
+        "train", self.strategy, s.train_batch_size, start_step=self.step,
+        num_steps=s.num_train_steps)
+    self.task.guard_input_errors(lambda: self.model.fit(
+        dataset, epochs=1, steps_per_epoch=s.num_train_steps - self.step,
+        callbacks=[callbacks.StopOnNonFiniteLoss(self.schedule, self.manager),
+                   probe], verbose=0, shuffle=False))
+    if probe.seconds_per_step is None:
+      raise runtime.RunConfigError(
+          f"the training input ended after {self.step} steps, before "
+          "--train_budget_minutes could time them")
+    began = time.time()  # a checkpoint's write, timed (then removed)
+    scratch = os.path.join(self.ckpt_dir, ".budget_probe")
+    self.checkpoint.write(os.path.join(scratch, "ckpt"))
+    tf.io.gfile.rmtree(scratch)
+    save_seconds = budget.agree_max(self.strategy, time.time() - began)
+    eval_seconds = budget.agree_max(self.strategy, eval_seconds)
+    final_seconds = save_seconds + (eval_seconds if s.final_eval else 0.0)
+    self.plan = budget.make_plan(
+        s.budget_minutes, s.budget_warmup_fraction,
+        used=budget.agree_max(self.strategy, time.time() - s.started),
+        probe_steps=self.step, seconds_per_step=probe.seconds_per_step,
+        steps_per_call=self.steps_per_execution, final_seconds=final_seconds,
+        checkpoint_steps=s.checkpoint_steps, checkpoint_seconds=save_seconds
+        + (eval_seconds if s.eval_at_checkpoints else 0.0))
+    self.schedule.set_plan(self.plan)
+    if self.chief:
+      budget.write_plan(self.output_dir, self.plan)
+    logging.info("%s", self.plan.line())
+    self.settings = dataclasses.replace(
+        s, num_train_steps=self.plan.num_train_steps)
+    return budget.Deadline(s.started + s.budget_minutes * 60, final_seconds,
+                           self.strategy)
 
   # --------------------------------------------------------- eval
   def _logged_evals(self) -> Dict[int, dict]:

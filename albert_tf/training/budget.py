@@ -1,0 +1,226 @@
+"""--train_budget_minutes: a learning-rate schedule that belongs to a
+wall-clock budget, not to a step count (the cramming setting: Geiping &
+Goldstein 2022 found a budget-tied schedule the first thing that matters
+on a fixed budget).
+
+    probe -> plan -> train to the plan -> save -> eval, inside the budget
+
+1. Probe: the first steps run at learning rate 0 and are timed, after the
+   call that traces the step. At rate 0 they still fill the optimizer's
+   moments, which the original rules start at 0 without bias correction.
+2. Plan: steps = probe + (budget left - reserve) / seconds per step, in
+   whole --iterations_per_loop calls; warmup = a share of the steps after
+   the probe, then the decay to 0 at the last one. The reserve is the last
+   checkpoint and the final eval, and the evals at checkpoints when they
+   are asked for, each as long as the step-0 eval took.
+3. The plan is recorded in output_dir/run_fingerprint.json ("budget_plan")
+   before the first checkpoint. A rerun in that output_dir (a resume) reads it and trains
+   to the same step with the same schedule: the budget was its first run's.
+4. Should the machine slow down, the run still stops at the budget: it
+   saves there and says that the schedule has not ended; the same command
+   continues the plan.
+
+The budget counts from the start of the command (`started`), so it holds
+the imports, the checks of the records and the model build too.
+"""
+
+import dataclasses
+import math
+import os
+import time
+from typing import Optional
+
+from absl import logging
+import keras
+import tensorflow as tf
+
+from albert_tf.training import output_dir as output_dir_lib
+from albert_tf.training.runtime import RunConfigError
+
+PLAN_KEY = "budget_plan"  # its section of run_fingerprint.json
+# The probe: at least this many timed calls after the traced one, and at
+# least PROBE_SHARE of the budget (within PROBE_SECONDS).
+PROBE_CALLS = 2
+PROBE_SHARE = 0.02
+PROBE_SECONDS = (2.0, 30.0)
+# Seconds kept for writing the last checkpoint (measured ones are added).
+SAVE_SECONDS = 1.0
+
+
+@dataclasses.dataclass
+class Plan:
+  """What a budgeted run trains: written once, kept by every resume."""
+  budget_minutes: float
+  warmup_fraction: float
+  probe_steps: int
+  num_train_steps: int
+  num_warmup_steps: int
+  seconds_per_step: float
+  planned_after_seconds: float  # of the budget, when the plan was made
+  reserve_seconds: float        # for checkpoints and evals
+
+  def line(self) -> str:
+    minutes = self.budget_minutes
+    train = self.num_train_steps - self.probe_steps
+    return (f"--train_budget_minutes={minutes:g}: {self.num_train_steps} "
+            f"steps ({self.probe_steps} timed at learning rate 0, then "
+            f"{self.num_warmup_steps} of warmup and {train - self.num_warmup_steps} "
+            f"of linear decay to 0) at {self.seconds_per_step * 1000:.1f} "
+            f"ms/step; {self.planned_after_seconds:.0f} s of the budget were "
+            f"used before the plan, {self.reserve_seconds:.0f} s are kept for "
+            "checkpoints and evals")
+
+
+def check_budget(minutes: float, warmup_fraction: float) -> None:
+  if not minutes > 0 or math.isinf(minutes):
+    raise ValueError(f"--train_budget_minutes must be a positive number of "
+                     f"minutes, got {minutes}")
+  if not 0 <= warmup_fraction < 1:
+    raise ValueError(f"--budget_warmup_fraction must be in [0, 1), got "
+                     f"{warmup_fraction}")
+
+
+def read_plan(output_dir: str) -> Optional[Plan]:
+  """The plan recorded in output_dir's fingerprint, or None."""
+  recorded = output_dir_lib.recorded_section(output_dir, PLAN_KEY)
+  if recorded is None:
+    return None
+  try:
+    return Plan(**recorded)
+  except TypeError as e:
+    raise RunConfigError(
+        f"{os.path.join(output_dir, output_dir_lib.FINGERPRINT_FILE)}: its "
+        f"{PLAN_KEY} is not a plan ({e}): pass --overwrite to start "
+        "over") from None
+
+
+def write_plan(output_dir: str, plan: Plan) -> None:
+  output_dir_lib.record_section(output_dir, PLAN_KEY, dataclasses.asdict(plan))
+
+
+def make_plan(minutes: float, warmup_fraction: float, *, used: float,
+              probe_steps: int, seconds_per_step: float,
+              steps_per_call: int, final_seconds: float,
+              checkpoint_steps: int, checkpoint_seconds: float) -> Plan:
+  """The plan whose steps, checkpoints (each `checkpoint_seconds`, with its
+  eval) and last save and eval (`final_seconds`) end at the budget.
+
+  `used`: seconds of the budget gone. Raises RunConfigError when nothing
+  is left to train after the probe.
+  """
+  left = minutes * 60 - used - final_seconds
+  # Each step also carries its share of the checkpoints on the way.
+  per_step = seconds_per_step + checkpoint_seconds / checkpoint_steps
+  calls = int(left / (per_step * steps_per_call))
+  if calls < 1:
+    raise RunConfigError(
+        f"--train_budget_minutes={minutes:g} leaves no time to train: "
+        f"{used:.0f} s went to the start and the timed steps, "
+        f"{final_seconds:.0f} s are needed for the last checkpoint and eval, "
+        f"and one call of {steps_per_call} steps takes "
+        f"{seconds_per_step * steps_per_call:.1f} s (give a larger budget)")
+  train = calls * steps_per_call
+  total = probe_steps + train
+  reserve = (final_seconds +
+             (total // checkpoint_steps) * checkpoint_seconds)
+  return Plan(budget_minutes=minutes, warmup_fraction=warmup_fraction,
+              probe_steps=probe_steps, num_train_steps=total,
+              num_warmup_steps=int(round(warmup_fraction * train)),
+              seconds_per_step=seconds_per_step, planned_after_seconds=used,
+              reserve_seconds=reserve)
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class PlannedSchedule(keras.optimizers.schedules.LearningRateSchedule):
+  """0 for the probe's steps, then linear warmup to `peak` and polynomial
+  decay to 0 at the plan's last step. The plan lives in variables, so that
+  it can be set after the train step has been traced (`set_plan`)."""
+
+  def __init__(self, peak: float, power: float = 1.0):
+    self.peak = float(peak)
+    self.power = float(power)
+    # Until a plan is set, every step is a probe step.
+    self.probe = tf.Variable(2.0**31, trainable=False, dtype=tf.float32,
+                             name="budget_probe_steps")
+    self.total = tf.Variable(2.0**31 + 1, trainable=False, dtype=tf.float32,
+                             name="budget_train_steps")
+    self.warmup = tf.Variable(0.0, trainable=False, dtype=tf.float32,
+                              name="budget_warmup_steps")
+
+  def set_plan(self, plan: Plan) -> None:
+    self.probe.assign(plan.probe_steps)
+    self.total.assign(plan.num_train_steps)
+    self.warmup.assign(plan.num_warmup_steps)
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.float32) - self.probe
+    span = tf.maximum(self.total - self.probe, 1.0)
+    progress = tf.clip_by_value(step / span, 0.0, 1.0)
+    decayed = self.peak * tf.pow(1.0 - progress, self.power)
+    warmup = self.peak * step / tf.maximum(self.warmup, 1.0)
+    rate = tf.where(step < self.warmup, warmup, decayed)
+    return tf.where(step < 0, 0.0, rate)
+
+  def get_config(self):
+    return {"peak": self.peak, "power": self.power}
+
+
+_AGREE = {}
+
+
+def agree_max(strategy, value: float) -> float:
+  """The largest of the workers' values: every worker of a multi-worker
+  run then plans, stops and saves alike (elsewhere, the value itself)."""
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return value
+  if id(strategy) not in _AGREE:
+    @tf.function
+    def reduce_max(x):
+      # Made on each replica's device (the collective refuses an input
+      # from outside, which has none).
+      return strategy.run(lambda: tf.distribute.get_replica_context()
+                          .all_reduce(tf.distribute.ReduceOp.MAX,
+                                      tf.identity(x)))
+    _AGREE[id(strategy)] = reduce_max
+  out = _AGREE[id(strategy)](tf.constant(float(value)))
+  return float(strategy.experimental_local_results(out)[0])
+
+
+class Probe(keras.callbacks.Callback):
+  """Stops fit once enough step calls after the first (traced) one are
+  timed; `seconds_per_step` then holds the measure (the slowest worker's)."""
+
+  def __init__(self, minutes: float, strategy):
+    super().__init__()
+    self.strategy = strategy
+    low, high = PROBE_SECONDS
+    self.seconds = min(max(PROBE_SHARE * minutes * 60, low), high)
+    self.marks = []  # (time, step) at the end of each call
+    self.seconds_per_step = None
+
+  def on_train_batch_end(self, batch, logs=None):
+    self.marks.append((time.perf_counter(),
+                       int(self.model.optimizer.iterations.numpy())))
+    (t0, s0), (t1, s1) = self.marks[0], self.marks[-1]
+    done = len(self.marks) > PROBE_CALLS and t1 - t0 >= self.seconds
+    if agree_max(self.strategy, float(done)):
+      self.seconds_per_step = agree_max(self.strategy, (t1 - t0) / (s1 - s0))
+      self.model.stop_training = True
+
+
+class Deadline(keras.callbacks.Callback):
+  """Stops fit when the time left is no more than the reserve: fit then
+  ends its epoch, so the trainer's CheckpointSaver saves this step."""
+
+  def __init__(self, deadline: float, reserve_seconds: float, strategy):
+    super().__init__()
+    self.strategy = strategy
+    self.deadline = deadline
+    self.reserve_seconds = reserve_seconds
+    self.hit_at = None
+
+  def on_train_batch_end(self, batch, logs=None):
+    late = time.time() + self.reserve_seconds >= self.deadline
+    if agree_max(self.strategy, float(late)):
+      self.hit_at = int(self.model.optimizer.iterations.numpy())
+      self.model.stop_training = True
