@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: demo test test-slow test-all quickstart bench params clean-demo
+.PHONY: demo pretrain-hour test test-slow test-all quickstart bench params clean-demo
 
 # requirements.txt holds every pin (the extras too); then the package
 # itself, editable, so the albert-* console scripts are on the venv's PATH.
@@ -22,6 +22,13 @@ $(STAMP): requirements.txt pyproject.toml
 # FAST=1 runs the same chain with smaller budgets.
 demo: $(STAMP)
 	$(PYTHON) -m demo.run_demo $(if $(FAST),--fast,)
+
+# The CPU-hour recipe end to end (configs/pretrain_cpu_hour.flags): a
+# vocabulary of characters, pretraining on a 60-minute budget, the learning
+# curves from that checkpoint against random init and TF-IDF, and
+# demo_output_hour/report/report.md with its plots. About 66 minutes.
+pretrain-hour: $(STAMP)
+	$(PYTHON) -m demo.run_demo --hour
 
 # Two workers, one test file each at a time (module fixtures stay shared).
 # Three on the two cores were slower (benchmarks/README.md, "Test tiers").
@@ -52,4 +59,4 @@ params: $(STAMP)
 	$(PYTHON) -m albert_tf.params
 
 clean-demo:
-	rm -rf demo_output
+	rm -rf demo_output demo_output_hour

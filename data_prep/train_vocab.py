@@ -96,7 +96,8 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
                         character_coverage=0.9995,
                         input_sentence_size=10_000_000, num_threads=1,
                         do_lower_case=True, seed=12345,
-                        hard_vocab_limit=True, progress=None):
+                        hard_vocab_limit=True, progress=None,
+                        max_piece_length=16):
   """Trains the model; returns the path of PREFIX.model.
 
   progress: called with one line at each stage (what is read, the sample
@@ -165,6 +166,7 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
           shuffle_input_sentence=False,
           num_threads=num_threads,
           hard_vocab_limit=hard_vocab_limit,
+          max_sentencepiece_length=max_piece_length,
           minloglevel=2)
     except RuntimeError as e:
       raise ValueError(explain_sentencepiece_error(str(e))) from e
@@ -286,6 +288,12 @@ class TrainVocabSettings:
       True, "Lowercase and strip accents, as the tokenizer will (must match "
       "the tokenizer's setting).")
   seed: int = settings.field(12345, "Sentence sampling seed.")
+  max_piece_length: int = settings.field(
+      16, "Longest piece in characters (SentencePiece's "
+      "max_sentencepiece_length). 1 gives a vocabulary of characters, as the "
+      "Chinese BERT and ALBERT vocabularies are (each Chinese character one "
+      "piece); whole-word masking then masks n-grams of characters.",
+      lower_bound=1)
 
 
 def main(argv):
@@ -302,7 +310,8 @@ def main(argv):
                              s.num_threads, s.do_lower_case, s.seed,
                              s.hard_vocab_limit,
                              progress=lambda line: print(line, file=sys.stderr,
-                                                         flush=True))
+                                                         flush=True),
+                             max_piece_length=s.max_piece_length)
   print(f"wrote {path}")
 
 

@@ -44,6 +44,90 @@ def _plot_pretraining(demo, out):
   return path
 
 
+def minutes_by_step(run_dir):
+  """{step: minutes since the command started} of a pretraining run, from
+  the times in its train_log.jsonl; {} without them. A budgeted run's plan
+  says how far into its budget it was when its first timed step ended;
+  otherwise the first logged step counts from 0."""
+  train = [r for r in _jsonl(os.path.join(run_dir, "train_log.jsonl"))
+           if "time" in r]
+  if not train:
+    return {}
+  offset = 0.0
+  fingerprint = os.path.join(run_dir, "run_fingerprint.json")
+  if os.path.exists(fingerprint):
+    with open(fingerprint, encoding="utf-8") as f:
+      plan = json.load(f).get("budget_plan")
+    if plan:  # the time at the plan, from the first logged step back
+      offset = plan["planned_after_seconds"] + (
+          train[0]["step"] - plan["probe_steps"]) * plan["seconds_per_step"]
+  start = train[0]["time"] - offset
+  return {r["step"]: (r["time"] - start) / 60 for r in train}
+
+
+def _plot_mlm_minutes(demo, out):
+  """Held-out MLM accuracy by minutes of the pretraining command, beside
+  the most-frequent-piece baseline."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  run_dir = demo.path("pretrain")
+  minutes = minutes_by_step(run_dir)
+  evals = [r for r in _jsonl(os.path.join(run_dir, "eval_log.jsonl"))
+           if r.get("global_step") in minutes]
+  if len(evals) < 2:
+    return None
+  fig, ax = plt.subplots(figsize=(6, 4))
+  x = [minutes[r["global_step"]] for r in evals]
+  ax.plot(x, [r["masked_lm_accuracy"] for r in evals], marker="o",
+          label="held-out MLM accuracy")
+  if "masked_lm_accuracy_baseline" in evals[-1]:
+    ax.axhline(evals[-1]["masked_lm_accuracy_baseline"], color="gray",
+               linestyle="--", label="most frequent masked piece")
+  ax.set_xlabel("minutes since the command started (2-core CPU)")
+  ax.set_ylim(bottom=0)
+  ax.set_title("pretraining: held-out masked LM accuracy")
+  ax.legend()
+  fig.tight_layout()
+  path = os.path.join(out, "mlm_minutes.png")
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def _plot_learning_curves(demo, out):
+  """Test accuracy by labelled reviews: pretrained, random init, TF-IDF
+  (means over seeds, min-max bars), from curves/learning_curves.json."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  data = demo.path("curves", "learning_curves.json")
+  if not os.path.exists(data):
+    return None
+  with open(data, encoding="utf-8") as f:
+    rows = json.load(f)["rows"]
+  rows = [r for r in rows if r["train_examples"]]
+  if not rows:
+    return None
+  fig, ax = plt.subplots(figsize=(6, 4))
+  sizes = [r["train_examples"] for r in rows]
+  for key, label in (("pretrained", "pretrained init"),
+                     ("random_init", "random init"), ("tfidf", "TF-IDF + LR")):
+    if key not in rows[0]:
+      continue
+    means = [r[key]["mean"] for r in rows]
+    spans = [(r[key]["mean"] - min(r[key]["per_seed"]),
+              max(r[key]["per_seed"]) - r[key]["mean"]) for r in rows]
+    ax.errorbar(sizes, means, yerr=list(zip(*spans)), marker="o",
+                capsize=3, label=label)
+  ax.set_xscale("log")
+  ax.set_xlabel("labelled reviews")
+  ax.set_ylabel("test accuracy")
+  ax.set_title("review sentiment: does pretraining pay?")
+  ax.legend()
+  fig.tight_layout()
+  path = os.path.join(out, "learning_curves.png")
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
 def _plot_fine_tuning_curves(demo, out, stage, metric, label, baseline,
                              baseline_label, title, filename):
   """Dev `metric` by step for both inits of a stage; the baseline's test
@@ -182,6 +266,8 @@ def write_report(demo, out):
   from benchmarks.common import machine  # pylint: disable=g-import-not-at-top
   plots = [
       _plot_pretraining(demo, out),
+      _plot_mlm_minutes(demo, out),
+      _plot_learning_curves(demo, out),
       _plot_fine_tuning_curves(demo, out, "finetune", "accuracy", "accuracy",
                                "tfidf", "TF-IDF + LR",
                                "fine-tuning on review sentiment",

@@ -106,6 +106,22 @@ BUDGETS = {
               "predict_examples": 0},
 }
 
+# `make pretrain-hour`: the CPU-hour recipe (configs/pretrain_cpu_hour.flags,
+# docs/pretraining.md "One CPU hour") end to end: a vocabulary of characters,
+# every text 10 times with other masks, pretraining on a 60-minute budget,
+# then the learning curves from that checkpoint (5 seeds).
+BUDGETS["hour"] = {**BUDGETS["full"], "vocab_size": 6000,
+                   "max_piece_length": 1, "dupe_factor": 10,
+                   "review_dupe_factor": 0, "pretrain_minutes": 60,
+                   "save_steps": 5000, "curve_seeds": "1,2,3,4,5"}
+for _mode in ("full", "fast", "smoke"):
+  BUDGETS[_mode].setdefault("max_piece_length", 16)
+  BUDGETS[_mode].setdefault("pretrain_minutes", 0)
+# The stages each mode runs (every stage unless listed).
+MODE_STAGES = {"hour": ("corpus", "vocab", "tfrecords", "pretrain", "eval",
+                        "curves", "report")}
+FLAGFILES = {"hour": "configs/pretrain_cpu_hour.flags"}
+
 # Wall-clock seconds per stage on a 2-core CPU, for the progress estimates
 # (measured runs: docs/demo_report_full.md).
 ESTIMATES = {
@@ -125,6 +141,10 @@ ESTIMATES = {
              "eval": 6, "finetune": 13, "curves": 14, "ner": 16,
              "reading": 23, "export": 6, "tflite": 7, "check": 4,
              "report": 5},
+    # Planned: the pretraining budget; the rest as "full" (tfrecords: 10
+    # passes of masks; curves: 5 seeds).
+    "hour": {"corpus": 2, "vocab": 10, "tfrecords": 80, "pretrain": 3600,
+             "eval": 10, "curves": 230, "report": 9},
     "smoke": {"corpus": 15, "vocab": 2, "tfrecords": 12, "pretrain": 25,
               "eval": 12, "finetune": 60, "curves": 60, "ner": 40, "reading": 40,
               "export": 20, "tflite": 15, "check": 8, "report": 10},
@@ -266,7 +286,9 @@ class Demo:
 
   def run(self, only=None):
     os.makedirs(self.root, exist_ok=True)
-    total = sum(ESTIMATES[self.mode].values())
+    only = only or MODE_STAGES.get(self.mode)
+    total = sum(ESTIMATES[self.mode].get(name, 0)
+                for name, _ in self.STAGES if not only or name in only)
     print(f"ALBERT demo ({self.mode}): {len(self.STAGES)} stages, about "
           f"{total / 60:.0f} min on 2 cores when nothing is done yet; "
           f"output in {self.root}/", flush=True)
@@ -331,12 +353,17 @@ class Demo:
     return figures
 
   def stage_vocab(self, out):
+    characters = self.budget["max_piece_length"] == 1
     run_module("data_prep.train_vocab", f"--input={self._pretrain_text()}",
                f"--model_prefix={out}/spm",
                f"--vocab_size={self.budget['vocab_size']}",
                f"--input_sentence_size={self.budget['vocab_sentences']}",
+               f"--max_piece_length={self.budget['max_piece_length']}",
+               # Characters: as many pieces as the text has characters.
+               *(["--nohard_vocab_limit"] if characters else []),
                log=os.path.join(out, "log.txt"))
-    return {"vocab_size": self.budget["vocab_size"]}
+    with open(os.path.join(out, "spm.vocab"), encoding="utf-8") as f:
+      return {"vocab_size": sum(1 for _ in f)}
 
   def _pretrain_text(self):
     # News plus the unlabeled text of the sentiment train split: pretraining
@@ -375,7 +402,7 @@ class Demo:
 
   def _pretrain_args(self, out):
     b = self.budget
-    return [f"--flagfile={PRETRAIN_FLAGS}",
+    return [f"--flagfile={FLAGFILES.get(self.mode, PRETRAIN_FLAGS)}",
             f"--spm_model_file={self._spm()}",
             "--input_file=" + ",".join(
                 self.path("tfrecords", split, "*.tfrecord")
@@ -386,8 +413,11 @@ class Demo:
             f"--num_train_steps={b['pretrain_steps']}",
             f"--save_checkpoints_steps={b['save_steps']}",
             f"--num_warmup_steps={max(1, b['pretrain_steps'] // 10)}"] + (
+                [f"--train_budget_minutes={b['pretrain_minutes']}"]
+                if b["pretrain_minutes"] else []) + (
                 # FAST: no held-out curve, the eval stage measures the end.
-                ["--noeval_every_checkpoint"] if self.mode != "full" else []) + (
+                ["--noeval_every_checkpoint"]
+                if self.mode not in ("full", "hour") else []) + (
                     # A few steps: log each so that the loss curve has points.
                     ["--log_steps=1"] if self.mode == "smoke" else [])
 
@@ -698,6 +728,10 @@ def _define_flags():
   # Only when run as a script: the tests import this module.
   flags.DEFINE_bool("fast", False, "The same chain with smaller budgets "
                     "(<= 5 min).")
+  flags.DEFINE_bool("hour", False, "The CPU-hour recipe: a vocabulary of "
+                    "characters, pretraining on a 60-minute budget "
+                    "(configs/pretrain_cpu_hour.flags), the learning curves "
+                    "from it, the report (`make pretrain-hour`).")
   flags.DEFINE_bool("smoke", False, "The same chain on a corpus subset with a "
                     "few steps per stage (the end-to-end test; figures "
                     "meaningless).")
@@ -721,19 +755,23 @@ def _check_stages(only):
 def main(argv):
   del argv
   values = flags.FLAGS
-  if values.fast and values.smoke:
-    raise CommandLineError(error_line("two modes given", "--fast and --smoke",
-                                      "pass one of them"))
+  modes = [m for m in ("fast", "smoke", "hour") if getattr(values, m)]
+  if len(modes) > 1:
+    raise CommandLineError(error_line(
+        "two modes given", " and ".join(f"--{m}" for m in modes),
+        "pass one of them"))
   _check_stages(values.only)
-  mode = "fast" if values.fast else "smoke" if values.smoke else "full"
+  mode = modes[0] if modes else "full"
   root = values.output_root or {"full": "demo_output",
                                 "fast": "demo_output_fast",
-                                "smoke": "demo_output_smoke"}[mode]
+                                "smoke": "demo_output_smoke",
+                                "hour": "demo_output_hour"}[mode]
   try:
     Demo(root, mode).run(values.only)
   except (StageError, RuntimeError) as e:
     rerun = {"full": "make demo", "fast": "make demo FAST=1",
-             "smoke": "python -m demo.run_demo --smoke"}[mode]
+             "smoke": "python -m demo.run_demo --smoke",
+             "hour": "make pretrain-hour"}[mode]
     # One line on stderr, as every CLI; the stage's log has the details.
     raise StageError(error_line(
         f"the demo stopped: {e}", hint=f"rerun `{rerun}` to continue from "

@@ -106,3 +106,32 @@ def test_side_by_side_labels_lines_and_stops_the_others_on_failure(
 ])
 def test_console_shows_progress_and_errors_not_library_chatter(line, shown):
   assert run_demo._worth_showing(line) == shown
+
+
+def test_hour_mode_runs_the_budgeted_recipe(tmp_path, monkeypatch):
+  """`make pretrain-hour`: a vocabulary of characters, 10 masks of each
+  text, pretraining on configs/pretrain_cpu_hour.flags with a 60-minute
+  budget, then only the curves and the report."""
+  commands = []
+  monkeypatch.setattr(run_demo, "run_module",
+                      lambda module, *args, **kw: commands.append(
+                          (module, list(args))))
+  demo = run_demo.Demo(str(tmp_path / "hour"), mode="hour")
+  os.makedirs(demo.path("vocab"))
+  with open(demo.path("vocab", "spm.vocab"), "w", encoding="utf-8") as f:
+    f.write("<pad>\t0\n<unk>\t0\n")
+  assert demo.stage_vocab(demo.path("vocab")) == {"vocab_size": 2}
+  module, args = commands[-1]
+  assert module == "data_prep.train_vocab"
+  assert "--max_piece_length=1" in args and "--nohard_vocab_limit" in args
+  args = demo._pretrain_args(demo.path("pretrain"))  # pylint: disable=protected-access
+  assert args[0] == "--flagfile=configs/pretrain_cpu_hour.flags"
+  assert "--train_budget_minutes=60" in args
+  assert "--noeval_every_checkpoint" not in args
+  assert run_demo.MODE_STAGES["hour"] == (
+      "corpus", "vocab", "tfrecords", "pretrain", "eval", "curves", "report")
+  assert run_demo.BUDGETS["hour"]["dupe_factor"] == 10
+  # The other modes keep their step counts and piece lengths.
+  full = run_demo.Demo(str(tmp_path / "full"), mode="full")
+  assert not any(a.startswith("--train_budget_minutes")
+                 for a in full._pretrain_args(full.path("pretrain")))  # pylint: disable=protected-access
