@@ -434,15 +434,21 @@ def _run(p: Params, started: float) -> Dict[str, float]:
 
 def _against_baselines(results) -> str:
   """The eval's figures beside what they are measured against (the
-  pretraining task's baselines)."""
-  r = results
-  return (f"Held-out at step {r['global_step']}: masked LM accuracy "
-          f"{r['masked_lm_accuracy']:.3f} (always the piece most often masked "
-          f"in training: {r['masked_lm_accuracy_baseline']:.3f}), loss "
-          f"{r['masked_lm_loss']:.3f} (the training pieces' unigram "
-          f"distribution: {r['masked_lm_loss_baseline']:.3f}); sentence order "
-          f"{r['sentence_order_accuracy']:.3f} (the more frequent training "
-          f"label: {r['sentence_order_accuracy_baseline']:.3f})")
+  pretraining task's baselines; an eval logged by an older albert_tf has
+  none)."""
+  def beside(key, what):
+    base = results.get(f"{key}_baseline")
+    return f" ({what}: {base:.3f})" if base is not None else ""
+  return (f"Held-out at step {results['global_step']}: masked LM accuracy "
+          f"{results['masked_lm_accuracy']:.3f}"
+          + beside("masked_lm_accuracy",
+                   "always the piece most often masked in training")
+          + f", loss {results['masked_lm_loss']:.3f}"
+          + beside("masked_lm_loss", "the training pieces' unigram "
+                   "distribution")
+          + f"; sentence order {results['sentence_order_accuracy']:.3f}"
+          + beside("sentence_order_accuracy", "the more frequent training "
+                   "label"))
 
 
 def _check_inputs(p: Params):
