@@ -95,8 +95,9 @@ def test_a_predict_only_run_prints_no_training_cadence(tmp_path):
            "--max_seq_length=8", "--train_batch_size=4",
            "--iterations_per_loop=10", "--nobaseline"]
   env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
-  cadence = ("iterations_per_loop=10 does not divide the checkpoint "
-             "intervals [[2, 1]]; using 2 steps per call")
+  cadence = ("2 steps per call (--iterations_per_loop=10): a call must end "
+             "at every checkpoint and at the last step, which are 2 steps "
+             "apart in this run")
   train = cli_runner.run_module(
       ["albert_tf.run_classifier", *flags, f"--output_dir={tmp_path / 'clf'}",
        "--do_train", "--train_step=2"], cwd=tmp_path, env=env)

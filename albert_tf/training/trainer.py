@@ -153,10 +153,12 @@ class Trainer:
     self.steps_per_execution = math.gcd(settings.iterations_per_loop,
                                         *[s for s, _ in chunks])
     if chunks and self.steps_per_execution != settings.iterations_per_loop:
-      logging.info("iterations_per_loop=%d does not divide the checkpoint "
-                      "intervals %s; using %d steps per call",
-                      settings.iterations_per_loop, chunks,
-                      self.steps_per_execution)
+      spans = sorted({size for size, _ in chunks}, reverse=True)
+      logging.info(
+          "%d steps per call (--iterations_per_loop=%d): a call must end at "
+          "every checkpoint and at the last step, which are %s steps apart "
+          "in this run", self.steps_per_execution,
+          settings.iterations_per_loop, " and ".join(map(str, spans)))
 
     runtime.warn_about_cpu_only_settings(settings.jit_compile)
     with strategy.scope():
