@@ -29,7 +29,9 @@ is one name map to the model, and one map per foreign source to the original
 names. The output is the project's checkpoint layout (encoder +
 masked_lm_head + sentence_order_head, see checkpoints.py) plus
 albert_config.json. Every tensor not consumed and every expected tensor not
-found is reported; a shape mismatch is an error naming the variable.
+found is reported; a shape mismatch, a missing encoder tensor, layers the
+config has no place for and a tokenizer that does not fit vocab_size
+(fewer tokens: unless --allow_padded_vocab) are errors naming them.
 Everything is written in a dot-folder beside --output_dir and moved into it
 only when complete: a full disk leaves an earlier conversion as it was.
 """
@@ -213,8 +215,12 @@ def _tokenizer_kind(path):
   return "wordpiece" if path.endswith(".txt") else "sentencepiece"
 
 
-def _check_source_tokenizer(path, config):
-  """A tokenizer found beside the weights must load and fit vocab_size."""
+def _check_source_tokenizer(path, config, allow_padded_vocab=False):
+  """A tokenizer found beside the weights must load and fit vocab_size:
+  more tokens than rows is another model's; fewer is refused too unless
+  allow_padded_vocab (a vocabulary padded to a multiple, as Megatron's),
+  because the ids past the last token can never be produced. Returns the
+  warning for an allowed padding, else None."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.converters.errors import ConversionError
   from albert_tf.data.tokenization import load_tokenizer
@@ -228,10 +234,23 @@ def _check_source_tokenizer(path, config):
     raise ConversionError(
         f"{path}: {size} tokens but vocab_size={config.vocab_size} in the "
         "config: the tokenizer is not this model's")
+  if size == config.vocab_size:
+    return None
+  unused = (f"the embedding rows of ids {size} to {config.vocab_size - 1} "
+            "are never used")
+  if not allow_padded_vocab:
+    raise ConversionError(
+        f"{path}: {size} tokens but vocab_size={config.vocab_size} in the "
+        f"config: {unused}, and a vocabulary that is not this model's maps "
+        "text to the wrong rows (give the tokenizer these weights were "
+        "trained with, or --allow_padded_vocab if vocab_size was padded "
+        "on purpose, as Megatron pads to a multiple of 128)")
+  return (f"{path}: {size} tokens but vocab_size={config.vocab_size} "
+          f"(--allow_padded_vocab): {unused}")
 
 
 def convert(source, checkpoint, output_dir, albert_config_file=None,
-            log=print):
+            log=print, allow_padded_vocab=False):
   """Converts a checkpoint to the project layout in `output_dir`.
 
   Writes ckpt-1.* (encoder + the heads the source has), albert_config.json,
@@ -241,7 +260,9 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   "unconsumed", "heads", "notes", "checkpoint", "tokenizer_sha256" (and
   "tokenizer_file", "tokenizer_kind", "tokenizer_source", "vocab_file" or
   "spm_model_file" when copied).
-  Raises ConversionError when encoder tensors are missing or a shape differs.
+  Raises ConversionError when encoder tensors are missing, a shape
+  differs, the checkpoint has layers the config has not, or the tokenizer
+  has more tokens than vocab_size (fewer: unless allow_padded_vocab).
   """
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
@@ -264,7 +285,7 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
                              lock_file=lock_path(output_dir))
   try:
     return _convert(reader, source, checkpoint, output_dir,
-                    albert_config_file, log)
+                    albert_config_file, log, allow_padded_vocab)
   finally:
     if lock is not None:
       lock.close()
@@ -273,7 +294,8 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
         os.rmdir(parent)
 
 
-def _convert(reader, source, checkpoint, output_dir, albert_config_file, log):
+def _convert(reader, source, checkpoint, output_dir, albert_config_file, log,
+             allow_padded_vocab):
   """`convert` once its output_dir is this process's."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from albert_tf.data.tokenization import write_synced  # pylint: disable=g-import-not-at-top
@@ -287,13 +309,15 @@ def _convert(reader, source, checkpoint, output_dir, albert_config_file, log):
   # The tokenizer shipped with the weights travels with them: copied into
   # output_dir, its sha256 recorded in conversion_report.json, which
   # fine-tuning from output_dir checks (training/resolution.py).
-  vocab_source = report.pop("vocab_source", None)  # BERT's, checked there
-  if not vocab_source:
-    vocab_source = source_tokenizer(source, checkpoint)
-    if vocab_source:
-      _check_source_tokenizer(vocab_source, config)
+  vocab_source = (report.pop("vocab_source", None) or  # BERT's
+                  source_tokenizer(source, checkpoint))
   vocab = None
   if vocab_source:
+    padded = _check_source_tokenizer(vocab_source, config,
+                                     allow_padded_vocab)
+    if padded:
+      logging.warning("%s", padded)
+      report["notes"].append(padded)
     with open(vocab_source, "rb") as f:
       vocab = f.read()
     kind = _tokenizer_kind(vocab_source)
@@ -368,12 +392,17 @@ class ConvertSettings:
   output_dir: str = settings.field(
       None, "Where the converted checkpoint and albert_config.json go.",
       required=True)
+  allow_padded_vocab: bool = settings.field(
+      False, "Accept a tokenizer with fewer tokens than the config's "
+      "vocab_size (a vocabulary padded to a multiple on purpose); the rows "
+      "past its last token are kept but never used.", group="model")
 
 
 def main(argv):
   del argv
   s = settings.from_flags(ConvertSettings)
-  convert(s.source, s.checkpoint, s.output_dir, s.albert_config_file)
+  convert(s.source, s.checkpoint, s.output_dir, s.albert_config_file,
+          allow_padded_vocab=s.allow_padded_vocab)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ COMMANDS = {
     "albert_tf.params": ("ParamsSettings", 3),
     "albert_tf.fill_mask": ("FillMaskArgs", 9),
     "albert_tf.predict": ("PredictArgs", 11),
-    "albert_tf.convert_checkpoint": ("ConvertSettings", 5),
+    "albert_tf.convert_checkpoint": ("ConvertSettings", 6),
     "albert_tf.export_keras_hub": ("KerasHubExportSettings", 6),
     "data_prep.train_vocab": ("TrainVocabSettings", 11),
     "data_prep.corpora": ("CorporaSettings", 7),

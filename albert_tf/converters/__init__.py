@@ -23,8 +23,12 @@ def _via_original_names(read):
   def load(checkpoint, albert_config_file):
     from albert_tf.converters import original  # pylint: disable=g-import-not-at-top
     # (config, tensors, notes, unconsumed[, extras]): see load_original_names.
-    return original.load_original_names(
-        checkpoint, *read(checkpoint, albert_config_file))
+    config, tensors, notes, unconsumed, *extras = read(checkpoint,
+                                                       albert_config_file)
+    extras = dict(extras[0] if extras else {})
+    extras.setdefault("config_file", albert_config_file)
+    return original.load_original_names(checkpoint, config, tensors, notes,
+                                        unconsumed, extras)
 
   load.__doc__ = read.__doc__
   return load

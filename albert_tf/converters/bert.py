@@ -239,11 +239,11 @@ def bert_config(values, source):
   return config
 
 
-def vocab_beside(directory, config, notes):
-  """The WordPiece vocab.txt in `directory`, checked against the config.
+def vocab_beside(directory, notes):
+  """The WordPiece vocab.txt in `directory`, checked to load.
 
-  Returns its path or None. Raises ConversionError when it lacks
-  BERT's special tokens or has more entries than vocab_size.
+  Returns its path or None. Raises ConversionError when it lacks BERT's
+  special tokens (convert_checkpoint compares its size with vocab_size).
   """
   # pylint: disable=g-import-not-at-top
   from albert_tf.data.tokenization import load_tokenizer
@@ -254,10 +254,6 @@ def vocab_beside(directory, config, notes):
     size = load_tokenizer(vocab_file=path).vocab_size
   except ValueError as e:
     raise ConversionError(f"{path}: {e}") from None
-  if size > config.vocab_size:
-    raise ConversionError(
-        f"{path}: {size} tokens but vocab_size={config.vocab_size} in the "
-        "config: the vocab is not this model's")
   notes.append(f"vocab.txt ({size} tokens) copied from {path}")
   tokenizer_config = os.path.join(directory or ".", "tokenizer_config.json")
   if os.path.isfile(tokenizer_config):
@@ -315,9 +311,10 @@ def read_tf1_bert(checkpoint, albert_config_file):
         f"{sorted(tensors)[:3]})")
   tensors, unconsumed = bert_to_original(tensors)
   _note_heads(notes, tensors)
-  vocab = vocab_beside(directory, config, notes)
+  vocab = vocab_beside(directory, notes)
   return config, tensors, notes, unconsumed, {
-      "source_name": original_to_bert_name, "vocab_file": vocab}
+      "source_name": original_to_bert_name, "vocab_file": vocab,
+      "config_file": albert_config_file}
 
 
 def read_huggingface_bert(checkpoint, state, config_json, albert_config_file):
@@ -348,6 +345,7 @@ def read_huggingface_bert(checkpoint, state, config_json, albert_config_file):
   _note_heads(notes, tensors)
   directory = (checkpoint if os.path.isdir(checkpoint)
                else os.path.dirname(checkpoint))
-  vocab = vocab_beside(directory, config, notes)
+  vocab = vocab_beside(directory, notes)
   return config, tensors, notes, unconsumed, {"source_name": source_name,
-                                              "vocab_file": vocab}
+                                              "vocab_file": vocab,
+                                              "config_file": path}
