@@ -30,16 +30,19 @@ specs are `clue_spec` and `fewclue_spec`, registered as datasets by
 one, is compared with the task's label set (a warning if it differs).
 
 Nothing is dropped silently. Empty lines are skipped and counted; CMNLI's
-and OCNLI's label "-" (no consensus among the annotators) is skipped as
-CLUE's baseline does, counted, and the first places are named in one
-warning. A line that is not JSON, lacks a field, has a field of the wrong
-type, an unknown label, or a WSC span that is not where its index says, is
-a `DataError` naming file:line. A test line without a label is read
-unlabelled; a train or dev line without one is an error. Each example
-keeps its "id" (CLUE 1.1 and FewCLUE test files have one; else its
-0-based place among the file's JSON lines, as CLUE's baseline numbers
-them), which names its line in the submission file
-(`classifier_data.write_submission`).
+and OCNLI's label "-" (no consensus among the annotators) is skipped in
+train and dev as CLUE's baseline does, counted, and the first places are
+named in one warning; a test line with it is kept unlabelled (predicted,
+not scored), since a submission needs every test id. A line that is not
+JSON, lacks a field, has a field of the wrong type, an unknown label, or a
+WSC span that is not where its index says, is a `DataError` naming
+file:line. A test line without a label is read unlabelled; a train or dev
+line without one is an error. Each example keeps its "id" (CLUE 1.1 and
+FewCLUE test files have one; else its 0-based place among the file's JSON
+lines, as CLUE's baseline numbers them), which names its line in the
+submission file (`classifier_data.write_submission`); in the file a
+submission predicts, an id on two lines, or a place that another line
+gives as its id, is a `DataError` (`check_submission_ids`).
 
 `unlabeled_texts` reads FewCLUE's unlabeled.json files as text for
 pretraining (`python -m data_prep.fewclue_unlabeled` writes them in the
@@ -247,19 +250,32 @@ class JsonReader:
   def __call__(self, path: str, spec: cd.TaskSpec, split: str,
                max_examples: Optional[int] = None):
     """(examples, stats); stats as classifier_data.read_tsv_examples' plus
-    `no_consensus_skipped` and `no_consensus_at` (the first three)."""
+    `no_consensus_skipped` and `no_consensus_at` (the first three; train
+    and dev skip such lines, test files keep them unlabelled:
+    `no_consensus_kept`), and `not_read` (the JSON lines after
+    max_examples)."""
     check_label_file(path, spec)
     stats = {"file": path, "lines": 0, "examples": 0,
-             "empty_lines_skipped": 0, "header_lines": 0}
+             "empty_lines_skipped": 0, "header_lines": 0, "not_read": 0}
     examples: List[cd.InputExample] = []
     skipped: List[str] = []
+    kept: List[str] = []
     empty_text: List[str] = []
+    given_ids: Dict[str, List[str]] = {}
+    placed: List[Tuple[str, int]] = []  # lines named by their place
     records = 0
-    for where, obj in json_lines(path):
+    lines = json_lines(path)
+    for where, obj in lines:
       stats["lines"] += 1
       if obj is None:
         stats["empty_lines_skipped"] += 1
         continue
+      if max_examples and len(examples) >= max_examples:
+        # Counted, not read: a partial prediction must say it is one.
+        stats["not_read"] = sum(
+            1 for number, raw in cd.raw_lines(path, note=False)
+            if number >= stats["lines"] and raw.strip())
+        break
       index, records = records, records + 1
       missing = [k for k in self.fields if k not in obj]
       if missing:
@@ -271,8 +287,13 @@ class JsonReader:
         raise DataError(f"{where}: no 'label' (every line of the {split} "
                         "split needs one; only test files may leave it out)")
       if label is not None and label == self.no_consensus:
-        skipped.append(where)
-        continue
+        if split in _LABELLED_SPLITS:
+          skipped.append(where)
+          continue
+        # A test line: predicted like any other (a submission holds every
+        # test id), not scored.
+        kept.append(where)
+        label = None
       if label is not None and label not in spec.label_list:
         raise DataError(f"{where}: unknown label {label!r}; task {spec.name} "
                         f"labels are {_show_labels(spec.label_list)}")
@@ -282,22 +303,68 @@ class JsonReader:
         empty_text.append(f"{where} {' and '.join(blank)}")
         if cd.skips_empty_text(split):
           continue
+      if "id" in obj:
+        given_ids.setdefault(str(obj["id"]), []).append(where)
+      else:
+        placed.append((where, index))
       examples.append(cd.InputExample(
           guid=f"{split}-{len(examples)}", text_a=text_a, text_b=text_b,
           label=label, source=where, id=obj.get("id", index)))
-      if max_examples and len(examples) >= max_examples:
-        break
     stats["examples"] = len(examples)
     cd.count_empty_text(path, split, stats, empty_text)
+    if spec.submission is not None and spec.submission.split == split:
+      check_submission_ids(path, given_ids, placed)
     if self.no_consensus is not None:
       stats["no_consensus_skipped"] = len(skipped)
-      stats["no_consensus_at"] = skipped[:3]
+      stats["no_consensus_at"] = (skipped or kept)[:3]
+      stats["no_consensus_kept"] = len(kept)
     if skipped:
       logging.warning(
           "%s: %d line(s) skipped: label %r (no consensus among the "
           "annotators; CLUE's baseline skips them too), at %s", path,
           len(skipped), self.no_consensus, _places(skipped))
+    if kept:
+      logging.warning(
+          "%s: %d line(s) with label %r (no consensus among the annotators) "
+          "kept unlabelled: predicted, as the submission needs every test "
+          "id, and left out of the test metrics (at %s)", path, len(kept),
+          self.no_consensus, _places(kept))
     return examples, stats
+
+
+def check_submission_ids(path: str, given: Dict[str, List[str]],
+                         placed: Sequence[Tuple[str, int]]) -> None:
+  """The ids of a file a submission names its lines by (`given`: each
+  "id" written in the file, as text, with its lines; `placed`: the lines
+  without one, with the 0-based place that names them, as CLUE's baseline
+  numbers them). Raises DataError for an id on two lines, or a place that
+  is another line's id: the submission would hold two lines of one id.
+  Lines without an id among lines with one: a warning."""
+  twice = {i: w for i, w in given.items() if len(w) > 1}
+  if twice:
+    shown = "; ".join(f"{i!r} at {_places(w)}" for i, w in
+                      list(twice.items())[:3])
+    more = f"; and {len(twice) - 3} more" if len(twice) > 3 else ""
+    raise DataError(
+        f"{path}: {len(twice)} id(s) on more than one line ({shown}{more}): "
+        "the submission names each prediction by its line's id, so two "
+        "would share one; give each line its own \"id\"")
+  clash = [(w, i) for w, i in placed if str(i) in given]
+  if clash:
+    shown = ", ".join(f"{w} (named {i}, as {given[str(i)][0]} is)"
+                      for w, i in clash[:3])
+    more = f", and {len(clash) - 3} more" if len(clash) > 3 else ""
+    raise DataError(
+        f"{path}: {len(clash)} line(s) without an \"id\" take their 0-based "
+        f"place as their id, which another line gives as its own ({shown}"
+        f"{more}): the submission would hold two lines of one id; give "
+        "every line an \"id\"")
+  if placed and given:
+    logging.warning(
+        "%s: %d of %d lines have no \"id\": named by their 0-based place "
+        "among the JSON lines, as CLUE's baseline numbers them (%s)", path,
+        len(placed), len(placed) + sum(map(len, given.values())),
+        _places([f"{w} as {i}" for w, i in placed]))
 
 
 # ----------------------------------------------------------------- specs

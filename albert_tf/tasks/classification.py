@@ -222,8 +222,11 @@ class ClassificationTask(Task):
           stats["examples"], stats["empty_lines_skipped"], stats["truncated"],
           self.max_seq_length, stats["tokens_removed"],
           f"; the first at {', '.join(where)}" if where else "")
-      has_labels = bool(examples) and all(e.label is not None
-                                          for e in examples)
+      # A test file's no-consensus lines (CMNLI's "-") are predicted and
+      # not scored: the split is labelled if every other line is.
+      labelled = sum(e.label is not None for e in examples)
+      has_labels = labelled > 0 and labelled + stats.get(
+          "no_consensus_kept", 0) == len(examples)
       self._splits[split] = (examples, features, stats, has_labels)
     return self._splits[split]
 
@@ -298,7 +301,9 @@ class ClassificationTask(Task):
     for split in splits:
       examples, features, _, labelled = self.load_split(split)
       if labelled and examples:
-        wanted.append((split, examples, features[F.LABEL_IDS]))
+        scored = _scored(examples)
+        wanted.append((split, [e for e, s in zip(examples, scored) if s],
+                       features[F.LABEL_IDS][scored]))
     if not wanted:
       return {}
     train_ids = train_features[F.LABEL_IDS]
@@ -325,7 +330,9 @@ class ClassificationTask(Task):
                              stats["file"])
     if not has_labels:
       return {}
-    return compute_metrics(self.spec, features[F.LABEL_IDS], logits)
+    scored = _scored(examples)
+    return compute_metrics(self.spec, features[F.LABEL_IDS][scored],
+                           logits[scored])
 
   def _write_submission(self, model, output_dir, test_examples, test_logits,
                         test_file):
@@ -471,6 +478,12 @@ def write_predictions(path: str, spec: cd.TaskSpec, logits) -> None:
       return
     f.write("index\tprediction\t" + "\t".join(
         f"prob_{label}" for label in spec.label_list) + "\n")
+def _scored(examples) -> np.ndarray:
+  """Which examples have a gold label (bool [n]): a labelled test file's
+  no-consensus lines are predicted but not scored."""
+  return np.asarray([e.label is not None for e in examples], bool)
+
+
     probs = tf.nn.softmax(np.asarray(logits, np.float32), axis=-1).numpy()
     for i, row in enumerate(probs):
       f.write(f"{i}\t{spec.label_list[int(row.argmax())]}\t" +
