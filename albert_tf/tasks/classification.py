@@ -468,6 +468,12 @@ class ClassificationTask(Task):
             for p in probs[:n]]
 
 
+def _scored(examples) -> np.ndarray:
+  """Which examples have a gold label (bool [n]): a labelled test file's
+  no-consensus lines are predicted but not scored."""
+  return np.asarray([e.label is not None for e in examples], bool)
+
+
 def write_predictions(path: str, spec: cd.TaskSpec, logits) -> None:
   """index \\t prediction (label or score) [\\t probability of each label]."""
   with atomic_writer(path) as f:
@@ -478,12 +484,6 @@ def write_predictions(path: str, spec: cd.TaskSpec, logits) -> None:
       return
     f.write("index\tprediction\t" + "\t".join(
         f"prob_{label}" for label in spec.label_list) + "\n")
-def _scored(examples) -> np.ndarray:
-  """Which examples have a gold label (bool [n]): a labelled test file's
-  no-consensus lines are predicted but not scored."""
-  return np.asarray([e.label is not None for e in examples], bool)
-
-
     probs = tf.nn.softmax(np.asarray(logits, np.float32), axis=-1).numpy()
     for i, row in enumerate(probs):
       f.write(f"{i}\t{spec.label_list[int(row.argmax())]}\t" +
