@@ -578,6 +578,34 @@ def infer_tsv_labels(spec, data_dir, regression=None):
       + " (pass --label_list to fix the order, --regression for scores)")
 
 
+def partial_file_name(file_name: str) -> str:
+  """The name a submission predicted on part of its file is written under
+  (`--max_predict_examples`): afqmc_predict.json -> afqmc_predict.partial.json,
+  so that it never replaces, nor passes for, the full file."""
+  stem, ext = os.path.splitext(file_name)
+  return f"{stem}.partial{ext}"
+
+
+def submission_path(output_dir: str, file_name: str, predicted: int,
+                    not_read: int, source: str, flag_value: int) -> str:
+  """Where a submission of `predicted` lines goes: output_dir/file_name, or,
+  when `not_read` lines of its file `source` were left out by
+  --max_predict_examples=flag_value, its `partial_file_name`, said in one
+  warning that names both files."""
+  path = os.path.join(output_dir, file_name)
+  if not not_read:
+    return path
+  partial = os.path.join(output_dir, partial_file_name(file_name))
+  logging.warning(
+      "--max_predict_examples=%d: %d of the %d lines of %s predicted, so the "
+      "submission is written as %s; %s", flag_value, predicted,
+      predicted + not_read, source, partial,
+      f"{path} (a submission holds every line) is left as it was"
+      if os.path.exists(path) else
+      f"{file_name} is written only by a run that predicts every line")
+  return partial
+
+
 def write_submission(path, examples: Sequence[InputExample], labels) -> None:
   """A benchmark's prediction file: one line {"id": ..., "label": ...} per
   example, in order (as CLUE's baselines write `<task>_predict.json`:

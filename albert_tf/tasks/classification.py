@@ -127,7 +127,9 @@ class ClassificationTask(Task):
   @classmethod
   def dataset_output_files(cls, dataset):
     submission = getattr(dataset.spec, "submission", None)
-    return (submission.file_name,) if submission else ()
+    return ((submission.file_name,
+             cd.partial_file_name(submission.file_name)) if submission
+            else ())
   output_files = (PREDICTIONS_FILE,)
   # --input_timeout_secs (from_options sets it): a split file's read.
   input_timeout_secs = input_timeout.DEFAULT_SECS
@@ -341,6 +343,7 @@ class ClassificationTask(Task):
     (FewCLUE's test.json beside the labelled test_public.json)."""
     submission = self.spec.submission
     examples, logits = test_examples, test_logits
+    stats = self.load_split("test")[2]
     if submission.split != "test":
       try:
         examples, features, stats, _ = self.load_split(submission.split)
@@ -351,7 +354,9 @@ class ClassificationTask(Task):
         logits = self.logits(model, features)
     labels = [self.spec.label_list[int(i)] for i in
               np.asarray(logits).argmax(-1)]
-    path = os.path.join(output_dir, submission.file_name)
+    path = cd.submission_path(output_dir, submission.file_name, len(labels),
+                              stats.get("not_read", 0), stats["file"],
+                              self.max_examples["test"])
     cd.write_submission(path, examples, labels)
     logging.info("%s: %d predictions (the benchmark's submission file)",
                  path, len(labels))

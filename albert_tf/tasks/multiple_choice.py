@@ -39,6 +39,7 @@ from albert_tf import registry
 from albert_tf import settings
 from albert_tf.options import FinetuneOptions
 from albert_tf import lazy
+from albert_tf.data import classifier_data as cd
 from albert_tf.data import input_timeout
 from albert_tf.data import race
 from albert_tf.file_io import atomic_writer
@@ -94,7 +95,7 @@ class MultipleChoiceTask(Task):
   @classmethod
   def dataset_output_files(cls, dataset):
     name = getattr(dataset.spec, "submission_file", None)
-    return (name,) if name else ()
+    return (name, cd.partial_file_name(name)) if name else ()
 
   # --------------------------------------------------------- fine-tuning
   default_max_seq_length = 512
@@ -182,12 +183,15 @@ class MultipleChoiceTask(Task):
           f"the {split} split in --data_dir {self.data_dir}",
           lambda: self.spec.read(self.data_dir, split),
           self.input_timeout_secs)
+      not_read = 0
       if self.max_examples[split]:
+        not_read = max(0, len(data.examples) - self.max_examples[split])
         data.examples = data.examples[:self.max_examples[split]]
       features, counts = self.spec.encode(
           data.examples, self.tokenizer, self.max_seq_length,
           self.max_qa_length)
-      stats = dict(data.counts, **counts, source=data.source)
+      stats = dict(data.counts, **counts, source=data.source,
+                   not_read=not_read)
       if self.spec is race.RACE:
         logging.log(
             logging.WARNING if counts["articles_truncated"] else logging.INFO,
@@ -278,9 +282,10 @@ class MultipleChoiceTask(Task):
                 f"{names[int(row.argmax())]}\t" +
                 "\t".join(f"{p:.6f}" for p in row) + "\n")
     if self.spec.submission_file:
-      self.spec.write_submission(
-          os.path.join(output_dir, self.spec.submission_file),
-          data.examples, logits.argmax(-1))
+      self.spec.write_submission(cd.submission_path(
+          output_dir, self.spec.submission_file, len(data.examples),
+          self.load_split("test")[2]["not_read"], data.source,
+          self.max_examples["test"]), data.examples, logits.argmax(-1))
     return self._metrics("test", logits) if self.has_labels("test") else {}
 
   # --------------------------------------------------------- record / export
