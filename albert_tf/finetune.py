@@ -76,6 +76,7 @@ def _run(family: registry.Family, o) -> dict:
   task.length_buckets = o.length_buckets
   task.micro_batches = int(o.micro_batches)
   stats = task.read_splits(o)
+  finetuning.check_test_split(o, stats)
   if o.do_train and not o.init_checkpoint and task.random_init_warning:
     logging.warning("%s", task.random_init_warning)
   return finetuning.train_and_evaluate(

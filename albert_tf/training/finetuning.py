@@ -62,6 +62,25 @@ def check_options(o: FinetuneOptions) -> None:
   fast_path.check(o.mixed_precision, o.length_buckets, o.micro_batches)
 
 
+def check_test_split(o: FinetuneOptions, data_stats: dict) -> None:
+  """--do_predict on a test split of no examples (an empty or header-only
+  file) is refused before anything is written: predicting nothing would
+  replace the predictions in output_dir with an empty file. Reads the
+  split's count from its stats (`Task.read_splits`: examples, questions or
+  sentences); a family whose stats say none is not checked."""
+  test = (data_stats or {}).get("test") or {}
+  count = next((test[k] for k in ("examples", "questions", "sentences")
+                if k in test), None)
+  if not o.do_predict or count != 0:
+    return
+  where = test.get("file") or test.get("source") or "the test split"
+  header = " (its header only)" if test.get("header_lines") else ""
+  raise ValueError(
+      f"--do_predict: {where} holds no examples{header}: nothing to "
+      f"predict, so the predictions in --output_dir={o.output_dir} are left "
+      "as they are; fix the test file, or leave out --do_predict")
+
+
 def resolve_fast_path(o: FinetuneOptions) -> FinetuneOptions:
   """o with --mixed_precision=auto, --length_buckets and --micro_batches
   decided for this machine and output_dir (`fast_path.resolve`; a resumed
@@ -272,10 +291,16 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
   Returns {"eval": ..., "test": ...} (what there is).
   """
   result = {}
-  # A run that trained writes its own results; an eval- or predict-only run
-  # adds or updates its keys beside the training run's (dev metrics,
-  # best_step stay).
-  eval_results = {} if o.do_train else _read_eval_results(o.output_dir)
+  # eval_results.json describes the model of best_step. A run replaces the
+  # keys it computes (dev ones with --do_eval, test_* with --do_predict)
+  # and keeps the earlier run's others while they describe the same model
+  # (a predict-only run, or a --do_train run that trained nothing, keeps the
+  # dev metrics); what it drops, it names (`_say_dropped`).
+  earlier = _read_eval_results(o.output_dir)
+  eval_results = {}
+  if earlier.get("best_step", best_step) == best_step:
+    eval_results = {k: v for k, v in earlier.items()
+                    if not (o.do_eval and not k.startswith("test_"))}
   if o.do_eval:
     best = trainer.best() if o.do_train else None
     result["eval"] = best["metrics"] if best else trainer.evaluate()
@@ -288,6 +313,8 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
     task.eval_batch_size = o.predict_batch_size or o.eval_batch_size
     test = task.predict(trainer.model, o.output_dir if chief else
                         trainer.ckpt_dir)
+    eval_results = {k: v for k, v in eval_results.items()
+                    if not k.startswith("test_")}
     if test:
       result["test"] = test
       eval_results.update({f"test_{k}": v for k, v in test.items()})
@@ -296,7 +323,35 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
   if eval_results and chief:
     eval_results["best_step"] = best_step
     write_eval_results(o.output_dir, eval_results)
+  if chief:
+    _say_dropped(o, earlier, eval_results, best_step)
   return result
+
+
+def _say_dropped(o: FinetuneOptions, earlier: dict, now: dict,
+                 best_step: int) -> None:
+  """A warning naming the keys of the earlier eval_results.json that this
+  run's leaves out, and why: they describe another checkpoint, scored
+  other test predictions (this run's test split has no labels), or this
+  run's eval does not compute them (--nobaseline)."""
+  dropped = sorted(k for k in earlier if k not in now)
+  if earlier.get("best_step", best_step) != best_step:
+    groups = [(dropped, f"they describe the model of step "
+               f"{earlier['best_step']}, and this run's is step {best_step}"
+               + ("" if o.do_eval else " (--do_eval scores it)"))]
+  else:
+    groups = [([k for k in dropped if k.startswith("test_")],
+               "they scored other test predictions than this run's, whose "
+               "test split has no labels"),
+              ([k for k in dropped if not k.startswith("test_")],
+               "this run's eval does not compute them")]
+  for keys, why in groups:
+    if keys:
+      shown = ", ".join(keys[:4]) + (f" and {len(keys) - 4} more"
+                                     if len(keys) > 4 else "")
+      logging.warning("%s: %s left out of the earlier results: %s",
+                      os.path.join(o.output_dir, "eval_results.json"), shown,
+                      why)
 
 
 def _add_baselines(o: FinetuneOptions, task, result: dict,
