@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
+from absl import logging
 import numpy as np
 
 from albert_tf import features as F
@@ -277,6 +278,69 @@ class Task:
   def guard_input_errors(self, fn: Callable):
     """Runs fn (a fit/evaluate call); may turn input errors into clear ones."""
     return fn()
+
+  def warn_if_collapsed(self, model: keras.Model, predicted: Sequence,
+                        gold: Sequence, noun: str, degenerate: Any = None,
+                        shown: Optional[str] = None) -> bool:
+    """Says in one warning when a dev eval finds the model collapsed; every
+    family's `evaluate` calls it with one value per dev example.
+
+    Collapsed: the same prediction for every example (one class, one
+    choice, one answer; with `degenerate` given, that prediction only:
+    all-O tags) while the gold values are not all that one. The step-0 eval
+    (the untrained head) is not judged. shown: how the prediction reads in
+    the line (default its repr). Returns whether it warned.
+    """
+    line = collapse_line(model, predicted, gold, noun, degenerate, shown)
+    if line:
+      logging.warning("%s", line)
+    return bool(line)
+
+
+# The rules of --optimizer whose first steps have no bias correction
+# (`training.optimization`'s classes; named, not imported: tasks do not
+# import the training code).
+_ORIGINAL_RULES = {"AdamWeightDecay": "adamw", "Lamb": "lamb"}
+
+
+def collapse_line(model, predicted: Sequence, gold: Sequence, noun: str,
+                  degenerate: Any = None, shown: Optional[str] = None
+                  ) -> Optional[str]:
+  """The warning of `Task.warn_if_collapsed`, or None when the model has
+  not collapsed (or has not trained: step 0). It names the step, the
+  prediction, the likely cause and the flags to change with their values
+  (read from the model's optimizer and schedule)."""
+  values = set(predicted)
+  if len(predicted) < 2 or len(values) != 1:
+    return None
+  (value,) = values
+  if degenerate is not None and value != degenerate:
+    return None
+  if set(gold) <= {value}:  # the gold answer of every example: no collapse
+    return None
+  optimizer = getattr(model, "optimizer", None)
+  step = int(optimizer.iterations.numpy()) if optimizer is not None else 0
+  if step == 0:
+    return None
+  inner = getattr(optimizer, "inner_optimizer", optimizer)  # loss scaling
+  schedule = getattr(inner, "_learning_rate", None)
+  rate = getattr(schedule, "initial_learning_rate", None)
+  warmup = getattr(schedule, "num_warmup_steps", None)
+  rule = _ORIGINAL_RULES.get(type(inner).__name__)
+  flags = [f"a lower --learning_rate{f' (now {rate:g})' if rate else ''}",
+           f"a longer --warmup_step"
+           f"{f' (now {warmup} steps)' if warmup is not None else ''}"]
+  cause = "a learning rate too large for the first steps"
+  if rule is not None:
+    flags.append(f"--optimizer=keras_{rule}")
+    cause += (f" of --optimizer={rule}, the original's rule, whose first "
+              f"steps have no bias correction and are 2-6x larger than "
+              f"Keras's (a rate tuned under keras_{rule} is too large here)")
+  shown = shown if shown is not None else repr(value)
+  return (f"Dev eval at step {step}: the model predicts {shown} for every "
+          f"one of the {len(predicted)} {noun}, though the gold answers are "
+          f"not all that: fine-tuning has collapsed. Likely cause: {cause}; pass "
+          f"{', '.join(flags[:-1])} or {flags[-1]}")
 
 
 def first_given(*values):

@@ -286,8 +286,13 @@ class ClassificationTask(Task):
     if not has_labels:
       raise cd.DataError(f"{stats['file']}: the dev split needs labels for "
                          "--do_eval")
-    return compute_metrics(self.spec, features[F.LABEL_IDS],
-                           self.logits(model, features))
+    logits = self.logits(model, features)
+    if not self.spec.is_regression:
+      labels = self.spec.label_list
+      self.warn_if_collapsed(
+          model, [labels[int(i)] for i in logits.argmax(-1)],
+          [labels[int(i)] for i in features[F.LABEL_IDS]], "dev examples")
+    return compute_metrics(self.spec, features[F.LABEL_IDS], logits)
 
   def baselines(self, splits):
     """Majority class and char n-gram TF-IDF + logistic regression

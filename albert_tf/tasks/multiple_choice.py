@@ -267,7 +267,12 @@ class MultipleChoiceTask(Task):
     if not self.has_labels("dev"):
       raise race.RaceError(f"{self.load_split('dev')[0].source}: the dev "
                            "split needs answers for --do_eval")
-    return self._metrics("dev", self.logits(model, "dev"))
+    logits = self.logits(model, "dev")
+    predicted = [int(i) for i in logits.argmax(-1)]
+    self.warn_if_collapsed(
+        model, predicted, [q.label for q in self.load_split("dev")[0].examples],
+        "dev questions", shown=f"choice {predicted[0] if predicted else 0}")
+    return self._metrics("dev", logits)
 
   def predict(self, model, output_dir):
     data = self.load_split("test")[0]

@@ -380,7 +380,17 @@ class SpanQATask(Task):
       raise squad.SquadError(f"{self.files['dev']}: --do_eval needs answers "
                              "in the predict file")
     predictions, _, null_odds = self.answers(model, "dev")
-    return self._score("dev", predictions, null_odds)[0]
+    metrics, scored = self._score("dev", predictions, null_odds)
+    answers = list(scored.values())
+    gold = squad_metrics.gold_answers(self.load_split("dev")[0].examples)
+    # A question agrees with an answer that is one of its gold ones ("" for
+    # an unanswerable one).
+    same = answers[0] if answers else ""
+    agrees = lambda q: same in (gold.get(q) or [""])
+    self.warn_if_collapsed(
+        model, answers, [same if agrees(q) else None for q in scored],
+        "dev questions", shown=f"the same answer, {same!r},")
+    return metrics
 
   def predict(self, model, output_dir):
     predictions, nbest, null_odds = self.answers(model, "test")

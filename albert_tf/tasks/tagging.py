@@ -337,7 +337,14 @@ class TaggingTask(Task):
     if not data.has_tags:
       raise conll.DataError(f"{data.file}: the dev split needs tags for "
                             "--do_eval")
-    return self._metrics("dev", self.predicted_tags(model, "dev"))
+    predicted = self.predicted_tags(model, "dev")
+    metrics = self._metrics("dev", predicted)
+    any_entity = lambda tags: any(t != "O" for t in tags)
+    self.warn_if_collapsed(
+        model, [any_entity(t) for t in predicted],
+        [any_entity(t) for t in self._gold["dev"]], "dev sentences",
+        degenerate=False, shown="only O tags (no entity)")
+    return metrics
 
   def predict(self, model, output_dir):
     data = self.load_split("test")[0]
