@@ -386,6 +386,21 @@ def raw_lines(path, note=True):
       yield number + 1, rest
 
 
+def text_lines(path, note=True):
+  """(line_number, text without its line end) of each line of `path`
+  (`raw_lines`), as UTF-8 with a BOM on line 1 dropped (spreadsheet tools
+  save files with one). Raises DataError naming path:line for a line that
+  is not UTF-8."""
+  for number, raw in raw_lines(path, note):
+    try:
+      line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as e:
+      raise DataError(f"{path}:{number}: not UTF-8 text (byte "
+                      f"{raw[e.start:e.start + 1]!r} at column {e.start + 1})"
+                      ) from None
+    yield number, line.rstrip("\r\n")
+
+
 def _most_common_width(path):
   """The most common number of tab-separated fields of the file's non-empty
   lines (the smaller one on a tie: an extra tab adds a field); None if none."""
@@ -430,16 +445,8 @@ def read_tsv_examples(path, spec, split, max_examples=None,
   elif cols is not None:
     width = _most_common_width(path)
     width_from = "most lines of the file have"
-  for line_number, raw in raw_lines(path, note=check_labels):
+  for line_number, line in text_lines(path, note=check_labels):
     stats["lines"] += 1
-    try:
-      # utf-8-sig on line 1: files saved by spreadsheet tools start with a BOM.
-      line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
-    except UnicodeDecodeError as e:
-      raise DataError(f"{path}:{line_number}: not UTF-8 text (byte "
-                      f"{raw[e.start:e.start + 1]!r} at column {e.start + 1})"
-                      ) from None
-    line = line.rstrip("\r\n")
     if not line.strip():
       stats["empty_lines_skipped"] += 1
       continue
