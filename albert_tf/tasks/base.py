@@ -225,6 +225,21 @@ class Task:
         [-1, max_seq_length]) for i, k in enumerate(F.ENCODER_INPUTS)}
 
   @classmethod
+  def truncated_inputs(cls, record: ModelInfo, tokenizer, max_seq_length: int,
+                       inputs: Dict[str, list]) -> Optional[list]:
+    """Which examples `encode_inputs` cuts (one bool each; albert-predict
+    counts them, as training counts its own); None when the family encodes
+    its own way and does not say. Default: `encode_pair`'s cut."""
+    if getattr(cls.encode_inputs, "__func__", None) is not (
+        Task.encode_inputs.__func__):
+      return None
+    from albert_tf.data import classifier_data  # pylint: disable=g-import-not-at-top
+    texts = list(inputs["text"])
+    texts_b = inputs.get("text_b") or [None] * len(texts)
+    return [classifier_data.encode_pair(tokenizer, a, b, max_seq_length)[3]
+            > 0 for a, b in zip(texts, texts_b)]
+
+  @classmethod
   def decode_outputs(cls, record: ModelInfo, outputs: Dict[str, np.ndarray],
                      n: int) -> list:
     """serve_text's outputs for a batch of n examples (numpy) -> one

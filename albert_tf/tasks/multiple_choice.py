@@ -382,6 +382,21 @@ class MultipleChoiceTask(Task):
     return {k: features[k] for k in F.ENCODER_INPUTS}
 
   @classmethod
+  def truncated_inputs(cls, record, tokenizer, max_seq_length, inputs):
+    """Questions whose article, question or an option the dataset's
+    encoding cuts (its `*_truncated` counts, one question at a time)."""
+    spec = cls.dataset_spec(record)
+    cut = []
+    for a, q, o in zip(inputs["article"], inputs["question"],
+                       inputs["options"]):
+      _, counts = spec.encode(
+          [race.Question(id="0", level="", article=a, question=q,
+                         options=list(o), label=None)], tokenizer,
+          max_seq_length, record.task_config.get("max_qa_length", 128))
+      cut.append(any(v for k, v in counts.items() if k.endswith("_truncated")))
+    return cut
+
+  @classmethod
   def decode_outputs(cls, record, outputs, n):
     """Per question {"label" (the most probable choice's name), "choice"
     (its index), "probabilities" [one per option, in order]}."""

@@ -473,6 +473,13 @@ class SpanQATask(Task):
     return {k: windows.features[k] for k in F.ENCODER_INPUTS}
 
   @classmethod
+  def truncated_inputs(cls, record, tokenizer, max_seq_length, inputs):
+    """Questions cut to max_query_length (a context is read whole, in
+    windows)."""
+    limit = record.task_config.get("max_query_length", 64)
+    return [len(tokenizer.encode(q)) > limit for q in inputs["question"]]
+
+  @classmethod
   def decode_outputs(cls, record, outputs, n):
     """Per pair {"answer" (a slice of the context, "" when no span is
     allowed), "start", "end" (code points; -1 -1 then), "score"} and, v2,

@@ -427,6 +427,17 @@ class TaggingTask(Task):
             for k in F.ENCODER_INPUTS}
 
   @classmethod
+  def truncated_inputs(cls, record, tokenizer, max_seq_length, inputs):
+    """Texts with tokens after the one window (`encode_text`): untagged."""
+    level = record.task_config.get("token_level")
+    cut = []
+    for text in inputs["text"]:
+      tokens, _, positions = ner_data.encode_text(text, tokenizer, level,
+                                                  max_seq_length)
+      cut.append(len(positions) < len(tokens))
+    return cut
+
+  @classmethod
   def decode_outputs(cls, record, outputs, n):
     """Per text its entities [{"type", "text", "start", "end"}] (code
     points: text[start:end] is the entity)."""
