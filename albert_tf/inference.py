@@ -45,6 +45,7 @@ module has no table of families; restoring is `albert_tf.training.export`'s.
 """
 
 import dataclasses
+import json
 import os
 
 from absl import logging
@@ -67,8 +68,9 @@ PRESET_SPM = os.path.join("assets", "tokenizer", "vocabulary.spm")
 LOOKED_FOR = (
     "a run_classifier/run_ner/run_pretraining output_dir or checkpoint (a "
     "'checkpoint' file, best/best.json or PREFIX.index), an "
-    "export_saved_model export_dir or version (saved_model.pb) or a "
-    "keras-hub preset (config.json + model.weights.h5)")
+    "export_saved_model export_dir or version (saved_model.pb), an "
+    "export_onnx .onnx or export_tflite .tflite file (NAME.json beside it) "
+    "or a keras-hub preset (config.json + model.weights.h5)")
 OPTIONAL = "text_b"  # the one serve_text input a caller may leave out
 
 
@@ -514,6 +516,16 @@ def _from_file(path):
     runner = TFLiteRunner(path) if tflite else OnnxRunner(path)
   except ImportError as e:
     raise LoadError(str(e)) from None
+  except Exception as e:  # pylint: disable=broad-except
+    # The runtime's own parse errors (onnxruntime's InvalidProtobuf,
+    # LiteRT's ValueError) name no file; a JSON error names no file either.
+    what = (f"{info_file} is not JSON" if isinstance(
+        e, json.JSONDecodeError) else f"{path} does not load in "
+            f"{'LiteRT' if tflite else 'ONNX Runtime'}")
+    first = (str(e).strip().splitlines() or [""])[0][:200]
+    raise LoadError(f"{what} ({type(e).__name__}: {first}): a cut or "
+                    f"damaged file? write it again with albert_tf.{exporter}"
+                    ) from None
   own = ({k: v for k, v in runner.info.items() if k not in _FILE_FIELDS}
          if not tflite else _tflite_record(runner.info))
   meta = ModelInfo.from_dict(own)
