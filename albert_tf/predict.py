@@ -8,10 +8,15 @@ r"""Predict a file with a fine-tuned model; score it when it holds labels.
 run_classifier / run_ner / run_squad / run_race (albert-finetune)
 output_dir, an export_saved_model export, or an export_onnx .onnx /
 export_tflite .tflite file (ONNX Runtime / LiteRT). --input_file is
-  * a TSV whose first line names the columns (or --columns names them),
+  * a TSV whose first line names the columns (or --columns names them; a
+    first line equal to them is read as the header, --header/--noheader
+    say it outright),
   * JSON lines (a .jsonl / .json / .ndjson file): one object per line,
   * plain text (any other extension), one text per line, for single-text
-    models (a classifier of one text, a tagger).
+    models (a classifier of one text, a tagger),
+in UTF-8 (a BOM dropped); blank and whitespace-only lines are skipped and
+counted. The input is checked, and its first row read, before the output
+is opened; an output that is the input is refused.
 Each input of the model (`Predictor.inputs`: text, text_b, question,
 context, article, question, options) is read from the column or key of its
 own name, or the one --input_columns=NAME=COLUMN gives. A multiple-choice
@@ -19,14 +24,16 @@ model's options are a JSON list (in a TSV column too), or one column per
 option (--options_columns=A,B,C,D).
 
 --output_file (.jsonl/.json: JSON lines, else TSV) has one row per input:
-the inputs, the gold label ("gold") when given, and the prediction:
+its "line" in --input_file, the inputs, the row's gold label ("gold") when
+it has one, and the prediction:
 label + probabilities (classifier), score (regression), entities (tagger),
 answer + start + end + score (span QA), label + choice + probabilities
 (multiple choice). It is written whole or not at all.
 
 Gold labels (--label_column, default "label"; span QA also "answers" /
 "answer", a tagger "tags") are scored: accuracy, macro-F1, the confusion
-matrix and the majority class of this file (sklearn) for classifiers and
+matrix and the majority class of the labelled rows (sklearn; rows without a
+label are counted, not scored) for classifiers and
 multiple choice (a label name or 0-based option index); exact match / F1
 for span QA (an answer, or a JSON list of them; the CMRC 2018 scoring for
 cmrc2018/drcd models, SQuAD v2.0's for v2 models, "" = no answer); entity
@@ -35,7 +42,9 @@ text (`ner_data.split_text` at the model's token level; space-separated or
 a JSON list).
 
 The file is read and predicted --batch_size rows at a time, with a progress
-line every --progress_interval_secs.
+line every --progress_interval_secs. Rows the model cuts to its length
+(`Task.truncated_inputs`) are counted and the first named, as fine-tuning
+counts its own.
 """
 
 import collections
@@ -86,6 +95,9 @@ class PredictArgs:
   columns: Optional[List[str]] = settings.field(
       None, "The names of a TSV's columns, in order, when it has no header "
       "line (default: its first line names them).")
+  header: Optional[bool] = settings.field(
+      None, "Whether a TSV's first line names its columns (default: "
+      "without --columns it does; with --columns only when it equals them).")
   input_columns: Optional[List[str]] = settings.field(
       None, "NAME=COLUMN pairs: the column (JSON key) each model input is "
       "read from, e.g. text=review,text_b=answer (default: the column of "
@@ -113,56 +125,116 @@ def input_format(path, given="auto"):
           else "text")
 
 
-def _lines(path):
-  """(line number, line without its newline) of a UTF-8 file, streamed."""
-  with open(path, encoding="utf-8") as f:
-    for number, line in enumerate(f, 1):
-      yield number, line.rstrip("\n").rstrip("\r")
+class Lines:
+  """A count of lines and the numbers of the first few."""
+
+  def __init__(self, path):
+    self.path, self.count, self.first = path, 0, []
+
+  def add(self, number):
+    self.count += 1
+    if len(self.first) < 3:
+      self.first.append(number)
+
+  def __str__(self):
+    more = self.count - len(self.first)
+    return ", ".join(f"{self.path}:{n}" for n in self.first) + (
+        f" and {more} more" if more else "")
 
 
-def read_rows(path, fmt="auto", columns=None):
-  """(line number, {column: value}) of each non-blank line of path, one at a
-  time. TSV values are strings; plain text's column is "text"."""
-  fmt = input_format(path, fmt)
-  if not os.path.isfile(path):
-    raise PredictError(f"--input_file={path} does not exist")
-  lines = _lines(path)
-  if fmt == "text":
-    for number, line in lines:
-      if line.strip():
-        yield number, {"text": line}
+def check_files(input_file, output_file=None):
+  """PredictError unless input_file is a file and output_file (a file or
+  none yet) is another one, its temporary (`atomic_writer`) too."""
+  if os.path.isdir(input_file):
+    raise PredictError(f"--input_file={input_file} is a directory, not a "
+                       "file (give one TSV, JSON lines or text file)")
+  if not os.path.isfile(input_file):
+    raise PredictError(f"--input_file={input_file} does not exist")
+  if output_file is None:
     return
-  if fmt == "jsonl":
-    for number, line in lines:
-      if not line.strip():
-        continue
-      try:
-        row = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise PredictError(f"{path}:{number}: not JSON ({e.msg} at column "
-                           f"{e.colno})") from None
-      if not isinstance(row, dict):
-        raise PredictError(f"{path}:{number}: not a JSON object (got "
-                           f"{type(row).__name__})")
-      yield number, row
-    return
-  names = list(columns) if columns else None
-  for number, line in lines:
-    if not line.strip():
-      continue
-    fields = line.split("\t")
-    if names is None:
-      names = fields
-      if len(set(names)) != len(names):
-        raise PredictError(f"{path}:{number}: the header names a column "
-                           "twice")
-      continue
-    if len(fields) != len(names):
+  if os.path.isdir(output_file):
+    raise PredictError(f"--output_file={output_file} is a directory (name "
+                       "the file the predictions go to)")
+  real = os.path.realpath(input_file)
+  for name in (output_file, output_file + ".tmp"):
+    if os.path.realpath(name) == real or (
+        os.path.exists(name) and os.path.samefile(name, input_file)):
+      what = "is" if name == output_file else f"is written as {name}, which is"
       raise PredictError(
-          f"{path}:{number}: {len(fields)} columns, the "
-          f"{'--columns' if columns else 'header'} names {len(names)} "
-          f"({', '.join(names)})")
-    yield number, dict(zip(names, fields))
+          f"--output_file={output_file} {what} --input_file={input_file} "
+          f"({real}): the predictions would replace the input; name another "
+          "output file")
+
+
+def _same_names(fields, names):
+  return [f.strip().lower() for f in fields] == [n.lower() for n in names]
+
+
+def read_rows(path, fmt="auto", columns=None, header=None, seen=None):
+  """(line number, {column: value}) of each row of path, one at a time.
+
+  UTF-8 (`classifier_data.text_lines`: a BOM dropped, as fine-tuning reads);
+  a blank or whitespace-only line is no row. TSV values are strings, the
+  columns --columns or the first line: `header` (TSV) says whether the
+  first line names them; None: without --columns, or when it equals them.
+  JSON lines: one object per line. Plain text: {"text": line}. `seen` (a
+  dict) gets "blank" (`Lines`) and "header" (its line number, if any).
+  """
+  from albert_tf.data import classifier_data  # pylint: disable=g-import-not-at-top
+  fmt = input_format(path, fmt)
+  check_files(path)
+  if header is not None and fmt != "tsv":
+    raise PredictError(f"--{'' if header else 'no'}header: --input_file="
+                       f"{path} is read as {fmt}, not TSV")
+  if header is False and not columns:
+    raise PredictError("--noheader: name the TSV's columns with --columns")
+  seen = {} if seen is None else seen
+  blank = seen.setdefault("blank", Lines(path))
+  names = list(columns) if columns else None
+  first = True
+  try:
+    for number, line in classifier_data.text_lines(path):
+      if not line.strip():
+        blank.add(number)
+        continue
+      if fmt != "tsv":
+        yield number, ({"text": line} if fmt == "text" else
+                       _json_row(path, number, line))
+        continue
+      fields = line.split("\t")
+      if first and (header or header is None and (
+          names is None or _same_names(fields, names))):
+        first, seen["header"] = False, number
+        if names is None:
+          names = fields
+          if len(set(names)) != len(names):
+            raise PredictError(f"{path}:{number}: the header names a column "
+                               "twice")
+        continue
+      first = False
+      if len(fields) != len(names):
+        raise PredictError(
+            f"{path}:{number}: {len(fields)} columns, the "
+            f"{'--columns' if columns else 'header'} names {len(names)} "
+            f"({', '.join(names)})")
+      yield number, dict(zip(names, fields))
+  except classifier_data.DataError as e:
+    raise PredictError(str(e)) from None
+
+
+def _json_row(path, number, line):
+  try:
+    row = json.loads(line)
+  except json.JSONDecodeError as e:
+    row = e
+  if not isinstance(row, dict):
+    got = (f"{row.msg} at column {row.colno}" if isinstance(
+        row, json.JSONDecodeError) else f"a JSON {type(row).__name__}")
+    raise PredictError(
+        f"{path}:{number}: not a JSON object ({got}): JSON lines hold one "
+        "object per line (a pretty-printed .json spreads one over many; "
+        "write each on one line, e.g. jq -c '.[]')")
+  return row
 
 
 def _mapping(pairs):
@@ -177,10 +249,11 @@ def _mapping(pairs):
 
 
 class RowReader:
-  """Turns rows into the model's inputs and gold labels."""
+  """Turns rows into the model's inputs and gold labels, the gold looked
+  for in each row (a JSON lines file may label some rows only)."""
 
   def __init__(self, predictor, path, input_columns=None, options_columns=None,
-               label_column=None):
+               label_column=None, same_columns=False):
     self.kind, self.path = predictor.kind, path
     self.inputs = tuple(predictor.inputs)
     self.labels = list(predictor.labels)
@@ -197,17 +270,24 @@ class RowReader:
       raise PredictError(f"--options_columns: the {self.kind} model takes no "
                          "options")
     self.label_column = label_column
-    self.gold_column = None  # decided by the first row
+    # A TSV's rows all have its columns: a --label_column it lacks is a typo.
+    self.same_columns = same_columns
+    read = set(self.columns.values()) | set(self.options_columns)
+    self.gold_columns = [label_column] if label_column else [
+        n for n in GOLD_COLUMNS.get(self.kind, ("label",)) if n not in read]
 
-  def _gold_column(self, row, number):
-    if self.label_column:
-      if self.label_column not in row:
-        raise PredictError(self._missing(self.label_column, row, number,
-                                         "--label_column"))
-      return self.label_column
-    for name in GOLD_COLUMNS.get(self.kind, ("label",)):
-      if name in row and name not in self.columns.values():
-        return name
+  def _gold(self, row, number):
+    """The row's gold label; None without one (no such column in this row,
+    null, or a classifier's empty string)."""
+    if self.same_columns and self.label_column and (
+        self.label_column not in row):
+      raise PredictError(self._missing(self.label_column, row, number,
+                                       "--label_column"))
+    for name in self.gold_columns:
+      value = row.get(name)
+      if value is not None and not (self.kind in CLASSIFIERS and isinstance(
+          value, str) and not value.strip()):
+        return value
     return None
 
   def _missing(self, column, row, number, flag):
@@ -216,8 +296,6 @@ class RowReader:
 
   def __call__(self, number, row):
     """({input name: value}, gold or None) of one row."""
-    if self.gold_column is None:  # the first row decides
-      self.gold_column = self._gold_column(row, number) or False
     values = {}
     for name in self.inputs:
       if name == OPTIONS and self.options_columns:
@@ -245,12 +323,7 @@ class RowReader:
                              "(--options_columns reads one column per "
                              "option)") from None
       values[name] = self._check(value, name, number, OPTIONS == name)
-    if self.gold_column and self.gold_column not in row:
-      raise PredictError(self._missing(self.gold_column, row, number,
-                                       "the gold labels, as on the first "
-                                       "row"))
-    gold = row[self.gold_column] if self.gold_column else None
-    return values, gold
+    return values, self._gold(row, number)
 
   def _check(self, value, name, number, is_list):
     if is_list:
@@ -467,12 +540,13 @@ def _cell(value):
 # ------------------------------------------------------------------ run
 def run(args: PredictArgs, log=print):
   """Predicts args.input_file into args.output_file; prints and returns
-  {"rows": n, "metrics": Scorer.metrics()} (metrics empty without gold)."""
+  {"rows": n, "metrics": Scorer.metrics() (empty without gold), "blank",
+  "cut", "unlabelled": counts of lines}. The input is checked, and its
+  first row read, before the output is opened."""
   from albert_tf import inference  # pylint: disable=g-import-not-at-top
   from albert_tf.file_io import atomic_writer  # pylint: disable=g-import-not-at-top
   fmt = input_format(args.input_file, args.input_format)
-  if not os.path.isfile(args.input_file):
-    raise PredictError(f"--input_file={args.input_file} does not exist")
+  check_files(args.input_file, args.output_file)
   predictor = inference.load(args.model)
   if predictor.kind in ("fill_mask", "encoder"):
     raise PredictError(f"--model={args.model}: a {predictor.kind} "
@@ -484,29 +558,50 @@ def run(args: PredictArgs, log=print):
         f"feeds a single-text model; the {predictor.kind} model takes "
         f"{', '.join(predictor.inputs)} (give a TSV or JSON lines file)")
   reader = RowReader(predictor, args.input_file, args.input_columns,
-                     args.options_columns, args.label_column)
+                     args.options_columns, args.label_column,
+                     same_columns=fmt == "tsv")
+  seen = {}
+  rows = read_rows(args.input_file, fmt, args.columns, args.header, seen)
+  first = next(rows, None)
+  if first is None:
+    raise PredictError(
+        f"--input_file={args.input_file} holds no rows (empty, blank lines"
+        f"{' or a header' if fmt == 'tsv' else ''} only): --output_file="
+        f"{args.output_file} not written")
+  first_values = reader(*first)
+  # TSV output: one header, so a "gold" column wherever a row may have one.
+  gold_column = fmt == "jsonl" or any(c in first[1]
+                                      for c in reader.gold_columns)
   scorer = Scorer(predictor)
+  cut, unlabelled = Lines(args.input_file), Lines(args.input_file)
   jsonl = os.path.splitext(args.output_file)[1].lower() in JSON_EXTENSIONS
   start = last = time.monotonic()
   done = 0
 
   def flush(batch, writer):
-    results = predictor.predict(*[[values[n] for _, values, _ in batch]
-                                  for n in predictor.inputs])
-    for (number, values, gold), prediction in zip(batch, results):
+    columns = [[values[n] for _, values, _ in batch] for n in predictor.inputs]
+    results = predictor.predict(*columns)
+    truncated = predictor.task.truncated_inputs(
+        predictor.record, predictor.tokenizer, predictor.max_seq_length,
+        dict(zip(predictor.inputs, columns))) or [False] * len(batch)
+    for (number, values, gold), prediction, is_cut in zip(batch, results,
+                                                          truncated):
       scorer.add(values, gold, prediction, f"{args.input_file}:{number}")
-      row = dict(values)
-      if gold is not None:
-        row[GOLD] = gold
+      if is_cut:
+        cut.add(number)
+      if gold is None:
+        unlabelled.add(number)
+      row = {"line": number, **values}
+      if gold is not None or (gold_column and not jsonl):
+        row[GOLD] = "" if gold is None else gold
       row.update(prediction_fields(predictor.kind, prediction))
       writer.write(row)
 
   with atomic_writer(args.output_file) as f:
     writer = RowWriter(f, jsonl)
-    batch = []
-    for number, row in read_rows(args.input_file, fmt, args.columns):
-      values, gold = reader(number, row)
-      batch.append((number, values, gold))
+    batch = [(first[0], *first_values)]
+    for number, row in rows:
+      batch.append((number, *reader(number, row)))
       if len(batch) == args.batch_size:
         flush(batch, writer)
         done += len(batch)
@@ -519,16 +614,37 @@ def run(args: PredictArgs, log=print):
     if batch:
       flush(batch, writer)
       done += len(batch)
-  if not done:
-    raise PredictError(f"--input_file={args.input_file} holds no rows")
   elapsed = time.monotonic() - start
   log(f"{done} rows predicted by the {predictor.kind} model in "
       f"{elapsed:.1f}s ({done / max(elapsed, 1e-9):.1f} rows/s) -> "
-      f"{args.output_file}")
+      f"{args.output_file} (its \"line\" column: the input line of each)")
+  for line in _notes(args, fmt, seen, cut, predictor.max_seq_length, done):
+    log(line)
   scores = scorer.metrics()
   for line in format_metrics(predictor.kind, scores):
     log(line)
-  return {"rows": done, "metrics": scores}
+  if scores and unlabelled.count:
+    log(f"{unlabelled.count} of {done} rows have no gold label and are not "
+        f"scored ({unlabelled})")
+  return {"rows": done, "metrics": scores, "blank": seen["blank"].count,
+          "cut": cut.count, "unlabelled": unlabelled.count}
+
+
+def _notes(args, fmt, seen, cut, max_seq_length, done):
+  """What reading skipped or cut, one line each."""
+  blank = seen["blank"]
+  if blank.count:
+    yield (f"{blank.count} blank or whitespace-only line(s) skipped "
+           f"({blank})")
+  if fmt == "tsv" and args.columns and args.header is None:
+    yield (f"{args.input_file}:{seen['header']} equals --columns: read as "
+           "the header line, not predicted (--noheader predicts it)"
+           if "header" in seen else
+           f"--columns: {args.input_file} read as having no header line "
+           "(--header skips one)")
+  if cut.count:
+    yield (f"{cut.count} of {done} rows cut to the model's max_seq_length="
+           f"{max_seq_length}: their ends are not read (first at {cut})")
 
 
 def main(argv):

@@ -130,7 +130,8 @@ def test_classifier_tsv_with_labels_and_plain_text_without(models, tmp_path):
   rows = _read_tsv(tmp_path / "out.tsv")
   expected = predictor.predict(texts)
   assert result["rows"] == len(rows) == len(texts)
-  assert list(rows[0]) == ["text", "gold", "label", "probabilities"]
+  assert list(rows[0]) == ["line", "text", "gold", "label", "probabilities"]
+  assert [int(r["line"]) for r in rows] == list(range(2, 2 + len(texts)))
   assert [r["text"] for r in rows] == texts
   assert [r["gold"] for r in rows] == gold
   assert [{"label": r["label"], "probabilities": json.loads(
@@ -145,9 +146,10 @@ def test_classifier_tsv_with_labels_and_plain_text_without(models, tmp_path):
   text_file.write_text("很好的今天\n\n差\n", encoding="utf-8")
   result, printed = _run(path, text_file, tmp_path / "out.jsonl")
   rows = _read_jsonl(tmp_path / "out.jsonl")
-  assert rows == [{"text": t, **p} for t, p in zip(
-      ["很好的今天", "差"], predictor.predict(["很好的今天", "差"]))]
-  assert result["metrics"] == {} and len(printed) == 1
+  assert rows == [{"line": n, "text": t, **p} for n, t, p in zip(
+      [1, 3], ["很好的今天", "差"], predictor.predict(["很好的今天", "差"]))]
+  assert result["metrics"] == {} and printed[1:] == [
+      f"1 blank or whitespace-only line(s) skipped ({text_file}:2)"]
 
 
 def test_pair_classifier_jsonl_and_headerless_tsv_with_mapped_columns(
@@ -161,8 +163,9 @@ def test_pair_classifier_jsonl_and_headerless_tsv_with_mapped_columns(
   _, printed = _run(path, source, tmp_path / "out.jsonl")
   rows = _read_jsonl(tmp_path / "out.jsonl")
   expected = predictor.predict(fs.TEXTS, fs.TEXTS_B)
-  assert rows == [{"text": a, "text_b": b, "gold": g, **p} for a, b, g, p in
-                  zip(fs.TEXTS, fs.TEXTS_B, gold, expected)]
+  assert rows == [{"line": i + 1, "text": a, "text_b": b, "gold": g, **p}
+                  for i, (a, b, g, p) in enumerate(
+                      zip(fs.TEXTS, fs.TEXTS_B, gold, expected))]
   _check_classifier_figures(printed, gold, [r["label"] for r in rows],
                             ["neg", "mid", "pos"])
   # A TSV without header: --columns names its columns, --input_columns
@@ -174,7 +177,9 @@ def test_pair_classifier_jsonl_and_headerless_tsv_with_mapped_columns(
       input_columns=["text=q", "text_b=d"], label_column="y")
   assert [{k: r[k] for k in ("label", "probabilities")}
           for r in _read_jsonl(tmp_path / "out2.jsonl")] == expected
-  assert printed_too[1:] == printed[1:]
+  assert printed_too[1] == (f"--columns: {source} read as having no header "
+                            "line (--header skips one)")
+  assert printed_too[2:] == printed[1:]
 
 
 def test_tagger_entities_and_entity_f1(models, tmp_path):
@@ -269,7 +274,7 @@ def test_bad_input_is_one_error_naming_file_and_line(models, tmp_path):
       "no_b.tsv": ("text\tlabel\n好\tpos\n",
                    r"no_b.tsv:2: no column 'text_b' for the input 'text_b'"),
       "bad.jsonl": ('{"text": "a", "text_b": "b"}\n{"text": "a",\n',
-                    r"bad.jsonl:2: not JSON"),
+                    r"bad.jsonl:2: not a JSON object"),
       "list.jsonl": ('{"text": "a", "text_b": 3}\n',
                      r"list.jsonl:1: text_b must be a string, got 3"),
       "short.tsv": ("text\ttext_b\na\tb\nc\n",
