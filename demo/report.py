@@ -70,13 +70,25 @@ def _plot_mlm_minutes(demo, out):
   the most-frequent-piece baseline."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   run_dir = demo.path("pretrain")
+  import numpy as np  # pylint: disable=g-import-not-at-top
   minutes = minutes_by_step(run_dir)
-  evals = [r for r in _jsonl(os.path.join(run_dir, "eval_log.jsonl"))
-           if r.get("global_step") in minutes]
-  if len(evals) < 2:
+  evals = {r["global_step"]: r
+           for r in _jsonl(os.path.join(run_dir, "eval_log.jsonl"))}
+  evals = [evals[step] for step in sorted(evals)]
+  if len(evals) < 2 or len(minutes) < 2:
     return None
+  # Evals fall between the logged steps: their minutes by interpolation,
+  # at the ends by the logged rate (step 0: before any step, about 0).
+  steps = sorted(minutes)
+  rate = (steps[-1] - steps[0]) / (minutes[steps[-1]] - minutes[steps[0]])
+  steps = [steps[0] - minutes[steps[0]] * rate] + steps + [steps[-1] + rate]
+  times = [0.0] + [minutes[k] for k in steps[1:-1]] + [
+      minutes[steps[-2]] + 1.0]
   fig, ax = plt.subplots(figsize=(6, 4))
-  x = [minutes[r["global_step"]] for r in evals]
+  x = [max(0.0, float(np.interp(r["global_step"], steps, times,
+                                right=times[-2] + (r["global_step"] -
+                                                   steps[-2]) / rate)))
+       for r in evals]
   ax.plot(x, [r["masked_lm_accuracy"] for r in evals], marker="o",
           label="held-out MLM accuracy")
   if "masked_lm_accuracy_baseline" in evals[-1]:
