@@ -126,16 +126,18 @@ def alias_main(family_name: str) -> None:
 
 
 def _task_from_argv(argv) -> tuple:
-  """(--task, [--task_module ...]) read from argv and its flagfiles before
-  the family's flags exist (absl parses only these two here)."""
+  """(--task, [--task_module ...], --verbose) read from argv and its
+  flagfiles before the family's flags exist (absl parses only these
+  here)."""
   pre = flags.FlagValues()
   flags.DEFINE_string("task", None, "", flag_values=pre)
   flags.DEFINE_multi_string("task_module", [], "", flag_values=pre)
+  flags.DEFINE_boolean("verbose", False, "", flag_values=pre)
   try:
     pre(list(argv), known_only=True)
   except flags.Error:
-    return None, []
-  return pre.task, pre.task_module
+    return None, [], False
+  return pre.task, pre.task_module, pre.verbose
 
 
 def _known_tasks() -> str:
@@ -164,11 +166,15 @@ def main_cli(argv=None) -> None:
   are then defined (a dataset's values as their defaults)."""
   from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
   argv = list(sys.argv if argv is None else argv)
-  task, modules = _task_from_argv(argv)
+  task, modules, verbose = _task_from_argv(argv)
   try:
     for module in modules:
       registry.import_task_module(module)
     family, dataset = registry.resolve(task) if task else (None, None)
+  except registry.TaskModuleError as e:  # the module's file, line, error
+    if verbose:
+      raise
+    sys.exit(f"error: {e}")
   except registry.RegistryError as e:  # one line, as absl's flag errors
     sys.exit(f"FATAL Flags parsing error: {e}")
   task_help = settings.spec(next(f for f in dataclasses.fields(TaskChoice)

@@ -28,12 +28,15 @@ No TensorFlow and no albert_tf import here: every layer may import this.
 """
 
 import dataclasses
+import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
 import os
 import pkgutil
+import re
 import sys
+import traceback
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 # The packages whose modules register the built-in families and datasets.
@@ -44,6 +47,15 @@ ENTRY_POINT_GROUP = "albert_tf.tasks"
 
 class RegistryError(ValueError):
   """An unknown or clashing family or dataset name."""
+
+
+class TaskModuleError(RegistryError):
+  """A task module that fails to import; `reason` is `FILE:LINE: Type:
+  message`, the line of the module where it failed."""
+
+  def __init__(self, message, reason):
+    super().__init__(message)
+    self.reason = reason
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +101,24 @@ _DATASETS: Dict[str, Dataset] = {}
 _loaded = False
 
 
+def _module_file(module_name):
+  path = getattr(sys.modules.get(module_name), "__file__", None)
+  return os.path.realpath(path) if path else None
+
+
+def _same_definition(known, task_cls):
+  """The same class of the same file (a module reloaded, or a file
+  imported under another name): it may take its own name again."""
+  return (known.__qualname__ == task_cls.__qualname__ and
+          _module_file(known.__module__) == _module_file(task_cls.__module__))
+
+
+def _shown_module(cls):
+  """A class's module as a user names it: the .py file of a task module
+  imported from one (its import name is made up), else the dotted name."""
+  return module_source(cls.__module__)
+
+
 def register_family(name: str, *, options: Optional[type] = None,
                     command: Optional[str] = None, help: str = "",  # pylint: disable=redefined-builtin
                     aliases: Iterable[str] = ()):
@@ -101,11 +131,12 @@ def register_family(name: str, *, options: Optional[type] = None,
   def decorate(task_cls):
     for n in (name, *aliases):
       known = _FAMILIES.get(n)
-      if known and known.task.__qualname__ != task_cls.__qualname__:
+      if known and not _same_definition(known.task, task_cls):
         raise RegistryError(
-            f"task family {n!r}: already registered by {known.module}."
-            f"{known.task.__qualname__}; {task_cls.__module__}."
-            f"{task_cls.__qualname__} cannot take the name")
+            f"task family {n!r}: already registered by "
+            f"{_shown_module(known.task)}.{known.task.__qualname__}; "
+            f"{_shown_module(task_cls)}.{task_cls.__qualname__} cannot take "
+            "the name")
       _FAMILIES[n] = Family(n, task_cls, options, command if n == name
                             else None, task_cls.__module__,
                             help or (task_cls.__doc__ or "").split("\n")[0])
@@ -125,7 +156,8 @@ def register_dataset(name: str, family: str, *, spec: Any = None,
   caller = sys._getframe(1).f_globals.get("__name__", "")  # pylint: disable=protected-access
   if known and known.module != caller:
     raise RegistryError(f"dataset {name!r}: already registered by "
-                        f"{known.module}")
+                        f"{module_source(known.module)}; "
+                        f"{module_source(caller)} cannot take the name")
   if name in _FAMILIES:
     raise RegistryError(f"dataset {name!r}: the name of a task family")
   dataset = Dataset(name, family, spec, {"task_name": name, **defaults},
@@ -134,13 +166,52 @@ def register_dataset(name: str, family: str, *, spec: Any = None,
   return dataset
 
 
+def _file_module_name(path: str) -> str:
+  """The name a .py task module is imported under: its file name and a hash
+  of where it is, so that two files of one name (a/fam.py, b/fam.py) both
+  run, and a file named like a module already imported (json.py) runs at
+  all. The same file always gets the same name (imported once)."""
+  real = os.path.realpath(path)
+  stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(real))[0])
+  digest = hashlib.sha256(real.encode("utf-8")).hexdigest()[:10]
+  return f"_albert_tf_task_module_{stem}_{digest}"
+
+
+def _failed_line(error: BaseException, path: Optional[str]) -> str:
+  """`FILE:LINE: Type: message` of an error raised while importing a task
+  module: the module's own line that failed (a SyntaxError's line, else
+  the last traceback frame in `path`, else the last frame)."""
+  what = f"{type(error).__name__}: " + " ".join(str(error).split())
+  if isinstance(error, SyntaxError) and error.filename:
+    what = f"{type(error).__name__}: {error.msg}"
+    return f"{error.filename}:{error.lineno}: {what}"
+  frames = traceback.extract_tb(error.__traceback__)
+  real = os.path.realpath(path) if path else None
+  own = [f for f in frames
+         if real and os.path.realpath(f.filename) == real]
+  frame = (own or [f for f in frames if not f.filename.startswith("<")]
+           or frames or [None])[-1]
+  if frame is None:
+    return what
+  return f"{frame.filename}:{frame.lineno}: {what}"
+
+
+def _raise_import_failure(name, error, path):
+  reason = _failed_line(error, path)
+  raise TaskModuleError(
+      f"--task_module={name} does not import: {reason} (--verbose shows "
+      "the traceback)", reason) from error
+
+
 def import_task_module(name: str) -> None:
   """Imports a module that registers families or datasets: a dotted module
-  name, or the path of a .py file (imported under its file name)."""
+  name, or the path of a .py file (imported under a name of its own,
+  `_file_module_name`). A module that fails to import is a TaskModuleError
+  naming its file, line and exception."""
   if name.endswith(".py"):
     if not os.path.isfile(name):
       raise RegistryError(f"--task_module={name}: no such file")
-    module_name = os.path.splitext(os.path.basename(name))[0]
+    module_name = _file_module_name(name)
     _FILE_MODULES[module_name] = os.path.abspath(name)
     if module_name in sys.modules:
       return
@@ -149,6 +220,9 @@ def import_task_module(name: str) -> None:
     sys.modules[module_name] = module
     try:
       spec.loader.exec_module(module)
+    except Exception as e:  # pylint: disable=broad-except
+      del sys.modules[module_name]
+      _raise_import_failure(name, e, name)
     except BaseException:
       del sys.modules[module_name]
       raise
@@ -160,7 +234,18 @@ def import_task_module(name: str) -> None:
       raise RegistryError(f"--task_module={name}: no module named "
                           f"{e.name!r} (give a module on the Python path or "
                           "a .py file)") from None
-    raise
+    _raise_import_failure(name, e, _module_origin(name))
+  except Exception as e:  # pylint: disable=broad-except
+    _raise_import_failure(name, e, _module_origin(name))
+
+
+def _module_origin(name: str) -> Optional[str]:
+  """The file of dotted module `name`, or None."""
+  try:
+    spec = importlib.util.find_spec(name)
+  except (ImportError, ValueError):
+    return None
+  return getattr(spec, "origin", None)
 
 
 def module_source(module_name: str) -> str:
@@ -209,6 +294,11 @@ def family(name: str, module: Optional[str] = None) -> Family:
   if name not in _FAMILIES and module:
     try:
       import_task_module(module)
+    except TaskModuleError as e:
+      raise TaskModuleError(
+          f"task family {name!r} is defined in {module}, which does not "
+          f"import: {e.reason} (--verbose shows the traceback)",
+          e.reason) from e
     except (ImportError, RegistryError):
       pass
   if name not in _FAMILIES:

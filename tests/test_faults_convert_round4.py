@@ -4,12 +4,15 @@ each fails with its fix taken out."""
 
 import json
 import os
+import pathlib
 
 import numpy as np
 import pytest
 
 from albert_tf import convert_checkpoint as cc
 from tests import test_convert_bert as bert_fixtures
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _one_line(message, *parts):
@@ -59,4 +62,123 @@ def test_vocab_with_fewer_tokens_than_vocab_size_is_refused_unless_padded(
           "(--allow_padded_vocab): the embedding rows of ids 30 to 49 are "
           "never used") in report["notes"]
   assert (out / "vocab.txt").read_text() == (release / "vocab.txt").read_text()
+
+
+# ------------------------------------------------------------ task modules
+FAMILY_FILE = '''from albert_tf import registry
+from albert_tf.tasks.base import Task
+
+
+@registry.register_family({name!r})
+class FamTask(Task):
+  """{name}."""
+'''
+
+
+@pytest.fixture
+def registry_state(monkeypatch):
+  """The registry as it was before the test (families, datasets, files)."""
+  from albert_tf import registry  # pylint: disable=g-import-not-at-top
+  registry.load_builtins()
+  for name in ("_FAMILIES", "_DATASETS", "_FILE_MODULES"):
+    monkeypatch.setattr(registry, name, dict(getattr(registry, name)))
+  return registry
+
+
+def _family_file(path, name):
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(FAMILY_FILE.format(name=name), encoding="utf-8")
+  return str(path)
+
+
+def test_two_task_modules_of_one_file_name_both_run(tmp_path,
+                                                    registry_state):
+  """Row 10: a/fam.py and b/fam.py; b was skipped, and the record named b
+  for a's family."""
+  registry = registry_state
+  a = _family_file(tmp_path / "a" / "fam.py", "round4_fam_a")
+  b = _family_file(tmp_path / "b" / "fam.py", "round4_fam_b")
+  registry.import_task_module(a)
+  registry.import_task_module(b)
+  # What task_record.json records (finetuning.py: module_source of the
+  # task class's module) is each family's own file.
+  for name, path in (("round4_fam_a", a), ("round4_fam_b", b)):
+    task = registry.family(name).task
+    assert task.__doc__ == f"{name}."
+    assert registry.module_source(task.__module__) == path
+  # Both define the same family: one line naming both files.
+  c = _family_file(tmp_path / "c" / "fam.py", "round4_fam_a")
+  with pytest.raises(registry.TaskModuleError) as error:
+    registry.import_task_module(c)
+  _one_line(error.value, f"--task_module={c} does not import: {c}:5: "
+            f"RegistryError: task family 'round4_fam_a': already registered "
+            f"by {a}.FamTask; {c}.FamTask cannot take the name")
+  # The same file again is the same module: imported once, no clash.
+  registry.import_task_module(a)
+
+
+def test_a_task_module_named_like_an_imported_module_runs(tmp_path,
+                                                          registry_state):
+  """Row 24: --task_module=shadow/json.py was never run (json is
+  imported); the user saw `no such task family`."""
+  registry = registry_state
+  path = _family_file(tmp_path / "shadow" / "json.py", "round4_shadow")
+  registry.import_task_module(path)
+  task = registry.family("round4_shadow").task
+  assert registry.module_source(task.__module__) == path
+  assert json.dumps({"a": 1}) == '{"a": 1}'  # the standard json, untouched
+  assert json.__file__ != path
+
+
+BROKEN_MODULES = {
+    "syntax": ("import os\nx = 1\ndef f(:\n  pass\n", 3,
+               "SyntaxError: invalid syntax"),
+    "dependency": ("import os\nimport round4_no_such_dependency\n", 2,
+                   "ModuleNotFoundError: No module named "
+                   "'round4_no_such_dependency'"),
+    "exception": ("import os\n\nraise RuntimeError('no GPU here')\n", 3,
+                  "RuntimeError: no GPU here"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN_MODULES))
+def test_a_task_module_that_fails_to_import_is_one_line(tmp_path, kind,
+                                                        registry_state):
+  """Row 23: a 17-line traceback at fine-tuning, 39 at export."""
+  registry = registry_state
+  text, line, what = BROKEN_MODULES[kind]
+  path = tmp_path / "fam.py"
+  path.write_text(text, encoding="utf-8")
+  with pytest.raises(registry.TaskModuleError) as error:
+    registry.import_task_module(str(path))
+  _one_line(error.value, f"--task_module={path} does not import: "
+            f"{path}:{line}: {what} (--verbose shows the traceback)")
+  # Export and load find the family through the record's task_module.
+  with pytest.raises(registry.TaskModuleError) as error:
+    registry.family("round4_broken", str(path))
+  _one_line(error.value, f"task family 'round4_broken' is defined in {path}, "
+            f"which does not import: {path}:{line}: {what}")
+
+
+def test_a_task_module_that_fails_to_import_on_the_command_line(tmp_path):
+  """Row 23 through albert_tf.finetune: one line, exit 1; --verbose: the
+  traceback."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  path = tmp_path / "fam.py"
+  path.write_text(BROKEN_MODULES["exception"][0], encoding="utf-8")
+  env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+  argv = [sys.executable, "-m", "albert_tf.finetune", "--task=fam",
+          f"--task_module={path}"]
+  proc = subprocess.run(argv, env=env, capture_output=True, text=True,
+                        timeout=300, check=False)
+  assert proc.returncode == 1
+  assert proc.stderr.splitlines() == [
+      f"error: --task_module={path} does not import: {path}:3: "
+      "RuntimeError: no GPU here (--verbose shows the traceback)"]
+  proc = subprocess.run(argv + ["--verbose"], env=env, capture_output=True,
+                        text=True, timeout=300, check=False)
+  assert proc.returncode == 1
+  assert "Traceback (most recent call last)" in proc.stderr
+  assert "raise RuntimeError('no GPU here')" in proc.stderr
 
