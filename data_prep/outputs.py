@@ -9,6 +9,7 @@ they are complete.
 
 import dataclasses
 import json
+import logging
 import os
 import uuid
 
@@ -36,6 +37,14 @@ def output_file_paths(output_file):
   return [p.strip() for p in output_file.split(",") if p.strip()]
 
 
+# Written when a run starts and deleted after its manifest: a folder that
+# holds it but no _SUCCESS or manifest.json holds what an unfinished run (a
+# killed launcher, a failed pipeline, a Dask cluster gone) left, which the
+# same command then replaces without --overwrite. (A TEMP_PREFIX name:
+# pretraining never reads it.)
+UNFINISHED_MARKER = f"{TEMP_PREFIX}unfinished-run"
+
+
 def _existing_outputs(output_dir):
   patterns = [FileSystems.join(output_dir, n) for n in (
       f"{SHARD_PREFIX}-*{SHARD_SUFFIX}", f"{TEMP_PREFIX}*", SUMMARY_FILE,
@@ -45,10 +54,12 @@ def _existing_outputs(output_dir):
 
 def prepare_output_dir(output_dir, overwrite):
   """Creates and locks output_dir; refuses (or with overwrite, deletes) a
-  previous run. Returns the lock (`file_io.lock_output`; None on a remote
-  file system): hold it while the run writes, release it at the end. A
-  second run into output_dir is refused before anything is deleted, so a
-  live run's `.tmp-*` files are never removed."""
+  previous run, and replaces what an unfinished run left (UNFINISHED_MARKER
+  without _SUCCESS or manifest.json) with one warning. Then marks the new
+  run unfinished until `mark_done`. Returns the lock (`file_io.lock_output`;
+  None on a remote file system): hold it while the run writes, release it
+  at the end. A second run into output_dir is refused before anything is
+  deleted, so a live run's `.tmp-*` files are never removed."""
   if "://" not in output_dir and os.path.exists(output_dir) and not (
       os.path.isdir(output_dir)):
     raise ValueError(cli_errors.error_line(
@@ -66,15 +77,24 @@ def prepare_output_dir(output_dir, overwrite):
 
 def _prepare_locked(output_dir, overwrite):
   existing = _existing_outputs(output_dir)
-  if existing and not overwrite:
+  names = {os.path.basename(path) for path in existing}
+  unfinished = UNFINISHED_MARKER in names and not (
+      names & {SUCCESS_FILE, MANIFEST_FILE})
+  if existing and not overwrite and not unfinished:
     raise ValueError(cli_errors.error_line(
         f"{output_dir!r} already holds the output of a previous run "
         f"({len(existing)} files, e.g. {os.path.basename(existing[0])})",
         "--output_dir", "pass --overwrite to replace it"))
+  if unfinished and not overwrite:
+    logging.getLogger(__name__).warning(
+        "--output_dir=%s holds what an unfinished run left (%d files, no "
+        "%s): replacing them", output_dir, len(existing), SUCCESS_FILE)
   if existing:
     FileSystems.delete(existing)
   if not FileSystems.exists(output_dir):
     FileSystems.mkdirs(output_dir)
+  with FileSystems.create(FileSystems.join(output_dir, UNFINISHED_MARKER)):
+    pass
 
 
 def merge_input_reports(reports):
@@ -188,6 +208,7 @@ def mark_done(output_dir, summary, input_bytes, run_flags, tokenizer_info):
   manifest = make_manifest(summary, input_bytes, run_flags, tokenizer_info,
                            dict(zip(shard_paths, input_sizes(shard_paths))))
   write_json_atomically(FileSystems.join(output_dir, MANIFEST_FILE), manifest)
+  FileSystems.delete([FileSystems.join(output_dir, UNFINISHED_MARKER)])
 
 
 def describe_tokenizer(tokenizer):
