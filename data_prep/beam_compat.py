@@ -13,6 +13,7 @@ REQUIRED = (
     ("apache_beam.io.tfrecordio", "_TFRecordUtil"),
     ("apache_beam.runners.portability.fn_api_runner.fn_runner",
      "ProgressRequester"),
+    ("apache_beam.runners.dask.dask_runner", "DaskOptions._extract_bag_kwargs"),
 )
 
 
@@ -26,6 +27,20 @@ def option_names(parser):
   """
   return {option.lstrip("-") for action in parser._actions  # pylint: disable=protected-access
           for option in action.option_strings}
+
+
+def dask_bag_kwargs(dask_options):
+  """The dask.bag arguments among the DaskRunner's options (npartitions,
+  partition_size), taken out of dask_options, which then hold only the
+  Client's.
+
+  data_prep.dask_cluster.WatchedDaskRunner does what Beam's
+  DaskRunner.run_pipeline does, but creates the client under a bound
+  (dask.distributed bounds no handshake); the split of the options is
+  Beam's private DaskOptions._extract_bag_kwargs, with no public name.
+  """
+  from apache_beam.runners.dask.dask_runner import DaskOptions  # pylint: disable=g-import-not-at-top
+  return DaskOptions._extract_bag_kwargs(dask_options)  # pylint: disable=protected-access
 
 
 def write_tfrecord(f, record):

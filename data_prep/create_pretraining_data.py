@@ -119,6 +119,9 @@ class CreateDataSettings:
       600, "Stop with an error naming the file when an input file gives no "
       "byte for this long (a named pipe, a hung mount); 0: wait forever.",
       lower_bound=0)
+  no_worker_timeout_secs: float = settings.field(
+      60.0, "On the DaskRunner: stop with an error when the cluster has had "
+      "no worker for this long (its last worker died).", lower_bound=1)
   input_file_mode: str = settings.field("r", _IGNORED_HELP)
   do_permutation: bool = settings.field(False, _IGNORED_HELP)
   parallel: bool = settings.field(False, _IGNORED_HELP)
@@ -182,7 +185,8 @@ def main(argv):
                 skip_bad_inputs=s.skip_bad_inputs,
                 max_sentences_per_document=s.max_sentences_per_document,
                 progress_interval_secs=s.progress_interval_secs,
-                input_timeout_secs=s.input_timeout_secs)
+                input_timeout_secs=s.input_timeout_secs,
+                no_worker_timeout_secs=s.no_worker_timeout_secs)
   if s.output_file:
     output_files = outputs.output_file_paths(s.output_file)
     if flags.FLAGS["num_shards"].present and s.num_shards != len(output_files):

@@ -46,12 +46,14 @@ def _stop(procs):
 
 
 @contextlib.contextmanager
-def cluster(num_workers, log_dir=None, env=None):
+def cluster(num_workers, log_dir=None, env=None, port=None):
   """Yields the scheduler's HOST:PORT once num_workers workers joined it.
 
   log_dir: where the processes' output goes (default: a temporary folder,
   deleted after). env: their environment (default: this one, with this
-  checkout on PYTHONPATH so that the workers import data_prep).
+  checkout on PYTHONPATH so that the workers import data_prep). port: the
+  scheduler's (default: a free one), e.g. to start a scheduler again where
+  one was killed.
 
   Raises:
     TimeoutError: the workers did not join within START_TIMEOUT_SECS (the
@@ -62,7 +64,7 @@ def cluster(num_workers, log_dir=None, env=None):
   env = dict(os.environ if env is None else env)
   env["PYTHONPATH"] = os.pathsep.join(
       filter(None, [root, env.get("PYTHONPATH", "")]))
-  port = free_port()
+  port = port or free_port()
   address = f"127.0.0.1:{port}"
   dask = [sys.executable, "-m", "dask"]
   commands = [dask + ["scheduler", "--host", "127.0.0.1", "--port", str(port),
@@ -74,6 +76,7 @@ def cluster(num_workers, log_dir=None, env=None):
     if log_dir is None:
       log_dir = stack.enter_context(tempfile.TemporaryDirectory(
           prefix="local_dask_"))
+    os.makedirs(log_dir, exist_ok=True)
     procs = []
     stack.callback(_stop, procs)
     for i, command in enumerate(commands):

@@ -46,7 +46,8 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
                  num_shards=4, overwrite=False, pipeline_args=(),
                  max_line_bytes=100_000, split_bytes=None,
                  skip_bad_inputs=False, max_sentences_per_document=10_000,
-                 progress_interval_secs=10.0, input_timeout_secs=600):
+                 progress_interval_secs=10.0, input_timeout_secs=600,
+                 no_worker_timeout_secs=60):
   """Checks inputs, runs the pipeline to completion, returns the summary dict.
 
   Args:
@@ -75,6 +76,8 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
     input_timeout_secs: an input whose first byte does not come within
       this many seconds (a named pipe, a hung mount) is an error naming it;
       0: wait forever.
+    no_worker_timeout_secs: on the DaskRunner, how long the run waits for
+      a worker when its cluster has none left (then an error).
   Raises:
     ValueError: before any work, for a glob that matches nothing, an
       unreadable tokenizer file, output_dir holding a previous run, or a
@@ -82,6 +85,9 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
       truncated or corrupt compressed input (without skip_bad_inputs) and
       for a run that made no instance. _SUCCESS and the manifest are then
       not written.
+    runners.ClusterError: a Dask scheduler that does not answer or has no
+      worker (before any work), or, during the run, a scheduler gone or no
+      worker for no_worker_timeout_secs.
   """
   options = options or instances_lib.InstanceOptions()
   _check_arguments(dupe_factor, num_shards, max_sentences_per_document,
@@ -113,7 +119,7 @@ def run_pipeline(input_file, output_dir, spm_model_file=None, vocab_file=None,
     pipeline_options, runner, runner_line = runners.choose_runner(
         pipeline_args,
         progress_lib.progress_request_secs(progress_interval_secs),
-        len(read_ranges))
+        len(read_ranges), no_worker_timeout_secs)
     _LOGGER.info(runner_line)
     progress = runners.pipeline_progress(runner, pipeline_options,
                                          sum(input_bytes.values()),
@@ -176,6 +182,8 @@ def _run_beam(runner, pipeline_options, progress, build,
     client = getattr(p.result, "client", None)
     if client is not None:
       client.close()
+  except runners.ClusterError:
+    raise  # Its line already names the cluster and what is gone.
   except Exception as e:  # pylint: disable=broad-except
     # Runners wrap a worker's exception in their own (often as text only).
     text = _error_text(e)

@@ -11,7 +11,6 @@ worker processes when --direct_num_workers > 1 (see choose_runner).
 import argparse
 import os
 import re
-import socket
 import sys
 
 from apache_beam.options.pipeline_options import DirectOptions
@@ -28,6 +27,11 @@ _DIRECT_RUNNER_NAMES = ("directrunner", "direct")
 _RUNNER_CLASS_PATHS = {
     "daskrunner": "apache_beam.runners.dask.dask_runner.DaskRunner",
 }
+
+
+class ClusterError(ValueError):
+  """A cluster the run needs does not answer, or went away: one line,
+  `error: <what>, <where> (<hint>)`, to be said as it is."""
 
 
 def beam_option_parser():
@@ -100,7 +104,7 @@ def _direct_batch_runner(options, progress_request_secs=None):
 
 
 def choose_runner(pipeline_args, progress_request_secs=None,
-                  parallel_elements=None):
+                  parallel_elements=None, no_worker_timeout_secs=60):
   """(PipelineOptions, runner object or None, one line saying what was picked).
 
   No --runner: the DirectRunner. Beam's DirectRunner first tries the
@@ -118,11 +122,16 @@ def choose_runner(pipeline_args, progress_request_secs=None,
   64 ranges would be one task on one worker: without --dask_npartitions or
   --dask_partition_size it gets two partitions per worker thread of the
   cluster (more cost more than they balance: benchmarks/README.md), at most
-  one per element. --dask_client_address is checked first: a scheduler
-  that does not answer, or has no worker, is an error.
+  one per element. --dask_client_address is checked first, within
+  --dask_connection_timeout seconds (10 unless given; the runner's client
+  gets it too): a scheduler that does not answer, or has no worker, is a
+  ClusterError. The DaskRunner is data_prep.dask_cluster's: a run whose
+  scheduler goes away, or whose cluster has had no worker for
+  no_worker_timeout_secs, ends in one line.
 
   Raises:
     ValueError: an argument that is no Beam pipeline option, or a bad value.
+    ClusterError: the Dask scheduler named does not answer, or has no worker.
   """
   known, unknown = parse_pipeline_args(pipeline_args)
   if unknown:
@@ -143,9 +152,19 @@ def choose_runner(pipeline_args, progress_request_secs=None,
       "DaskRunner")
   if dask:
     _create_runner(runner_name)  # (Its options exist once it is loaded.)
+    from data_prep import dask_cluster  # pylint: disable=g-import-not-at-top
+    timeout = known.timeout
+    if any(a.startswith("--dask_connection_timeout") for a in args) and (
+        not isinstance(timeout, int) or timeout < 1):
+      raise ValueError(cli_errors.error_line(
+          "must be a whole number of seconds, at least 1",
+          "--dask_connection_timeout", "e.g. --dask_connection_timeout=30"))
+    if not isinstance(timeout, int):  # Not given.
+      timeout = dask_cluster.CONNECTION_TIMEOUT_SECS
+      picked.append(f"--dask_connection_timeout={timeout}")
     # No address: the runner starts a LocalCluster of this machine's cores.
-    threads = (dask_worker_threads(known.address) if known.address
-               else os.cpu_count() or 1)
+    threads = (dask_cluster.check_scheduler(known.address, timeout)
+               if known.address else os.cpu_count() or 1)
     if (parallel_elements and known.npartitions is None
         and known.partition_size is None):
       picked.append(
@@ -162,6 +181,11 @@ def choose_runner(pipeline_args, progress_request_secs=None,
     what = (f"DirectRunner (batch engine FnApiRunner, PrismRunner not tried), "
             f"direct_running_mode={direct_options.direct_running_mode}, "
             f"direct_num_workers={direct_options.direct_num_workers}")
+  elif dask:
+    from data_prep import dask_cluster  # pylint: disable=g-import-not-at-top
+    runner = dask_cluster.WatchedDaskRunner(no_worker_timeout_secs)
+    what = (f"{runner_name} (its scheduler and workers watched: "
+            f"--no_worker_timeout_secs={no_worker_timeout_secs:g})")
   else:
     runner, what = _create_runner(runner_name), runner_name
   description = f"Beam runner: {what}" + (
@@ -188,44 +212,6 @@ def _create_runner(name):
         f"unknown runner {name!r}", "--runner",
         "e.g. DirectRunner, PrismRunner, DataflowRunner, FlinkRunner, "
         "SparkRunner, DaskRunner, or a PipelineRunner class path")) from e
-
-
-def dask_worker_threads(address, timeout_secs=10.0):
-  """Worker threads of the Dask cluster whose scheduler is at address (the
-  --dask_client_address, HOST:PORT or tcp://HOST:PORT).
-
-  Raises:
-    ValueError: one line naming the address and the fix, within about
-      timeout_secs, when nothing answers there or the scheduler has no
-      worker; before anything is written, where the DaskRunner's client
-      would wait (30 s by default, or forever for a worker) and fail with a
-      traceback.
-  """
-  match = re.fullmatch(r"(?:tcp://)?\[?([^\[\]/]+?)\]?:(\d+)/?", address)
-  if not match:
-    raise ValueError(cli_errors.error_line(
-        f"{address!r} is no HOST:PORT address", "--dask_client_address",
-        "the address `dask scheduler` prints, e.g. tcp://10.0.0.5:8786"))
-  host, port = match.group(1), int(match.group(2))
-  try:
-    socket.create_connection((host, port), timeout=timeout_secs).close()
-  except OSError as e:
-    raise ValueError(cli_errors.error_line(
-        f"no Dask scheduler answers at {address!r} "
-        f"({type(e).__name__}: {e})", "--dask_client_address",
-        "start one (`dask scheduler --port 8786`, then `dask worker "
-        "tcp://HOST:8786` on each machine) or pass the address it prints"
-    )) from e
-  from dask.distributed import Client  # pylint: disable=g-import-not-at-top
-  with Client(address, timeout=timeout_secs) as client:
-    threads = sum(client.nthreads().values())
-  if not threads:
-    raise ValueError(cli_errors.error_line(
-        f"the Dask scheduler at {address!r} has no worker",
-        "--dask_client_address",
-        f"start some: `dask worker tcp://{host}:{port} --nthreads 1` on each "
-        "machine"))
-  return threads
 
 
 def pipeline_progress(runner, pipeline_options, total_input_bytes,

@@ -34,7 +34,7 @@ COMMANDS = {
     "albert_tf.export_keras_hub": ("KerasHubExportSettings", 6),
     "data_prep.train_vocab": ("TrainVocabSettings", 11),
     "data_prep.corpora": ("CorporaSettings", 7),
-    "data_prep.create_pretraining_data": ("CreateDataSettings", 27),
+    "data_prep.create_pretraining_data": ("CreateDataSettings", 28),
     "albert_tf.run_pretraining": ("Params", 49),
     "albert_tf.run_classifier": ("ClassifierOptions", 56),
     "albert_tf.run_ner": ("NerOptions", 53),
