@@ -309,28 +309,39 @@ ADVICE_ADAMW = (
 
 
 def test_collapse_line_by_hand():
-  line = base.collapse_line(_model(40), ["pos"] * 3, ["pos", "neg", "pos"],
-                            "dev examples")
-  assert line == ("Dev eval at step 40: the model predicts 'pos' for every "
-                  "one of the 3 dev examples, though the gold answers are "
-                  "not all that: " + ADVICE_ADAMW)
+  assert base.collapse_line(_model(40), 40, 3, "dev examples", "'pos'") == (
+      "Dev eval at step 40: the model predicts 'pos' for every one of the 3 "
+      "dev examples, though the gold answers are not all that: " +
+      ADVICE_ADAMW)
   assert base.collapse_line(
-      _model(40, "keras_adamw", 1e-3, 0), [0, 0], [0, 1], "dev questions",
-      shown="choice 0") == (
+      _model(40, "keras_adamw", 1e-3, 0), 40, 2, "dev questions",
+      "choice 0") == (
           "Dev eval at step 40: the model predicts choice 0 for every one "
           "of the 2 dev questions, though the gold answers are not all "
           "that: fine-tuning has collapsed. Likely cause: a learning rate "
           "too large for the first steps; pass a lower --learning_rate "
           "(now 0.001) or a longer --warmup_step (now 0 steps)")
-  # Not collapsed: predictions that differ, the gold answer everywhere,
-  # the untrained head (step 0), a degenerate value that is not that one.
-  assert base.collapse_line(_model(40), ["pos", "neg"], ["pos", "pos"],
-                            "x") is None
-  assert base.collapse_line(_model(40), ["pos"] * 2, ["pos"] * 2, "x") is None
-  assert base.collapse_line(_model(0), ["pos"] * 2, ["neg", "pos"],
-                            "x") is None
-  assert base.collapse_line(_model(40), [True] * 2, [False, True], "x",
-                            degenerate=False) is None
+  # The untrained head predicted the same: too small a rate is as likely.
+  assert base.collapse_line(
+      _model(40, "adamw", 1e-12), 40, 2, "dev examples", "'pos'",
+      as_untrained=True) == (
+          "Dev eval at step 40: the model predicts 'pos' for every one of "
+          "the 2 dev examples, as the untrained head did at step 0, though "
+          "the gold answers are not all that: fine-tuning has not moved it "
+          "off one prediction. Likely cause: a --learning_rate (now 1e-12) "
+          "too small to train (or too few steps); or a learning rate too "
+          "large for the first steps of --optimizer=adamw, the original's "
+          "rule, whose first steps have no bias correction and are 2-6x "
+          "larger than Keras's (a rate tuned under keras_adamw is too large "
+          "here): then pass a lower --learning_rate (now 1e-12), a longer "
+          "--warmup_step (now 10 steps) or --optimizer=keras_adamw")
+  # Collapsed: one prediction for all, which not every gold answer is.
+  assert base.one_prediction(["pos"] * 3, ["pos", "neg", "pos"]) == ("pos",)
+  assert base.one_prediction(["pos", "neg"], ["pos", "pos"]) is None
+  assert base.one_prediction(["pos"] * 2, ["pos"] * 2) is None
+  assert base.one_prediction(["pos"], ["neg"]) is None  # one example
+  assert base.one_prediction([True] * 2, [False, True],
+                             degenerate=False) is None
 
 
 def _write_tagging(root):
@@ -406,4 +417,9 @@ def test_every_familys_eval_says_when_the_model_collapsed(
                    ADVICE_ADAMW]
   caplog.clear()
   task.evaluate(_model(0), None)  # the untrained head: not judged
-  assert "collapsed" not in caplog.text
+  assert "collapsed" not in caplog.text and "step 0" not in caplog.text
+  task.evaluate(_model(40), None)  # ... but remembered
+  assert (f"Dev eval at step 40: the model predicts {what}, as the "
+          "untrained head did at step 0, though the gold answers are not "
+          "all that: fine-tuning has not moved it off one prediction."
+          ) in caplog.text

@@ -303,28 +303,30 @@ class Task:
     Collapsed: the same prediction for every example (one class, one
     choice, one answer; with `degenerate` given, that prediction only:
     all-O tags) while the gold values are not all that one. The step-0 eval
-    (the untrained head) is not judged. shown: how the prediction reads in
-    the line (default its repr). Returns whether it warned.
+    (the untrained head) is not judged, only remembered: a model still
+    where it was is told apart. shown: how the prediction reads in the line
+    (default its repr). Returns whether it warned.
     """
-    line = collapse_line(model, predicted, gold, noun, degenerate, shown)
-    if line:
-      logging.warning("%s", line)
-    return bool(line)
+    same = one_prediction(predicted, gold, degenerate)
+    step = _step(model)
+    if step == 0:
+      self._untrained_prediction = same
+      return False
+    if same is None:
+      return False
+    untrained = getattr(self, "_untrained_prediction", None)
+    logging.warning("%s", collapse_line(
+        model, step, len(predicted), noun,
+        shown if shown is not None else repr(same[0]),
+        untrained is not None and untrained == same))
+    return True
 
 
-# The rules of --optimizer whose first steps have no bias correction
-# (`training.optimization`'s classes; named, not imported: tasks do not
-# import the training code).
-_ORIGINAL_RULES = {"AdamWeightDecay": "adamw", "Lamb": "lamb"}
-
-
-def collapse_line(model, predicted: Sequence, gold: Sequence, noun: str,
-                  degenerate: Any = None, shown: Optional[str] = None
-                  ) -> Optional[str]:
-  """The warning of `Task.warn_if_collapsed`, or None when the model has
-  not collapsed (or has not trained: step 0). It names the step, the
-  prediction, the likely cause and the flags to change with their values
-  (read from the model's optimizer and schedule)."""
+def one_prediction(predicted: Sequence, gold: Sequence,
+                   degenerate: Any = None) -> Optional[tuple]:
+  """(the prediction,) when every example of two or more gets it (and it is
+  `degenerate`, when given) and the gold values are not all it; else
+  None."""
   values = set(predicted)
   if len(predicted) < 2 or len(values) != 1:
     return None
@@ -333,16 +335,35 @@ def collapse_line(model, predicted: Sequence, gold: Sequence, noun: str,
     return None
   if set(gold) <= {value}:  # the gold answer of every example: no collapse
     return None
+  return (value,)
+
+
+def _step(model) -> int:
   optimizer = getattr(model, "optimizer", None)
-  step = int(optimizer.iterations.numpy()) if optimizer is not None else 0
-  if step == 0:
-    return None
+  return int(optimizer.iterations.numpy()) if optimizer is not None else 0
+
+
+# The rules of --optimizer whose first steps have no bias correction
+# (`training.optimization`'s classes; named, not imported: tasks do not
+# import the training code).
+_ORIGINAL_RULES = {"AdamWeightDecay": "adamw", "Lamb": "lamb"}
+
+
+def collapse_line(model, step: int, n: int, noun: str, shown: str,
+                  as_untrained: bool = False) -> str:
+  """The warning of `Task.warn_if_collapsed`: the step, the prediction
+  (`shown`) of all n examples, the likely cause and the flags to change
+  with their values (read from the model's optimizer and schedule).
+  as_untrained: the untrained head (step 0) predicted the same, so the rate
+  may as well be too small."""
+  optimizer = getattr(model, "optimizer", None)
   inner = getattr(optimizer, "inner_optimizer", optimizer)  # loss scaling
   schedule = getattr(inner, "_learning_rate", None)
   rate = getattr(schedule, "initial_learning_rate", None)
   warmup = getattr(schedule, "num_warmup_steps", None)
   rule = _ORIGINAL_RULES.get(type(inner).__name__)
-  flags = [f"a lower --learning_rate{f' (now {rate:g})' if rate else ''}",
+  now = f" (now {rate:g})" if rate else ""
+  flags = [f"a lower --learning_rate{now}",
            f"a longer --warmup_step"
            f"{f' (now {warmup} steps)' if warmup is not None else ''}"]
   cause = "a learning rate too large for the first steps"
@@ -351,11 +372,16 @@ def collapse_line(model, predicted: Sequence, gold: Sequence, noun: str,
     cause += (f" of --optimizer={rule}, the original's rule, whose first "
               f"steps have no bias correction and are 2-6x larger than "
               f"Keras's (a rate tuned under keras_{rule} is too large here)")
-  shown = shown if shown is not None else repr(value)
-  return (f"Dev eval at step {step}: the model predicts {shown} for every "
-          f"one of the {len(predicted)} {noun}, though the gold answers are "
-          f"not all that: fine-tuning has collapsed. Likely cause: {cause}; pass "
-          f"{', '.join(flags[:-1])} or {flags[-1]}")
+  head = (f"Dev eval at step {step}: the model predicts {shown} for every "
+          f"one of the {n} {noun}")
+  fix = f"{', '.join(flags[:-1])} or {flags[-1]}"
+  if as_untrained:
+    return (f"{head}, as the untrained head did at step 0, though the gold "
+            f"answers are not all that: fine-tuning has not moved it off "
+            f"one prediction. Likely cause: a --learning_rate{now} too small "
+            f"to train (or too few steps); or {cause}: then pass {fix}")
+  return (f"{head}, though the gold answers are not all that: fine-tuning "
+          f"has collapsed. Likely cause: {cause}; pass {fix}")
 
 
 def first_given(*values):
