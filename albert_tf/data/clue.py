@@ -270,12 +270,6 @@ class JsonReader:
       if obj is None:
         stats["empty_lines_skipped"] += 1
         continue
-      if max_examples and len(examples) >= max_examples:
-        # Counted, not read: a partial prediction must say it is one.
-        stats["not_read"] = sum(
-            1 for number, raw in cd.raw_lines(path, note=False)
-            if number >= stats["lines"] and raw.strip())
-        break
       index, records = records, records + 1
       missing = [k for k in self.fields if k not in obj]
       if missing:
@@ -310,6 +304,13 @@ class JsonReader:
       examples.append(cd.InputExample(
           guid=f"{split}-{len(examples)}", text_a=text_a, text_b=text_b,
           label=label, source=where, id=obj.get("id", index)))
+      if max_examples and len(examples) >= max_examples:
+        # The lines after it are counted, not read: a partial prediction
+        # says it is one.
+        stats["not_read"] = sum(
+            1 for number, raw in cd.raw_lines(path, note=False)
+            if number > stats["lines"] and raw.strip())
+        break
     stats["examples"] = len(examples)
     cd.count_empty_text(path, split, stats, empty_text)
     if spec.submission is not None and spec.submission.split == split:
