@@ -195,6 +195,7 @@ def export(checkpoint, output_dir, albert_config_file=None,
   from albert_tf.modeling.encoder import AlbertEncoder
   from albert_tf.training import checkpoints
   from albert_tf.training import resolution
+  from albert_tf.training.export import default_seq_length
   config, tokenizer = resolution.resolve_model(
       albert_config_file=albert_config_file, init_checkpoint=checkpoint,
       spm_model_file=spm_model_file, require_tokenizer=False,
@@ -256,7 +257,7 @@ def export(checkpoint, output_dir, albert_config_file=None,
     task = None
     if whole:
       task = _text_classifier(keras_hub, backbone, hub_tokenizer, model,
-                              record.max_seq_length or 128)
+                              default_seq_length(record, config))
     checked = {}
     _write_preset(output_dir, backbone, hub_tokenizer, task,
                   check=lambda path: checked.update(_verify_preset(
@@ -300,8 +301,9 @@ def _verify_preset(preset_dir, model, whole, tokenizer, record, config):
   from albert_tf import registry
   from albert_tf.record import ModelInfo
   from albert_tf.serving import verify
+  from albert_tf.training.export import default_seq_length
   from albert_tf import features as F
-  length = min((record.max_seq_length if record else None) or 128,
+  length = min(default_seq_length(record, config),
                config.max_position_embeddings)
   info = dc.replace(record, max_seq_length=length) if record else ModelInfo(
       max_seq_length=length)

@@ -105,8 +105,8 @@ from albert_tf import file_io
 from albert_tf import settings
 # The library part (restoring, resolving the task; no TensorFlow at import).
 from albert_tf.training.export import (  # noqa: F401  (this module's API too)
-    ENCODER, ExportError, check_finite, model_choices, resolve_model,
-    resolve_task, restore)
+    ENCODER, ExportError, check_finite, default_seq_length, model_choices,
+    resolve_model, resolve_task, restore)
 
 # TensorFlow and what imports it (tasks, serving, modeling, checkpoints)
 # are imported by the functions that run, not here: --help and a flag
@@ -206,7 +206,8 @@ def export(checkpoint, export_dir, model=None, preset=None,
       number must agree).
     version: integer version (default: the next free one).
     max_seq_length: serve_text output length (truncation); default: the
-      recorded fine-tuning length, else 128.
+      recorded length (fine-tuning's, or a pretraining run's records'),
+      else 128 within the config's max_position_embeddings.
     text_pair: whether serve_text takes `text_b` (default: the task's: the
       pretrainer and pair tasks take one).
     overwrite: replace an existing version directory.
@@ -237,6 +238,7 @@ def export(checkpoint, export_dir, model=None, preset=None,
   precision = export_precision(mixed_precision)
   wanted = requested_signatures(signatures)
   record = ModelInfo.read_beside(checkpoint)
+  recorded = record  # its length is the default even for the encoder
   task_name, model = resolve_task(checkpoint, model, record)
   task = registry.family(task_name).task if task_name else None
   if task is None:
@@ -250,7 +252,7 @@ def export(checkpoint, export_dir, model=None, preset=None,
   config, tokenizer = resolve_model(
       checkpoint, preset, albert_config_file, spm_model_file, vocab_file,
       do_lower_case)
-  max_seq_length = max_seq_length or record.max_seq_length or 128
+  max_seq_length = max_seq_length or default_seq_length(recorded, config)
   record = dataclasses.replace(
       record, num_labels=record.num_labels or num_labels,
       max_seq_length=max_seq_length)
@@ -477,7 +479,8 @@ class ExportSettings:
   # What the exported model takes.
   max_seq_length: Optional[int] = settings.field(
       None, "serve_text truncation length, the largest length bucket "
-      "(default: the fine-tuning length in task_record.json, else 128).",
+      "(default: the length in task_record.json, fine-tuning's or a "
+      "pretraining run's, else 128 within max_position_embeddings).",
       group="model")
   text_pair: Optional[bool] = settings.field(
       None, "serve_text takes text_b too (default: pretrainer and pair "

@@ -36,6 +36,27 @@ def atomic_writer(path, mode: str = "w"):
     raise
 
 
+def parse_json(data, path, expect=dict):
+  """The JSON value in `data` (bytes or text read from path), of type
+  `expect` (None: any). A ValueError naming path and the place in it when
+  it is not UTF-8 JSON, or not an `expect` (a cut or damaged copy)."""
+  import json  # pylint: disable=g-import-not-at-top
+  try:
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    value = json.loads(text)
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{path} is not UTF-8 text (byte {e.object[e.start]:#x} "
+                     f"at offset {e.start}): a damaged copy?") from None
+  except json.JSONDecodeError as e:
+    what = e.msg[:-len(" at")] if e.msg.endswith(" at") else e.msg
+    raise ValueError(f"{path} is not valid JSON ({what} at line {e.lineno} "
+                     f"column {e.colno}): a cut or damaged copy?") from None
+  if expect is not None and not isinstance(value, expect):
+    raise ValueError(f"{path} holds a JSON {type(value).__name__}, not "
+                     f"the {expect.__name__} expected: a damaged copy?")
+  return value
+
+
 def sync_directory(path) -> None:
   """After a rename into place: the folder holding path synced, so that a
   power loss keeps the new name (a local file system; best effort)."""

@@ -72,6 +72,12 @@ class ModelInfo:
   special_ids: Optional[dict] = None
   normalization: Optional[list] = None
 
+  def recorded_length(self) -> Optional[int]:
+    """The sequence length the model was trained at: max_seq_length (a
+    fine-tuning run's), else task_config's (a pretraining run's records);
+    None when neither is recorded."""
+    return self.max_seq_length or self.task_config.get("max_seq_length")
+
   def to_dict(self) -> dict:
     """The fields that are set (task_config always)."""
     return {k: v for k, v in dataclasses.asdict(self).items()
@@ -122,8 +128,10 @@ class ModelInfo:
 
   @classmethod
   def read(cls, path: str, task: Optional[str] = None) -> "ModelInfo":
-    with tf.io.gfile.GFile(path, "r") as f:
-      return cls.from_dict(json.loads(f.read()), task)
+    """The record in `path`; a ValueError naming it when it is not a JSON
+    object (`file_io.parse_json`)."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+      return cls.from_dict(file_io.parse_json(f.read(), path), task)
 
   @classmethod
   def read_beside(cls, checkpoint_or_dir: str) -> Optional["ModelInfo"]:
@@ -140,8 +148,8 @@ class ModelInfo:
     for name in LEGACY_RECORD_FILES:
       path = os.path.join(directory, name)
       if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path, "r") as f:
-          values = json.loads(f.read())
+        with tf.io.gfile.GFile(path, "rb") as f:
+          values = file_io.parse_json(f.read(), path)
         task = ("tagging" if name == TAGGER_CONFIG else
                 "regression" if values.get("is_regression") else
                 "classification")

@@ -182,3 +182,134 @@ def test_a_task_module_that_fails_to_import_on_the_command_line(tmp_path):
   assert "Traceback (most recent call last)" in proc.stderr
   assert "raise RuntimeError('no GPU here')" in proc.stderr
 
+
+# ------------------------------------------------- damaged files of a run
+@pytest.fixture(scope="module")
+def finetuned(tmp_path_factory):
+  """A tiny classifier's output_dir (2 steps, so best/ holds ckpt-2) and its
+  data, from the fault tests' fixtures."""
+  from tests import test_faults  # pylint: disable=g-import-not-at-top
+  from albert_tf import run_classifier  # pylint: disable=g-import-not-at-top
+  root = tmp_path_factory.mktemp("finetuned")
+  data = test_faults.data.__wrapped__(tmp_path_factory)
+  run_classifier.run(**test_faults._options(  # pylint: disable=protected-access
+      data, root / "out", train_step=2, eval_every_steps=2))
+  return data, root / "out"
+
+
+def _copy(run, tmp_path):
+  import shutil  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "out"
+  shutil.copytree(run, out)
+  return out
+
+
+def _cut(path, keep):
+  path.write_bytes(path.read_bytes()[:keep])
+
+
+def _uses(finetuned, out, what):
+  """The three readers of a fine-tuned output_dir the issue names, each
+  under the command lines' error wrapper: (exit code, stderr)."""
+  # pylint: disable=g-import-not-at-top
+  import albert_tf
+  from albert_tf import export_saved_model
+  from albert_tf import run_classifier
+  from tests import test_faults
+  data, _ = finetuned
+  run = {
+      "export": lambda: export_saved_model.export(str(out),
+                                                  str(out) + "_export"),
+      "predict": lambda: albert_tf.load(str(out)).predict(["好"]),
+      "eval_only": lambda: run_classifier.run(**test_faults._options(  # pylint: disable=protected-access
+          data, out, do_train=False, albert_config_file=None,
+          vocab_file=None)),
+  }[what]
+  return test_faults._one_line_error(run)  # pylint: disable=protected-access
+
+
+READERS = ("export", "predict", "eval_only")
+
+
+@pytest.mark.parametrize("what", READERS)
+def test_a_truncated_checkpoint_data_file_is_one_line(finetuned, tmp_path,
+                                                      what):
+  """Row 25: a 43-line `IndexError: Read less bytes than requested`."""
+  out = _copy(finetuned[1], tmp_path)
+  data = out / "best" / "ckpt-2.data-00000-of-00001"
+  _cut(data, 100)
+  code, stderr = _uses(finetuned, out, what)
+  lines = [l for l in stderr.splitlines() if l.startswith("error:")]
+  assert code == 1 and len(lines) == 1, stderr
+  assert f"{data}: 100 bytes, but {out / 'best' / 'ckpt-2.index'} lists at " \
+      "least" in lines[0], lines
+  assert "the checkpoint is truncated" in lines[0]
+  assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("what", READERS)
+def test_a_truncated_checkpoint_index_is_one_line(finetuned, tmp_path, what):
+  """Row 26: `not an sstable (bad magic number)`, with no path."""
+  out = _copy(finetuned[1], tmp_path)
+  index = out / "best" / "ckpt-2.index"
+  _cut(index, 50)
+  code, stderr = _uses(finetuned, out, what)
+  lines = [l for l in stderr.splitlines() if l.startswith("error:")]
+  assert code == 1 and len(lines) == 1, stderr
+  assert f"{index} is not a readable checkpoint index (" in lines[0], lines
+  assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("what", READERS)
+@pytest.mark.parametrize("damaged", ["task_record.json", "best/best.json"])
+def test_a_corrupt_record_is_one_line_naming_it(finetuned, tmp_path, what,
+                                                damaged):
+  """Row 27: `Invalid control character at: line 1 column 18`, no file."""
+  out = _copy(finetuned[1], tmp_path)
+  path = out / damaged
+  path.write_text('{"task": "classif\x01ication"', encoding="utf-8")
+  code, stderr = _uses(finetuned, out, what)
+  lines = [l for l in stderr.splitlines() if l.startswith("error:")]
+  assert code == 1 and len(lines) == 1, stderr
+  assert (f"{path} is not valid JSON (Invalid control character at line 1 "
+          "column 18): a cut or damaged copy?") in lines[0], lines
+
+
+# ------------------------------------------------------- export defaults
+@pytest.mark.parametrize("model", [None, "encoder"])
+def test_a_pretraining_run_exports_at_its_recorded_length(tmp_path,
+                                                          monkeypatch, model):
+  """Row 33: a run pretrained at seq 32 (max_position_embeddings 64),
+  exported without --max_seq_length, failed with `--max_seq_length=128
+  must be in [3, …64]`, a value the user never passed."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf import export_saved_model
+  from albert_tf.config import AlbertConfig
+  from albert_tf.modeling.models import AlbertPretrainer
+  from albert_tf.record import ModelInfo
+  from albert_tf.training import checkpoints
+  from tests.fixtures_data import write_tiny_vocab_and_config
+  write_tiny_vocab_and_config(tmp_path, "好差很不是的")
+  config = AlbertConfig.from_json_file(tmp_path / "config.json").replace(
+      max_position_embeddings=64)
+  run = tmp_path / "pretrain"
+  run.mkdir()
+  checkpoints.save_weights(AlbertPretrainer(config), str(run / "ckpt-1"),
+                           config)
+  # What run_pretraining records: the records' lengths in task_config.
+  ModelInfo(task="pretraining", text_pair=True, task_config={
+      "max_seq_length": 32, "max_predictions_per_seq": 5}).write_beside(
+          str(run))
+  seen = {}
+
+  def written(checkpoint, export_dir, version, overwrite, keras_model,
+              model_name, task, record, tokenizer, config, max_seq_length,
+              *rest):
+    seen.update(length=max_seq_length, recorded=record.max_seq_length)
+    return export_dir
+
+  monkeypatch.setattr(export_saved_model, "_export_locked", written)
+  export_saved_model.export(str(run), str(tmp_path / "export"), model=model,
+                            vocab_file=str(tmp_path / "vocab.txt"))
+  assert seen == {"length": 32, "recorded": 32}
+

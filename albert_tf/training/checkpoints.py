@@ -9,10 +9,10 @@ Restoring matches variables by these object paths, so an encoder saved by
 the pretrainer loads into a classifier and vice versa.
 """
 
-import json
 import os
 
 from absl import logging
+import numpy as np
 import tensorflow as tf
 
 from albert_tf import file_io
@@ -46,17 +46,72 @@ def latest_checkpoint(path_or_dir):
 
 def best_checkpoint(directory):
   """The prefix best/best.json names (the trainer's record), or None."""
-  record = os.path.join(directory, BEST_DIR, BEST_FILE)
-  if not tf.io.gfile.exists(record):
+  best = read_best_record(directory)
+  if best is None:
     return None
-  with tf.io.gfile.GFile(record) as f:
-    best = json.loads(f.read())
   prefix = os.path.join(directory, BEST_DIR, best["checkpoint"])
   if not tf.io.gfile.exists(prefix + ".index"):
     return None
   if best.get("step") == 0:
     logging.warning(NEVER_BEAT_STEP_0, directory)
   return prefix
+
+
+def read_best_record(directory):
+  """best/best.json of a training directory as a dict, or None when there
+  is none. A ValueError naming the file when it is not a JSON object that
+  names a checkpoint (a cut or damaged copy)."""
+  path = os.path.join(directory, BEST_DIR, BEST_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path, "rb") as f:
+    best = file_io.parse_json(f.read(), path)
+  if not isinstance(best.get("checkpoint"), str):
+    raise ValueError(f"{path} names no checkpoint (no \"checkpoint\" "
+                     "field): a damaged copy?")
+  return best
+
+
+class CheckpointReadError(ValueError):
+  """A checkpoint whose files are cut short or damaged (names the file)."""
+
+
+_DAMAGED = "a copy cut short, or a disk that filled up while it was saved?"
+
+
+def check_complete(prefix):
+  """Raises CheckpointReadError naming the file when the checkpoint at
+  `prefix` cannot be read whole: an index that is not one, a data file
+  missing or shorter than the tensors its index lists. Reads the index
+  and the small string tensors (the object graph), not the weights.
+  Returns the reader (tf.train.load_checkpoint's)."""
+  index = prefix + ".index"
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+  except (tf.errors.OpError, ValueError) as e:
+    text = " ".join(str(getattr(e, "message", None) or e).split())
+    raise CheckpointReadError(
+        f"{index} is not a readable checkpoint index ({text[:120]}): "
+        f"{_DAMAGED}") from None
+  data = sorted(tf.io.gfile.glob(prefix + ".data-*"))
+  shapes = reader.get_variable_to_shape_map()
+  dtypes = reader.get_variable_to_dtype_map()
+  size = sum(tf.io.gfile.stat(f).length for f in data)
+  needed = 0
+  try:
+    for name, shape in shapes.items():
+      if dtypes[name] == tf.string:
+        needed += len(np.asarray(reader.get_tensor(name)).tobytes())
+      else:
+        needed += int(np.prod(shape, dtype=np.int64)) * dtypes[name].size
+  except (IndexError, tf.errors.OpError, ValueError):
+    needed = max(needed, size + 1)  # a string tensor past the end
+  if needed > size:
+    names = ", ".join(data) or f"{prefix}.data-00000-of-00001 (missing)"
+    raise CheckpointReadError(
+        f"{names}: {size} bytes, but {index} lists at least {needed} bytes "
+        f"of tensors: the checkpoint is truncated ({_DAMAGED})")
+  return reader
 
 
 # Said when no trained checkpoint of a fine-tuning run beat its untrained
@@ -170,21 +225,17 @@ def save_weights(model, prefix, config=None):
   return path
 
 
-def _checkpoint_shapes(prefix):
-  reader = tf.train.load_checkpoint(prefix)
-  return reader.get_variable_to_shape_map()
-
-
 def restore_weights(path_or_dir, model, parts=None):
   """Restores the parts of `model` found in a checkpoint; returns a report.
 
   The model must be built. Raises ValueError naming the variable when a
   shape differs (a checkpoint of another config), and when the encoder is
-  missing altogether. Returns {"restored": [...], "missing": [...]}: the
+  missing altogether; CheckpointReadError naming the file when one is cut
+  short or damaged. Returns {"restored": [...], "missing": [...]}: the
   parts restored and the model parts the checkpoint did not hold.
   """
   prefix = latest_checkpoint(path_or_dir)
-  saved = _checkpoint_shapes(prefix)
+  saved = check_complete(prefix).get_variable_to_shape_map()
   available = {key.split("/")[0] for key in saved}
   wanted = model_parts(model)
   if parts is not None:
@@ -205,6 +256,12 @@ def restore_weights(path_or_dir, model, parts=None):
     raise ValueError(
         f"Checkpoint {prefix} does not match this model's config "
         f"(wrong albert_config.json or preset?): {e}") from None
+  except (IndexError, tf.errors.OpError) as e:
+    # Damage check_complete's sizes do not show (bytes changed in place).
+    text = " ".join(str(getattr(e, "message", None) or e).split())
+    raise CheckpointReadError(
+        f"{prefix}: the checkpoint's files cannot be read ({text[:120]}): "
+        f"{_DAMAGED}") from None
   return {"restored": sorted(present), "missing": missing, "prefix": prefix}
 
 
@@ -225,10 +282,16 @@ def reconcile_state(directory, name="ckpt"):
     * the index may only name such files; one that names anything else was
       rewritten by another tool, and the directory is refused;
     * files the index does not list (the index is missing, or a kill came
-      between a save and its index update) are added to it, with a warning.
+      between a save and its index update) are added to it, with a warning;
+    * an unreadable `<name>-N` is left to the trainer's restore, which
+      falls back past it with a warning;
+    * best/best.json and the checkpoint it names must be whole (the trainer
+      evaluates and predicts with it at the end), else the directory is
+      refused naming the file.
   Returns the steps of the checkpoints found.
   """
-  found = {}
+  _check_best(directory)
+  found, unreadable = {}, set()
   for index in tf.io.gfile.glob(os.path.join(directory, f"{name}-*.index")):
     prefix = index[:-len(".index")]
     number = prefix.rsplit("-", 1)[1]
@@ -239,7 +302,9 @@ def reconcile_state(directory, name="ckpt"):
       step = (int(reader.get_tensor(STEP_KEY))
               if reader.has_tensor(STEP_KEY) else None)
     except (tf.errors.OpError, ValueError):
-      continue  # unreadable: the trainer's restore falls back past it
+      # unreadable: the trainer's restore falls back past it
+      unreadable.add(os.path.basename(prefix))
+      continue
     if step != int(number):
       raise ValueError(
           f"{prefix} was not written by this trainer (it holds "
@@ -252,7 +317,8 @@ def reconcile_state(directory, name="ckpt"):
   if state and state.model_checkpoint_path not in listed:
     listed.append(state.model_checkpoint_path)
   ours = {os.path.basename(p) for p in found.values()}
-  foreign = [p for p in listed if os.path.basename(p) not in ours]
+  foreign = [p for p in listed
+             if os.path.basename(p) not in ours | unreadable]
   if foreign:
     raise ValueError(
         f"the `checkpoint` index in {directory} names {foreign[0]}, which "
@@ -279,6 +345,21 @@ def reconcile_state(directory, name="ckpt"):
             os.path.basename(found[n]) for n in sorted(found)],
         timestamps=times, last_preserved=min(times) - 1)
   return sorted(found)
+
+
+def _check_best(directory):
+  """best/best.json of a training directory and the checkpoint it names
+  read whole, or a ValueError naming the damaged file."""
+  best_dir = os.path.join(directory, BEST_DIR)
+  try:
+    best = read_best_record(directory)
+    prefix = best and os.path.join(best_dir, best["checkpoint"])
+    if prefix and tf.io.gfile.exists(prefix + ".index"):
+      check_complete(prefix)
+  except ValueError as e:
+    raise ValueError(
+        f"{e} (remove {best_dir}, the best checkpoint by the dev metric, to "
+        "go on without it)") from None
 
 
 def _number(name):

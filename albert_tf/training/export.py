@@ -52,6 +52,15 @@ def resolve_model(checkpoint, preset, albert_config_file, spm_model_file,
     raise ExportError(str(e)) from None
 
 
+def default_seq_length(record, config):
+  """The length an export or a restored model serves when no
+  --max_seq_length is given: the one the model was trained at
+  (`ModelInfo.recorded_length`), else DEFAULT_SEQ_LENGTH within the
+  config's max_position_embeddings."""
+  recorded = record.recorded_length() if record else None
+  return recorded or min(DEFAULT_SEQ_LENGTH, config.max_position_embeddings)
+
+
 def resolve_task(checkpoint, model, record):
   """(the registered family name, or None for the encoder; the --model).
 
@@ -134,7 +143,7 @@ def restore_task(checkpoint, task_name, model_name, record,
                                     vocab_file, do_lower_case)
   task = registry.family(task_name, record.task_module).task
   record = dataclasses.replace(
-      record, max_seq_length=record.max_seq_length or DEFAULT_SEQ_LENGTH)
+      record, max_seq_length=default_seq_length(record, config))
   try:
     model = task.export_model(config, record)
   except ValueError as e:
