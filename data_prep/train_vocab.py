@@ -23,6 +23,7 @@ command-line helpers at the end are shared with create_pretraining_data.
 """
 
 import dataclasses
+import functools
 import glob
 import gzip
 import io
@@ -54,6 +55,9 @@ _VOCAB_TOO_HIGH = re.compile(
     r"<= (\d+)")
 # "Vocabulary size is smaller than required_chars. 10 vs 25. ..."
 _VOCAB_TOO_SMALL = re.compile(r"smaller than required_chars\. (\d+) vs (\d+)")
+# SentencePiece's unigram trainer refuses a lower coverage (its check
+# "character_coverage() >= 0.98", trainer_interface.cc).
+MIN_CHARACTER_COVERAGE = 0.98
 # The C++ location SentencePiece puts before its message:
 # "INTERNAL: src/trainer_interface.cc(744) [condition] ".
 _SPM_LOCATION = re.compile(r"^\w+: \S+\.cc\(\d+\) (?:\[.*?\] )?")
@@ -110,6 +114,12 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
     OSError: PREFIX.model / PREFIX.vocab could not be written (disk full,
       permission); one line naming them, and nothing replaced.
   """
+  if not MIN_CHARACTER_COVERAGE <= character_coverage <= 1:
+    raise ValueError(error_line(
+        f"{character_coverage:g} is outside [{MIN_CHARACTER_COVERAGE}, 1], "
+        "what SentencePiece's unigram trainer accepts",
+        "--character_coverage", f"{MIN_CHARACTER_COVERAGE} maps the most "
+        "rare characters to <unk>"))
   import sentencepiece as spm
   paths = []
   for pattern in filter(None, (p.strip() for p in input_pattern.split(","))):
@@ -148,34 +158,64 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
         f"training a {vocab_size:,}-piece unigram model on {num_threads} "
         "thread(s) (minutes on a large sample)")
     start = time.time()
-    # The model comes back as bytes and this writes both files: SentencePiece
-    # ignores a failed write (to a full disk it "writes" a truncated model
-    # and returns), and bytes without the path make the same corpus give the
-    # same file wherever it is written.
-    model = io.BytesIO()
+    train = functools.partial(
+        _train_unigram, sentences, num_threads=num_threads,
+        hard_vocab_limit=hard_vocab_limit, max_piece_length=max_piece_length)
     try:
-      spm.SentencePieceTrainer.train(
-          sentence_iterator=iter(sentences),
-          model_writer=model,
-          vocab_size=vocab_size,
-          model_type="unigram",
-          character_coverage=character_coverage,
-          pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-          control_symbols=list(SPECIAL_PIECES[2:]),
-          input_sentence_size=0,          # sampled above, reproducibly
-          shuffle_input_sentence=False,
-          num_threads=num_threads,
-          hard_vocab_limit=hard_vocab_limit,
-          max_sentencepiece_length=max_piece_length,
-          minloglevel=2)
+      model = train(vocab_size, character_coverage)
     except RuntimeError as e:
-      raise ValueError(explain_sentencepiece_error(str(e))) from e
+      raise ValueError(explain_sentencepiece_error(
+          str(e), character_coverage,
+          _pieces_needed_at_lowest_coverage(train, str(e),
+                                            character_coverage))) from e
     say(f"trained in {time.time() - start:.0f} s")
-    _write_model_and_vocab(model_prefix, model.getvalue())
+    _write_model_and_vocab(model_prefix, model)
     return model_prefix + ".model"
   finally:
     if lock is not None:
       lock.release()
+
+
+def _train_unigram(sentences, vocab_size, character_coverage, num_threads,
+                   hard_vocab_limit, max_piece_length):
+  """The ALBERT unigram model's bytes; RuntimeError: SentencePiece's refusal."""
+  import sentencepiece as spm
+  # The model comes back as bytes and train_sentencepiece writes both files:
+  # SentencePiece ignores a failed write (to a full disk it "writes" a
+  # truncated model and returns), and bytes without the path make the same
+  # corpus give the same file wherever it is written.
+  model = io.BytesIO()
+  spm.SentencePieceTrainer.train(
+      sentence_iterator=iter(sentences),
+      model_writer=model,
+      vocab_size=vocab_size,
+      model_type="unigram",
+      character_coverage=character_coverage,
+      pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+      control_symbols=list(SPECIAL_PIECES[2:]),
+      input_sentence_size=0,          # sampled by train_sentencepiece
+      shuffle_input_sentence=False,
+      num_threads=num_threads,
+      hard_vocab_limit=hard_vocab_limit,
+      max_sentencepiece_length=max_piece_length,
+      minloglevel=2)
+  return model.getvalue()
+
+
+def _pieces_needed_at_lowest_coverage(train, message, character_coverage):
+  """For a --vocab_size below what the corpus's characters need: the
+  smallest size that trains at MIN_CHARACTER_COVERAGE, asked of
+  SentencePiece itself (it refuses a size of 6 at once, naming the number;
+  no model is trained). None for another error, or at that coverage."""
+  if (not _VOCAB_TOO_SMALL.search(message)
+      or character_coverage <= MIN_CHARACTER_COVERAGE):
+    return None
+  try:
+    train(len(SPECIAL_PIECES) + 1, MIN_CHARACTER_COVERAGE)
+  except RuntimeError as e:
+    needed = _VOCAB_TOO_SMALL.search(str(e))
+    return int(needed.group(2)) if needed else None
+  return None
 
 
 def vocab_text(model_proto):
@@ -232,8 +272,13 @@ def _write_model_and_vocab(model_prefix, model_proto):
       shutil.rmtree(tmp_dir, ignore_errors=True)
 
 
-def explain_sentencepiece_error(message):
-  """One line for a SentencePiece training failure, with what to change."""
+def explain_sentencepiece_error(message, character_coverage=None,
+                                needed_at_lowest_coverage=None):
+  """One line for a SentencePiece training failure, with what to change.
+
+  character_coverage: the run's; needed_at_lowest_coverage: the smallest
+  --vocab_size that trains at MIN_CHARACTER_COVERAGE (for a size below what
+  the characters need)."""
   message = _SPM_LOCATION.sub("", " ".join(message.split()))
   too_high = _VOCAB_TOO_HIGH.search(message)
   if too_high:
@@ -245,12 +290,20 @@ def explain_sentencepiece_error(message):
         f"SentencePiece stop below {asked}")
   too_small = _VOCAB_TOO_SMALL.search(message)
   if too_small:
+    # SentencePiece's number is its required characters plus the special
+    # pieces: the smallest size that trains (checked in the test).
     asked, required = too_small.groups()
+    at = (f" at --character_coverage={character_coverage:g}"
+          if character_coverage is not None else "")
+    hint = f"pass --vocab_size={required} or more"
+    if needed_at_lowest_coverage is not None:
+      hint += (f"; or --character_coverage={MIN_CHARACTER_COVERAGE} (the "
+               "lowest SentencePiece accepts: rarer characters become <unk>)"
+               f" with --vocab_size={needed_at_lowest_coverage} or more")
     return error_line(
-        f"vocabulary size {asked} is smaller than the {required} characters "
-        "this corpus needs", "--vocab_size",
-        f"pass a --vocab_size above {required}, or a lower "
-        "--character_coverage to map rare characters to <unk>")
+        f"vocabulary size {asked} is too small for this corpus: its "
+        f"characters{at} and the {len(SPECIAL_PIECES)} special pieces need "
+        f"{required}", "--vocab_size", hint)
   if "sentences_.empty()" in message:
     return error_line("the input holds no text", "--input",
                       "one sentence per line is expected")
@@ -278,7 +331,9 @@ class TrainVocabSettings:
       "(the vocabulary may come out smaller).")
   character_coverage: float = settings.field(
       0.9995, "Fraction of characters covered by the vocabulary (0.9995 for "
-      "Chinese, 1.0 for small alphabets).", lower_bound=0, upper_bound=1)
+      "Chinese, 1.0 for small alphabets; SentencePiece's unigram trainer "
+      "accepts no less than 0.98).", lower_bound=MIN_CHARACTER_COVERAGE,
+      upper_bound=1)
   input_sentence_size: int = settings.field(
       10_000_000, "Train on a uniform random sample of at most this many "
       "sentences (0: all).", lower_bound=0)
