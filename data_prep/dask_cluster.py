@@ -89,23 +89,37 @@ class _NoAnswer(Exception):
     self.reason, self.refused = reason, refused
 
 
-def _identity(address, timeout_secs):
-  host, port = _host_port(address)
+def _knock(host, port, timeout_secs):
+  """Raises _NoAnswer(refused=True) when nothing listens at host:port."""
   try:
     socket.create_connection((host, port), timeout=timeout_secs).close()
   except OSError as e:
     raise _NoAnswer(f"{type(e).__name__}: {e}", refused=True) from None
+
+
+def _identity(address, timeout_secs, knock_first=True):
+  """The scheduler's identity, within about timeout_secs; _NoAnswer else.
+
+  knock_first: a plain TCP connect first, which tells "nothing listens" at
+  once (distributed's connect retries that until its timeout), but which
+  the scheduler logs ("closed before handshake completed"): the looks of a
+  running pipeline knock only after a failure, to say why."""
+  host, port = _host_port(address)
+  if knock_first:
+    _knock(host, port, timeout_secs)
   url = f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
   try:
     identity = asyncio.run(asyncio.wait_for(
         _ask_identity(url, timeout_secs), timeout_secs))
-  except TimeoutError:
-    raise _NoAnswer(f"it accepted the connection and said nothing for "
-                    f"{timeout_secs:g} s (--dask_connection_timeout)",
-                    refused=False) from None
   except Exception as e:  # pylint: disable=broad-except
-    raise _NoAnswer(f"it answered, but not as one ({type(e).__name__}: {e})",
-                    refused=False) from None
+    if not knock_first:
+      _knock(host, port, timeout_secs)
+    # TimeoutError: connected, no answer; else it spoke, but not as one.
+    raise _NoAnswer(
+        f"it accepted the connection and said nothing for {timeout_secs:g} s"
+        " (--dask_connection_timeout)" if isinstance(e, TimeoutError) else
+        f"it answered, but not as one ({type(e).__name__}: {e})",
+        refused=False) from None
   if not isinstance(identity, dict) or identity.get("type") != "Scheduler":
     raise _NoAnswer(f"it answered, but not as one: {str(identity)[:80]!r}",
                     refused=False)
@@ -225,7 +239,8 @@ class RunWatch:
       elapsed = self._clock() - start
       cancelled = [f for f in futures if f.status == "cancelled"]
       try:
-        identity = _identity(self._address, self._timeout_secs)
+        identity = _identity(self._address, self._timeout_secs,
+                             knock_first=False)
         silent = 0
       except _NoAnswer as e:
         # Nothing listens: gone. Listening but silent (frozen, or too busy):

@@ -189,8 +189,9 @@ def _watch(monkeypatch, identities, statuses, no_worker_timeout_secs=5):
       future.status = status
     state["identity"] = identity
 
-  def identity_(address, timeout_secs):
-    assert (address, timeout_secs) == ("127.0.0.1:8786", 10)
+  def identity_(address, timeout_secs, knock_first=True):
+    assert (address, timeout_secs, knock_first) == ("127.0.0.1:8786", 10,
+                                                    False)
     if isinstance(state["identity"], Exception):
       raise state["identity"]
     return state["identity"]
