@@ -1,3 +1,4 @@
+import logging
 """Shared pytest setup: quiet TF, the repo on sys.path, tiny configs."""
 
 import os
@@ -65,3 +66,20 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(items):
   rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
   items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable
+
+
+@pytest.fixture
+def absl_log():
+  """Messages of absl's logger at INFO and above, whatever handlers or
+  propagation earlier tests in this process left on it (caplog sees only
+  what propagates to the root logger)."""
+  messages = []
+  handler = logging.Handler(logging.INFO)
+  handler.emit = lambda record: messages.append(record.getMessage())
+  logger = logging.getLogger("absl")
+  level = logger.level
+  logger.addHandler(handler)
+  logger.setLevel(logging.INFO)
+  yield messages
+  logger.removeHandler(handler)
+  logger.setLevel(level)

@@ -335,24 +335,22 @@ def test_a_bucketed_micro_batched_run_has_the_plain_runs_loss(data,
 
 
 def test_auto_is_recorded_and_a_resumed_run_keeps_it(data, tmp_path,
-                                                     monkeypatch, caplog):
+                                                     monkeypatch, absl_log):
   out = tmp_path / "out"
   monkeypatch.setattr(runtime, "cpu_bf16_units", lambda *a: ["avx512_bf16"])
   kwargs = _classifier(data, out, mixed_precision="auto", train_step=2,
                        eval_every_steps=2)
-  with caplog.at_level("INFO"):
-    run_classifier.run(**kwargs)
+  run_classifier.run(**kwargs)
   assert ("--mixed_precision=auto: bfloat16 (this CPU has bf16 units "
-          "(avx512_bf16))") in caplog.text
+          "(avx512_bf16))") in "\n".join(absl_log)
   fingerprint = json.loads((out / "run_fingerprint.json").read_text())
   assert fingerprint["mixed_precision"] == "bfloat16"
   # Resumed where the CPU has no bf16 units: the run keeps its precision.
   monkeypatch.setattr(runtime, "cpu_bf16_units", lambda *a: [])
-  caplog.clear()
-  with caplog.at_level("INFO"):
-    result = run_classifier.run(**dict(kwargs, train_step=4))
+  absl_log.clear()
+  result = run_classifier.run(**dict(kwargs, train_step=4))
   assert (f"--mixed_precision=auto: bfloat16 (as the run in --output_dir="
-          f"{out})") in caplog.text
+          f"{out})") in "\n".join(absl_log)
   assert result["num_train_steps"] == 4
 
 

@@ -9,7 +9,6 @@ predict step. No TPU exists here: `runtime.make_strategy` is replaced by
 a recorder that stops the run, so nothing connects and nothing is written.
 """
 
-import logging
 import types
 
 import pytest
@@ -44,23 +43,6 @@ def strategy_calls(monkeypatch):
 
   monkeypatch.setattr(runtime, "make_strategy", record)
   return calls
-
-
-@pytest.fixture
-def absl_log():
-  """Messages of absl's logger at INFO and above, whatever handlers or
-  propagation earlier tests in this process left on it (caplog sees only
-  what propagates to the root logger)."""
-  messages = []
-  handler = logging.Handler(logging.INFO)
-  handler.emit = lambda record: messages.append(record.getMessage())
-  logger = logging.getLogger("absl")
-  level = logger.level
-  logger.addHandler(handler)
-  logger.setLevel(logging.INFO)
-  yield messages
-  logger.removeHandler(handler)
-  logger.setLevel(level)
 
 
 def _ignored_cores_logged(messages):
