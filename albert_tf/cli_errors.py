@@ -5,7 +5,9 @@ line on stderr, `error: <what>, <where> (<hint>)`, and exits non-zero (2 for
 command-line mistakes, 1 for file and data errors); --verbose, where a CLI
 defines it, shows the traceback instead. TensorFlow is not imported here, so
 data_prep's Beam workers and CLIs load this in no time; TF's own errors are
-recognised when TF is already loaded.
+recognised when TF is already loaded. Ctrl-C (SIGINT) outside a training
+loop (whose handler saves first) prints one line and exits 130, also when a
+library swallowed the KeyboardInterrupt on the way (`errors.CtrlC`).
 
     app.run(one_line_errors(main), flags_parser=flags_parser)
 
@@ -14,12 +16,16 @@ command's settings classes define, by purpose (`grouped_help`), and exit 0;
 --helpfull and --helpxml are absl's (every module's flags), exit 0 too.
 """
 
+import contextlib
 import difflib
 import functools
+import logging
 import os
 import re
+import signal
 import sys
 import textwrap
+import threading
 
 from absl import app
 from absl import flags
@@ -265,17 +271,83 @@ def flags_parser(argv, other_options=None):
 # Raised by the trainer (albert_tf.errors), caught by one_line_errors.
 Interrupted = errors.Interrupted
 
+# Ctrl-C outside a training loop (whose own handler saves a checkpoint
+# first): the exit code of a process SIGINT ended, as a shell reports it.
+SIGINT_EXIT_CODE = 128 + 2
+STOPPED_BY_CTRL_C = "stopped by Ctrl-C (SIGINT) before it finished"
+# A Ctrl-C that a library swallowed (errors.CtrlC) in a command that then
+# ran to its end.
+CTRL_C_CAME_LATE = ("Ctrl-C (SIGINT) came during a step that could not be "
+                    "stopped, and the command ran to its end: its output is "
+                    "complete")
+
+
+def _verbose():
+  return "verbose" in flags.FLAGS and flags.FLAGS.verbose
+
+
+def _note_ctrl_c(number, frame):
+  errors.CtrlC.received = True
+  signal.default_int_handler(number, frame)  # raises KeyboardInterrupt
+
+
+class _NoCtrlCTracebacks(logging.Filter):
+  """Drops the log records that carry a KeyboardInterrupt's traceback
+  (Beam's DirectRunner logs one for the bundle it stopped): the command's
+  one line says it."""
+
+  def filter(self, record):
+    kind = record.exc_info[0] if record.exc_info else None
+    return not (kind and issubclass(kind, KeyboardInterrupt))
+
+
+@contextlib.contextmanager
+def _noting_ctrl_c():
+  """Python's Ctrl-C handler, which also notes it (errors.CtrlC), and no
+  logged KeyboardInterrupt tracebacks unless --verbose. The handler is left
+  as it is when SIGINT is not Python's (ignored by `nohup`, a script's
+  background job, or the caller's own handler)."""
+  errors.CtrlC.received = False
+  installed = (threading.current_thread() is threading.main_thread() and
+               signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+  if installed:
+    signal.signal(signal.SIGINT, _note_ctrl_c)
+  quiet = _NoCtrlCTracebacks()
+  handlers = [] if _verbose() else list(logging.getLogger().handlers)
+  for handler in handlers:
+    handler.addFilter(quiet)
+  try:
+    yield
+  finally:
+    for handler in handlers:
+      handler.removeFilter(quiet)
+    if installed:
+      signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def one_line_errors(main_fn, also=()):
   """Wraps an absl main: ValueError/OSError (and the exception classes in
-  `also`) print one line, or, with --verbose, the traceback."""
+  `also`) print one line, or, with --verbose, the traceback; Ctrl-C prints
+  one line and exits 130 (--verbose: the traceback)."""
   @functools.wraps(main_fn)
   def wrapped(argv):
     try:
-      return main_fn(argv)
+      with _noting_ctrl_c():
+        result = main_fn(argv)
+      if errors.CtrlC.received:  # swallowed on the way: no exit code 0
+        _print_error_and_exit(CTRL_C_CAME_LATE, SIGINT_EXIT_CODE)
+      return result
     except Interrupted as e:
       _print_error_and_exit(e, e.exit_code)
+    except KeyboardInterrupt:
+      if _verbose():
+        raise
+      _print_error_and_exit(STOPPED_BY_CTRL_C, SIGINT_EXIT_CODE)
     except Exception as e:  # pylint: disable=broad-except
+      # The error a swallowed Ctrl-C became (a library's own, or one a step
+      # after it met): the Ctrl-C is what stopped the command.
+      if errors.CtrlC.received and not _verbose():
+        _print_error_and_exit(STOPPED_BY_CTRL_C, SIGINT_EXIT_CODE)
       disk = disk_error_line(e)
       if disk and not ("verbose" in flags.FLAGS and flags.FLAGS.verbose):
         _print_error_and_exit(disk, 1)

@@ -80,6 +80,7 @@ from typing import List, Optional
 
 from absl import logging
 
+from albert_tf import errors
 from albert_tf import file_io
 from albert_tf import settings
 from albert_tf.features import ENCODER_INPUTS
@@ -463,6 +464,9 @@ INSTEAD = {
 def rename_into_place(scratch, output, names, replaced):
   """Moves names' files from scratch beside output, the JSON (which names
   the others) last; appends each name to replaced once it is in place."""
+  # A Ctrl-C that the conversion swallowed (tf2onnx, TF's C++ layers)
+  # stops the export here, before a file is replaced.
+  errors.stop_if_ctrl_c()
   folder = os.path.dirname(os.path.abspath(output))
   for key in ("tokenizer", "model", "card", "json"):
     os.replace(os.path.join(scratch, names[key]),

@@ -313,3 +313,126 @@ def test_a_pretraining_run_exports_at_its_recorded_length(tmp_path,
                             vocab_file=str(tmp_path / "vocab.txt"))
   assert seen == {"length": 32, "recorded": 32}
 
+
+# ------------------------------------------------------------------ Ctrl-C
+def _ctrl_c(swallowed=False):
+  """A real SIGINT to this process, raised where it lands, or swallowed
+  as TensorFlow's C++ layers and tf2onnx's `except Exception` do (turned
+  into another error that is caught)."""
+  import signal  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(10)  # the handler raises KeyboardInterrupt here
+    raise AssertionError("SIGINT did not arrive")
+  except KeyboardInterrupt:
+    if not swallowed:
+      raise
+
+
+def _wrapped(fn):
+  from tests import test_faults  # pylint: disable=g-import-not-at-top
+  return test_faults._one_line_error(fn)  # pylint: disable=protected-access
+
+
+def _then(error):
+  def run():
+    _ctrl_c(swallowed=True)
+    if error:
+      raise error
+  return run
+
+
+@pytest.mark.parametrize("when,fn,line", [
+    ("raised", _ctrl_c, "error: stopped by Ctrl-C (SIGINT) before it finished"),
+    # swallowed, then the next step fails on what the library left
+    ("swallowed_then_an_error", _then(RuntimeError("no graph")),
+     "error: stopped by Ctrl-C (SIGINT) before it finished"),
+    # swallowed, and the command ran to its end (export_onnx exited 0)
+    ("swallowed_to_the_end", _then(None),
+     "error: Ctrl-C (SIGINT) came during a step that could not be stopped, "
+     "and the command ran to its end: its output is complete"),
+])
+def test_ctrl_c_outside_a_training_loop_is_one_line_and_130(when, fn, line):
+  """Row 28: a 46-83-line KeyboardInterrupt traceback (export_saved_model,
+  data prep, predict, fine-tuning before its first step; every command's
+  main runs under cli_errors.one_line_errors), and export_onnx exiting 0."""
+  del when
+  code, stderr = _wrapped(fn)
+  assert (code, stderr.splitlines()) == (130, [line])
+
+
+def test_ctrl_c_tracebacks_a_library_logs_are_not_shown():
+  """Row 28, data prep: Beam's DirectRunner logs the KeyboardInterrupt of
+  the bundle it stopped (a 30-line traceback) before it raises it again."""
+  import io  # pylint: disable=g-import-not-at-top
+  import logging  # pylint: disable=g-import-not-at-top
+  logged = io.StringIO()
+  handler = logging.StreamHandler(logged)
+  logging.getLogger().addHandler(handler)
+
+  def pipeline():
+    try:
+      _ctrl_c()
+    except KeyboardInterrupt:
+      logging.getLogger("apache_beam.runners.worker").exception(
+          "KeyboardInterrupt [while running 'MakeInstances']")
+      logging.getLogger("apache_beam.runners.worker").warning("other news")
+      raise
+  try:
+    code, stderr = _wrapped(pipeline)
+  finally:
+    logging.getLogger().removeHandler(handler)
+  assert (code, stderr.splitlines()) == (
+      130, ["error: stopped by Ctrl-C (SIGINT) before it finished"])
+  assert logged.getvalue() == "other news\n"
+
+
+def test_a_swallowed_ctrl_c_stops_an_export_before_its_rename(tmp_path):
+  """Row 28: export_onnx/export_tflite put nothing in place after a Ctrl-C
+  the conversion swallowed."""
+  from albert_tf import export_tflite  # pylint: disable=g-import-not-at-top
+  scratch = tmp_path / "scratch"
+  scratch.mkdir()
+  names = {k: f"m.{k}" for k in ("tokenizer", "model", "card", "json")}
+  for name in names.values():
+    (scratch / name).write_text("new")
+  replaced = []
+
+  def export():
+    _ctrl_c(swallowed=True)  # inside the conversion
+    export_tflite.rename_into_place(str(scratch), str(tmp_path / "m.onnx"),
+                                    names, replaced)
+  code, stderr = _wrapped(export)
+  assert code == 130 and "stopped by Ctrl-C" in stderr
+  assert replaced == [] and sorted(p.name for p in tmp_path.iterdir()) == [
+      "scratch"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_export_onnx_on_the_command_line(tmp_path):
+  """Row 28 through the command (absl, run_main): a SIGINT that a step
+  swallows, then the error it leaves, is one line and exit code 130."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  child = (
+      "import runpy, sys\n"
+      "from tests import test_faults_convert_round4 as t\n"
+      "from albert_tf import settings\n"
+      "real = settings.from_flags\n"
+      "def from_flags(cls):\n"
+      "  t._ctrl_c(swallowed=True)\n"
+      "  return real(cls)\n"
+      "settings.from_flags = from_flags\n"
+      "sys.argv = ['export_onnx', '--saved_model=%s', '--output=%s']\n"
+      "runpy.run_module('albert_tf.export_onnx', run_name='__main__')\n" % (
+          tmp_path / "none", tmp_path / "m.onnx"))
+  env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+  proc = subprocess.run([sys.executable, "-c", child], env=env, cwd=ROOT,
+                        capture_output=True, text=True, timeout=600,
+                        check=False)
+  errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+  assert proc.returncode == 130, proc.stderr[-2000:]
+  assert errors == ["error: stopped by Ctrl-C (SIGINT) before it "
+                    "finished"], proc.stderr
+  assert "Traceback" not in proc.stderr
