@@ -238,9 +238,14 @@ class RunWatch:
         return
       elapsed = self._clock() - start
       cancelled = [f for f in futures if f.status == "cancelled"]
+      if cancelled:
+        # The client lost its scheduler: whatever it logs while it tries
+        # to reconnect, the line below says first.
+        _quiet_reconnect_noise()
       try:
+        # After a lost connection, knock first: "nothing listens" at once.
         identity = _identity(self._address, self._timeout_secs,
-                             knock_first=False)
+                             knock_first=bool(cancelled))
         silent = 0
       except _NoAnswer as e:
         # Nothing listens: gone. Listening but silent (frozen, or too busy):
@@ -274,8 +279,7 @@ class RunWatch:
     is closed during it (also at exit): the error line says it already, so
     those two are dropped from here on."""
     if not cancel:
-      logging.getLogger("distributed.client").addFilter(_ReconnectNoise())
-      logging.getLogger("distributed.utils").addFilter(_ReconnectNoise())
+      _quiet_reconnect_noise()
       return
     try:
       client.cancel(futures, force=True)
@@ -323,6 +327,13 @@ class _ReconnectNoise(logging.Filter):
       return False
     return not (record.exc_info and record.exc_info[0] is not None
                 and issubclass(record.exc_info[0], asyncio.CancelledError))
+
+
+def _quiet_reconnect_noise():
+  for name in ("distributed.client", "distributed.utils"):
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, _ReconnectNoise) for f in logger.filters):
+      logger.addFilter(_ReconnectNoise())
 
 
 def _wait_futures(futures, seconds):
