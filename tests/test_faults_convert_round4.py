@@ -208,9 +208,10 @@ def _cut(path, keep):
   path.write_bytes(path.read_bytes()[:keep])
 
 
-def _uses(finetuned, out, what):
-  """The three readers of a fine-tuned output_dir the issue names, each
-  under the command lines' error wrapper: (exit code, stderr)."""
+def _error_line(finetuned, out, what):
+  """The one `error:` line (exit code 1, no traceback) of one of the three
+  readers of a fine-tuned output_dir the issue names, each under the
+  command lines' error wrapper."""
   # pylint: disable=g-import-not-at-top
   import albert_tf
   from albert_tf import export_saved_model
@@ -225,7 +226,11 @@ def _uses(finetuned, out, what):
           data, out, do_train=False, albert_config_file=None,
           vocab_file=None)),
   }[what]
-  return test_faults._one_line_error(run)  # pylint: disable=protected-access
+  code, stderr = test_faults._one_line_error(run)  # pylint: disable=protected-access
+  lines = [l for l in stderr.splitlines() if l.startswith("error:")]
+  assert code == 1 and len(lines) == 1, stderr
+  assert "Traceback" not in stderr
+  return lines[0]
 
 
 READERS = ("export", "predict", "eval_only")
@@ -238,13 +243,10 @@ def test_a_truncated_checkpoint_data_file_is_one_line(finetuned, tmp_path,
   out = _copy(finetuned[1], tmp_path)
   data = out / "best" / "ckpt-2.data-00000-of-00001"
   _cut(data, 100)
-  code, stderr = _uses(finetuned, out, what)
-  lines = [l for l in stderr.splitlines() if l.startswith("error:")]
-  assert code == 1 and len(lines) == 1, stderr
+  line = _error_line(finetuned, out, what)
   assert f"{data}: 100 bytes, but {out / 'best' / 'ckpt-2.index'} lists at " \
-      "least" in lines[0], lines
-  assert "the checkpoint is truncated" in lines[0]
-  assert "Traceback" not in stderr
+      "least" in line, line
+  assert "the checkpoint is truncated" in line
 
 
 @pytest.mark.parametrize("what", READERS)
@@ -253,11 +255,8 @@ def test_a_truncated_checkpoint_index_is_one_line(finetuned, tmp_path, what):
   out = _copy(finetuned[1], tmp_path)
   index = out / "best" / "ckpt-2.index"
   _cut(index, 50)
-  code, stderr = _uses(finetuned, out, what)
-  lines = [l for l in stderr.splitlines() if l.startswith("error:")]
-  assert code == 1 and len(lines) == 1, stderr
-  assert f"{index} is not a readable checkpoint index (" in lines[0], lines
-  assert "Traceback" not in stderr
+  line = _error_line(finetuned, out, what)
+  assert f"{index} is not a readable checkpoint index (" in line, line
 
 
 @pytest.mark.parametrize("what", READERS)
@@ -268,11 +267,9 @@ def test_a_corrupt_record_is_one_line_naming_it(finetuned, tmp_path, what,
   out = _copy(finetuned[1], tmp_path)
   path = out / damaged
   path.write_text('{"task": "classif\x01ication"', encoding="utf-8")
-  code, stderr = _uses(finetuned, out, what)
-  lines = [l for l in stderr.splitlines() if l.startswith("error:")]
-  assert code == 1 and len(lines) == 1, stderr
+  line = _error_line(finetuned, out, what)
   assert (f"{path} is not valid JSON (Invalid control character at line 1 "
-          "column 18): a cut or damaged copy?") in lines[0], lines
+          "column 18): a cut or damaged copy?") in line, line
 
 
 # ------------------------------------------------------- export defaults
