@@ -332,41 +332,52 @@ def one_line_errors(main_fn, also=()):
   @functools.wraps(main_fn)
   def wrapped(argv):
     try:
-      with _noting_ctrl_c():
-        result = main_fn(argv)
-      if errors.CtrlC.received:  # swallowed on the way: no exit code 0
-        _print_error_and_exit(CTRL_C_CAME_LATE, SIGINT_EXIT_CODE)
-      return result
-    except Interrupted as e:
-      _print_error_and_exit(e, e.exit_code)
-    except KeyboardInterrupt:
-      if _verbose():
-        raise
-      _print_error_and_exit(STOPPED_BY_CTRL_C, SIGINT_EXIT_CODE)
-    except Exception as e:  # pylint: disable=broad-except
-      # The error a swallowed Ctrl-C became (a library's own, or one a step
-      # after it met): the Ctrl-C is what stopped the command.
-      if errors.CtrlC.received and not _verbose():
-        _print_error_and_exit(STOPPED_BY_CTRL_C, SIGINT_EXIT_CODE)
-      disk = disk_error_line(e)
-      if disk and not ("verbose" in flags.FLAGS and flags.FLAGS.verbose):
-        _print_error_and_exit(disk, 1)
-      oom = out_of_memory_line(e)
-      if oom and not ("verbose" in flags.FLAGS and flags.FLAGS.verbose):
-        # Straight out: after an OOM, interpreter teardown has hung, or
-        # aborted in TF's allocator ("double free or corruption").
-        print("error: " + oom, file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(1)  # pylint: disable=protected-access
-      if not isinstance(e, (ValueError, OSError) + tuple(also)) and (
-          not _is_tf_error(e)):
-        raise
-      if "verbose" in flags.FLAGS and flags.FLAGS.verbose:
-        raise
-      message = getattr(e, "message", None) or e  # TF's OpError: no op text
-      _print_error_and_exit(message, 2 if isinstance(e, CommandLineError)
-                            else 1)
+      return _run_one_line(main_fn, argv, also)
+    finally:
+      # The note is this command's: a later one in the same process (a
+      # script, a test run) starts without it.
+      errors.CtrlC.received = False
+
   return wrapped
+
+
+def _run_one_line(main_fn, argv, also):
+  """one_line_errors' body, for one command."""
+  try:
+    with _noting_ctrl_c():
+      result = main_fn(argv)
+    if errors.CtrlC.received:  # swallowed on the way: no exit code 0
+      _print_error_and_exit(CTRL_C_CAME_LATE, SIGINT_EXIT_CODE)
+    return result
+  except Interrupted as e:
+    _print_error_and_exit(e, e.exit_code)
+  except KeyboardInterrupt:
+    if _verbose():
+      raise
+    _print_error_and_exit(STOPPED_BY_CTRL_C, SIGINT_EXIT_CODE)
+  except Exception as e:  # pylint: disable=broad-except
+    # The error a swallowed Ctrl-C became (a library's own, or one a step
+    # after it met): the Ctrl-C is what stopped the command.
+    if errors.CtrlC.received and not _verbose():
+      _print_error_and_exit(STOPPED_BY_CTRL_C, SIGINT_EXIT_CODE)
+    disk = disk_error_line(e)
+    if disk and not ("verbose" in flags.FLAGS and flags.FLAGS.verbose):
+      _print_error_and_exit(disk, 1)
+    oom = out_of_memory_line(e)
+    if oom and not ("verbose" in flags.FLAGS and flags.FLAGS.verbose):
+      # Straight out: after an OOM, interpreter teardown has hung, or
+      # aborted in TF's allocator ("double free or corruption").
+      print("error: " + oom, file=sys.stderr, flush=True)
+      sys.stdout.flush()
+      os._exit(1)  # pylint: disable=protected-access
+    if not isinstance(e, (ValueError, OSError) + tuple(also)) and (
+        not _is_tf_error(e)):
+      raise
+    if "verbose" in flags.FLAGS and flags.FLAGS.verbose:
+      raise
+    message = getattr(e, "message", None) or e  # TF's OpError: no op text
+    _print_error_and_exit(message, 2 if isinstance(e, CommandLineError)
+                          else 1)
 
 
 # The flags a user lowers when memory runs out, in the order worth trying.

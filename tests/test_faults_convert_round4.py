@@ -359,6 +359,18 @@ def test_ctrl_c_outside_a_training_loop_is_one_line_and_130(when, fn, line):
   assert (code, stderr.splitlines()) == (130, [line])
 
 
+def test_the_next_command_in_the_process_starts_without_the_ctrl_c():
+  """The note of a swallowed Ctrl-C belongs to its command: a script (or a
+  test run) that runs another command afterwards is not stopped by it (CI
+  once lost a pytest worker this way, in export_tflite.convert)."""
+  from albert_tf import cli_errors, errors  # pylint: disable=g-import-not-at-top
+  code, _ = _wrapped(_then(None))
+  assert code == 130 and errors.CtrlC.received is False
+  # The next command puts its output in place (no KeyboardInterrupt).
+  assert cli_errors.one_line_errors(
+      lambda argv: errors.stop_if_ctrl_c() or "done")([]) == "done"
+
+
 def test_ctrl_c_tracebacks_a_library_logs_are_not_shown():
   """Row 28, data prep: Beam's DirectRunner logs the KeyboardInterrupt of
   the bundle it stopped (a 30-line traceback) before it raises it again."""
