@@ -36,8 +36,8 @@ LONGEST_FIRST = (
     "test_export.py",            # 95
     "test_sharding_simulation.py",  # - / 90
     "test_export_options.py",    # 79
-    "test_family_serving.py",    # ~75: five families exported, TFLite twice
-    "test_scratch_family.py",    # ~45: two commands, export, TFLite
+    "test_family_serving.py",    # 30 / 75: five families exported, TFLite twice
+    "test_scratch_family.py",    # - / 50: two commands, export, TFLite
     "test_faults_output_dir.py",  # 75
     "test_tflite.py",            # - / 63
     "test_tagger_export.py",     # 62 / 28
@@ -45,7 +45,7 @@ LONGEST_FIRST = (
     "test_fill_mask.py",         # 8 / 50
     "test_faults_atomic.py",     # 8 / 49
     "test_faults_data.py",       # 47
-    "test_legacy_outputs.py",    # 41 / 7
+    "test_legacy_outputs.py",    # 14 / 35
     "test_model.py",             # 42
     "test_inference.py",         # 41
     "test_data_prep_cli.py",     # 41

@@ -328,8 +328,16 @@ def _ctrl_c(swallowed=False):
 
 
 def _wrapped(fn):
+  """fn under the commands' wrapper, with Python's own SIGINT handler as a
+  shell's foreground command has it (a background job of a non-interactive
+  shell, as `make test &`, inherits SIGINT ignored)."""
+  import signal  # pylint: disable=g-import-not-at-top
   from tests import test_faults  # pylint: disable=g-import-not-at-top
-  return test_faults._one_line_error(fn)  # pylint: disable=protected-access
+  before = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    return test_faults._one_line_error(fn)  # pylint: disable=protected-access
+  finally:
+    signal.signal(signal.SIGINT, before)
 
 
 def _then(error):

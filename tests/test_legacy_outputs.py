@@ -115,6 +115,7 @@ def legacy(tmp_path_factory):
 
 
 # ------------------------------------------------------------ a. resume
+@pytest.mark.slow
 def test_pretraining_output_dir_resumes_at_its_last_checkpoint(tmp_path,
                                                               monkeypatch):
   root = _copy(tmp_path)
@@ -195,6 +196,7 @@ def test_classifier_output_dir_evaluates_its_best_checkpoint(tmp_path, legacy):
 
 
 # ------------------------------------------------------------ c. export
+@pytest.mark.slow
 def test_classifier_and_tagger_output_dirs_export(tmp_path, legacy):
   root = legacy["root"]
   argv = _replace(_command("albert_tf.export_saved_model"),

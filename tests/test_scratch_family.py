@@ -90,6 +90,7 @@ def _jsonl(path):
           if l.strip()]
 
 
+@pytest.mark.slow  # about 50 s: two commands, export, TFLite
 def test_a_scratch_family_finetunes_resumes_and_exports(scratch):
   out = scratch / "out"
   # Stopped at step 6 (after the step-4 checkpoint), then the same command.
@@ -173,6 +174,7 @@ def test_a_scratch_family_finetunes_resumes_and_exports(scratch):
                                err_msg=quantize)
 
 
+@pytest.mark.slow  # reads the test above
 def test_load_predict_of_a_scratch_family(scratch):
   """albert_tf.load finds the family by the record's task_module (the
   file) and predicts from raw text with the family's default encoding: the
