@@ -131,7 +131,17 @@ def test_hour_mode_runs_the_budgeted_recipe(tmp_path, monkeypatch):
   assert run_demo.MODE_STAGES["hour"] == (
       "corpus", "vocab", "tfrecords", "pretrain", "eval", "curves", "report")
   assert run_demo.BUDGETS["hour"]["dupe_factor"] == 10
-  # The other modes keep their step counts and piece lengths.
+  # `make demo`: the same recipe on a 10-minute budget; FAST and the
+  # tests' smoke mode keep their step counts and piece lengths.
   full = run_demo.Demo(str(tmp_path / "full"), mode="full")
-  assert not any(a.startswith("--train_budget_minutes")
-                 for a in full._pretrain_args(full.path("pretrain")))  # pylint: disable=protected-access
+  args = full._pretrain_args(full.path("pretrain"))  # pylint: disable=protected-access
+  assert args[0] == "--flagfile=configs/pretrain_cpu_hour.flags"
+  assert "--train_budget_minutes=10" in args
+  assert (run_demo.BUDGETS["full"]["max_piece_length"],
+          run_demo.BUDGETS["full"]["dupe_factor"]) == (1, 10)
+  for mode in ("fast", "smoke"):
+    other = run_demo.Demo(str(tmp_path / mode), mode=mode)
+    args = other._pretrain_args(other.path("pretrain"))  # pylint: disable=protected-access
+    assert args[0] == "--flagfile=configs/pretrain_albert_tiny_zh_demo.flags"
+    assert not any(a.startswith("--train_budget_minutes") for a in args)
+    assert run_demo.BUDGETS[mode]["max_piece_length"] == 16
