@@ -41,6 +41,15 @@ precision/recall/F1 (seqeval) for a tagger, its tags one per token of the
 text (`ner_data.split_text` at the model's token level; space-separated or
 a JSON list).
 
+With --task=<dataset> --data_dir=DIR (a registered classification
+dataset: CLUE's afqmc, tnews, ..., FewCLUE's bustm_0, ...; docs/clue.md)
+the benchmark's own files are read instead, by the dataset's reader as
+`albert-finetune --task` reads them (`Task.read_dataset`, ids kept): its
+labelled splits are scored, beside the majority class and TF-IDF + LR
+fitted on its train file, --output_file (optional) gets every row with its
+split and id, and --submission_file the benchmark's submission file
+(written whole or not at all; one with more lines is not replaced).
+
 The file is read and predicted --batch_size rows at a time, with a progress
 line every --progress_interval_secs. Rows the model cuts to its length
 (`Task.truncated_inputs`) are counted and the first named, as fine-tuning
@@ -48,7 +57,9 @@ counts its own.
 """
 
 import collections
+import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import time
@@ -56,6 +67,7 @@ from typing import List, Optional
 
 from absl import logging
 
+from albert_tf import quiet_logs
 from albert_tf import settings
 
 # TensorFlow (albert_tf.inference, through albert_tf.load) is imported by
@@ -83,12 +95,23 @@ class PredictArgs:
       "run_race, albert-finetune), an export_saved_model export, or an "
       "export_onnx .onnx / export_tflite .tflite file.",
       required=True)
-  input_file: str = settings.field(
+  input_file: Optional[str] = settings.field(
       None, "TSV (a header line, or --columns), JSON lines (.jsonl/.json) or "
-      "plain text (one text per line).", required=True)
-  output_file: str = settings.field(
-      None, "Where the predictions go: JSON lines for .jsonl/.json, else TSV.",
-      required=True)
+      "plain text (one text per line); or --task and --data_dir.")
+  output_file: Optional[str] = settings.field(
+      None, "Where the predictions go: JSON lines for .jsonl/.json, else TSV "
+      "(needed with --input_file).")
+  task: Optional[str] = settings.field(
+      None, "A registered dataset (afqmc, tnews, bustm_0, ...: "
+      "docs/clue.md) whose own files in --data_dir are read, as "
+      "albert-finetune --task reads them, instead of --input_file.")
+  data_dir: Optional[str] = settings.field(
+      None, "The folder of --task's files (its train file fits the "
+      "baselines).")
+  submission_file: Optional[str] = settings.field(
+      None, "With --task: write the benchmark's submission file here (a "
+      "folder: under the dataset's own name, e.g. afqmc_predict.json).",
+      group="output")
   input_format: str = settings.field(
       "auto", "How --input_file is read (auto: by extension: .tsv TSV, "
       ".jsonl/.json/.ndjson JSON lines, else plain text).", choices=FORMATS)
@@ -148,8 +171,9 @@ def check_files(input_file, output_file=None):
   if os.path.isdir(input_file):
     raise PredictError(f"--input_file={input_file} is a directory, not a "
                        "file (give one TSV, JSON lines or text file)")
-  if not os.path.isfile(input_file):
+  if not os.path.exists(input_file):
     raise PredictError(f"--input_file={input_file} does not exist")
+  # Not a regular file: a pipe (/dev/stdin, <(cmd)), read as it streams.
   if output_file is None:
     return
   if os.path.isdir(output_file):
@@ -520,6 +544,13 @@ class RowWriter:
 
   def __init__(self, f, jsonl):
     self.f, self.jsonl, self.header = f, jsonl, None
+    self.flattened = 0  # TSV rows whose text had a tab or a line break
+
+  def note(self):
+    """The line that says how many rows `_cell` flattened, or ""."""
+    return (f"{self.flattened} row(s) hold a tab or a line break in a text: "
+            "written as spaces in this TSV output (a .jsonl --output_file "
+            "keeps them)" if self.flattened else "")
 
   def write(self, row):
     if self.jsonl:
@@ -528,7 +559,10 @@ class RowWriter:
     if self.header is None:
       self.header = list(row)
       self.f.write("\t".join(self.header) + "\n")
-    self.f.write("\t".join(_cell(row.get(k, "")) for k in self.header) + "\n")
+    cells = [_cell(row.get(k, "")) for k in self.header]
+    self.flattened += any(isinstance(v, str) and c != v for v, c in zip(
+        (row.get(k, "") for k in self.header), cells))
+    self.f.write("\t".join(cells) + "\n")
 
 
 def _cell(value):
@@ -538,20 +572,65 @@ def _cell(value):
 
 
 # ------------------------------------------------------------------ run
+def _predicted(predictor, rows, batch_size, interval):
+  """Yields (number, values, gold, prediction, cut) of each (number,
+  values, gold) of rows, predicted batch_size at a time, with a progress
+  line (rows, rows/s) every `interval` seconds."""
+  start = last = time.monotonic()
+  done, batch = 0, []
+  for row in itertools.chain(rows, [None]):
+    if row is not None:
+      batch.append(row)
+    if not batch or row is not None and len(batch) < batch_size:
+      continue
+    columns = [[values[n] for _, values, _ in batch] for n in predictor.inputs]
+    # The first batch runs TF's kernels for the first time: oneDNN's
+    # "supports DT_INT64 only on platforms with AVX-512" note, hidden.
+    with (quiet_logs.cpp_lines_hidden() if not done else
+          contextlib.nullcontext()):
+      results = predictor.predict(*columns)
+    truncated = predictor.task.truncated_inputs(
+        predictor.record, predictor.tokenizer, predictor.max_seq_length,
+        dict(zip(predictor.inputs, columns))) or [False] * len(batch)
+    for (number, values, gold), prediction, is_cut in zip(batch, results,
+                                                          truncated):
+      yield number, values, gold, prediction, is_cut
+    done += len(batch)
+    batch = []
+    now = time.monotonic()
+    if row is not None and now - last >= interval:
+      last = now
+      logging.info("predict: %d rows, %.1f rows/s", done,
+                   done / max(now - start, 1e-9))
+
+
+def _load(model):
+  """The Predictor of --model; PredictError for one without a task head."""
+  from albert_tf import inference  # pylint: disable=g-import-not-at-top
+  predictor = inference.load(model)
+  if predictor.kind in ("fill_mask", "encoder"):
+    raise PredictError(f"--model={model}: a {predictor.kind} "
+                       "checkpoint has no task head (albert_tf.fill_mask "
+                       "predicts masks)")
+  return predictor
+
+
 def run(args: PredictArgs, log=print):
   """Predicts args.input_file into args.output_file; prints and returns
   {"rows": n, "metrics": Scorer.metrics() (empty without gold), "blank",
   "cut", "unlabelled": counts of lines}. The input is checked, and its
-  first row read, before the output is opened."""
-  from albert_tf import inference  # pylint: disable=g-import-not-at-top
+  first row read, before the output is opened. With args.task: `run_task`."""
   from albert_tf.file_io import atomic_writer  # pylint: disable=g-import-not-at-top
+  if args.task or args.data_dir:
+    from albert_tf import predict_dataset  # pylint: disable=g-import-not-at-top
+    return predict_dataset.run_task(args, log)
+  for flag in ("input_file", "output_file"):
+    if not getattr(args, flag):
+      raise PredictError(f"--{flag} is needed (or --task=<dataset> "
+                         "--data_dir=DIR: a benchmark's own files)")
   fmt = input_format(args.input_file, args.input_format)
   check_files(args.input_file, args.output_file)
-  predictor = inference.load(args.model)
-  if predictor.kind in ("fill_mask", "encoder"):
-    raise PredictError(f"--model={args.model}: a {predictor.kind} "
-                       "checkpoint has no task head (albert_tf.fill_mask "
-                       "predicts masks)")
+  predictor = _load(args.model)
   if fmt == "text" and len(predictor.inputs) != 1:
     raise PredictError(
         f"--input_file={args.input_file}: plain text (one text per line) "
@@ -575,17 +654,14 @@ def run(args: PredictArgs, log=print):
   scorer = Scorer(predictor)
   cut, unlabelled = Lines(args.input_file), Lines(args.input_file)
   jsonl = os.path.splitext(args.output_file)[1].lower() in JSON_EXTENSIONS
-  start = last = time.monotonic()
+  start = time.monotonic()
   done = 0
-
-  def flush(batch, writer):
-    columns = [[values[n] for _, values, _ in batch] for n in predictor.inputs]
-    results = predictor.predict(*columns)
-    truncated = predictor.task.truncated_inputs(
-        predictor.record, predictor.tokenizer, predictor.max_seq_length,
-        dict(zip(predictor.inputs, columns))) or [False] * len(batch)
-    for (number, values, gold), prediction, is_cut in zip(batch, results,
-                                                          truncated):
+  read = itertools.chain([(first[0], *first_values)], (
+      (number, *reader(number, row)) for number, row in rows))
+  with atomic_writer(args.output_file) as f:
+    writer = RowWriter(f, jsonl)
+    for number, values, gold, prediction, is_cut in _predicted(
+        predictor, read, args.batch_size, args.progress_interval_secs):
       scorer.add(values, gold, prediction, f"{args.input_file}:{number}")
       if is_cut:
         cut.add(number)
@@ -596,30 +672,15 @@ def run(args: PredictArgs, log=print):
         row[GOLD] = "" if gold is None else gold
       row.update(prediction_fields(predictor.kind, prediction))
       writer.write(row)
-
-  with atomic_writer(args.output_file) as f:
-    writer = RowWriter(f, jsonl)
-    batch = [(first[0], *first_values)]
-    for number, row in rows:
-      batch.append((number, *reader(number, row)))
-      if len(batch) == args.batch_size:
-        flush(batch, writer)
-        done += len(batch)
-        batch = []
-        now = time.monotonic()
-        if now - last >= args.progress_interval_secs:
-          last = now
-          logging.info("predict: %d rows, %.1f rows/s", done,
-                       done / max(now - start, 1e-9))
-    if batch:
-      flush(batch, writer)
-      done += len(batch)
+      done += 1
   elapsed = time.monotonic() - start
   log(f"{done} rows predicted by the {predictor.kind} model in "
       f"{elapsed:.1f}s ({done / max(elapsed, 1e-9):.1f} rows/s) -> "
       f"{args.output_file} (its \"line\" column: the input line of each)")
   for line in _notes(args, fmt, seen, cut, predictor.max_seq_length, done):
     log(line)
+  if writer.note():
+    log(writer.note())
   scores = scorer.metrics()
   for line in format_metrics(predictor.kind, scores):
     log(line)

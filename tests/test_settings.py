@@ -29,7 +29,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 COMMANDS = {
     "albert_tf.params": ("ParamsSettings", 3),
     "albert_tf.fill_mask": ("FillMaskArgs", 9),
-    "albert_tf.predict": ("PredictArgs", 12),
+    "albert_tf.predict": ("PredictArgs", 15),
     "albert_tf.convert_checkpoint": ("ConvertSettings", 6),
     "albert_tf.export_keras_hub": ("KerasHubExportSettings", 6),
     "data_prep.train_vocab": ("TrainVocabSettings", 11),

@@ -63,6 +63,14 @@ class Task:
     del dataset
     return ()
 
+  @classmethod
+  def read_dataset(cls, dataset, data_dir: str):
+    """`albert-predict --task=<dataset>`: {split: (examples, stats)} of the
+    dataset's files found in data_dir, read by its own reader (ids kept);
+    None when this family's datasets are read by fine-tuning only."""
+    del dataset, data_dir
+    return None
+
   # Fine-tuning: `albert_tf.finetune` calls these, in this order, for the
   # family --task names (the options are its registered dataclass).
   #: --max_seq_length when neither the flag nor the fine-tuned model says.

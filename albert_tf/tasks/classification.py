@@ -131,6 +131,16 @@ class ClassificationTask(Task):
              cd.partial_file_name(submission.file_name)) if submission
             else ())
   output_files = (PREDICTIONS_FILE,)
+
+  @classmethod
+  def read_dataset(cls, dataset, data_dir):
+    spec, found = dataset.spec, {}
+    for split in spec.files:
+      try:
+        found[split] = cd.read_examples(spec, data_dir, split)
+      except FileNotFoundError:
+        continue
+    return found
   # --input_timeout_secs (from_options sets it): a split file's read.
   input_timeout_secs = input_timeout.DEFAULT_SECS
 
