@@ -16,24 +16,65 @@ def atomic_writer(path, mode: str = "w"):
   """Yields a file open on `<path>.tmp` (text modes in UTF-8); on a clean
   exit it is flushed, synced and renamed to path; on an error removed.
   An OSError (a full disk: ENOSPC at the write, the sync or the close) is
-  raised again naming path (`naming`), whatever file name it had."""
+  raised again naming path (`naming`), whatever file name it had.
+
+  The temporary is flock'ed until it is renamed: a second writer of the
+  same path meanwhile (two commands given one output file) gets one
+  OSError (EBUSY) naming path, where it used to truncate the first one's
+  temporary and both wrote into one file, the first renamed it and said
+  success, the other went on writing into the renamed file.
+  """
   path = os.fspath(path)
   tmp = path + ".tmp"
-  encoding = None if "b" in mode else "utf-8"
+  f = _locked_temporary(path, tmp, mode)
+  renamed = False
   try:
-    with open(tmp, mode, encoding=encoding) as f:
+    with f:
       yield f
       f.flush()
       os.fsync(f.fileno())
-    os.replace(tmp, path)
+      os.replace(tmp, path)  # still locked: no other writer opens it now
+      renamed = True
     sync_directory(path)
   except BaseException as e:
-    if os.path.exists(tmp):
+    if not renamed and os.path.exists(tmp):  # after the rename: another's
       os.remove(tmp)
     # Not another file's error (one the caller read inside the block).
     if isinstance(e, OSError) and e.filename in (None, path, tmp):
       raise naming(e, path) from e
     raise
+
+
+def _locked_temporary(path, tmp, mode):
+  """tmp opened for writing, emptied, under an exclusive flock (a killed
+  owner's lock is gone with it); OSError(EBUSY) naming path when another
+  process holds it."""
+  import errno  # pylint: disable=g-import-not-at-top
+  import fcntl  # pylint: disable=g-import-not-at-top
+  encoding = None if "b" in mode else "utf-8"
+  while True:
+    try:
+      # No O_TRUNC: the file may be another writer's until we hold it.
+      fd = os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o666)
+    except OSError as e:
+      raise naming(e, path) from e
+    f = os.fdopen(fd, mode, encoding=encoding)
+    try:
+      fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      f.close()
+      raise OSError(errno.EBUSY, f"{path} is being written by another "
+                    f"process (its temporary {tmp} is locked): cannot write "
+                    f"{path} now; wait for that process to end, or write "
+                    "another file") from None
+    try:
+      same = os.fstat(f.fileno()).st_ino == os.stat(tmp).st_ino
+    except FileNotFoundError:  # its writer renamed it into place meanwhile
+      same = False
+    if same:
+      f.truncate(0)
+      return f
+    f.close()
 
 
 def parse_json(data, path, expect=dict):
