@@ -366,9 +366,9 @@ def raw_lines(path, note=True):
   a \\r (an old Mac file, CR alone) is split at each \\r instead, which is
   logged once (note=True). Streams: the file is never read whole.
   """
-  with open(path, "rb") as f:
-    head = f.read(1 << 16)
-    f.seek(0)
+  # peek, not read and seek: a pipe (/dev/stdin, <(cmd)) cannot seek.
+  with open(path, "rb", buffering=1 << 17) as f:
+    head = f.peek(1 << 16)[:1 << 16]
     if b"\n" in head or b"\r" not in head[:-1]:
       yield from enumerate(f, start=1)
       return
