@@ -60,7 +60,7 @@ from albert_tf.export_tflite import (_scratch_folder, check_tokenizer_copy,
                                      held_out_examples, read_export_record,
                                      rename_into_place, serve_inputs_of,
                                      sidecar_names, tokenizer_of,
-                                     VerifySettings)
+                                     VerifySettings, version_dir)
 from albert_tf.features import ENCODER_INPUTS
 from albert_tf.serving import verify
 
@@ -86,22 +86,6 @@ def require_onnx(what="export_onnx"):
       missing.append(module)
   if missing:
     raise OnnxExportError(f"{what} needs {', '.join(missing)}: {EXTRA}")
-
-
-def version_dir(saved_model):
-  """saved_model itself when it holds saved_model.pb, else its highest
-  numbered version; OnnxExportError naming --saved_model otherwise."""
-  if os.path.isfile(os.path.join(saved_model, "saved_model.pb")):
-    return saved_model
-  versions = sorted(int(d) for d in (os.listdir(saved_model) if os.path.isdir(
-      saved_model) else []) if d.isdigit() and os.path.isfile(
-          os.path.join(saved_model, d, "saved_model.pb")))
-  if not versions:
-    raise OnnxExportError(
-        f"--saved_model={saved_model}: no saved_model.pb there or in a "
-        "numbered version folder (give export_saved_model's export_dir or "
-        "a version)")
-  return os.path.join(saved_model, str(versions[-1]))
 
 
 def convert_serving_default(saved_model):
@@ -245,7 +229,7 @@ def convert(saved_model, output, quantize="none", verify_data=None,
     raise OnnxExportError(f"--output={output}: end it in .onnx (its .json, "
                           "tokenizer and card are named after it)")
   require_onnx()
-  saved_model = version_dir(saved_model)
+  saved_model = version_dir(saved_model, OnnxExportError)
   record = read_export_record(saved_model)
   if record.mixed_precision not in (None, "none"):
     raise OnnxExportError(

@@ -237,6 +237,9 @@ def export(checkpoint, export_dir, model=None, preset=None,
   from albert_tf.training import runtime
   precision = export_precision(mixed_precision)
   wanted = requested_signatures(signatures)
+  if os.path.exists(export_dir) and not os.path.isdir(export_dir):
+    raise ExportError(f"--export_dir={export_dir} is a file, not a folder "
+                      "(the export writes numbered version folders under it)")
   record = ModelInfo.read_beside(checkpoint)
   recorded = record  # its length is the default even for the encoder
   task_name, model = resolve_task(checkpoint, model, record)

@@ -111,6 +111,22 @@ def tokenizer_copy_name(output, tokenizer_kind):
   return stem + TOKENIZER_SUFFIXES[tokenizer_kind]
 
 
+def version_dir(saved_model, error=ValueError):
+  """saved_model itself when it holds saved_model.pb, else its highest
+  numbered version; `error` (a ValueError) naming --saved_model otherwise."""
+  if os.path.isfile(os.path.join(saved_model, "saved_model.pb")):
+    return saved_model
+  versions = sorted(int(d) for d in (os.listdir(saved_model) if os.path.isdir(
+      saved_model) else []) if d.isdigit() and os.path.isfile(
+          os.path.join(saved_model, d, "saved_model.pb")))
+  if not versions:
+    raise error(
+        f"--saved_model={saved_model}: no saved_model.pb there or in a "
+        "numbered version folder (give export_saved_model's export_dir or "
+        "a version)")
+  return os.path.join(saved_model, str(versions[-1]))
+
+
 def read_export_record(saved_model_dir):
   """The export's `serving.saved_model.ExportInfo` (a tasks.record.ModelInfo
   and how the SavedModel serves; assets.extra/albert_export.json)."""
@@ -280,6 +296,7 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
   if quantize == "int8" and not representative_data:
     raise ValueError("--quantize=int8 needs --representative_data=TSV (real "
                      "text to calibrate the activation ranges)")
+  saved_model = version_dir(saved_model)
   record = read_export_record(saved_model)
   if record.mixed_precision not in (None, "none"):
     raise ValueError(
@@ -370,11 +387,20 @@ def read_verify_data(path, record, task, max_examples, input_columns=None):
       if len(gold) >= max_examples:
         break
   except predict.PredictError as e:
-    raise verify.ExportVerificationError(f"--verify_data: {e}") from None
+    # predict's reader names predict's flags; this command's are these.
+    text = str(e).replace("--input_file=", "--verify_data=").replace(
+        "--input_columns", "--verify_columns")
+    raise verify.ExportVerificationError(f"--verify_data: {text}") from None
   if not gold:
     raise verify.ExportVerificationError(f"--verify_data={path} holds no rows")
-  labelled = record.label_list and all(g is not None for g in gold)
-  return values, (gold if labelled else None), f"--verify_data={path}"
+  labelled = sum(g is not None for g in gold)
+  if record.label_list and 0 < labelled < len(gold):
+    logging.warning("--verify_data=%s: %d of %d rows have no gold label: "
+                    "accuracy (and --max_metric_drop) is scored on the %d "
+                    "labelled rows", path, len(gold) - labelled, len(gold),
+                    labelled)
+  return (values, (gold if record.label_list and labelled else None),
+          f"--verify_data={path}")
 
 
 def held_out_examples(record, tokenizer, saved_model, verify_data=None,
@@ -453,8 +479,9 @@ def interpreter_fn(tflite_path):
 
 # The line a refusal ends with: what to try instead.
 INSTEAD = {
+    # verify.check adds "(--allow_degraded writes it anyway)".
     "none": "the float32 .tflite differs from the SavedModel; serve the "
-            "SavedModel (or --allow_degraded to write it anyway)",
+            "SavedModel",
     "float16": "use --quantize=none",
     "dynamic": "use --quantize=float16 or none",
     "int8": "use --quantize=dynamic (int8 weights, float activations)",
@@ -629,10 +656,12 @@ class VerifySettings:
       lower_bound=1, group="output")
   min_agreement: Optional[float] = settings.field(
       None, "The floor of agreement with the float model (default: 0.995 "
-      "for --quantize=none, 0.95 for the others).", group="output")
+      "for --quantize=none, 0.95 for the others).", lower_bound=0.0,
+      upper_bound=1.0, group="output")
   max_metric_drop: float = settings.field(
       0.02, "Quantized: the most accuracy the file may lose against the "
-      "float model on the held-out examples (0.02: 2 points).", group="output")
+      "float model on the held-out examples (0.02: 2 points).",
+      lower_bound=0.0, upper_bound=1.0, group="output")
   allow_degraded: bool = settings.field(
       False, "Write the file even below a floor (never one its runtime "
       "cannot load); its card then says DEGRADED with the figures.",
@@ -646,7 +675,8 @@ class VerifySettings:
 class TfliteSettings(VerifySettings):
   """The command line of export_tflite; the fields are the flags."""
   saved_model: str = settings.field(
-      None, "A version directory written by albert_tf.export_saved_model.",
+      None, "An export_dir (its highest version) or version directory "
+      "written by albert_tf.export_saved_model.",
       required=True, group="model")
   output: str = settings.field(None, "Output .tflite path.", required=True)
   quantize: str = settings.field("dynamic", "Quantization.",

@@ -133,8 +133,9 @@ def held_out(record, tokenizer, task, given=None,
     logging.warning("Verifying on %s", source)
   features = task.encode_inputs(record, tokenizer, length, raw)
   labels = list(record.label_list)
-  gold_ids = (np.array([labels.index(g) for g in gold], np.int64)
-              if gold is not None and labels else None)
+  # -1: a row without a gold label (--verify_data may label some only).
+  gold_ids = (np.array([-1 if g is None else labels.index(g) for g in gold],
+                       np.int64) if gold is not None and labels else None)
   return HeldOut(features, gold_ids, source, real)
 
 
@@ -254,9 +255,14 @@ def compare(reference, artifact, features, gold=None) -> dict:
                            "the reference's scale")
     figures["agreement"] = float((np.abs(got - ref).max(-1)
                                   <= REGRESSION_TOLERANCE * scale).mean())
-  if gold is not None and what == "the predicted class":
-    figures["float_accuracy"] = float((decide(reference) == gold).mean())
-    figures["accuracy"] = float((decide(artifact) == gold).mean())
+  if gold is not None and what == "the predicted class" and (gold >= 0).any():
+    scored = gold >= 0
+    figures["float_accuracy"] = float(
+        (decide(reference)[scored] == gold[scored]).mean())
+    figures["accuracy"] = float(
+        (decide(artifact)[scored] == gold[scored]).mean())
+    if not scored.all():
+      figures["accuracy_examples"] = int(scored.sum())
   return figures
 
 
@@ -282,7 +288,9 @@ def judge(figures, quantize, floors: Floors, artifact: str,
           f"{figures['float_accuracy']:.3f} ({drop * 100:.1f} points lost, "
           f"floor {floors.max_metric_drop * 100:.1f})")
   figures["passed"] = not failures
-  on = f"on {figures['examples']} held-out examples"
+  on = f"on {figures['examples']} held-out examples" + (
+      f" (accuracy on the {figures['accuracy_examples']} labelled)"
+      if "accuracy_examples" in figures else "")
   if failures:
     figures["verdict"] = (f"{artifact} (quantize={quantize}) {'; '.join(failures)} "
                           f"{on}: {instead}")
@@ -297,6 +305,10 @@ def judge(figures, quantize, floors: Floors, artifact: str,
                           f"{on}" if agreement is not None else
                           f"outputs within {figures['max_relative_difference']:.1e} "
                           f"of the float model's scale {on}")
+    if quantize not in FLOAT_MODES and figures.get(
+        "compared") == "the predicted class":
+      figures["verdict"] += (" (no gold labels: accuracy, and "
+                             "--max_metric_drop, not checked)")
   return figures
 
 
