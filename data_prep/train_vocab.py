@@ -58,6 +58,8 @@ _VOCAB_TOO_SMALL = re.compile(r"smaller than required_chars\. (\d+) vs (\d+)")
 # SentencePiece's unigram trainer refuses a lower coverage (its check
 # "character_coverage() >= 0.98", trainer_interface.cc).
 MIN_CHARACTER_COVERAGE = 0.98
+# SentencePiece's trainer refuses a max_sentencepiece_length above this.
+MAX_PIECE_LENGTH = 512
 # The C++ location SentencePiece puts before its message:
 # "INTERNAL: src/trainer_interface.cc(744) [condition] ".
 _SPM_LOCATION = re.compile(r"^\w+: \S+\.cc\(\d+\) (?:\[.*?\] )?")
@@ -120,6 +122,11 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
         "what SentencePiece's unigram trainer accepts",
         "--character_coverage", f"{MIN_CHARACTER_COVERAGE} maps the most "
         "rare characters to <unk>"))
+  if not 1 <= max_piece_length <= MAX_PIECE_LENGTH:
+    raise ValueError(error_line(
+        f"{max_piece_length} is outside [1, {MAX_PIECE_LENGTH}], what "
+        "SentencePiece's trainer accepts", "--max_piece_length",
+        "16 is the default; 1 gives a vocabulary of characters"))
   import sentencepiece as spm
   paths = []
   for pattern in filter(None, (p.strip() for p in input_pattern.split(","))):
@@ -348,7 +355,7 @@ class TrainVocabSettings:
       "max_sentencepiece_length). 1 gives a vocabulary of characters, as the "
       "Chinese BERT and ALBERT vocabularies are (each Chinese character one "
       "piece); whole-word masking then masks n-grams of characters.",
-      lower_bound=1)
+      lower_bound=1, upper_bound=MAX_PIECE_LENGTH)
 
 
 def main(argv):
