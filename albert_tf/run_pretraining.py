@@ -269,6 +269,8 @@ def _resolve_auto(p: Params) -> Params:
     logging.warning("--length_buckets=%d ignored: a TPU compiles one static "
                     "sequence length", p.length_buckets)
     p = dataclasses.replace(p, length_buckets=0)
+  from albert_tf.training import fast_path  # pylint: disable=g-import-not-at-top
+  fast_path.say_length_buckets(p.length_buckets, p.max_seq_length)
   import tensorflow as tf
   count, why = micro_batches.resolve(
       p.micro_batches, tpu=p.use_tpu or p.distribution_strategy == "tpu",

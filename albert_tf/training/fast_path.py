@@ -49,10 +49,28 @@ def check(mixed_precision: str, length_buckets: int,
   micro_batches_lib.parse(micro_batches)
 
 
+def say_length_buckets(length_buckets: int, max_seq_length: int) -> None:
+  """One log line with the widths --length_buckets gives at this length (a
+  warning when they are fewer than asked: they are multiples of 8)."""
+  if length_buckets <= 1:
+    return
+  from albert_tf.data.length_buckets import bucket_widths  # pylint: disable=g-import-not-at-top
+  widths = bucket_widths(max_seq_length, length_buckets)
+  line = (f"--length_buckets={length_buckets}: batches cut to the widths "
+          f"{', '.join(map(str, widths))}")
+  if len(widths) < length_buckets:
+    logging.warning("%s, %d bucket(s), not %d: widths are multiples of 8 up "
+                    "to --max_seq_length=%d", line, len(widths),
+                    length_buckets, max_seq_length)
+  else:
+    logging.info("%s", line)
+
+
 def resolve(mixed_precision: str, length_buckets: int, micro_batches: str,
             *, output_dir: Optional[str], overwrite: bool, tpu: bool,
             num_gpus: int, strategy: str, batch_size: int,
-            cpuinfo: str = "/proc/cpuinfo") -> FastPath:
+            cpuinfo: str = "/proc/cpuinfo",
+            max_seq_length: Optional[int] = None) -> FastPath:
   """The flags decided for this machine and this output_dir, each said in
   a log line; TF's thread pools set for the micro-batches (before TF runs
   its first op, else they stay as they are, and the line says so)."""
@@ -73,6 +91,8 @@ def resolve(mixed_precision: str, length_buckets: int, micro_batches: str,
     logging.warning("--length_buckets=%d ignored: a TPU compiles one static "
                     "sequence length", length_buckets)
     length_buckets = 0
+  if max_seq_length:
+    say_length_buckets(length_buckets, max_seq_length)
   count, why = micro_batches_lib.resolve(
       micro_batches, tpu=tpu, gpus=gpus, strategy=strategy,
       batch_size=batch_size)
