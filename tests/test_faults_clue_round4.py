@@ -340,8 +340,6 @@ def test_collapse_line_by_hand():
   assert base.one_prediction(["pos", "neg"], ["pos", "pos"]) is None
   assert base.one_prediction(["pos"] * 2, ["pos"] * 2) is None
   assert base.one_prediction(["pos"], ["neg"]) is None  # one example
-  assert base.one_prediction([True] * 2, [False, True],
-                             degenerate=False) is None
 
 
 def _write_tagging(root):
@@ -400,6 +398,52 @@ def _multiple_choice_collapsed(root, tokenizer):
   task.logits = lambda model, split: np.tile(np.float32([[0, 0, 3, 0]]),
                                              [3, 1])
   return task, "choice 2 for every one of the 3 dev questions"
+
+
+def _write_pos(root):
+  """A POS file with no O: every token is B-x or I-x."""
+  block = "".join(f"{c}\t{'B' if k % 2 == 0 else 'I'}-{'nr'[k // 2]}\n"
+                  for k, c in enumerate(CHARS[:4])) + "\n"
+  for name in ("train.txt", "dev.txt", "test.txt"):
+    (root / name).write_text(block * 3, encoding="utf-8")
+
+
+def _pos_tagger(root, tokenizer, predict):
+  """A tagging task on `_write_pos`'s files whose predicted tags are
+  predict(sentence tokens)."""
+  _write_pos(root)
+  task = registry.family("tagging").task("conll", tokenizer, str(root), 16,
+                                         8, tag_scheme="BIO")
+  task.predicted_tags = lambda model, split: [
+      predict(s.tokens) for s in task.load_split(split)[0].sentences]
+  return task
+
+
+def test_a_tagger_with_one_tag_for_every_token_has_collapsed(
+    tokenizer, tmp_path, caplog):
+  """A POS tagger without O that predicts I-n for every token collapsed
+  (the trial's dev F1 0.000); the check looked for all-O only and said
+  nothing."""
+  task = _pos_tagger(tmp_path, tokenizer, lambda tokens: ["I-n"] * len(tokens))
+  with caplog.at_level(logging.WARNING):
+    task.evaluate(_model(40), None)
+  assert [r.getMessage() for r in caplog.records
+          if "collapsed" in r.getMessage()] == [
+              "Dev eval at step 40: the model predicts only 'I-n' tags for "
+              "every one of the 3 dev sentences, though the gold answers "
+              "are not all that: " + ADVICE_ADAMW]
+
+
+@pytest.mark.parametrize("predict", [
+    lambda tokens: ["B-n"] + ["I-n"] * (len(tokens) - 1),  # two tags
+    lambda tokens: ["B-n", "I-n", "B-r", "I-r"]],  # the gold tags
+    ids=["two_tags", "gold"])
+def test_a_tagger_with_two_tags_or_the_gold_ones_has_not_collapsed(
+    predict, tokenizer, tmp_path, caplog):
+  task = _pos_tagger(tmp_path, tokenizer, predict)
+  with caplog.at_level(logging.WARNING):
+    task.evaluate(_model(40), None)
+  assert "collapsed" not in caplog.text
 
 
 @pytest.mark.parametrize("family", [

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
@@ -303,19 +303,19 @@ class Task:
     return fn()
 
   def warn_if_collapsed(self, model: keras.Model, predicted: Sequence,
-                        gold: Sequence, noun: str, degenerate: Any = None,
+                        gold: Sequence, noun: str,
                         shown: Optional[str] = None) -> bool:
     """Says in one warning when a dev eval finds the model collapsed; every
     family's `evaluate` calls it with one value per dev example.
 
     Collapsed: the same prediction for every example (one class, one
-    choice, one answer; with `degenerate` given, that prediction only:
-    all-O tags) while the gold values are not all that one. The step-0 eval
+    choice, one answer, one tag for every token) while the gold values are
+    not all that one. The step-0 eval
     (the untrained head) is not judged, only remembered: a model still
     where it was is told apart. shown: how the prediction reads in the line
     (default its repr). Returns whether it warned.
     """
-    same = one_prediction(predicted, gold, degenerate)
+    same = one_prediction(predicted, gold)
     step = _step(model)
     if step == 0:
       self._untrained_prediction = same
@@ -330,17 +330,14 @@ class Task:
     return True
 
 
-def one_prediction(predicted: Sequence, gold: Sequence,
-                   degenerate: Any = None) -> Optional[tuple]:
-  """(the prediction,) when every example of two or more gets it (and it is
-  `degenerate`, when given) and the gold values are not all it; else
-  None."""
+def one_prediction(predicted: Sequence,
+                   gold: Sequence) -> Optional[tuple]:
+  """(the prediction,) when every example of two or more gets it and the
+  gold values are not all it; else None."""
   values = set(predicted)
   if len(predicted) < 2 or len(values) != 1:
     return None
   (value,) = values
-  if degenerate is not None and value != degenerate:
-    return None
   if set(gold) <= {value}:  # the gold answer of every example: no collapse
     return None
   return (value,)

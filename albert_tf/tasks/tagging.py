@@ -339,11 +339,16 @@ class TaggingTask(Task):
                             "--do_eval")
     predicted = self.predicted_tags(model, "dev")
     metrics = self._metrics("dev", predicted)
-    any_entity = lambda tags: any(t != "O" for t in tags)
+    # Collapsed: one tag (any: O, or I-n in a file without O) for every
+    # token. A sentence of mixed tags is a value no other sentence shares.
+    kept = [i for i, tags in enumerate(predicted) if tags]
+    one_tag = lambda tags, i: tags[0] if len(set(tags)) == 1 else ("mixed", i)
+    said = [one_tag(predicted[i], i) for i in kept]
+    tag = said[0] if said else None
     self.warn_if_collapsed(
-        model, [any_entity(t) for t in predicted],
-        [any_entity(t) for t in self._gold["dev"]], "dev sentences",
-        degenerate=False, shown="only O tags (no entity)")
+        model, said, [one_tag(self._gold["dev"][i], i) for i in kept],
+        "dev sentences", shown=("only O tags (no entity)" if tag == "O"
+                                else f"only {tag!r} tags"))
     return metrics
 
   def predict(self, model, output_dir):
