@@ -10,6 +10,14 @@ afqmc, tnews, chid, c3, ...); `--task=<it> --help` lists that family's
 flags. run_classifier, run_ner, run_squad and run_race are this command
 with their family fixed, under the original's names and flags.
 
+No published weights for the task's language: a vocabulary from the
+task's own text (`python -m data_prep.task_text --task=<dataset>
+--data_dir=DIR --output_file=text.txt`, then `data_prep.train_vocab
+--input=text.txt --max_piece_length=1 --nohard_vocab_limit`, sized by the
+characters the first command prints), optionally a budgeted pretraining
+on that text, then this command with `--preset` and `--spm_model_file`:
+docs/clue.md, "From the task's own text".
+
 The recipe, the same for every family (`run`):
   1. the family's options: the dataset's values, then the flags given;
   2. what the model was fine-tuned with (task_record.json beside

@@ -236,20 +236,27 @@ DOC_OVERRIDES = {
 }
 
 
+def shell_commands(text):
+  """Every `python -m` line of a Markdown text's shell blocks, in order
+  (continuation lines joined, comments dropped)."""
+  import re  # pylint: disable=g-import-not-at-top
+  found = []
+  for lang, block in re.findall(r"```(\w*)\n(.*?)```", text, re.S):
+    if lang not in ("", "bash", "sh"):
+      continue
+    for line in block.replace("\\\n", " ").splitlines():
+      line = line.split(" #")[0].strip()
+      if re.match(r"^(python|\$PY|\S*/python) -m ", line):
+        found.append(line)
+  return found
+
+
 def doc_commands():
   """(doc, command) for every `python -m` line of the docs' shell blocks."""
-  import re  # pylint: disable=g-import-not-at-top
   found = []
   for doc in DOCS:
     with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
-      text = f.read()
-    for lang, block in re.findall(r"```(\w*)\n(.*?)```", text, re.S):
-      if lang not in ("", "bash", "sh"):
-        continue
-      for line in block.replace("\\\n", " ").splitlines():
-        line = line.split(" #")[0].strip()
-        if re.match(r"^(python|\$PY|\S*/python) -m ", line):
-          found.append((doc, line))
+      found += [(doc, line) for line in shell_commands(f.read())]
   return found
 
 

@@ -41,6 +41,7 @@ COMMANDS = {
     "albert_tf.run_squad": ("SquadOptions", 59),
     "albert_tf.run_race": ("RaceOptions", 50),
     "data_prep.cloze": ("ClozeSettings", 7),
+    "data_prep.task_text": ("TaskTextSettings", 5),
     "albert_tf.export_tflite": ("TfliteSettings", 15),
     "albert_tf.export_onnx": ("OnnxSettings", 10),
     "albert_tf.export_saved_model": ("ExportSettings", 18),
