@@ -143,6 +143,10 @@ class FinetuneOptions(StrategySettings):
       False, "Start over in an --output_dir that holds a run with other "
       "settings (deletes that run's checkpoints, logs, events and results; "
       "other files there stay).")
+  plots: bool = settings.field(
+      True, "Write curves.png beside eval_results.json: train loss and the "
+      "dev metric against steps, the baselines as lines (needs matplotlib; "
+      "without it one line says so).", group="output")
   predict_batch_size: int = settings.field(
       0, "Batch for --do_predict (original name; 0: --eval_batch_size).")
   input_timeout_secs: int = settings.field(

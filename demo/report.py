@@ -143,32 +143,24 @@ def _plot_learning_curves(demo, out):
 def _plot_fine_tuning_curves(demo, out, stage, metric, label, baseline,
                              baseline_label, title, filename):
   """Dev `metric` by step for both inits of a stage; the baseline's test
-  figure (demo.figures[stage][baseline]["test_" + metric]) as a line."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(6, 4))
-  drawn = False
+  figure (demo.figures[stage][baseline]["test_" + metric]) as a line
+  (`albert_tf.training.plots.plot_panels`, as a fine-tuning run's curves.png)."""
+  from albert_tf.training import plots  # pylint: disable=g-import-not-at-top
+  series = []
   for run in ("pretrained", "random_init"):
     rows = [r for r in _jsonl(demo.path(stage, run, "eval_log.jsonl"))
             if metric in r]
     if rows:
-      ax.plot([r["global_step"] for r in rows], [r[metric] for r in rows],
-              marker="o", label=f"dev {label}, {run.replace('_', ' ')}")
-      drawn = True
-  reference = demo.figures.get(stage, {}).get(baseline, {})
-  if f"test_{metric}" in reference:
-    ax.axhline(reference[f"test_{metric}"], color="gray", linestyle="--",
-               label=f"{baseline_label} (test)")
-  if not drawn:
-    plt.close(fig)
+      series.append((f"dev {label}, {run.replace('_', ' ')}",
+                     [r["global_step"] for r in rows],
+                     [r[metric] for r in rows]))
+  if not series:
     return None
-  ax.set_xlabel("step")
-  ax.set_title(title)
-  ax.legend()
-  fig.tight_layout()
-  path = os.path.join(out, filename)
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return path
+  reference = demo.figures.get(stage, {}).get(baseline, {})
+  lines = ([(f"{baseline_label} (test)", reference[f"test_{metric}"])]
+           if f"test_{metric}" in reference else [])
+  return plots.plot_panels(os.path.join(out, filename), [
+      {"title": title, "series": series, "lines": lines}])
 
 
 def _plot_albert_vs_bert(results, out):

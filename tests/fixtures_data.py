@@ -81,6 +81,21 @@ def write_tiny_vocab_and_config(root, chars):
   return root
 
 
+def write_tiny_sentiment(root, chars, splits=("train", "dev"), rows=16):
+  """`write_tiny_vocab_and_config` and `rows` label<TAB>text lines (labels
+  0/1 in turn, 5 random characters of `chars`, seed 0) as each of
+  `splits`.tsv under `root`: a sentiment task a tiny model trains on."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  write_tiny_vocab_and_config(root, chars)
+  rng = np.random.default_rng(0)
+  lines = [f"{i % 2}\t{''.join(rng.choice(list(chars), 5))}"
+           for i in range(rows)]
+  for split in splits:
+    (root / f"{split}.tsv").write_text("\n".join(lines) + "\n",
+                                       encoding="utf-8")
+  return root
+
+
 def fault_rows(faults, slow, name=lambda fault: fault.__name__):
   """The rows of a fault table as pytest params named after each fault;
   those named in `slow` (about 10 s of CPU each on a 2-core AMD EPYC) are

@@ -111,7 +111,7 @@ def test_every_command_lists_its_flags_by_purpose_without_tf():
   assert {"learning_rate", "num_train_epochs", "train_step"} <= set(
       classifier["Training"])
   assert classifier["Output"] == ["output_dir", "keep_checkpoint_max",
-                                  "log_every_steps", "overwrite"]
+                                  "log_every_steps", "overwrite", "plots"]
   lines = procs["albert_tf.run_classifier"].stdout.splitlines()
   assert "  --learning_rate: Peak AdamW learning rate. (default: 5e-05)" in (
       lines)

@@ -22,6 +22,7 @@ import pytest
 
 from albert_tf import run_classifier
 from tests import cli_runner
+from tests.fixtures_data import write_tiny_sentiment
 from tests.fixtures_data import write_tiny_vocab_and_config
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -45,13 +46,7 @@ def _run(argv, cwd):
 # Three exports, each now checked in its runtime (about 36 s): slow tier.
 @pytest.mark.slow
 def test_export_and_tflite_print_no_tensorflow_lines(tmp_path):
-  write_tiny_vocab_and_config(tmp_path, CHARS)
-  rng = np.random.default_rng(0)
-  rows = [f"{i % 2}\t{''.join(rng.choice(list(CHARS), 5))}"
-          for i in range(16)]
-  for split in ("train", "dev"):
-    (tmp_path / f"{split}.tsv").write_text("\n".join(rows) + "\n",
-                                           encoding="utf-8")
+  write_tiny_sentiment(tmp_path, CHARS)
   run_classifier.run(task_name="sentiment", data_dir=str(tmp_path),
                      output_dir=str(tmp_path / "clf"),
                      vocab_file=str(tmp_path / "vocab.txt"),

@@ -23,6 +23,7 @@ from albert_tf import file_io
 from albert_tf import record
 from albert_tf import registry
 from albert_tf.training import checkpoints
+from albert_tf.training import plots
 from albert_tf.training import fast_path
 from albert_tf.training import output_dir
 from albert_tf.training import resolution
@@ -325,6 +326,8 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
     write_eval_results(o.output_dir, eval_results)
   if chief:
     _say_dropped(o, earlier, eval_results, best_step)
+  if chief and o.plots and o.do_train:
+    plots.finetune_curves(o.output_dir, task.best_metric, eval_results)
   return result
 
 
