@@ -73,7 +73,7 @@ def run(task: str, task_module: Iterable[str] = (), **kwargs) -> dict:
 def _run(family: registry.Family, o) -> dict:
   # pylint: disable=g-import-not-at-top
   from absl import logging
-  from albert_tf.training import finetuning, resolution
+  from albert_tf.training import fast_path, finetuning, resolution
   strategy = finetuning.strategy(o)
   info = finetuning.recorded_info(o)
   o = family.task.resolve_options(o, info)
@@ -82,6 +82,7 @@ def _run(family: registry.Family, o) -> dict:
   dataset = registry.datasets(family.name).get(o.task_name)
   task = family.task.from_options(o, tokenizer, info, dataset)
   task.length_buckets = o.length_buckets
+  fast_path.say_length_buckets(o.length_buckets, o.max_seq_length)
   task.micro_batches = int(o.micro_batches)
   stats = task.read_splits(o)
   finetuning.check_test_split(o, stats)

@@ -6,7 +6,8 @@ its fix taken out.
 The predict rows drive `predict.run` with the stand-in classifier of
 tests/test_faults_predict_round4.py ("pos" for a text with 好); the
 --verify_data rows call export_tflite's reader and `serving.verify` on
-hand-made outputs, so every figure is worked out here. Nothing trains.
+hand-made outputs, so every figure is worked out here. One test trains
+one step of a tiny classifier (the widths line at the length it takes).
 """
 
 import errno
@@ -286,11 +287,7 @@ def test_length_buckets_say_their_widths(absl_log):
   16, 24, 32: multiples of 8) and no line said so; no line said the widths
   of any --length_buckets."""
   from albert_tf.training import fast_path  # pylint: disable=g-import-not-at-top
-  decided = fast_path.resolve("none", 64, "1", output_dir=None,
-                              overwrite=False, tpu=False, num_gpus=0,
-                              strategy="default", batch_size=16,
-                              max_seq_length=32)
-  assert decided.length_buckets == 64  # the data pipeline cuts to the widths
+  fast_path.say_length_buckets(64, 32)
   assert ("--length_buckets=64: batches cut to the widths 8, 16, 24, 32, 4 "
           "bucket(s), not 64: widths are multiples of 8 up to "
           "--max_seq_length=32") in absl_log
@@ -300,6 +297,34 @@ def test_length_buckets_say_their_widths(absl_log):
   before = len(absl_log)
   fast_path.say_length_buckets(1, 128)  # off: nothing to say
   assert len(absl_log) == before
+
+
+def test_a_fine_tuning_run_says_its_widths_at_the_length_it_takes(
+    tmp_path, absl_log):
+  """Without --max_seq_length the length is the family's default (here)
+  or the record's, decided after the fast path: the line comes then."""
+  from albert_tf import run_classifier  # pylint: disable=g-import-not-at-top
+  from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  from tests import test_finetune_fast_path as fast  # pylint: disable=g-import-not-at-top
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(fast.CHARS)
+  (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n",
+                                      encoding="utf-8")
+  AlbertConfig(vocab_size=len(vocab), **dict(
+      fast.TINY, max_position_embeddings=128)).to_json_file(
+          tmp_path / "config.json")
+  for split, n in (("train", 32), ("dev", 8)):
+    (tmp_path / f"{split}.tsv").write_text(
+        "\n".join(fast._rows(n, 0)) + "\n", encoding="utf-8")  # pylint: disable=protected-access
+  run_classifier.run(
+      task_name="sentiment", data_dir=str(tmp_path),
+      output_dir=str(tmp_path / "out"), vocab_file=str(tmp_path / "vocab.txt"),
+      albert_config_file=str(tmp_path / "config.json"), train_batch_size=16,
+      train_step=1, do_train=True, micro_batches="1", baseline=False,
+      length_buckets=64)
+  assert ("--length_buckets=64: batches cut to the widths "
+          f"{', '.join(str(8 * i) for i in range(1, 17))}, 16 bucket(s), not "
+          "64: widths are multiples of 8 up to --max_seq_length=128"
+          ) in absl_log
 
 
 def test_an_export_dir_that_is_a_file_is_one_line(tmp_path):

@@ -51,7 +51,8 @@ def check(mixed_precision: str, length_buckets: int,
 
 def say_length_buckets(length_buckets: int, max_seq_length: int) -> None:
   """One log line with the widths --length_buckets gives at this length (a
-  warning when they are fewer than asked: they are multiples of 8)."""
+  warning when they are fewer than asked: they are multiples of 8). Said
+  once the length is known: fine-tuning's may come from the record."""
   if length_buckets <= 1:
     return
   from albert_tf.data.length_buckets import bucket_widths  # pylint: disable=g-import-not-at-top
@@ -69,8 +70,7 @@ def say_length_buckets(length_buckets: int, max_seq_length: int) -> None:
 def resolve(mixed_precision: str, length_buckets: int, micro_batches: str,
             *, output_dir: Optional[str], overwrite: bool, tpu: bool,
             num_gpus: int, strategy: str, batch_size: int,
-            cpuinfo: str = "/proc/cpuinfo",
-            max_seq_length: Optional[int] = None) -> FastPath:
+            cpuinfo: str = "/proc/cpuinfo") -> FastPath:
   """The flags decided for this machine and this output_dir, each said in
   a log line; TF's thread pools set for the micro-batches (before TF runs
   its first op, else they stay as they are, and the line says so)."""
@@ -91,8 +91,6 @@ def resolve(mixed_precision: str, length_buckets: int, micro_batches: str,
     logging.warning("--length_buckets=%d ignored: a TPU compiles one static "
                     "sequence length", length_buckets)
     length_buckets = 0
-  if max_seq_length:
-    say_length_buckets(length_buckets, max_seq_length)
   count, why = micro_batches_lib.resolve(
       micro_batches, tpu=tpu, gpus=gpus, strategy=strategy,
       batch_size=batch_size)

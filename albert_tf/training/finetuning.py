@@ -91,7 +91,7 @@ def resolve_fast_path(o: FinetuneOptions) -> FinetuneOptions:
       o.mixed_precision, o.length_buckets, o.micro_batches,
       output_dir=o.output_dir, overwrite=o.overwrite, tpu=tpu,
       num_gpus=o.num_gpus, strategy=o.distribution_strategy,
-      batch_size=o.train_batch_size, max_seq_length=o.max_seq_length)
+      batch_size=o.train_batch_size)
   return dataclasses.replace(o, mixed_precision=decided.mixed_precision,
                              length_buckets=decided.length_buckets,
                              micro_batches=str(decided.micro_batches))
