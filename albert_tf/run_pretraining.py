@@ -186,7 +186,12 @@ class Params(options.StrategySettings):
       "--num_train_steps: the first steps (at learning rate 0) are timed, "
       "then the steps, warmup and decay are planned to end at the budget "
       "(one log line says the plan; run_fingerprint.json records it, and a "
-      "resumed run keeps it). 0: --num_train_steps and --num_warmup_steps.",
+      "resumed run keeps it). The start counts too (imports, the input "
+      "checks, the model build, the step-0 eval, the timed steps: about a "
+      "minute on 2 quiet cores, several on a loaded machine); a budget that "
+      "cannot hold them and a call that trains is refused as soon as the "
+      "first call is timed, naming one that would. 0: --num_train_steps and "
+      "--num_warmup_steps.",
       lower_bound=0.0)
   budget_warmup_fraction: float = settings.field(
       0.1, "With --train_budget_minutes: the share of the planned steps "

@@ -65,6 +65,58 @@ def test_budget_spent_before_the_plan_is_one_line():
                      checkpoint_seconds=0.0)
 
 
+class _Steps:
+  """The part of a Keras model the Probe reads: the optimizer's step."""
+
+  def __init__(self):
+    self.optimizer = type("Optimizer", (), {})()
+    self.optimizer.iterations = tf.Variable(0, dtype=tf.int64)
+    self.stop_training = False
+
+
+def test_probe_refuses_a_budget_it_cannot_hold_at_its_first_timed_call(
+    monkeypatch):
+  """A loaded machine (the newcomer trial: 379 s of a 4-minute budget gone
+  before the refusal): once one call is timed, a budget that cannot hold
+  the probe's last call, one call that trains and the final save and eval
+  is refused then, naming a budget that would do."""
+  clock = {"now": 1000.0}
+  monkeypatch.setattr(budget.time, "perf_counter", lambda: clock["now"])
+  monkeypatch.setattr(budget.time, "time", lambda: clock["now"])
+  # 4 minutes from `started`; 200 s gone when the traced call ends.
+  probe = budget.Probe(4.0, tf.distribute.get_strategy(),
+                       started=800.0, final_seconds=30.0)
+  probe.set_model(_Steps())
+  for call in range(2):  # the traced call, then one of 50 steps in 20 s
+    clock["now"] += 20.0 if call else 0.0
+    probe.model.optimizer.iterations.assign_add(50)
+    if call == 0:
+      probe.on_train_batch_end(0)
+      continue
+    # 220 s used + 30 s final + 2 calls to come (the probe's last, one
+    # training call) x 20 s = 290 s > 240 s
+    with pytest.raises(RunConfigError, match=(
+        r"^--train_budget_minutes=4 leaves no time to train: 220 s went to "
+        r"the start .* one call of 50 steps takes 20\.0 s: give at least "
+        r"--train_budget_minutes=6 on this machine as loaded now$")):
+      probe.on_train_batch_end(1)
+
+
+def test_probe_goes_on_while_the_budget_holds(monkeypatch):
+  clock = {"now": 1000.0}
+  monkeypatch.setattr(budget.time, "perf_counter", lambda: clock["now"])
+  monkeypatch.setattr(budget.time, "time", lambda: clock["now"])
+  probe = budget.Probe(10.0, tf.distribute.get_strategy(), started=990.0,
+                       final_seconds=5.0)
+  probe.set_model(_Steps())
+  for _ in range(4):  # calls of 10 steps in 6 s: the probe's 12 s reached
+    probe.model.optimizer.iterations.assign_add(10)
+    probe.on_train_batch_end(0)
+    clock["now"] += 6.0
+  assert probe.model.stop_training
+  np.testing.assert_allclose(probe.seconds_per_step, 0.6)
+
+
 @pytest.mark.parametrize("flag, match", [
     ("--train_budget_minutes=-1", r"^flag --train_budget_minutes=-1: -1\.0 "
      r"is not a non-negative number$"),

@@ -113,12 +113,9 @@ def make_plan(minutes: float, warmup_fraction: float, *, used: float,
   per_step = seconds_per_step + checkpoint_seconds / checkpoint_steps
   calls = int(left / (per_step * steps_per_call))
   if calls < 1:
-    raise RunConfigError(
-        f"--train_budget_minutes={minutes:g} leaves no time to train: "
-        f"{used:.0f} s went to the start and the timed steps, "
-        f"{final_seconds:.0f} s are needed for the last checkpoint and eval, "
-        f"and one call of {steps_per_call} steps takes "
-        f"{seconds_per_step * steps_per_call:.1f} s (give a larger budget)")
+    raise RunConfigError(no_time_to_train(
+        minutes, used, final_seconds, steps_per_call,
+        seconds_per_step * steps_per_call, calls_to_come=1))
   train = calls * steps_per_call
   total = probe_steps + train
   reserve = (final_seconds +
@@ -128,6 +125,23 @@ def make_plan(minutes: float, warmup_fraction: float, *, used: float,
               num_warmup_steps=int(round(warmup_fraction * train)),
               seconds_per_step=seconds_per_step, planned_after_seconds=used,
               reserve_seconds=reserve)
+
+
+def no_time_to_train(minutes: float, used: float, final_seconds: float,
+                     steps_per_call: int, call_seconds: float,
+                     calls_to_come: int) -> str:
+  """The one line of a budget that cannot train, with the budget that
+  would: what is gone, the last save and eval, and the calls to come (the
+  probe's, then at least one that trains)."""
+  needed = used + final_seconds + calls_to_come * call_seconds
+  return (f"--train_budget_minutes={minutes:g} leaves no time to train: "
+          f"{used:.0f} s went to the start (imports, the input checks, the "
+          f"model build, the step-0 eval) and the timed steps, "
+          f"{final_seconds:.0f} s are needed for the last checkpoint and "
+          f"eval, and one call of {steps_per_call} steps takes "
+          f"{call_seconds:.1f} s: give at least "
+          f"--train_budget_minutes={math.ceil(needed / 60) + 1} on this "
+          "machine as loaded now")
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -188,11 +202,20 @@ def agree_max(strategy, value: float) -> float:
 
 class Probe(keras.callbacks.Callback):
   """Stops fit once enough step calls after the first (traced) one are
-  timed; `seconds_per_step` then holds the measure (the slowest worker's)."""
+  timed; `seconds_per_step` then holds the measure (the slowest worker's).
 
-  def __init__(self, minutes: float, strategy):
+  From the first timed call on, a budget that cannot hold the probe's
+  remaining calls, one call that trains, and the last save and eval
+  (`final_seconds`, from the command's start `started`) is refused at
+  once: a slow machine does not spend the rest of the probe to learn it."""
+
+  def __init__(self, minutes: float, strategy, started: Optional[float] = None,
+               final_seconds: float = 0.0):
     super().__init__()
     self.strategy = strategy
+    self.minutes = minutes
+    self.started = started
+    self.final_seconds = final_seconds
     low, high = PROBE_SECONDS
     self.seconds = min(max(PROBE_SHARE * minutes * 60, low), high)
     self.marks = []  # (time, step) at the end of each call
@@ -206,6 +229,18 @@ class Probe(keras.callbacks.Callback):
     if agree_max(self.strategy, float(done)):
       self.seconds_per_step = agree_max(self.strategy, (t1 - t0) / (s1 - s0))
       self.model.stop_training = True
+    elif self.started is not None and len(self.marks) > 1:
+      self._refuse_if_out_of_time((t1 - t0) / (len(self.marks) - 1),
+                                  (s1 - s0) // (len(self.marks) - 1))
+
+  def _refuse_if_out_of_time(self, call_seconds: float, steps_per_call: int):
+    used = time.time() - self.started
+    to_come = max(PROBE_CALLS + 1 - len(self.marks), 0) + 1
+    needed = used + self.final_seconds + to_come * call_seconds
+    if agree_max(self.strategy, float(needed > self.minutes * 60)):
+      raise RunConfigError(no_time_to_train(
+          self.minutes, agree_max(self.strategy, used), self.final_seconds,
+          steps_per_call, agree_max(self.strategy, call_seconds), to_come))
 
 
 class Deadline(keras.callbacks.Callback):

@@ -367,7 +367,8 @@ class Trainer:
     """Times the first steps at learning rate 0, plans the rest of the
     budget (training.budget), records the plan; the Deadline to train with."""
     s = self.settings
-    probe = budget.Probe(s.budget_minutes, self.strategy)
+    probe = budget.Probe(s.budget_minutes, self.strategy, started=s.started,
+                         final_seconds=eval_seconds)
     dataset = self.task.build_inputs(
         "train", self.strategy, s.train_batch_size, start_step=self.step,
         num_steps=s.num_train_steps)
