@@ -2,6 +2,9 @@ r"""Batch-1 serving latency of the exported albert_tiny_zh classifier beside its
 
     python -m benchmarks.serving_latency [--quick] [--calls=N] \
         [--peers=all|none|keras_hub,hf_torch,onnxruntime] [--thread_counts=1,2]
+    python -m benchmarks.serving_latency --model=PATH [--data=FILE]
+        # your own output_dir, SavedModel, .tflite or .onnx at batch 1 and
+        # 32 (benchmarks/serving_latency_model.py)
 
 Times what is served, one request at a time: our SavedModel
 (`export_saved_model`, loaded with tf.saved_model.load: `serving_default`
@@ -561,6 +564,11 @@ def main(argv=None):
   add("--work_dir", default="demo_output/serving_latency",
       help="Checkpoint, exports, .tflite and .onnx files.")
   add("--results_dir", default="benchmarks/results")
+  add("--model", help="Time your own artifact instead (an output_dir, "
+      "SavedModel, .tflite or .onnx) at batch 1 and 32: "
+      "benchmarks/serving_latency_model.py.")
+  add("--data", help="With --model: a file read as albert-predict reads "
+      "one (its rows' lengths); default: the model's recorded length.")
   for hidden, kind in (("--worker", str), ("--threads", int),
                        ("--warmup", int)):
     add(hidden, type=kind, help=argparse.SUPPRESS)
@@ -575,8 +583,16 @@ def main(argv=None):
     parser.error(str(e))
   if args.calls is not None and args.calls < 1:
     parser.error(f"--calls must be >= 1, got {args.calls}")
+  if args.data and not args.model:
+    parser.error("--data goes with --model")
   if args.check_peers:
     print("\n".join(skipped + [f"run {p}" for p in peers]))
+  elif args.model:
+    from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+    from benchmarks import serving_latency_model  # pylint: disable=g-import-not-at-top
+    cli_errors.import_tensorflow_quietly()
+    serving_latency_model.run(args.model, args.data,
+                              args.calls or (10 if args.quick else 50))
   else:
     run(args)
 

@@ -28,7 +28,8 @@ def test_help_lists_the_flags():
   out = _run("-m", "benchmarks.serving_latency", "--help")
   assert out.returncode == 0, out.stderr
   for flag in ("--quick", "--calls", "--peers", "--check_peers",
-               "--tflite_quantize", "--work_dir", "--results_dir"):
+               "--tflite_quantize", "--work_dir", "--results_dir", "--model",
+               "--data"):
     assert flag in out.stdout, flag
   assert "--worker" not in out.stdout  # the subprocesses' own flag
 
@@ -104,3 +105,29 @@ def test_table_puts_ours_first_and_divides_the_ort_p50_by_each_row():
       "| albert_tf LiteRT float32 | 64 (64 tokens) | 1 | 8.00 | 9.00 | 1.25 |",
       "| ONNX Runtime (tf2onnx) | 64 (64 tokens) | 1 | 10.00 | 12.50 | 1.00 |",
       "| albert_tf serving_default | 64 (64 tokens) | 2 | 16.00 | 40.00 | — |"]
+
+
+def test_data_without_model_is_refused():
+  out = _run("-m", "benchmarks.serving_latency", "--data=x.tsv")
+  assert out.returncode == 2
+  assert "--data goes with --model" in out.stderr
+
+
+def test_model_times_your_own_artifact_at_batch_1_and_32(tmp_path):
+  """--model: a tiny random pair classifier (tests/test_family_serving),
+  timed on the rows of a TSV: their token lengths are the ones reported."""
+  from tests import test_family_serving as fs  # pylint: disable=g-import-not-at-top
+  from benchmarks import serving_latency_model  # pylint: disable=g-import-not-at-top
+  fs._make(tmp_path / "clf", "classification")  # pylint: disable=protected-access
+  data = tmp_path / "dev.tsv"
+  data.write_text("text\ttext_b\n很好\t是的\n张明在北京说今天很好\t他说\n",
+                  encoding="utf-8")
+  printed = []
+  rows = serving_latency_model.run(str(tmp_path / "clf"), str(data), calls=2,
+                                   log=printed.append)
+  assert [(r["runtime"], r["batch"]) for r in rows] == [
+      ("TensorFlow", 1), ("TensorFlow", 32)]
+  assert all(0 < r["p50_ms"] <= r["p90_ms"] for r in rows)
+  # [CLS] + characters + [SEP] of the first input, 2 rows: 4 and 12 tokens.
+  assert printed[0].startswith(f"2 row(s) of {data}: 4-12 tokens (median 8)")
+  assert printed[-1].startswith(f"| {tmp_path / 'clf'} | TensorFlow | 32 |")
