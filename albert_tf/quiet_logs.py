@@ -13,6 +13,7 @@ import contextlib
 import logging as pylogging
 import os
 import sys
+import warnings
 
 from absl import logging as absl_logging
 
@@ -58,6 +59,13 @@ def import_tensorflow_quietly():
   # ...and the root logger's own records (ONNX Runtime's quantizer logs
   # through `logging.warning`), whatever handler prints them.
   pylogging.getLogger().addFilter(_drop_tensorflow_info)
+  # TF's converter calibrates int8 models with tf.lite.Interpreter, which
+  # warns that it is deprecated: advice to the converter's authors (our
+  # runners use ai_edge_litert's interpreter).
+  warnings.filterwarnings("ignore", message=_LITE_INTERPRETER_WARNING)
+
+
+_LITE_INTERPRETER_WARNING = r"\s*Warning: tf\.lite\.Interpreter is deprecated"
 
 
 def quieted() -> bool:

@@ -151,3 +151,23 @@ def test_every_training_and_data_command_prints_no_tensorflow_lines(tmp_path):
                "--output_dir=clf"], tmp_path)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert _tf_lines(proc.stderr) == [], _tf_lines(proc.stderr)[:5]
+
+
+def test_the_lite_interpreter_deprecation_warning_is_quiet_but_verbose():
+  """TF's converter builds a tf.lite.Interpreter to calibrate int8, which
+  warns that it is deprecated: a quiet command drops that warning (TF's
+  own text, as TF issues it), a --verbose one (no quieting) keeps it."""
+  issue = ("import warnings\n"
+           "from tensorflow.lite.python import interpreter\n"
+           "warnings.warn(interpreter._INTERPRETER_DELETION_WARNING)\n")
+  env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+  runs = {}
+  for quiet in (True, False):
+    code = ("from albert_tf import quiet_logs\n"
+            "quiet_logs.import_tensorflow_quietly()\n" if quiet else "")
+    runs[quiet] = subprocess.run(
+        [sys.executable, "-c", code + issue], env=env, capture_output=True,
+        text=True, timeout=300, check=False)
+    assert runs[quiet].returncode == 0, runs[quiet].stderr[-2000:]
+  assert "tf.lite.Interpreter is deprecated" not in runs[True].stderr
+  assert "tf.lite.Interpreter is deprecated" in runs[False].stderr
