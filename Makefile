@@ -11,11 +11,15 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 
 # requirements.txt holds every pin (the extras too); then the package
 # itself, editable, so the albert-* console scripts are on the venv's PATH.
+# editable_mode=compat puts the checkout on sys.path (a .pth) instead of an
+# import hook after Python's own finder: a script run from the folder above
+# a clone named albert_tf then imports the package, not the clone's folder
+# as a namespace package (`module 'albert_tf' has no attribute 'load'`).
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet -r requirements.txt
-	$(PYTHON) -m pip install --quiet --no-deps -e .
+	$(PYTHON) -m pip install --quiet --no-deps -e . --config-settings editable_mode=compat
 	touch $(STAMP)
 
 # The environment alone (what `make demo` and `make test` create first).

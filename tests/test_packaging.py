@@ -348,3 +348,35 @@ def test_pip_install_into_a_clean_venv(tmp_path):
     assert flag in proc.stdout, (flag, proc.stdout[-2000:])
   elapsed = time.monotonic() - start
   print(f"build + venv + install + albert-pretrain --help: {elapsed:.1f} s")
+
+
+def test_a_clone_named_albert_tf_beside_a_script_does_not_shadow_it(tmp_path):
+  """A script in the folder above a clone named albert_tf: the folder is a
+  namespace package `albert_tf` (no __init__.py at the clone's root) whose
+  __init__ never runs (`albert_tf.load` missing). With the checkout on
+  sys.path, as the Makefile's editable install (editable_mode=compat, a
+  .pth) puts it, Python takes the regular package there over it."""
+  makefile = open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read()
+  assert "-e . --config-settings editable_mode=compat" in makefile
+  os.symlink(ROOT, tmp_path / "albert_tf")  # the clone, by that name
+  script = tmp_path / "script.py"
+  script.write_text("import albert_tf\n"
+                    "print(albert_tf.__file__)\n"
+                    "print(sorted(albert_tf.__all__)[:2])\n")
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path,
+                        env=dict(env, PYTHONPATH=ROOT), capture_output=True,
+                        text=True, timeout=120, check=False)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stdout.splitlines() == [
+      os.path.join(ROOT, "albert_tf", "__init__.py"),
+      "['AlbertClassifier', 'AlbertConfig']"]
+  # Without it (nothing installed; an editable install's import hook
+  # behind Python's own finder is the same), the folder wins: what the
+  # README's one line explains. -S -E: no site-packages, no PYTHONPATH.
+  bare = subprocess.run([sys.executable, "-S", "-E", str(script)],
+                        cwd=tmp_path, capture_output=True, text=True,
+                        timeout=120, check=False)
+  assert bare.stdout.splitlines() == ["None"], bare.stderr[-2000:]
+  assert bare.stderr.splitlines()[-1].startswith(
+      "AttributeError: module 'albert_tf' has no attribute '__all__'")
