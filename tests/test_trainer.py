@@ -436,3 +436,53 @@ def test_step_0_is_never_the_best_checkpoint(data, tmp_path, caplog):
     result = run_classifier.run(**(options | {"train_step": 9}),
                                 learning_rate=1e-12)
   assert result["best_step"] == 3 and result["never_beat_step_0"]
+
+
+def test_a_run_stopped_at_its_last_checkpoint_evaluates_it_when_rerun(
+    data, tmp_path, monkeypatch):
+  """A run stopped at its last step after the checkpoint was saved and
+  before its eval (the trial's SIGTERM at step 400 of 400), run again,
+  printed 'Nothing to train' and kept the best and the results of the
+  step before. Now the rerun evaluates the last checkpoint and ends as the
+  same run unbroken does: eval log, best checkpoint, eval_results.json and
+  test predictions."""
+  from albert_tf import errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  options = dict(task_name="sentiment", data_dir=str(data),
+                 vocab_file=str(data / "vocab.txt"),
+                 albert_config_file=str(data / "config.json"),
+                 max_seq_length=16, train_batch_size=8, eval_batch_size=16,
+                 classifier_dropout=0.0, train_step=6, eval_every_steps=3,
+                 iterations_per_loop=1, do_train=True, do_eval=True,
+                 do_predict=True, learning_rate=0.001, warmup_step=1, seed=3,
+                 baseline=False)
+  clean, stopped = tmp_path / "clean", tmp_path / "stopped"
+  run_classifier.run(**options, output_dir=str(clean))
+
+  evaluate = trainer_lib.Trainer.evaluate
+
+  def stop_at_the_last_eval(self):
+    if self.step == 6:
+      raise errors.Interrupted("stopped by SIGTERM at step 6 of 6")
+    return evaluate(self)
+
+  monkeypatch.setattr(trainer_lib.Trainer, "evaluate", stop_at_the_last_eval)
+  with pytest.raises(errors.Interrupted):
+    run_classifier.run(**options, output_dir=str(stopped))
+  monkeypatch.setattr(trainer_lib.Trainer, "evaluate", evaluate)
+  assert (stopped / "ckpt-6.index").exists()
+  assert [e["global_step"] for e in _jsonl(stopped / "eval_log.jsonl")] == [
+      0, 3]
+  run_classifier.run(**options, output_dir=str(stopped))
+  assert [e["global_step"] for e in _jsonl(stopped / "eval_log.jsonl")] == [
+      0, 3, 6]
+  read = lambda out, name: json.loads((out / name).read_text())
+  timeless = lambda results: {k: v for k, v in results.items()
+                              if not k.endswith(("_s", "_wall_s"))}
+  # Step 6 is the best (accuracy 0.656 against 0.5 at step 3), as unbroken.
+  assert read(stopped, "best/best.json")["step"] == 6
+  assert read(stopped, "best/best.json") == read(clean, "best/best.json")
+  assert timeless(read(stopped, "eval_results.json")) == timeless(
+      read(clean, "eval_results.json"))
+  assert (stopped / "test_results.tsv").read_text() == (
+      clean / "test_results.tsv").read_text()

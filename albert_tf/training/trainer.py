@@ -295,6 +295,14 @@ class Trainer:
                       "--%s=%d (raise it to train further)",
                       self.output_dir, self.step, s.steps_flag,
                       s.num_train_steps)
+      # A run stopped between its last checkpoint and that checkpoint's
+      # eval (a SIGTERM, a kill): the eval it would have made, so that the
+      # best checkpoint and the results cover every step it trained.
+      if (s.eval_at_checkpoints and self.step
+          and self.step not in self.evaluated):
+        logging.info("Step %d has no eval in %s: evaluating it", self.step,
+                     os.path.join(self.output_dir, EVAL_LOG))
+        self.evaluate()
       return
     # A budget not yet planned: its step-0 eval is timed for the plan.
     planning = bool(s.budget_minutes) and self.plan is None
