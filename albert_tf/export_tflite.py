@@ -368,7 +368,8 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
 def read_verify_data(path, record, task, max_examples, input_columns=None):
   """(raw inputs {serve_text name: list}, gold label names or None, a
   description) of --verify_data, read as albert-predict reads files (a TSV
-  with a header, JSON lines, plain text; gold labels from "label")."""
+  with a header, JSON lines, plain text; gold labels from "label"; a
+  tagger's: a list of tags per row, one per token of its text)."""
   # pylint: disable=g-import-not-at-top
   import types
   from albert_tf import predict
@@ -382,8 +383,16 @@ def read_verify_data(path, record, task, max_examples, input_columns=None):
       got, label = reader(number, row)
       for name in inputs:
         values[name].append(got[name])
-      gold.append(None if label is None else predict.gold_label(
-          label, list(record.label_list), view.kind, f"{path}:{number}"))
+      where = f"{path}:{number}"
+      if label is None:
+        gold.append(None)
+      elif view.kind == "tagging":  # tags per token, as albert-predict's
+        gold.append(predict.gold_tags(
+            label, got["text"], record.task_config.get("token_level") or
+            "char", where))
+      else:
+        gold.append(predict.gold_label(label, list(record.label_list),
+                                       view.kind, where))
       if len(gold) >= max_examples:
         break
   except predict.PredictError as e:
@@ -396,8 +405,9 @@ def read_verify_data(path, record, task, max_examples, input_columns=None):
   labelled = sum(g is not None for g in gold)
   if record.label_list and 0 < labelled < len(gold):
     logging.warning("--verify_data=%s: %d of %d rows have no gold label: "
-                    "accuracy (and --max_metric_drop) is scored on the %d "
+                    "%s (and --max_metric_drop) is scored on the %d "
                     "labelled rows", path, len(gold) - labelled, len(gold),
+                    "entity F1" if view.kind == "tagging" else "accuracy",
                     labelled)
   return (values, (gold if record.label_list and labelled else None),
           f"--verify_data={path}")
@@ -659,8 +669,9 @@ class VerifySettings:
       "for --quantize=none, 0.95 for the others).", lower_bound=0.0,
       upper_bound=1.0, group="output")
   max_metric_drop: float = settings.field(
-      0.02, "Quantized: the most accuracy the file may lose against the "
-      "float model on the held-out examples (0.02: 2 points).",
+      0.02, "Quantized: the most accuracy (a tagger: entity F1) the file "
+      "may lose against the float model on the held-out examples (0.02: 2 "
+      "points).",
       lower_bound=0.0, upper_bound=1.0, group="output")
   allow_degraded: bool = settings.field(
       False, "Write the file even below a floor (never one its runtime "

@@ -390,6 +390,21 @@ def gold_label(value, labels, kind, where):
                      f"model's labels ({', '.join(labels)})")
 
 
+def gold_tags(value, text, token_level, where):
+  """A tagger's gold tags of one row (a list, a JSON list or tags between
+  spaces), one per token of `text` (`ner_data.split_text`)."""
+  from albert_tf.data import ner_data  # pylint: disable=g-import-not-at-top
+  tags = (_gold_list(value, where) if isinstance(value, list) or
+          str(value).startswith("[") else str(value).split())
+  tokens = len(ner_data.split_text(text, token_level))
+  if len(tags) != tokens:
+    raise PredictError(
+        f"{where}: {len(tags)} gold tags, the text has {tokens} tokens (one "
+        f"tag per {'character' if token_level == 'char' else 'token'}, "
+        "whitespace skipped)")
+  return tags
+
+
 def entity_tags(text, entities, token_level):
   """BIO tags per token of `text` (`ner_data.split_text`) of predicted
   entities (code-point offsets)."""
@@ -428,18 +443,10 @@ class Scorer:
       self.gold.append(answers)
       self.predicted.append(prediction["answer"])
     elif self.kind == "tagging":
-      tags = (_gold_list(gold, where) if isinstance(gold, list) or
-              str(gold).startswith("[") else str(gold).split())
-      predicted = entity_tags(values["text"], prediction,
-                              self.token_level)
-      if len(tags) != len(predicted):
-        raise PredictError(
-            f"{where}: {len(tags)} gold tags, the text has "
-            f"{len(predicted)} tokens (one tag per "
-            f"{'character' if self.token_level == 'char' else 'token'}, "
-            "whitespace skipped)")
-      self.gold.append(tags)
-      self.predicted.append(predicted)
+      self.gold.append(gold_tags(gold, values["text"], self.token_level,
+                                 where))
+      self.predicted.append(entity_tags(values["text"], prediction,
+                                        self.token_level))
 
   def metrics(self):
     """{name: value} of the gold seen (empty without any)."""

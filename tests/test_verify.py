@@ -147,3 +147,132 @@ def test_verify_data_is_read_as_albert_predict_reads_files(tmp_path):
     export_tflite.read_verify_data(str(path), record, Task, 10)
   assert str(error.value).startswith(
       f"--verify_data: {path}:2: no column 'text' for the input 'text'")
+
+
+# ------------------------------------------------------------ a tagger
+TAGS = ["B-n", "I-n", "B-r", "I-r"]  # a POS tag set without O
+
+
+def _tagger_record(tmp_path, level="char", dev=None):
+  training = {"data_dir": str(tmp_path), "data": {"dev": {
+      "file": str(dev), "sentences": 2}}} if dev else None
+  return ModelInfo(task="tagging", task_name="conll", label_list=TAGS,
+                   max_seq_length=8, training=training,
+                   task_config={"tag_scheme": "BIO", "doc_stride": 4,
+                                "token_level": level})
+
+
+def _char_tokenizer(tmp_path):
+  from albert_tf.data import tokenization  # pylint: disable=g-import-not-at-top
+  path = tmp_path / "vocab.txt"
+  path.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                            + list("你好吗我们")) + "\n", encoding="utf-8")
+  return tokenization.load_tokenizer(vocab_file=str(path))
+
+
+def test_a_taggers_verify_data_has_tags_per_token_as_albert_predict_reads(
+    tmp_path):
+  """The JSON lines albert-predict --model=tagger scores (a list of tags
+  per row) and a TSV of tags between spaces were refused: 'gold label
+  "['B-r', ...]" is not one of the model's labels'."""
+  from albert_tf.tasks.tagging import TaggingTask  # pylint: disable=g-import-not-at-top
+  record = _tagger_record(tmp_path)
+  jsonl = tmp_path / "test.jsonl"
+  jsonl.write_text('{"text": "你好吗", "label": ["B-r", "I-r", "B-n"]}\n'
+                   '{"text": "我 们", "label": ["B-n", "I-n"]}\n'
+                   '{"text": "我们"}\n', encoding="utf-8")
+  tsv = tmp_path / "test.tsv"
+  tsv.write_text("text\tlabel\n你好吗\tB-r I-r B-n\n我 们\tB-n I-n\n",
+                 encoding="utf-8")
+  gold = [["B-r", "I-r", "B-n"], ["B-n", "I-n"]]
+  assert export_tflite.read_verify_data(str(jsonl), record, TaggingTask,
+                                        10) == (
+      {"text": ["你好吗", "我 们", "我们"]}, gold + [None],
+      f"--verify_data={jsonl}")
+  assert export_tflite.read_verify_data(str(tsv), record, TaggingTask,
+                                        10)[1] == gold
+  # One tag per character, as albert-predict counts them.
+  tsv.write_text("text\tlabel\n你好吗\tB-r I-r\n", encoding="utf-8")
+  with pytest.raises(verify.ExportVerificationError) as error:
+    export_tflite.read_verify_data(str(tsv), record, TaggingTask, 10)
+  assert str(error.value) == (
+      f"--verify_data: {tsv}:2: 2 gold tags, the text has 3 tokens (one tag "
+      "per character, whitespace skipped)")
+
+
+def _logits(features, tags_per_row):
+  """Logits [n, seq, 4] whose argmax is tags_per_row[i][j] at the j-th
+  token's position (tokens are one piece each here: position j + 1)."""
+  logits = np.zeros(features["input_ids"].shape + (len(TAGS),), np.float32)
+  for i, tags in enumerate(tags_per_row):
+    for j, tag in enumerate(tags):
+      logits[i, j + 1, TAGS.index(tag)] = 1.0
+  return {"logits": logits}
+
+
+def test_a_tagger_is_scored_by_entity_f1_on_its_gold_tags(tmp_path):
+  from albert_tf.tasks.tagging import TaggingTask  # pylint: disable=g-import-not-at-top
+  record = _tagger_record(tmp_path)
+  gold = [["B-r", "I-r", "B-n"], ["B-n", "I-n"], None]
+  held = verify.held_out(record, _char_tokenizer(tmp_path), TaggingTask, (
+      {"text": ["你好吗", "我们", "你"]}, gold, "test.jsonl"))
+  assert held.gold is None and held.metric[0] == "entity_f1"
+  reference = _logits(held.features, gold[:2] + [["B-n"]])
+  # The second text's 们 flips I-n -> B-r: entities n(0,1) r(1,2) where
+  # the gold has n(0,2). Gold 3 entities, predicted 4, 2 right:
+  # P 1/2, R 2/3, F1 4/7.
+  artifact = _logits(held.features, [gold[0], ["B-n", "B-r"], ["B-n"]])
+  figures = verify.compare(reference, artifact, held.features,
+                           held.gold, held.metric)
+  assert figures["float_entity_f1"] == 1.0
+  assert figures["entity_f1"] == pytest.approx(4 / 7)
+  assert figures["entity_f1_examples"] == 2
+  # Real positions: [CLS] + 3 + [SEP], [CLS] + 2 + [SEP], [CLS] + 1 + [SEP].
+  assert figures["agreement"] == pytest.approx(11 / 12)
+  verify.judge(figures, "dynamic", verify.Floors(min_agreement=0.9),
+               "m.tflite", "use none")
+  assert figures["verdict"] == (
+      "m.tflite (quantize=dynamic) entity F1 0.571 against the float "
+      "model's 1.000 (42.9 points lost, floor 2.0) on 3 held-out examples "
+      "(entity F1 on the 2 labelled): use none")
+  figures = verify.compare(reference, reference, held.features, None,
+                           held.metric)
+  verify.judge(figures, "dynamic", verify.Floors(), "m.tflite", "")
+  assert figures["verdict"] == (
+      "entity F1 1.000 (+0.0 points against the float model's 1.000); "
+      "agreement 100.0% on 3 held-out examples (entity F1 on the 2 "
+      "labelled)")
+
+
+def test_a_taggers_default_held_out_data_is_its_recorded_dev_split(
+    tmp_path):
+  """It was '64 texts made of the vocabulary's own pieces (no held-out
+  text: give --verify_data)', and export_saved_model said the dev file
+  was not read (the family does not read it back)."""
+  from albert_tf.serving import model_card, saved_model_check  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.tagging import TaggingTask  # pylint: disable=g-import-not-at-top
+  dev = tmp_path / "dev.txt"
+  dev.write_text("你 B-r\n好 I-r\n吗 B-n\n\n我 B-n\n们 I-n\n\n",
+                 encoding="utf-8")
+  record = _tagger_record(tmp_path, dev=dev)
+  source = f"the run's dev split, {dev} (2 sentences)"
+  gold = [["B-r", "I-r", "B-n"], ["B-n", "I-n"]]
+  assert TaggingTask.held_out_inputs(record, 10) == (
+      {"text": ["你好吗", "我们"]}, gold, source)
+  held = verify.held_out(record, _char_tokenizer(tmp_path), TaggingTask)
+  assert held.source == source and held.real_text
+  assert held.metric[0] == "entity_f1" and held.metric[2] == 2
+  checked = saved_model_check.held_out(record, TaggingTask,
+                                       _char_tokenizer(tmp_path))
+  assert checked.source == source and checked.texts == ["你好吗", "我们"]
+  # Words joined by a space; a sentence that does not split back into its
+  # tokens (U.S. is three tokens to serve_text) is left out.
+  dev.write_text("ab B-n\ncd I-n\n\nU.S. B-r\n\n", encoding="utf-8")
+  assert TaggingTask.held_out_inputs(_tagger_record(tmp_path, "word", dev),
+                                     10) == (
+      {"text": ["ab cd"]}, [["B-n", "I-n"]],
+      f"the run's dev split, {dev} (1 sentence)")
+  # The card names the dev split with its size, where it said (? examples).
+  card = model_card.card(record, None, str(tmp_path / "vocab.txt"), ["text"],
+                         "m.tflite")
+  assert f"- dev: {dev} (2 sentences)" in card

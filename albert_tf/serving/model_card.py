@@ -78,6 +78,8 @@ def verification_lines(figures: Optional[dict], baselines=None) -> List[str]:
   lines.append(f"- run in {figures.get('runtime')} on {figures.get('source')}")
   shown = [("accuracy", "accuracy on these examples"),
            ("float_accuracy", "the float model's accuracy on them"),
+           ("entity_f1", "entity F1 on these examples"),
+           ("float_entity_f1", "the float model's entity F1 on them"),
            ("agreement", f"agreement with the float model ({figures.get('compared')})"),
            ("max_probability_difference", "largest probability difference"),
            ("max_relative_difference",
@@ -135,8 +137,11 @@ def card(record, checkpoint: Optional[str], tokenizer_path: str,
   if training.get("data"):
     for split, stats in sorted(training["data"].items()):
       where = stats.get("file") or stats.get("source") or "?"
-      size = stats.get("examples", stats.get("questions", "?"))
-      lines.append(f"- {split}: {where} ({size} examples)")
+      size = stats.get("examples", stats.get("questions"))
+      size = (f"{size} examples" if size is not None else
+              f"{stats['sentences']} sentences" if "sentences" in stats
+              else "? examples")
+      lines.append(f"- {split}: {where} ({size})")
   else:
     lines.append("- the training data was not recorded (a run before model "
                  "cards, or a converted checkpoint)")

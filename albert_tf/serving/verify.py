@@ -10,9 +10,10 @@ export stops with one line and writes nothing at --output.
 Held-out examples, in this order:
   1. --verify_data=FILE, read as `albert-predict` reads files (a TSV with a
      header, JSON lines, or plain text; gold labels from its "label"
-     column when there is one);
+     column when there is one, a tagger's tags per token);
   2. the run's own dev split, when the family can read it back from the
-     export record (`Task.held_out_inputs`; a classifier's dev file);
+     export record (`Task.held_out_inputs`; a classifier's or a tagger's
+     dev file);
   3. else sequences made of the tokenizer's own pieces: they prove that
      the runtime loads the file and computes what TF computes, not that a
      quantized model keeps its accuracy on text. A warning says so, and the
@@ -24,12 +25,13 @@ token, span QA's start and end, the pretrainer's MLM top-1; a regression
 score within 1% of the reference's scale; the pooled output's direction,
 cosine >= 0.99, for an encoder), the largest probability difference, the
 largest output difference relative to the reference's scale, and, with
-gold labels, the accuracy of both.
+gold labels, the accuracy of both (a tagger: entity F1,
+`Task.held_out_metric`).
 
 Floors (`Floors`; the exporters' flags change them): float32 (quantize
 none) agrees on >= 99.5% of the decisions; a quantized artifact (float16
 weights, int8 weights or activations) on >= 95%, and its accuracy is at
-most 2 points below the float model's.
+most 2 points below the float model's (a tagger's entity F1 likewise).
 """
 
 import dataclasses
@@ -44,6 +46,8 @@ FLOAT_MODES = ("none",)
 ENCODER_COSINE = 0.99  # an encoder's pooled output "agrees" at or above it
 REGRESSION_TOLERANCE = 0.01  # of the reference's scale
 NUM_EXAMPLES = 200
+# The metrics a check scores with gold labels: name in figures -> words.
+METRICS = {"accuracy": "accuracy", "entity_f1": "entity F1"}
 
 
 class ExportVerificationError(ValueError):
@@ -70,11 +74,13 @@ class Floors:
 @dataclasses.dataclass
 class HeldOut:
   """Encoded held-out examples: features {name: int32 [n, ...]}, the gold
-  class ids (or None) and where they came from."""
+  class ids (or None) and where they came from; metric: the family's own
+  scoring of gold that is not one class per example (`compare`'s)."""
   features: Dict[str, np.ndarray]
   gold: Optional[np.ndarray]
   source: str
   real_text: bool
+  metric: Optional[tuple] = None
 
   @property
   def size(self) -> int:
@@ -133,10 +139,13 @@ def held_out(record, tokenizer, task, given=None,
     logging.warning("Verifying on %s", source)
   features = task.encode_inputs(record, tokenizer, length, raw)
   labels = list(record.label_list)
+  metric = (task.held_out_metric(record, tokenizer, length, raw, gold)
+            if gold is not None else None)
   # -1: a row without a gold label (--verify_data may label some only).
   gold_ids = (np.array([-1 if g is None else labels.index(g) for g in gold],
-                       np.int64) if gold is not None and labels else None)
-  return HeldOut(features, gold_ids, source, real)
+                       np.int64) if gold is not None and labels
+              and metric is None else None)
+  return HeldOut(features, gold_ids, source, real, metric)
 
 
 def with_masked_positions(features, tokenizer, max_predictions):
@@ -203,8 +212,11 @@ def _decisions(outputs, features):
   return None, None, None
 
 
-def compare(reference, artifact, features, gold=None) -> dict:
-  """The figures of an artifact's outputs against the reference's."""
+def compare(reference, artifact, features, gold=None, metric=None) -> dict:
+  """The figures of an artifact's outputs against the reference's.
+
+  gold: class ids (-1: none) scored as accuracy; metric: (name, outputs ->
+  value, rows scored), `Task.held_out_metric`'s, scored as `name`."""
   shared = [k for k in reference if k in artifact and np.issubdtype(
       np.asarray(reference[k]).dtype, np.floating)]
   figures = {"examples": int(len(features[F.INPUT_IDS]))}
@@ -263,6 +275,12 @@ def compare(reference, artifact, features, gold=None) -> dict:
         (decide(artifact)[scored] == gold[scored]).mean())
     if not scored.all():
       figures["accuracy_examples"] = int(scored.sum())
+  if metric is not None and metric[2]:
+    name, score, scored = metric
+    figures[f"float_{name}"] = float(score(reference))
+    figures[name] = float(score(artifact))
+    if scored < figures["examples"]:
+      figures[f"{name}_examples"] = int(scored)
   return figures
 
 
@@ -279,26 +297,28 @@ def judge(figures, quantize, floors: Floors, artifact: str,
   if agreement is not None and agreement < need:
     failures.append(f"agrees with the float model on {agreement:.1%} of "
                     f"{figures['compared']} (floor {need:.1%})")
-  if "accuracy" in figures and quantize not in FLOAT_MODES:
+  metric = next((m for m in METRICS if m in figures), None)
+  words = METRICS.get(metric)
+  if metric and quantize not in FLOAT_MODES:
     figures["floors"]["max_metric_drop"] = floors.max_metric_drop
-    drop = figures["float_accuracy"] - figures["accuracy"]
+    drop = figures[f"float_{metric}"] - figures[metric]
     if drop > floors.max_metric_drop + 1e-12:
       failures.append(
-          f"accuracy {figures['accuracy']:.3f} against the float model's "
-          f"{figures['float_accuracy']:.3f} ({drop * 100:.1f} points lost, "
+          f"{words} {figures[metric]:.3f} against the float model's "
+          f"{figures[f'float_{metric}']:.3f} ({drop * 100:.1f} points lost, "
           f"floor {floors.max_metric_drop * 100:.1f})")
   figures["passed"] = not failures
   on = f"on {figures['examples']} held-out examples" + (
-      f" (accuracy on the {figures['accuracy_examples']} labelled)"
-      if "accuracy_examples" in figures else "")
+      f" ({words} on the {figures[f'{metric}_examples']} labelled)"
+      if f"{metric}_examples" in figures else "")
   if failures:
     figures["verdict"] = (f"{artifact} (quantize={quantize}) {'; '.join(failures)} "
                           f"{on}: {instead}")
-  elif "accuracy" in figures:
-    gap = (figures["accuracy"] - figures["float_accuracy"]) * 100
-    figures["verdict"] = (f"accuracy {figures['accuracy']:.3f} ({gap:+.1f} "
+  elif metric:
+    gap = (figures[metric] - figures[f"float_{metric}"]) * 100
+    figures["verdict"] = (f"{words} {figures[metric]:.3f} ({gap:+.1f} "
                           "points against the float model's "
-                          f"{figures['float_accuracy']:.3f}); agreement "
+                          f"{figures[f'float_{metric}']:.3f}); agreement "
                           f"{agreement:.1%} {on}")
   else:
     figures["verdict"] = (f"agreement {agreement:.1%} with the float model "
@@ -308,6 +328,10 @@ def judge(figures, quantize, floors: Floors, artifact: str,
     if quantize not in FLOAT_MODES and figures.get(
         "compared") == "the predicted class":
       figures["verdict"] += (" (no gold labels: accuracy, and "
+                             "--max_metric_drop, not checked)")
+    elif quantize not in FLOAT_MODES and figures.get(
+        "compared") == "the tag of each real token":
+      figures["verdict"] += (" (no gold tags: entity F1, and "
                              "--max_metric_drop, not checked)")
   return figures
 
@@ -328,7 +352,8 @@ def check(artifact: str, quantize: str, run: Callable, reference, held,
     first = (str(e).strip().splitlines() or [type(e).__name__])[0]
     raise ExportVerificationError(
         f"{artifact} does not run in {runtime}: {first[:300]}") from e
-  figures = compare(reference, outputs, held.features, held.gold)
+  figures = compare(reference, outputs, held.features, held.gold,
+                    held.metric)
   figures.update(runtime=runtime, source=held.source,
                  real_text=held.real_text)
   judge(figures, quantize, floors, artifact, instead)

@@ -264,6 +264,17 @@ class Task:
     return None
 
   @classmethod
+  def held_out_metric(cls, record: ModelInfo, tokenizer, max_seq_length: int,
+                      inputs, gold):
+    """(metric name, serving_default outputs on `encode_inputs(inputs)` ->
+    value, rows scored) for gold values that are not one label name per
+    example (a tagger's tags per token; None: a row without gold), for
+    checking an export (`serving.verify.held_out`); None: gold is one
+    label per example, scored as accuracy."""
+    del record, tokenizer, max_seq_length, inputs, gold
+    return None
+
+  @classmethod
   def tflite_input_shapes(cls, record: ModelInfo, max_seq_length: int,
                           input_names, max_predictions: int
                           ) -> Dict[str, list]:

@@ -443,6 +443,53 @@ class TaggingTask(Task):
     return cut
 
   @classmethod
+  def held_out_inputs(cls, record, max_examples):
+    """The recorded dev file's sentences as raw texts (tokens joined as
+    serve_text splits them back: none for "char", a space for "word"; a
+    sentence that does not split back is left out) and their BIO tags."""
+    level = record.task_config.get("token_level")
+    dev = (((record.training or {}).get("data") or {}).get("dev") or {}
+           ).get("file")
+    if level not in ner_data.TOKEN_LEVELS or not dev or not os.path.exists(
+        dev):
+      return None
+    data = conll.read_conll(dev, record.task_config.get("tag_scheme"))
+    texts, gold = [], []
+    for s in data.sentences:
+      text = ("" if level == "char" else " ").join(s.tokens)
+      if [t for t, _, _ in ner_data.split_text(text, level)] == s.tokens:
+        texts.append(text)
+        gold.append(conll.to_bio(s, data.scheme) if data.has_tags else None)
+      if len(texts) >= max_examples:
+        break
+    if not texts:
+      return None
+    return ({"text": texts}, gold if data.has_tags else None,
+            f"the run's dev split, {dev} ({len(texts)} sentence"
+            f"{'s' if len(texts) > 1 else ''})")
+
+  @classmethod
+  def held_out_metric(cls, record, tokenizer, max_seq_length, inputs, gold):
+    """Entity F1 of serving_default's tags on the texts (`encode_text`'s
+    one window; tokens past it are O, as albert-predict reads them) against
+    the gold tags of the rows that have them."""
+    level = record.task_config.get("token_level")
+    labels = list(record.label_list)
+    rows = [i for i, g in enumerate(gold) if g is not None]
+    positions = [ner_data.encode_text(inputs["text"][i], tokenizer, level,
+                                      max_seq_length)[2] for i in rows]
+
+    def entity_f1(outputs):
+      ids = outputs[F.LOGITS].argmax(-1)
+      predicted = [[labels[ids[i, p]] for p in at] +
+                   ["O"] * (len(gold[i]) - len(at))
+                   for i, at in zip(rows, positions)]
+      return ner_data.entity_metrics([gold[i] for i in rows],
+                                     predicted)["entity_f1"]
+
+    return "entity_f1", entity_f1, len(rows)
+
+  @classmethod
   def decode_outputs(cls, record, outputs, n):
     """Per text its entities [{"type", "text", "start", "end"}] (code
     points: text[start:end] is the entity)."""
