@@ -388,3 +388,21 @@ SLOW_ROWS = {
 @pytest.mark.parametrize("fault", fault_rows(FAULTS, SLOW_ROWS))
 def test_fault(fault, data, tmp_path, caplog):
   fault(data, tmp_path, caplog)
+
+
+def test_the_checkpoint_index_of_a_relative_folder_names_its_own_files(
+    tmp_path, monkeypatch):
+  """best/checkpoint of a run with a relative --output_dir said
+  model_checkpoint_path: "../../ckpt-4", which TF reads against best/ (the
+  index file's folder): a file that is not there, so tools that read only
+  the index (tf.train.latest_checkpoint) found no checkpoint."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from albert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
+  monkeypatch.chdir(tmp_path)
+  for folder in ("clf/best", "clf"):
+    tf.train.Checkpoint(v=tf.Variable(1.0)).write(f"{folder}/ckpt-4")
+    checkpoints.write_checkpoint_state(folder, "ckpt-4", all_paths=["ckpt-4"])
+    text = (tmp_path / folder / "checkpoint").read_text()
+    assert text.splitlines() == ['model_checkpoint_path: "ckpt-4"',
+                                 'all_model_checkpoint_paths: "ckpt-4"']
+    assert tf.train.latest_checkpoint(folder) == f"{folder}/ckpt-4"

@@ -195,8 +195,9 @@ def check_finite(model_or_variables, where):
 def write_checkpoint_state(directory, latest, all_paths=None,
                            timestamps=None, last_preserved=None):
   """The `checkpoint` index file of directory, naming `latest` (and
-  all_paths, their mtimes and CheckpointManager's last_preserved_timestamp),
-  written to checkpoint.tmp and renamed into place.
+  all_paths, their mtimes and CheckpointManager's last_preserved_timestamp;
+  names relative to directory, or absolute), written to checkpoint.tmp and
+  renamed into place.
 
   Written here because tf.compat.v1.train.update_checkpoint_state, which
   does this, is deprecated (a warning at every call), and
@@ -204,8 +205,12 @@ def write_checkpoint_state(directory, latest, all_paths=None,
   in its own order. The proto is TF's own (generate_checkpoint_state_proto).
   """
   from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
+  # The names are relative to directory already. An absolute save_dir (its
+  # only use) keeps TF from making them relative to a relative directory
+  # once more: "clf/best" and "ckpt-4" gave "../../ckpt-4", which TF reads
+  # against clf/best/, a file that is not there.
   state = tf.compat.v1.train.generate_checkpoint_state_proto(
-      directory, latest, all_model_checkpoint_paths=all_paths,
+      os.path.abspath(directory), latest, all_model_checkpoint_paths=all_paths,
       all_model_checkpoint_timestamps=timestamps,
       last_preserved_timestamp=last_preserved)
   tmp = os.path.join(directory, "checkpoint.tmp")
