@@ -37,7 +37,8 @@ Significance, pretrained vs random init and pretrained vs TF-IDF at each n:
     (`scipy.stats.binomtest` on the discordant pairs): test-set sampling
     only, shown beside it.
 
-Writes <output>.json and <output>.md (each via a .tmp file and os.replace);
+Writes <output>.json, <output>.md and its plot <output>.png (each via a .tmp
+file and os.replace);
 runs go side by side in --workers processes, one TensorFlow thread each,
 and a run whose result file exists is not redone (a killed run resumes).
 """
@@ -314,6 +315,45 @@ def markdown(summary):
   return "\n".join(lines) + "\n"
 
 
+def plot(rows, path):
+  """Writes a PNG of test accuracy by labelled reviews (pretrained init,
+  random init, TF-IDF + LR: means over the seeds, bars from the lowest to
+  the highest seed) to `path`, atomically; returns path, or None without
+  matplotlib or without a size row."""
+  rows = [r for r in rows if r["train_examples"]]
+  try:
+    import matplotlib  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  if not rows:
+    return None
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(6, 4))
+  sizes = [r["train_examples"] for r in rows]
+  for key, label in (("pretrained", "pretrained init"),
+                     ("random_init", "random init"), ("tfidf", "TF-IDF + LR")):
+    if key not in rows[0]:
+      continue
+    means = [r[key]["mean"] for r in rows]
+    spans = [(r[key]["mean"] - min(r[key]["per_seed"]),
+              max(r[key]["per_seed"]) - r[key]["mean"]) for r in rows]
+    ax.errorbar(sizes, means, yerr=list(zip(*spans)), marker="o",
+                capsize=3, label=label)
+  ax.set_xscale("log")
+  ax.set_xlabel("labelled reviews")
+  ax.set_ylabel("test accuracy")
+  ax.set_title("review sentiment: does pretraining pay?")
+  ax.legend()
+  fig.tight_layout()
+  try:
+    with atomic_writer(path, "wb") as f:
+      fig.savefig(f, format="png", dpi=110)
+  finally:
+    plt.close(fig)
+  return path
+
+
 def pretraining_note(pretrained):
   """What the checkpoint is: its config shape and step, from its files."""
   note = []
@@ -406,7 +446,9 @@ def run(data_dir, pretrained, spm_model_file, work_dir, output, sizes, seeds,
       "wall_minutes": (time.time() - start) / 60,
       "date": time.strftime("%Y-%m-%d")}
   write_atomic(output + ".json", json.dumps(summary, indent=2))
-  write_atomic(output + ".md", markdown(summary))
+  png = plot(summary["rows"], output + ".png")
+  write_atomic(output + ".md", markdown(summary) + (
+      f"\n![learning curves]({os.path.basename(png)})\n" if png else ""))
   return summary
 
 

@@ -106,38 +106,15 @@ def _plot_mlm_minutes(demo, out):
 
 
 def _plot_learning_curves(demo, out):
-  """Test accuracy by labelled reviews: pretrained, random init, TF-IDF
-  (means over seeds, min-max bars), from curves/learning_curves.json."""
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  """Test accuracy by labelled reviews (benchmarks.learning_curves.plot),
+  from curves/learning_curves.json."""
+  from benchmarks import learning_curves  # pylint: disable=g-import-not-at-top
   data = demo.path("curves", "learning_curves.json")
   if not os.path.exists(data):
     return None
   with open(data, encoding="utf-8") as f:
     rows = json.load(f)["rows"]
-  rows = [r for r in rows if r["train_examples"]]
-  if not rows:
-    return None
-  fig, ax = plt.subplots(figsize=(6, 4))
-  sizes = [r["train_examples"] for r in rows]
-  for key, label in (("pretrained", "pretrained init"),
-                     ("random_init", "random init"), ("tfidf", "TF-IDF + LR")):
-    if key not in rows[0]:
-      continue
-    means = [r[key]["mean"] for r in rows]
-    spans = [(r[key]["mean"] - min(r[key]["per_seed"]),
-              max(r[key]["per_seed"]) - r[key]["mean"]) for r in rows]
-    ax.errorbar(sizes, means, yerr=list(zip(*spans)), marker="o",
-                capsize=3, label=label)
-  ax.set_xscale("log")
-  ax.set_xlabel("labelled reviews")
-  ax.set_ylabel("test accuracy")
-  ax.set_title("review sentiment: does pretraining pay?")
-  ax.legend()
-  fig.tight_layout()
-  path = os.path.join(out, "learning_curves.png")
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return path
+  return learning_curves.plot(rows, os.path.join(out, "learning_curves.png"))
 
 
 def _plot_fine_tuning_curves(demo, out, stage, metric, label, baseline,

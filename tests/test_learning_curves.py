@@ -142,6 +142,27 @@ def test_report_leads_with_the_learning_curves(tmp_path):
   assert "the reason is the budget: the encoder (20 pretraining steps)" in text
 
 
+def test_plot_draws_the_curves_as_a_png(tmp_path):
+  """The learning curves as a PNG (issue 52: reports embed their plots):
+  a real PNG of the figure's size, written where asked; none without a
+  size row (the all-labels row alone is not a curve)."""
+  import struct  # pylint: disable=g-import-not-at-top
+  pytest.importorskip("matplotlib")
+  rows = []
+  for n in (50, 200):
+    runs = _runs([0.5, 0.6, 0.7], [0.6, 0.6, 0.6], [0.7, 0.7, 0.8])
+    (row,) = lc.summarise(runs, [1] * 10, [50], [1, 2, 3])
+    rows.append(dict(row, train_examples=n, n=n))
+  path = lc.plot(rows, str(tmp_path / "curves.png"))
+  data = (tmp_path / "curves.png").read_bytes()
+  assert path == str(tmp_path / "curves.png")
+  assert data[:8] == b"\x89PNG\r\n\x1a\n"
+  assert struct.unpack(">II", data[16:24]) == (660, 440)  # 6 x 4 in, 110 dpi
+  assert lc.plot([dict(rows[0], train_examples=0, n=0)],
+                 str(tmp_path / "none.png")) is None
+  assert not (tmp_path / "none.png").exists()
+
+
 def test_pretraining_note_names_the_weights_the_runs_start_from(tmp_path):
   (tmp_path / "albert_config.json").write_text(json.dumps(
       {"hidden_size": 128, "num_hidden_layers": 4, "intermediate_size": 512,
