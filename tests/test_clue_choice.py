@@ -302,6 +302,7 @@ def _run(task, data_dir, output_dir, vocab_dir, **kw):
       do_predict=True, **kw)
 
 
+@pytest.mark.slow  # 10-20 s: make test under 8 minutes
 def test_c3_fine_tunes_and_writes_its_submission(tmp_path, vocab_dir):
   c3_tree(tmp_path / "c3")
   result = _run("c3", tmp_path / "c3", tmp_path / "out", vocab_dir,

@@ -133,7 +133,11 @@ def _keras_outputs(model, kind, features, positions=None):
   return {k: np.asarray(out[k]) for k in KINDS[kind]}
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
+# The classifier's in make test; the encoder's and pretrainer's (35 s) in
+# the slow tier.
+@pytest.mark.parametrize("kind", [
+    pytest.param(k, marks=() if k == "classifier" else pytest.mark.slow)
+    for k in KINDS])
 def test_export_signatures_match_keras(kind, sp_tokenizer, spm_file, tmp_path):
   config = _config(sp_tokenizer)
   model, prefix = _save_random_checkpoint(kind, config, str(tmp_path / "ck"))

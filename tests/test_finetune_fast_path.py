@@ -334,6 +334,7 @@ def test_a_bucketed_micro_batched_run_has_the_plain_runs_loss(data,
   assert abs(fast["loss"] - plain["loss"]) <= 1e-5 * max(1.0, plain["loss"])
 
 
+@pytest.mark.slow  # 10-20 s: make test under 8 minutes
 def test_auto_is_recorded_and_a_resumed_run_keeps_it(data, tmp_path,
                                                      monkeypatch, absl_log):
   out = tmp_path / "out"

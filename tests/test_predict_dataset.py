@@ -155,6 +155,7 @@ def test_a_model_of_other_labels_is_refused(bustm, tmp_path):
     _run(str(tmp_path / "three"), data)
 
 
+@pytest.mark.slow  # 10-20 s: make test under 8 minutes
 def test_command_line_prints_no_tensorflow_lines(bustm, tmp_path):
   """As a user runs it (a fresh process, no TF_CPP_MIN_LOG_LEVEL): the
   scores, the submission, and none of TF's start-up or first-kernel lines

@@ -56,6 +56,7 @@ def test_auto_precision_on_accelerators_and_without_cpuinfo(tmp_path):
       gpus=0, cpuinfo=str(tmp_path / "missing"))[0] == "none"
 
 
+@pytest.mark.slow  # 10-20 s: make test under 8 minutes
 def test_auto_is_said_once_and_recorded_and_a_resume_keeps_it(
     tmp_path, monkeypatch):
   said = []

@@ -153,6 +153,7 @@ def test_every_training_and_data_command_prints_no_tensorflow_lines(tmp_path):
   assert _tf_lines(proc.stderr) == [], _tf_lines(proc.stderr)[:5]
 
 
+@pytest.mark.slow  # 10-20 s: make test under 8 minutes
 def test_the_lite_interpreter_deprecation_warning_is_quiet_but_verbose():
   """TF's converter builds a tf.lite.Interpreter to calibrate int8, which
   warns that it is deprecated: a quiet command drops that warning (TF's

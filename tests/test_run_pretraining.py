@@ -218,6 +218,7 @@ def test_eval_set_smaller_than_one_batch(tmp_path):
     np.testing.assert_allclose(results[key], value, rtol=1e-5, err_msg=key)
 
 
+@pytest.mark.slow  # 10-20 s: make test under 8 minutes
 def test_max_eval_steps_holds_for_any_steps_per_call(tmp_path):
   """--max_eval_steps=2 evaluates 2 batches, also with 4 steps per call."""
   write_records(tmp_path / "heldout.tfrecord", 48, seed=7)

@@ -306,7 +306,9 @@ def test_in_graph_entities_match_tag_text(char_wordpiece):
 
 
 # ------------------------------------------------------------ SavedModel
-@pytest.mark.parametrize("name", EXPORTS)
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=() if n == "char_wordpiece" else pytest.mark.slow)
+    for n in EXPORTS])
 def test_serving_default_matches_keras(name, request):
   exported = request.getfixturevalue(name)
   loaded = exported["loaded"]
