@@ -239,6 +239,7 @@ def _check_warmup(path, loaded):
 
 
 # ------------------------------------------------------------ refusals
+@pytest.mark.slow  # 8-20 s: make test under 8 minutes
 def test_refuses_existing_version_and_overwrites(sp_tokenizer, spm_file,
                                                  tmp_path):
   config = _config(sp_tokenizer)

@@ -317,6 +317,7 @@ def _log(out):
           (out / "train_log.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # 8-20 s: make test under 8 minutes
 def test_a_bucketed_micro_batched_run_has_the_plain_runs_loss(data,
                                                               tmp_path):
   """At a learning rate too small to move the weights, a window of steps

@@ -191,6 +191,7 @@ def test_resume_with_another_length_or_dropout_is_refused(
       error.value)
 
 
+@pytest.mark.slow  # 8-20 s: make test under 8 minutes
 def test_raising_train_step_alone_continues_a_run_with_a_warmup_share(
     trained, tmp_path):
   """--warmup_step=-1 (a share of the steps): the fingerprint records the

@@ -11,6 +11,7 @@ import hashlib
 import json
 
 import numpy as np
+import pytest
 
 from albert_tf import export_saved_model
 from albert_tf import export_tflite
@@ -20,6 +21,7 @@ from tests.fixtures_data import write_tiny_vocab_and_config
 CHARS = "好差很不是的电影书"
 
 
+@pytest.mark.slow  # 8-20 s: make test under 8 minutes
 def test_export_and_tflite_write_a_model_card(tmp_path):
   write_tiny_vocab_and_config(tmp_path, CHARS)
   rng = np.random.default_rng(0)

@@ -152,6 +152,7 @@ def test_classifier_tsv_with_labels_and_plain_text_without(models, tmp_path):
       f"1 blank or whitespace-only line(s) skipped ({text_file}:2)"]
 
 
+@pytest.mark.slow  # 8-20 s: make test under 8 minutes
 def test_pair_classifier_jsonl_and_headerless_tsv_with_mapped_columns(
     models, tmp_path):
   path, predictor = models["pair"]

@@ -435,6 +435,7 @@ def test_mirrored_and_multi_worker_match_default_strategy(tmp_path):
   assert not os.path.exists(base / "multi_worker" / ".worker_1")
 
 
+@pytest.mark.slow  # 8-20 s: make test under 8 minutes
 def test_rerun_with_another_sentence_loss_weight_is_refused(tmp_path):
   argv = tiny_argv(tmp_path, "--num_train_steps=3")
   rp.run(rp.params_from_argv(argv))

@@ -335,7 +335,9 @@ def test_serving_default_matches_keras(name, request):
   assert meta["normalization"][0].startswith("split the raw text")
 
 
-@pytest.mark.parametrize("name", EXPORTS)
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=() if n == "char_wordpiece" else pytest.mark.slow)
+    for n in EXPORTS])
 def test_serve_text_matches_run_ner_prediction(name, request):
   exported = request.getfixturevalue(name)
   tokenizer, labels, level = (exported["tokenizer"], exported["labels"],

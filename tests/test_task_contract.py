@@ -248,6 +248,7 @@ def test_a_task_family_outside_the_package(tmp_path, monkeypatch):
   np.testing.assert_array_equal(served["present"].numpy(), want.argmax(-1))
 
 
+@pytest.mark.slow  # 8-20 s: make test under 8 minutes
 def test_names_made_up_at_run_time(tmp_path, monkeypatch):
   """The package learns a family and its checkpoint parts only when it runs:
   a family and head named here by a random suffix, which no file of the
