@@ -433,7 +433,10 @@ def test_ctrl_c_in_export_onnx_on_the_command_line(tmp_path):
   import subprocess  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
   child = (
-      "import runpy, sys\n"
+      "import runpy, signal, sys\n"
+      # Python's own SIGINT handler, as a terminal's command has it (a
+      # background job of a non-interactive shell inherits SIGINT ignored).
+      "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
       "from tests import test_faults_convert_round4 as t\n"
       "from albert_tf import settings\n"
       "real = settings.from_flags\n"

@@ -165,9 +165,12 @@ def test_train_eval_resume_and_init_checkpoint(tmp_path):
           "eval_results.txt", "train_log.jsonl", "train", "eval"} <= names
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-6")
   saved = json.load(open(out / "eval_results.json"))
+  # The figures and, beside them, what each is measured against (issue 49).
   assert set(saved) == {"masked_lm_accuracy", "masked_lm_loss",
                         "sentence_order_accuracy", "sentence_order_loss",
-                        "global_step"}
+                        "global_step", "masked_lm_accuracy_baseline",
+                        "masked_lm_loss_baseline",
+                        "sentence_order_accuracy_baseline"}
   assert "global_step = 6" in (out / "eval_results.txt").read_text()
   log = _log(out)
   assert [r["step"] for r in log] == [3, 6]  # log_steps=1 -> every call of 3

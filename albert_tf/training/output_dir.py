@@ -224,6 +224,8 @@ _RUN_FILES: Dict[str, Sequence[str]] = {
              # run_pretraining's results; test_results.json of older runs.
              "eval_results.txt", "test_results.json")),
          r"eval_results\.txt\.tmp",
+         # a fine-tuning run's plot (training.plots.CURVES_FILE)
+         r"curves\.png(\.tmp)?",
          # renamed into place (file_io.atomic_writer, its .tmp)
          r"eval_results\.json(\.tmp)?"),
     "train": (_EVENTS,),
