@@ -345,13 +345,8 @@ def plot(rows, path):
   ax.set_ylabel("test accuracy")
   ax.set_title("review sentiment: does pretraining pay?")
   ax.legend()
-  fig.tight_layout()
-  try:
-    with atomic_writer(path, "wb") as f:
-      fig.savefig(f, format="png", dpi=110)
-  finally:
-    plt.close(fig)
-  return path
+  from albert_tf.training import plots  # pylint: disable=g-import-not-at-top
+  return plots.save_png(fig, path)
 
 
 def pretraining_note(pretrained):

@@ -34,7 +34,6 @@ def plot_panels(path: str, panels: Sequence[Dict], size=(6, 4)) -> str:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  from albert_tf.file_io import atomic_writer  # pylint: disable=g-import-not-at-top
   fig, axes = plt.subplots(1, len(panels), squeeze=False,
                            figsize=(size[0] * len(panels), size[1]))
   styles = ("--", ":", "-.")
@@ -53,6 +52,14 @@ def plot_panels(path: str, panels: Sequence[Dict], size=(6, 4)) -> str:
     ax.set_title(panel.get("title", ""))
     if ax.get_legend_handles_labels()[0]:
       ax.legend(fontsize="small")
+  return save_png(fig, path)
+
+
+def save_png(fig, path: str) -> str:
+  """Writes a matplotlib figure as a PNG at 110 dpi, atomically, and closes
+  it; returns path. The one writer of the project's plots."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  from albert_tf.file_io import atomic_writer  # pylint: disable=g-import-not-at-top
   fig.tight_layout()
   try:
     with atomic_writer(path, "wb") as f:
