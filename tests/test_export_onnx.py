@@ -308,6 +308,7 @@ def test_int8_keeps_the_labels_of_a_trained_classifier(tmp_path):
   import tensorflow as tf
   import albert_tf
   from albert_tf import export_saved_model as export_lib
+  tf.keras.utils.set_random_seed(0)
   model, tokenizer, record, config, checkpoints = _deep_classifier(
       tmp_path / "out", 4)
   rng = np.random.default_rng(7)
@@ -316,7 +317,7 @@ def test_int8_keeps_the_labels_of_a_trained_classifier(tmp_path):
   task = _families().registry.family("classification").task
   features = task.encode_inputs(record, tokenizer, record.max_seq_length,
                                 {"text": train_texts})
-  optimizer = tf.keras.optimizers.Adam(1e-3)
+  optimizer = tf.keras.optimizers.Adam(5e-4)
 
   @tf.function
   def step(batch, labels):
@@ -329,12 +330,18 @@ def test_int8_keeps_the_labels_of_a_trained_classifier(tmp_path):
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
 
-  for epoch in range(8):
+  # Until the train split is learnt, whatever the CPU's rounding makes of
+  # the first epochs: the test is about int8 keeping a learnt model's labels.
+  for epoch in range(30):
     order = np.random.default_rng(epoch).permutation(len(train_texts))
     for start in range(0, len(order), 32):
       idx = order[start:start + 32]
       step({k: tf.constant(v[idx]) for k, v in features.items()},
            tf.constant(train_labels[idx]))
+    logits = model({k: tf.constant(v) for k, v in features.items()})["logits"]
+    if np.mean(np.argmax(logits, -1) == train_labels) >= 0.99:
+      break
+  print(f"train split learnt after {epoch + 1} epochs")
   checkpoints.save_weights(model, str(tmp_path / "out" / "ckpt-1"), config)
   record.write_beside(str(tmp_path / "out"))
   version = export_lib.export(checkpoint=str(tmp_path / "out"),
