@@ -30,9 +30,6 @@ longest common *substring* (contiguous) of the two token lists, not the
 longest common subsequence, with that list's punctuation removed first; EM
 compares the lowercased, stripped strings with the same punctuation removed
 (inner spaces kept).
-About 400 lines, on purpose: three official evaluations (SQuAD v1.1, v2.0
-with its threshold sweep, CMRC 2018 with its own tokenizer) that must each
-match their script line for line; they share only normalisation.
 """
 
 import collections
@@ -52,9 +49,7 @@ class MetricsError(ValueError):
   """Gold answers or predictions that cannot be scored; names the question."""
 
 
-# --------------------------------------------------------------------------
-# SQuAD v1.1 / v2.0
-
+# ------------------------------------------------------ SQuAD v1.1 / v2.0
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
@@ -72,10 +67,13 @@ def _f1(gold: str, pred: str, empty_agree: bool) -> float:
     return float(gold_tokens == pred_tokens)
   same = sum((collections.Counter(gold_tokens) &
               collections.Counter(pred_tokens)).values())
+  return _harmonic_f1(same, len(pred_tokens), len(gold_tokens))
+
+
+def _harmonic_f1(same: int, num_pred: int, num_gold: int) -> float:
   if same == 0:
     return 0.0
-  precision = same / len(pred_tokens)
-  recall = same / len(gold_tokens)
+  precision, recall = same / num_pred, same / num_gold
   return 2 * precision * recall / (precision + recall)
 
 
@@ -93,15 +91,13 @@ def _check_inputs(name, gold, predictions):
       raise MetricsError(f"{name}: prediction for question {qid!r} is "
                          f"{type(text).__name__}, expected a string")
   missing = [qid for qid in gold if qid not in predictions]
-  if missing:
-    logging.warning("%s: %d of %d questions have no prediction and score 0 "
-                    "(first: %s)", name, len(missing), len(gold),
-                    ", ".join(map(repr, missing[:3])))
   unknown = [qid for qid in predictions if qid not in gold]
-  if unknown:
-    logging.warning("%s: %d predictions are for questions not in the gold "
-                    "answers and are ignored (first: %s)", name, len(unknown),
-                    ", ".join(map(repr, unknown[:3])))
+  for ids, what in ((missing, f"of {len(gold)} questions have no prediction "
+                     "and score 0"), (unknown, "predictions are for questions "
+                     "not in the gold answers and are ignored")):
+    if ids:
+      logging.warning("%s: %d %s (first: %s)", name, len(ids), what,
+                      ", ".join(map(repr, ids[:3])))
   return missing
 
 
@@ -257,9 +253,7 @@ def gold_answers(examples: Iterable) -> Dict[str, List[str]]:
   return out
 
 
-# --------------------------------------------------------------------------
-# CMRC 2018 / DRCD
-
+# -------------------------------------------------------- CMRC 2018 / DRCD
 # The official list. It also has "……", which never equals the single
 # character it is compared with, so "…" is kept (and handed to the word
 # tokenizer) there and here.
@@ -361,17 +355,10 @@ def _longest_common_substring(a: Sequence[str], b: Sequence[str]) -> int:
 def cmrc_f1(answers: Sequence[str], prediction: str) -> float:
   """Best F1 (0..1) of prediction over the answers, CMRC 2018's way."""
   pred_tokens = mixed_segmentation(prediction, rm_punc=True)
-  scores = []
-  for answer in answers:
-    answer_tokens = mixed_segmentation(answer, rm_punc=True)
-    common = _longest_common_substring(answer_tokens, pred_tokens)
-    if common == 0:
-      scores.append(0.0)
-      continue
-    precision = common / len(pred_tokens)
-    recall = common / len(answer_tokens)
-    scores.append(2 * precision * recall / (precision + recall))
-  return max(scores)
+  gold_tokens = [mixed_segmentation(a, rm_punc=True) for a in answers]
+  return max(_harmonic_f1(_longest_common_substring(tokens, pred_tokens),
+                          len(pred_tokens), len(tokens))
+             for tokens in gold_tokens)
 
 
 def cmrc_em(answers: Sequence[str], prediction: str) -> float:
