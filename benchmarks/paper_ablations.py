@@ -22,7 +22,7 @@ data_prep.create_pretraining_data (`--random_next_sentence` for the NSP
 records), albert_tf.run_pretraining (`--sentence_order_loss_weight=0` for
 "none"; `--nodo_train --do_eval --init_checkpoint` scores a trained run on
 the NSP records). Two runs go side by side, one TensorFlow thread each
-(`demo.run_demo.run_module`).
+(`benchmarks.commands.run_module`).
 
 Resumable: each data step and each finished run (variant, seed) leaves a
 marker; a rerun skips them. Runs live under
@@ -422,7 +422,7 @@ class Ablations:
   def _step(self, name, module, *args):
     """Runs `python -m module args` once: its marker <root>/data/<name>.done
     (with the args) says it is done; other args redo it."""
-    from demo.run_demo import run_module  # pylint: disable=g-import-not-at-top
+    from benchmarks.commands import run_module  # pylint: disable=g-import-not-at-top
     marker = self.path("data", f"{name}.done")
     args = [str(a) for a in args]
     if os.path.exists(marker) and _read_json(marker).get("args") == args:
@@ -536,7 +536,7 @@ class Ablations:
 
   def run_one(self, variant, seed):
     """Trains and scores one (variant, seed); returns its result dict."""
-    from demo.run_demo import run_module  # pylint: disable=g-import-not-at-top
+    from benchmarks.commands import run_module  # pylint: disable=g-import-not-at-top
     out = self.run_dir(variant, seed)
     done = os.path.join(out, "result.json")
     if os.path.exists(done):
@@ -754,5 +754,5 @@ def write_doc(path, tables):
 if __name__ == "__main__":
   _define_flags()
   from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
-  from demo.run_demo import StageError  # pylint: disable=g-import-not-at-top
+  from benchmarks.commands import StageError  # pylint: disable=g-import-not-at-top
   cli_errors.run_main(main, also=(StageError,))

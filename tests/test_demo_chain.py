@@ -19,6 +19,7 @@ import sys
 
 import pytest
 
+from benchmarks import commands
 from demo import run_demo
 from tests import cli_runner
 
@@ -72,7 +73,7 @@ def chain(tmp_path_factory):
   stdout = io.StringIO()
   cwd = os.getcwd()
   with pytest.MonkeyPatch.context() as patch:
-    patch.setattr(run_demo, "_start", _forked)
+    patch.setattr(commands, "_start", _forked)
     os.chdir(ROOT)
     try:
       with contextlib.redirect_stdout(stdout):

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from benchmarks import commands
 from demo import run_demo
 
 
@@ -74,16 +75,16 @@ def test_side_by_side_labels_lines_and_stops_the_others_on_failure(
   that would sleep 10 minutes) is terminated, and the failure raised names
   the failing command. Each console line says which run printed it."""
   procs = []
-  start = run_demo._start
+  start = commands._start
 
   def recording_start(cmd, env):
     proc = start(cmd, env)
     procs.append((cmd, proc))
     return proc
 
-  monkeypatch.setattr(run_demo, "_start", recording_start)
+  monkeypatch.setattr(commands, "_start", recording_start)
   with pytest.raises(run_demo.StageError, match="no_such_module_here"):
-    run_demo.run_side_by_side(
+    commands.run_side_by_side(
         ("timeit", ["-n", "1", "-r", "1", "import time; time.sleep(600)"],
          str(tmp_path / "sleeper.log")),
         ("no_such_module_here", [f"--output_dir={tmp_path / 'broken'}"],
@@ -105,7 +106,7 @@ def test_side_by_side_labels_lines_and_stops_the_others_on_failure(
     ("error: --train_file=x.json: not SQuAD JSON\n", True),
 ])
 def test_console_shows_progress_and_errors_not_library_chatter(line, shown):
-  assert run_demo._worth_showing(line) == shown
+  assert commands._worth_showing(line) == shown
 
 
 def test_hour_mode_runs_the_budgeted_recipe(tmp_path, monkeypatch):
