@@ -1,11 +1,9 @@
 """What the fine-tuning CLIs share: options, flags, the trainer settings.
 
-run_classifier (sentences and pairs) and run_ner (token tagging) take the
-same training, checkpoint, strategy and precision flags, with the same
-meaning; `options.FinetuneOptions` defines them once (without TF, so a
-CLI parses its flags before TF loads; it and `main_for` are importable
-from here as before). Each CLI adds its task's flags and builds its task
-(`albert_tf.tasks`); the trainer does the rest.
+Every fine-tuning CLI takes the training, checkpoint, strategy and
+precision flags of `options.FinetuneOptions` (defined without TF, so flags
+parse before TF loads), builds its task (`albert_tf.tasks`), and hands it
+to the trainer through `train_and_evaluate`.
 """
 
 import dataclasses
@@ -28,7 +26,7 @@ from albert_tf.training import fast_path
 from albert_tf.training import output_dir
 from albert_tf.training import resolution
 from albert_tf.training import runtime
-from albert_tf.options import FinetuneOptions, main_for  # noqa: F401  pylint: disable=unused-import
+from albert_tf.options import FinetuneOptions
 from albert_tf.training.trainer import Trainer, TrainerSettings
 
 
@@ -309,7 +307,7 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
                          if k != "global_step"})
     eval_results["best_step"] = best_step
     if chief:  # before predicting: a failing predict loses no dev result
-      write_eval_results(o.output_dir, eval_results)
+      file_io.write_eval_results(o.output_dir, eval_results)
   if o.do_predict:
     task.eval_batch_size = o.predict_batch_size or o.eval_batch_size
     test = task.predict(trainer.model, o.output_dir if chief else
@@ -323,7 +321,7 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
     _add_baselines(o, task, result, eval_results)
   if eval_results and chief:
     eval_results["best_step"] = best_step
-    write_eval_results(o.output_dir, eval_results)
+    file_io.write_eval_results(o.output_dir, eval_results)
   if chief:
     _say_dropped(o, earlier, eval_results, best_step)
   if chief and o.plots and o.do_train:
@@ -398,8 +396,3 @@ def _read_eval_results(directory: str) -> dict:
   except (tf.errors.NotFoundError, ValueError):
     return {}
   return values if isinstance(values, dict) else {}
-
-
-def write_eval_results(directory: str, results: dict) -> None:
-  """eval_results.json (`file_io.write_eval_results`, the one writer)."""
-  file_io.write_eval_results(directory, results)
