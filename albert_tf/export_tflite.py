@@ -170,7 +170,7 @@ def task_of(record):
 
 def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
                             text_b_column=None, max_examples=200,
-                            token_level=None, record=None):
+                            record=None):
   """Model-input features of up to max_examples TSV lines (int32, one
   example each: [1, L], or [1, choices, L] for multiple choice).
 
@@ -179,13 +179,11 @@ def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
   families, question and context for span QA, article, question and
   options for multiple choice) and encoded as serve_text encodes them
   (`Task.encode_inputs`). record: the export's (`read_export_record`);
-  without one, token_level says a tagger (its text packed token by token).
+  without one, sentence packing.
   """
   # pylint: disable=g-import-not-at-top
   from albert_tf.record import ModelInfo
-  if record is None:
-    record = (ModelInfo(task="tagging", task_config={
-        "token_level": token_level}) if token_level else ModelInfo())
+  record = record or ModelInfo()
   task = task_of(record)
   rows = []
   named = [c for c in (text_column, text_b_column)
@@ -374,8 +372,8 @@ def read_verify_data(path, record, task, max_examples, input_columns=None):
   import types
   from albert_tf import predict
   inputs = task.serve_text_inputs(record)
-  view = types.SimpleNamespace(kind=record.task or "encoder",
-                               inputs=inputs, labels=record.label_list)
+  view = types.SimpleNamespace(kind=record.task or "encoder", inputs=inputs,
+                               task=task, record=record)
   try:
     reader = predict.RowReader(view, path, input_columns=input_columns)
     values, gold = {n: [] for n in inputs}, []
@@ -383,16 +381,9 @@ def read_verify_data(path, record, task, max_examples, input_columns=None):
       got, label = reader(number, row)
       for name in inputs:
         values[name].append(got[name])
-      where = f"{path}:{number}"
-      if label is None:
-        gold.append(None)
-      elif view.kind == "tagging":  # tags per token, as albert-predict's
-        gold.append(predict.gold_tags(
-            label, got["text"], record.task_config.get("token_level") or
-            "char", where))
-      else:
-        gold.append(predict.gold_label(label, list(record.label_list),
-                                       view.kind, where))
+      # As albert-predict reads it (a tagger's: tags per token).
+      gold.append(None if label is None else reader.scorer.read_gold(
+          label, got, f"{path}:{number}"))
       if len(gold) >= max_examples:
         break
   except predict.PredictError as e:
@@ -407,8 +398,7 @@ def read_verify_data(path, record, task, max_examples, input_columns=None):
     logging.warning("--verify_data=%s: %d of %d rows have no gold label: "
                     "%s (and --max_metric_drop) is scored on the %d "
                     "labelled rows", path, len(gold) - labelled, len(gold),
-                    "entity F1" if view.kind == "tagging" else "accuracy",
-                    labelled)
+                    reader.scorer.verify_metric, labelled)
   return (values, (gold if record.label_list and labelled else None),
           f"--verify_data={path}")
 
@@ -422,13 +412,12 @@ def held_out_examples(record, tokenizer, saved_model, verify_data=None,
   max_predictions masked positions)."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.tasks.base import Task
-  task = task_of(record)
-  if task.fills_masks:
-    task = Task
+  fills_masks = task_of(record).fills_masks  # reads masked positions too
+  task = Task if fills_masks else task_of(record)
   given = read_verify_data(verify_data, record, task, max_examples,
                            verify_columns) if verify_data else None
   held = verify.held_out(record, tokenizer, task, given, max_examples)
-  if record.task == "pretraining":
+  if fills_masks:
     held.features = verify.with_masked_positions(held.features, tokenizer,
                                                  max_predictions)
   return held, verify.reference_outputs(saved_model, held.features)

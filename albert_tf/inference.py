@@ -130,13 +130,12 @@ class Predictor:
       return self._raw_fn(inputs)
     if self._serve_text is None and self._ids_fn is None and (
         self.path.endswith((".onnx", ".tflite"))):
-      decoded = sorted(name for name, f in registry.families().items()
-                       if f.task.decodes_serving_default)
-      raise LoadError(f"{self.path}: predict() on an .onnx or .tflite decodes "
-                      f"{', '.join(decoded)}, tagging and SQuAD v1 span "
-                      f"QA outputs, not {self.kind}'s; "
-                      "serving.onnx_runner.OnnxRunner runs its "
-                      "serving_default, export_saved_model serves its text")
+      raise LoadError(f"{self.path}: predict() on an .onnx or .tflite "
+                      f"cannot decode this {self.kind} model's outputs (its "
+                      "Task neither decodes_serving_default nor has an "
+                      "ids_decoder for them); serving.onnx_runner.OnnxRunner "
+                      "runs its serving_default, export_saved_model serves "
+                      "its text")
     if self._serve_text is None and self._ids_fn is None:
       raise LoadError(f"{self.path}: {self.what} has no classifier, tagger "
                       "or MLM head for predict(); embed() gives its encoder "
@@ -425,63 +424,6 @@ def _from_saved_model(path, version_dir):
       fill=fill, encoder=encoder, keep=loaded, ids_fn=ids_fn)
 
 
-# A family whose decode_outputs reads serving_default's own outputs says
-# so (`Task.decodes_serving_default`); a tagger's and span QA's decode
-# serve_text's strings and spans, which an .onnx lacks: those are read in
-# Python here (`_onnx_tags`, `_onnx_spans`).
-
-
-def _onnx_tags(runner, record, tokenizer, length):
-  """predict() of a tagger: `ner_data.encode_text`, the model's tag_ids,
-  `ner_data.tag_text` (serve_text's reading, one window per text)."""
-  from albert_tf.data import ner_data  # pylint: disable=g-import-not-at-top
-  def fn(inputs):
-    results = []
-    for text in inputs["text"]:
-      tokens, features, positions = ner_data.encode_text(
-          text, tokenizer, record.task_config.get("token_level"), length)
-      tag_ids = runner(**features)[F.TAG_IDS][0]
-      entities = ner_data.tag_text(text, tokens, [
-          record.label_list[tag_ids[p]] for p in positions])["entities"]
-      results.append([{"type": t, "text": x, "start": s, "end": e}
-                      for t, s, e, x in entities])
-    return results
-  return fn
-
-
-def _onnx_spans(runner, record, tokenizer, length):
-  """predict() of span QA (SQuAD v1 head): `squad.make_windows`, the
-  model's start/end logits, `span_decode.decode_v1`'s best span."""
-  # pylint: disable=g-import-not-at-top
-  from albert_tf.data import span_decode, squad
-  own = record.task_config
-
-  def fn(inputs):
-    examples = [squad.Example(qas_id=str(i), question=q, context=c,
-                              answers=[], is_impossible=False, title="")
-                for i, (q, c) in enumerate(zip(inputs["question"],
-                                               inputs["context"]))]
-    windows = squad.make_windows(examples, tokenizer, length,
-                                 own.get("doc_stride", 128),
-                                 own.get("max_query_length", 64))
-    out = {k: [] for k in ("start_logits", "end_logits")}
-    for start in range(0, len(windows.example_index), BATCH_SIZE):
-      got = runner(**{k: windows.features[k][start:start + BATCH_SIZE]
-                      for k in F.ENCODER_INPUTS})
-      for k in out:
-        out[k].append(got[k])
-    _, nbest = span_decode.decode_v1(
-        np.concatenate(out["start_logits"]), np.concatenate(out["end_logits"]),
-        windows.example_index, windows.piece_spans, windows.is_max_context,
-        list(inputs["context"]), [e.qas_id for e in examples],
-        own.get("n_best_size", 20), own.get("max_answer_length", 30))
-    return [{"answer": best["text"], "start": best["start"],
-             "end": best["end"],
-             "score": best["start_logit"] + best["end_logit"]}
-            for best in (nbest[e.qas_id][0] for e in examples)]
-  return fn
-
-
 def _one_at_a_time(runner):
   """A .tflite's runner (inputs fixed at one example) over a batch."""
   def run(**features):
@@ -540,11 +482,8 @@ def _from_file(path):
   if task is not None and task.decodes_serving_default:
     ids_fn = lambda f: {k: tf.constant(v) for k, v in runner(
         **{n: np.asarray(x) for n, x in f.items()}).items()}
-  elif meta.task == "tagging":
-    raw_fn = _onnx_tags(runner, meta, tokenizer, meta.max_seq_length)
-  elif meta.task == "span_qa" and not meta.task_config.get(
-      "version_2_with_negative"):
-    raw_fn = _onnx_spans(runner, meta, tokenizer, meta.max_seq_length)
+  elif task is not None:
+    raw_fn = task.ids_decoder(meta, runner, tokenizer, meta.max_seq_length)
   return Predictor(
       path, kind, tokenizer, meta.max_seq_length, record=meta, task=task,
       inputs=task.serve_text_inputs(meta) if task else None,

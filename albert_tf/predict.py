@@ -56,7 +56,6 @@ line every --progress_interval_secs. Rows the model cuts to its length
 counts its own.
 """
 
-import collections
 import contextlib
 import dataclasses
 import itertools
@@ -69,6 +68,7 @@ from absl import logging
 
 from albert_tf import quiet_logs
 from albert_tf import settings
+from albert_tf.tasks.scoring import PredictError
 
 # TensorFlow (albert_tf.inference, through albert_tf.load) is imported by
 # `run`, not here: --help and a flag mistake answer before TF loads.
@@ -77,14 +77,6 @@ FORMATS = ("auto", "tsv", "jsonl", "text")
 JSON_EXTENSIONS = (".jsonl", ".json", ".ndjson")
 OPTIONS = "options"
 GOLD = "gold"  # the gold label's column in the output
-# Where gold labels are looked for when --label_column is not given.
-GOLD_COLUMNS = {"span_qa": ("answers", "answer", "label"),
-                "tagging": ("tags", "label")}
-CLASSIFIERS = ("classification", "multiple_choice")
-
-
-class PredictError(ValueError):
-  """Input this command cannot read: one line naming file:line."""
 
 
 @dataclasses.dataclass
@@ -280,7 +272,7 @@ class RowReader:
                label_column=None, same_columns=False):
     self.kind, self.path = predictor.kind, path
     self.inputs = tuple(predictor.inputs)
-    self.labels = list(predictor.labels)
+    self.scorer = predictor.task.scorer(predictor.record)
     self.columns = {name: name for name in self.inputs}
     mapped = _mapping(input_columns)
     unknown = sorted(set(mapped) - set(self.inputs))
@@ -298,7 +290,7 @@ class RowReader:
     self.same_columns = same_columns
     read = set(self.columns.values()) | set(self.options_columns)
     self.gold_columns = [label_column] if label_column else [
-        n for n in GOLD_COLUMNS.get(self.kind, ("label",)) if n not in read]
+        n for n in self.scorer.gold_columns if n not in read]
 
   def _gold(self, row, number):
     """The row's gold label; None without one (no such column in this row,
@@ -309,8 +301,9 @@ class RowReader:
                                        "--label_column"))
     for name in self.gold_columns:
       value = row.get(name)
-      if value is not None and not (self.kind in CLASSIFIERS and isinstance(
-          value, str) and not value.strip()):
+      if value is not None and not (self.scorer.blank_is_unlabelled and
+                                    isinstance(value, str) and
+                                    not value.strip()):
         return value
     return None
 
@@ -361,190 +354,7 @@ class RowReader:
     return value
 
 
-# ------------------------------------------------------------------ gold
-def _gold_list(value, where):
-  """A JSON list (or a list) of strings, else the value as one string."""
-  if isinstance(value, str) and value.startswith("["):
-    try:
-      value = json.loads(value)
-    except json.JSONDecodeError:
-      return [value]
-  if isinstance(value, list):
-    if not all(isinstance(v, str) for v in value):
-      raise PredictError(f"{where}: gold {value!r} is not a list of strings")
-    return value
-  return [str(value)]
-
-
-def gold_label(value, labels, kind, where):
-  """A classifier's or multiple choice's gold label name."""
-  if isinstance(value, bool) or value is None:
-    raise PredictError(f"{where}: gold label {value!r} is not a label")
-  text = str(value).strip()
-  if text in labels:
-    return text
-  if kind == "multiple_choice" and text.lstrip("-").isdigit() and (
-      0 <= int(text) < len(labels)):
-    return labels[int(text)]
-  raise PredictError(f"{where}: gold label {text!r} is not one of the "
-                     f"model's labels ({', '.join(labels)})")
-
-
-def gold_tags(value, text, token_level, where):
-  """A tagger's gold tags of one row (a list, a JSON list or tags between
-  spaces), one per token of `text` (`ner_data.split_text`)."""
-  from albert_tf.data import ner_data  # pylint: disable=g-import-not-at-top
-  tags = (_gold_list(value, where) if isinstance(value, list) or
-          str(value).startswith("[") else str(value).split())
-  tokens = len(ner_data.split_text(text, token_level))
-  if len(tags) != tokens:
-    raise PredictError(
-        f"{where}: {len(tags)} gold tags, the text has {tokens} tokens (one "
-        f"tag per {'character' if token_level == 'char' else 'token'}, "
-        "whitespace skipped)")
-  return tags
-
-
-def entity_tags(text, entities, token_level):
-  """BIO tags per token of `text` (`ner_data.split_text`) of predicted
-  entities (code-point offsets)."""
-  from albert_tf.data import ner_data  # pylint: disable=g-import-not-at-top
-  tokens = ner_data.split_text(text, token_level)
-  tags = ["O"] * len(tokens)
-  for entity in entities:
-    inside = [i for i, (_, s, e) in enumerate(tokens)
-              if s >= entity["start"] and e <= entity["end"]]
-    for n, i in enumerate(inside):
-      tags[i] = ("B-" if n == 0 else "I-") + entity["type"]
-  return tags
-
-
-class Scorer:
-  """Gold and predictions of the rows read so far, and their metrics."""
-
-  def __init__(self, predictor):
-    self.kind = predictor.kind
-    self.labels = list(predictor.labels)
-    if self.kind == "multiple_choice" and not self.labels:
-      self.labels = [str(i) for i in range(
-          predictor.record.task_config.get("num_choices", 4))]
-    self.record = predictor.record
-    self.token_level = predictor.token_level or "char"
-    self.gold, self.predicted = [], []
-
-  def add(self, values, gold, prediction, where):
-    if gold is None:
-      return
-    if self.kind in CLASSIFIERS:
-      self.gold.append(gold_label(gold, self.labels, self.kind, where))
-      self.predicted.append(prediction["label"])
-    elif self.kind == "span_qa":
-      answers = [a for a in _gold_list(gold, where) if a]
-      self.gold.append(answers)
-      self.predicted.append(prediction["answer"])
-    elif self.kind == "tagging":
-      self.gold.append(gold_tags(gold, values["text"], self.token_level,
-                                 where))
-      self.predicted.append(entity_tags(values["text"], prediction,
-                                        self.token_level))
-
-  def metrics(self):
-    """{name: value} of the gold seen (empty without any)."""
-    if not self.gold:
-      return {}
-    if self.kind in CLASSIFIERS:
-      return classifier_metrics(self.gold, self.predicted, self.labels)
-    if self.kind == "span_qa":
-      from albert_tf.data import squad_metrics  # pylint: disable=g-import-not-at-top
-      gold = {str(i): a for i, a in enumerate(self.gold)}
-      predictions = {str(i): p for i, p in enumerate(self.predicted)}
-      own = self.record.task_config
-      if self.record.task_name in ("cmrc2018", "drcd"):
-        scores = squad_metrics.cmrc2018(gold, predictions)
-      elif own.get("version_2_with_negative"):
-        scores = squad_metrics.squad_v2(gold, predictions)
-        scores["exact_match"] = scores["exact"]
-      else:
-        if not all(self.gold):
-          raise PredictError("span QA: a gold answer is empty (only a SQuAD "
-                             "2.0 model scores 'no answer')")
-        scores = squad_metrics.squad_v1(gold, predictions)
-      return {"exact_match": scores["exact_match"], "f1": scores["f1"],
-              "total": scores["total"]}
-    if self.kind == "tagging":
-      from albert_tf.data import ner_data  # pylint: disable=g-import-not-at-top
-      scores = ner_data.entity_metrics(self.gold, self.predicted)
-      return {k: scores[k] for k in (
-          "entity_precision", "entity_recall", "entity_f1", "token_accuracy",
-          "num_sentences", "num_gold_entities", "num_predicted_entities")}
-    return {}
-
-
-def classifier_metrics(gold, predicted, labels):
-  """accuracy, macro_f1, confusion_matrix (rows gold, columns predicted, in
-  `labels` order) and the majority class of these gold labels scored the
-  same way (majority_label, majority_accuracy, majority_macro_f1)."""
-  from sklearn import metrics  # pylint: disable=g-import-not-at-top
-  counts = collections.Counter(gold)
-  top = max(counts.values())
-  majority = next(l for l in labels if counts.get(l) == top)  # first of ties
-  baseline = [majority] * len(gold)
-  return {
-      "examples": len(gold),
-      "accuracy": float(metrics.accuracy_score(gold, predicted)),
-      "macro_f1": float(metrics.f1_score(gold, predicted, labels=labels,
-                                         average="macro", zero_division=0)),
-      "confusion_matrix": metrics.confusion_matrix(
-          gold, predicted, labels=labels).tolist(),
-      "labels": list(labels),
-      "majority_label": majority,
-      "majority_accuracy": float(metrics.accuracy_score(gold, baseline)),
-      "majority_macro_f1": float(metrics.f1_score(
-          gold, baseline, labels=labels, average="macro", zero_division=0)),
-  }
-
-
-def format_confusion_matrix(matrix, labels):
-  """Lines of the matrix: a header of predicted labels, a row per gold."""
-  width = max([len("gold\\pred")] + [len(str(l)) for l in labels] +
-              [len(str(v)) for row in matrix for v in row])
-  lines = ["  " + "gold\\pred".ljust(width) + " " + " ".join(
-      str(l).rjust(width) for l in labels)]
-  for label, row in zip(labels, matrix):
-    lines.append("  " + str(label).ljust(width) + " " + " ".join(
-        str(v).rjust(width) for v in row))
-  return lines
-
-
-def format_metrics(kind, scores):
-  """The lines printed for `Scorer.metrics()`."""
-  if not scores:
-    return []
-  if kind in CLASSIFIERS:
-    return [
-        f"accuracy={scores['accuracy']:.4f} macro_f1={scores['macro_f1']:.4f}"
-        f" on {scores['examples']} labelled examples",
-        f"majority class of this file ({scores['majority_label']!r}, not of "
-        f"a train split): accuracy={scores['majority_accuracy']:.4f} "
-        f"macro_f1={scores['majority_macro_f1']:.4f}",
-        "confusion matrix (rows: gold, columns: predicted):",
-    ] + format_confusion_matrix(scores["confusion_matrix"], scores["labels"])
-  if kind == "span_qa":
-    return [f"exact_match={scores['exact_match']:.2f} f1={scores['f1']:.2f} "
-            f"on {scores['total']} questions"]
-  return [f"entity_precision={scores['entity_precision']:.4f} "
-          f"entity_recall={scores['entity_recall']:.4f} "
-          f"entity_f1={scores['entity_f1']:.4f} on "
-          f"{scores['num_sentences']} texts"]
-
-
 # ------------------------------------------------------------------ writing
-def prediction_fields(kind, prediction):
-  """The output columns of one prediction (a tagger's entity list is
-  {"entities": [...]})."""
-  return {"entities": prediction} if kind == "tagging" else dict(prediction)
-
-
 class RowWriter:
   """Rows to an open file, TSV (a header first, non-strings as JSON) or JSON
   lines."""
@@ -624,7 +434,8 @@ def _load(model):
 
 def run(args: PredictArgs, log=print):
   """Predicts args.input_file into args.output_file; prints and returns
-  {"rows": n, "metrics": Scorer.metrics() (empty without gold), "blank",
+  {"rows": n, "metrics": the family's `Task.scorer` metrics (empty without
+  gold), "blank",
   "cut", "unlabelled": counts of lines}. The input is checked, and its
   first row read, before the output is opened. With args.task: `run_task`."""
   from albert_tf.file_io import atomic_writer  # pylint: disable=g-import-not-at-top
@@ -658,7 +469,7 @@ def run(args: PredictArgs, log=print):
   # TSV output: one header, so a "gold" column wherever a row may have one.
   gold_column = fmt == "jsonl" or any(c in first[1]
                                       for c in reader.gold_columns)
-  scorer = Scorer(predictor)
+  scorer = reader.scorer
   cut, unlabelled = Lines(args.input_file), Lines(args.input_file)
   jsonl = os.path.splitext(args.output_file)[1].lower() in JSON_EXTENSIONS
   start = time.monotonic()
@@ -677,7 +488,7 @@ def run(args: PredictArgs, log=print):
       row = {"line": number, **values}
       if gold is not None or (gold_column and not jsonl):
         row[GOLD] = "" if gold is None else gold
-      row.update(prediction_fields(predictor.kind, prediction))
+      row.update(scorer.fields(prediction))
       writer.write(row)
       done += 1
   elapsed = time.monotonic() - start
@@ -689,7 +500,7 @@ def run(args: PredictArgs, log=print):
   if writer.note():
     log(writer.note())
   scores = scorer.metrics()
-  for line in format_metrics(predictor.kind, scores):
+  for line in scorer.lines(scores):
     log(line)
   if scores and unlabelled.count:
     log(f"{unlabelled.count} of {done} rows have no gold label and are not "

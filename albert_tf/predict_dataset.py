@@ -19,6 +19,7 @@ here (CLUE 1.1's and FewCLUE's); C3 and CHID are not.
 import os
 
 from albert_tf import predict as p
+from albert_tf.tasks import scoring
 
 
 def _dataset(args):
@@ -88,9 +89,9 @@ def _submission_path(args, dataset, splits):
   return path
 
 
-def _check_model(predictor, dataset, args, pair):
+def _check_model(predictor, family, dataset, args, pair):
   labels = list(dataset.spec.label_list or ())
-  if predictor.kind != "classification" or sorted(predictor.labels) != sorted(
+  if predictor.task is not family.task or sorted(predictor.labels) != sorted(
       labels) or predictor.text_pair != pair:
     raise p.PredictError(
         f"--model={args.model}: a {predictor.kind} model of "
@@ -114,8 +115,8 @@ def _baselines(splits, labels, split, gold):
                           [([e.text_a for e in examples],
                             [e.text_b for e in examples])])[0]
   majority = baselines.majority(ids, len(examples))
-  return {name: p.classifier_metrics(gold, [labels[i] for i in predicted],
-                                     labels)
+  return {name: scoring.classifier_metrics(
+      gold, [labels[i] for i in predicted], labels)
           for name, predicted in (("majority", majority), ("tfidf", tfidf))}
 
 
@@ -132,13 +133,13 @@ def run_task(args, log=print):
   pair = any(e.text_b is not None for examples, _ in splits.values()
              for e in examples)
   predictor = p._load(args.model)  # pylint: disable=protected-access
-  _check_model(predictor, dataset, args, pair)
+  _check_model(predictor, family, dataset, args, pair)
   labels = list(predictor.labels)
   result, rows, predicted = {"submission": submission}, [], {}
   for split, (examples, stats) in splits.items():
     if split == "train":
       continue
-    scorer = p.Scorer(predictor)
+    scorer = predictor.task.scorer(predictor.record)
     read = ((e.source, {"text": e.text_a, **(
         {"text_b": e.text_b} if pair else {})}, e.label) for e in examples)
     predicted[split] = []
@@ -149,14 +150,14 @@ def run_task(args, log=print):
       predicted[split].append(prediction["label"])
       rows.append({"split": split, "id": example.id, "line": where, **values,
                    p.GOLD: "" if gold is None else gold,
-                   **p.prediction_fields(predictor.kind, prediction)})
+                   **scorer.fields(prediction)})
     scores = scorer.metrics()
     log(f"[{split}] {stats['file']}: {len(examples)} examples predicted")
     result[split] = {"rows": len(examples), "metrics": scores,
                      "baselines": {}}
     if not scores:
       continue
-    for line in p.format_metrics(predictor.kind, scores):
+    for line in scorer.lines(scores):
       log(f"[{split}] {line}")
     base = _baselines(splits, labels, split, scorer.gold)
     result[split]["baselines"] = base

@@ -419,16 +419,15 @@ def test_pretrainer_serving_default_matches_keras(tmp_path, caplog):
   for name in compared:
     assert_close_to_scale(got[name], expected[name], rel=FLOAT_REL)
   # load() serves it for its ids (the runner), not predict(): one line
-  # naming the families whose .onnx it decodes.
+  # naming the family and what its Task would need.
   import albert_tf
   from albert_tf import inference
   with pytest.raises(inference.LoadError) as e:
     albert_tf.load(path).predict(["甲乙"])
   assert str(e.value).startswith(
-      f"{path}: predict() on an .onnx or .tflite decodes classification, "
-      "multiple_choice"), e.value
-  assert "tagging and SQuAD v1 span QA outputs, not pretraining's" in str(
-      e.value)
+      f"{path}: predict() on an .onnx or .tflite cannot decode this "
+      "pretraining model's outputs (its Task neither decodes_serving_default "
+      "nor has an ids_decoder for them)"), e.value
 
 
 @pytest.mark.slow

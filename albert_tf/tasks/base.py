@@ -48,8 +48,8 @@ class Task:
   keras_hub_text_classifier: bool = False
   #: Whether `decode_outputs` reads serving_default's own outputs (so an
   #: export_onnx `.onnx`, which has no serve_text, predicts through it);
-  #: else `albert_tf.load` decodes an .onnx only where inference.py has a
-  #: Python decoder for the family (tagging, SQuAD v1 span QA).
+  #: else `albert_tf.load` decodes an .onnx or .tflite only through the
+  #: family's `ids_decoder`.
   decodes_serving_default: bool = False
   #: What `predict` writes in output_dir: --overwrite deletes these along
   #: with the trainer's files (`albert_tf.training.output_dir.run_files()`).
@@ -253,6 +253,28 @@ class Task:
     """serve_text's outputs for a batch of n examples (numpy) -> one
     Python value per example. Default: {output name: its row}."""
     return [{k: v[i].tolist() for k, v in outputs.items()} for i in range(n)]
+
+  @classmethod
+  def ids_decoder(cls, record: ModelInfo, run: Callable, tokenizer,
+                  max_seq_length: int) -> Optional[Callable]:
+    """predict() of an .onnx or .tflite whose `decode_outputs` reads
+    serve_text's outputs (`decodes_serving_default` false): fn({serve_text
+    input name: list}) -> one result per example, encoding in Python and
+    calling run(**serving_default inputs as numpy) -> {output: numpy};
+    None when the family cannot (the default)."""
+    del record, run, tokenizer, max_seq_length
+    return None
+
+  @classmethod
+  def scorer(cls, record: ModelInfo):
+    """albert-predict's scoring of this family's predictions against gold
+    values (`albert_tf.tasks.scoring.Scorer`). Default: one label name per
+    example for a model with labels, else none, said in one line."""
+    from albert_tf.tasks import scoring  # pylint: disable=g-import-not-at-top
+    if record.label_list:
+      return scoring.LabelScorer(record)
+    return scoring.Unscored(record, f"the {record.task} model has no labels "
+                            "and its family no Task.scorer of its own")
 
   @classmethod
   def held_out_inputs(cls, record: ModelInfo, max_examples: int):

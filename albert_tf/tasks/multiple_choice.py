@@ -46,6 +46,7 @@ from albert_tf.file_io import atomic_writer
 from albert_tf.data.race import TASK_NAMES
 from albert_tf.tasks import record as record_lib
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
+from albert_tf.tasks import scoring
 
 keras = lazy.module("keras")
 tf = lazy.module("tensorflow")
@@ -405,6 +406,12 @@ class MultipleChoiceTask(Task):
         chr(ord("A") + i) for i in range(probs.shape[-1])]
     return [{"label": names[int(p.argmax())], "choice": int(p.argmax()),
              "probabilities": [float(x) for x in p]} for p in probs[:n]]
+
+  @classmethod
+  def scorer(cls, record):
+    """Accuracy of the gold choice: its label name or 0-based index."""
+    return scoring.LabelScorer(record, list(record.label_list) or [
+        str(i) for i in range(cls.num_choices(record))], by_index=True)
 
   @classmethod
   def tflite_input_shapes(cls, record, max_seq_length, input_names,

@@ -31,6 +31,7 @@ import os
 from typing import Dict, Optional, Tuple
 
 from absl import logging
+import numpy as np
 
 from albert_tf import features as F
 from albert_tf import registry
@@ -45,6 +46,7 @@ from albert_tf.data.squad_metrics import TASK_NAMES
 from albert_tf import record as record_lib
 from albert_tf.tasks.base import Task, batched_outputs, step_indexed_inputs
 from albert_tf.tasks.base import first_given
+from albert_tf.tasks import scoring
 
 span_qa = lazy.module("albert_tf.modeling.span_qa")
 saved_model = lazy.module("albert_tf.serving.saved_model")
@@ -462,14 +464,7 @@ class SpanQATask(Task):
     """`squad.make_windows` of each (question, context): the model inputs
     of its windows, [n_windows, max_seq_length] (more rows than pairs when
     a context needs several windows)."""
-    own = record.task_config
-    examples = [squad.Example(qas_id=str(i), question=q, context=c,
-                              answers=[], is_impossible=False, title="")
-                for i, (q, c) in enumerate(zip(inputs["question"],
-                                               inputs["context"]))]
-    windows = squad.make_windows(
-        examples, tokenizer, max_seq_length, own.get("doc_stride", 128),
-        own.get("max_query_length", 64))
+    windows = _windows(record, tokenizer, max_seq_length, inputs)[1]
     return {k: windows.features[k] for k in F.ENCODER_INPUTS}
 
   @classmethod
@@ -491,6 +486,38 @@ class SpanQATask(Task):
                 for k in keys}} for i in range(n)]
 
   @classmethod
+  def ids_decoder(cls, record, run, tokenizer, max_seq_length):
+    """SQuAD v1 heads: `squad.make_windows`, the model's start/end logits,
+    `span_decode.decode_v1`'s best span (None for a v2 head)."""
+    own = record.task_config
+    if own.get("version_2_with_negative"):
+      return None
+
+    def predict(inputs):
+      examples, windows = _windows(record, tokenizer, max_seq_length, inputs)
+      out = {k: [] for k in ("start_logits", "end_logits")}
+      for start in range(0, len(windows.example_index), 64):
+        got = run(**{k: windows.features[k][start:start + 64]
+                     for k in F.ENCODER_INPUTS})
+        for k in out:
+          out[k].append(got[k])
+      _, nbest = span_decode.decode_v1(
+          np.concatenate(out["start_logits"]),
+          np.concatenate(out["end_logits"]), windows.example_index,
+          windows.piece_spans, windows.is_max_context,
+          list(inputs["context"]), [e.qas_id for e in examples],
+          own.get("n_best_size", 20), own.get("max_answer_length", 30))
+      return [{"answer": best["text"], "start": best["start"],
+               "end": best["end"],
+               "score": best["start_logit"] + best["end_logit"]}
+              for best in (nbest[e.qas_id][0] for e in examples)]
+    return predict
+
+  @classmethod
+  def scorer(cls, record):
+    return SpanScorer(record)
+
+  @classmethod
   def calibration_inputs(cls, record, fields, text_column, text_b_column):
     """The context from text_column (default: the last), the question from
     text_b_column (default: the column before the context)."""
@@ -500,3 +527,53 @@ class SpanQATask(Task):
       raise IndexError(question)
     return {"question": fields[question], "context": fields[context]}
 
+
+
+def _windows(record, tokenizer, max_seq_length, inputs):
+  """(examples, `squad.make_windows`) of serve_text's inputs (question,
+  context) as the record's training cut them."""
+  own = record.task_config
+  examples = [squad.Example(qas_id=str(i), question=q, context=c,
+                            answers=[], is_impossible=False, title="")
+              for i, (q, c) in enumerate(zip(inputs["question"],
+                                             inputs["context"]))]
+  return examples, squad.make_windows(
+      examples, tokenizer, max_seq_length, own.get("doc_stride", 128),
+      own.get("max_query_length", 64))
+
+
+class SpanScorer(scoring.Scorer):
+  """albert-predict's exact match / F1: gold answers (one, or a JSON list;
+  "" = no answer) scored by CMRC 2018's rules for cmrc2018/drcd models,
+  SQuAD v2.0's for v2 models, else SQuAD v1.1's."""
+  gold_columns = ("answers", "answer", "label")
+
+  def read_gold(self, value, values, where):
+    return [a for a in scoring.gold_list(value, where) if a]
+
+  def read_prediction(self, prediction, values, where):
+    return prediction["answer"]
+
+  def metrics(self):
+    if not self.gold:
+      return {}
+    gold = {str(i): a for i, a in enumerate(self.gold)}
+    predictions = {str(i): p for i, p in enumerate(self.predicted)}
+    if self.record.task_name in ("cmrc2018", "drcd"):
+      scores = squad_metrics.cmrc2018(gold, predictions)
+    elif self.record.task_config.get("version_2_with_negative"):
+      scores = squad_metrics.squad_v2(gold, predictions)
+      scores["exact_match"] = scores["exact"]
+    else:
+      if not all(self.gold):
+        raise scoring.PredictError(
+            "span QA: a gold answer is empty (only a SQuAD 2.0 model scores "
+            "'no answer')")
+      scores = squad_metrics.squad_v1(gold, predictions)
+    return {"exact_match": scores["exact_match"], "f1": scores["f1"],
+            "total": scores["total"]}
+
+  def lines(self, scores):
+    return ([f"exact_match={scores['exact_match']:.2f} "
+             f"f1={scores['f1']:.2f} on {scores['total']} questions"]
+            if scores else [])

@@ -39,6 +39,7 @@ from albert_tf.data.conll import TASK_NAMES
 from albert_tf import record as record_lib
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
 from albert_tf.tasks.base import first_given
+from albert_tf.tasks import scoring
 
 keras = lazy.module("keras")
 tf = lazy.module("tensorflow")
@@ -504,3 +505,81 @@ class TaggingTask(Task):
   def calibration_inputs(cls, record, fields, text_column, text_b_column):
     """One text per line (text_column); a tagger takes no text_b."""
     return {"text": fields[text_column]}
+
+  @classmethod
+  def ids_decoder(cls, record, run, tokenizer, max_seq_length):
+    """`ner_data.encode_text`, the model's tag_ids, `ner_data.tag_text`
+    (serve_text's reading, one window per text)."""
+    level = record.task_config.get("token_level")
+
+    def predict(inputs):
+      results = []
+      for text in inputs["text"]:
+        tokens, features, positions = ner_data.encode_text(
+            text, tokenizer, level, max_seq_length)
+        tag_ids = run(**features)[F.TAG_IDS][0]
+        entities = ner_data.tag_text(text, tokens, [
+            record.label_list[tag_ids[p]] for p in positions])["entities"]
+        results.append([{"type": t, "text": x, "start": s, "end": e}
+                        for t, s, e, x in entities])
+      return results
+    return predict
+
+  @classmethod
+  def scorer(cls, record):
+    return TagScorer(record)
+
+
+class TagScorer(scoring.Scorer):
+  """albert-predict's entity precision/recall/F1 (seqeval): gold tags one
+  per token of the text (`ner_data.split_text` at the model's token level;
+  space-separated or a JSON list) against the predicted entities' BIO
+  tags."""
+  gold_columns = ("tags", "label")
+  verify_metric = "entity F1"
+
+  def __init__(self, record):
+    super().__init__(record)
+    self.token_level = record.task_config.get("token_level") or "char"
+
+  def read_gold(self, value, values, where):
+    tags = (scoring.gold_list(value, where) if isinstance(value, list) or
+            str(value).startswith("[") else str(value).split())
+    tokens = len(ner_data.split_text(values["text"], self.token_level))
+    if len(tags) != tokens:
+      raise scoring.PredictError(
+          f"{where}: {len(tags)} gold tags, the text has {tokens} tokens "
+          f"(one tag per {'character' if self.token_level == 'char' else 'token'}"
+          ", whitespace skipped)")
+    return tags
+
+  def read_prediction(self, prediction, values, where):
+    """BIO tags per token of the text of the predicted entities (code-point
+    offsets)."""
+    tokens = ner_data.split_text(values["text"], self.token_level)
+    tags = ["O"] * len(tokens)
+    for entity in prediction:
+      inside = [i for i, (_, s, e) in enumerate(tokens)
+                if s >= entity["start"] and e <= entity["end"]]
+      for n, i in enumerate(inside):
+        tags[i] = ("B-" if n == 0 else "I-") + entity["type"]
+    return tags
+
+  def metrics(self):
+    if not self.gold:
+      return {}
+    scores = ner_data.entity_metrics(self.gold, self.predicted)
+    return {k: scores[k] for k in (
+        "entity_precision", "entity_recall", "entity_f1", "token_accuracy",
+        "num_sentences", "num_gold_entities", "num_predicted_entities")}
+
+  def lines(self, scores):
+    if not scores:
+      return []
+    return [f"entity_precision={scores['entity_precision']:.4f} "
+            f"entity_recall={scores['entity_recall']:.4f} "
+            f"entity_f1={scores['entity_f1']:.4f} on "
+            f"{scores['num_sentences']} texts"]
+
+  def fields(self, prediction):
+    return {"entities": prediction}
