@@ -64,9 +64,9 @@ from albert_tf.converters import SOURCES
 _MOVED = {
     "BRIGHTMART_RELEASES": "albert_tf.converters.brightmart",
     "brightmart_to_original": "albert_tf.converters.brightmart",
-    "is_brightmart_layout": "albert_tf.converters.brightmart",
+    "is_brightmart_layout": "albert_tf.converters.shared",
     "ConversionError": "albert_tf.converters.errors",
-    "huggingface_config": "albert_tf.converters.huggingface",
+    "huggingface_config": "albert_tf.converters.shared",
     "huggingface_to_original": "albert_tf.converters.huggingface",
     "read_huggingface": "albert_tf.converters.huggingface",
     "read_pytorch_bin": "albert_tf.converters.huggingface",

@@ -16,39 +16,21 @@ BERT's next-sentence head (cls/seq_relationship) has the shape of ALBERT's
 sentence-order head and is kept as sentence_order_head.
 """
 
-import json
 import os
 import re
 
 import numpy as np
 
 from albert_tf.config import AlbertConfig
+from albert_tf.converters import shared
 from albert_tf.converters.errors import ConversionError
 
-# Modules of one BERT layer (Google's names) -> the original ALBERT block's.
-# brightmart's layer_shared releases use these BERT names too.
-BERT_LAYER_MODULES = {
-    "attention/self/query": "attention_1/self/query",
-    "attention/self/key": "attention_1/self/key",
-    "attention/self/value": "attention_1/self/value",
-    "attention/output/dense": "attention_1/output/dense",
-    "attention/output/LayerNorm": "LayerNorm",
-    "intermediate/dense": "ffn_1/intermediate/dense",
-    "output/dense": "ffn_1/intermediate/output/dense",
-    "output/LayerNorm": "LayerNorm_1",
-}
-_TO_BERT_MODULE = {v: k for k, v in BERT_LAYER_MODULES.items()}
-_BERT_LAYER = re.compile(r"^bert/encoder/layer_(\d+)/(.+)/([^/]+)$")
+_TO_BERT_MODULE = {v: k for k, v in shared.BERT_LAYER_MODULES.items()}
 _ALBERT_BLOCK = re.compile(
     r"^bert/encoder/transformer/group_(\d+)/inner_group_0/(.+)/([^/]+)$")
 _HF_LAYER = re.compile(r"^encoder\.layer\.(\d+)\.(.+)$")
 _HF_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 _HF_TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
-
-
-def is_bert_layout(names):
-  """True when the names hold Google's BERT layers (bert/encoder/layer_N/)."""
-  return any(_BERT_LAYER.match(n) for n in names)
 
 
 def bert_to_original(tensors):
@@ -59,16 +41,16 @@ def bert_to_original(tensors):
   """
   out, unconsumed = {}, []
   for name, value in tensors.items():
-    match = _BERT_LAYER.match(name)
+    match = shared.BERT_LAYER.match(name)
     if match is None:
       out[name] = value
       continue
     layer, module, leaf = match.groups()
-    if module not in BERT_LAYER_MODULES:
+    if module not in shared.BERT_LAYER_MODULES:
       unconsumed.append(name)
       continue
     out[f"bert/encoder/transformer/group_{layer}/inner_group_0/"
-        f"{BERT_LAYER_MODULES[module]}/{leaf}"] = value
+        f"{shared.BERT_LAYER_MODULES[module]}/{leaf}"] = value
   return out, sorted(unconsumed)
 
 
@@ -199,18 +181,6 @@ def huggingface_layout(state, where, model_type=None, config_path=None):
 
 
 # --------------------------------------------------------------------- config
-def read_json(path):
-  """The JSON object in `path` (a config file); a ValueError naming it."""
-  try:
-    with open(path, encoding="utf-8") as f:
-      values = json.load(f)
-  except (OSError, ValueError) as e:
-    raise ValueError(f"{path}: cannot read it as JSON ({e})") from None
-  if not isinstance(values, dict):
-    raise ValueError(f"{path}: expected a JSON object")
-  return values
-
-
 def bert_config(values, source):
   """AlbertConfig of a bert_config.json / HF BERT config.json dict.
 
@@ -219,9 +189,6 @@ def bert_config(values, source):
   layer_norm_eps is Google's 1e-12. An albert_config.json written by this
   project (it has `share`) is taken as it is, if BERT-shaped.
   """
-  # pylint: disable=g-import-not-at-top
-  # (huggingface.py imports this module when it meets BERT weights.)
-  from albert_tf.converters.huggingface import huggingface_config
   if "share" in values:
     config = AlbertConfig.from_dict(values, source=source)
   else:
@@ -230,7 +197,8 @@ def bert_config(values, source):
       raise ConversionError(
           f"{source}: embedding_size={values['embedding_size']} differs from "
           f"hidden_size={values['hidden_size']}: not a BERT config")
-    config = huggingface_config(dict(values, share="none"), source=source)
+    config = shared.huggingface_config(dict(values, share="none"),
+                                       source=source)
   if config.share != "none" or config.embedding_size != config.hidden_size:
     raise ConversionError(
         f"{source}: share={config.share!r}, embedding_size="
@@ -257,7 +225,7 @@ def vocab_beside(directory, notes):
   notes.append(f"vocab.txt ({size} tokens) copied from {path}")
   tokenizer_config = os.path.join(directory or ".", "tokenizer_config.json")
   if os.path.isfile(tokenizer_config):
-    lower = read_json(tokenizer_config).get("do_lower_case")
+    lower = shared.read_json(tokenizer_config).get("do_lower_case")
     if lower is not None:
       notes.append(f"{tokenizer_config}: do_lower_case={lower} (pass "
                    f"--{'' if lower else 'no'}do_lower_case when fine-tuning)")
@@ -280,8 +248,7 @@ def read_tf1_bert(checkpoint, albert_config_file):
   as original.load_original_names takes them (source_name, vocab_file).
   """
   # pylint: disable=g-import-not-at-top
-  from albert_tf.converters import brightmart
-  from albert_tf.converters import tf1
+  from albert_tf.converters import tf1  # TensorFlow loads with it
   directory = (checkpoint if os.path.isdir(checkpoint)
                else os.path.dirname(checkpoint))
   notes = []
@@ -291,12 +258,12 @@ def read_tf1_bert(checkpoint, albert_config_file):
       raise ValueError(f"--source=bert: no bert_config.json beside "
                        f"{checkpoint}; pass --albert_config_file")
     notes.append(f"config from {albert_config_file}")
-  config = bert_config(read_json(albert_config_file),
+  config = bert_config(shared.read_json(albert_config_file),
                        source=albert_config_file)
   tensors, skipped = tf1.read_tf1_checkpoint(checkpoint)
   notes.append(f"skipped {len(skipped)} optimizer slot / bookkeeping "
                f"variable(s) (adam_m, adam_v, global_step, ...)")
-  if brightmart.is_brightmart_layout(tensors):
+  if shared.is_brightmart_layout(tensors):
     raise ConversionError(f"{checkpoint} is a brightmart albert_zh checkpoint "
                           "(bert/encoder/layer_shared): use "
                           "--source=brightmart")
@@ -304,7 +271,7 @@ def read_tf1_bert(checkpoint, albert_config_file):
     raise ConversionError(f"{checkpoint} is an ALBERT checkpoint (bert/"
                           "encoder/transformer/group_G/...): use "
                           "--source=original")
-  if not is_bert_layout(tensors):
+  if not shared.is_bert_layout(tensors):
     raise ConversionError(
         f"{checkpoint}: neither ALBERT nor BERT variables (no bert/encoder/"
         f"layer_N/ or bert/encoder/transformer/; first names: "
@@ -328,7 +295,7 @@ def read_huggingface_bert(checkpoint, state, config_json, albert_config_file):
   if path is None:
     raise ValueError(f"{checkpoint}: no config.json beside it; pass "
                      "--albert_config_file")
-  config = bert_config(read_json(path), source=path)
+  config = bert_config(shared.read_json(path), source=path)
   notes.append(f"config from {path}")
   tensors, unconsumed, hf_notes, hf_name_of = huggingface_bert_to_bert_names(
       state)

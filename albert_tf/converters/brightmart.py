@@ -9,8 +9,8 @@ bert/encoder/layer_shared and the embedding projection as word_embeddings_2;
 
 import re
 
-from albert_tf.converters.bert import BERT_LAYER_MODULES
 from albert_tf.converters.errors import ConversionError
+from albert_tf.converters.shared import BERT_LAYER_MODULES
 
 BRIGHTMART_RELEASES = (
     "brightmart albert_zh *_google releases (albert_tiny_zh_google, "
@@ -18,11 +18,6 @@ BRIGHTMART_RELEASES = (
     "and the own-layout releases with bert/encoder/layer_shared "
     "(albert_tiny_zh, albert_small_zh, albert_base_zh, albert_large_zh, "
     "albert_xlarge_zh; not the preln xxlarge)")
-
-
-def is_brightmart_layout(tensors):
-  return any(n.startswith("bert/encoder/layer_shared/") or
-             n == "bert/embeddings/word_embeddings_2" for n in tensors)
 
 
 def brightmart_to_original(tensors):

@@ -5,8 +5,8 @@ pytorch_model.bin (also sharded, via the *.index.json). The .bin reader is
 kept because checkpoints saved before transformers wrote safetensors by
 default ship only a .bin, and converting one needs torch; its unpickler
 resolves just the classes a plain state dict needs and refuses anything
-else, so loading a file cannot run code. `huggingface_config` maps an HF
-config.json to AlbertConfig and `huggingface_to_original` renames (and
+else, so loading a file cannot run code. `shared.huggingface_config` maps
+an HF config.json to AlbertConfig and `huggingface_to_original` renames (and
 transposes) the state dict to the original google-research names.
 `read_source` is the dispatch-table reader for --source=huggingface:
 (config, tensors in original names, notes, unconsumed).
@@ -25,6 +25,7 @@ import safetensors
 import safetensors.numpy
 
 from albert_tf.config import AlbertConfig
+from albert_tf.converters import shared
 from albert_tf.converters.errors import ConversionError
 
 
@@ -183,25 +184,6 @@ def _read_hf_file(path):
   return read_pytorch_bin(path)
 
 
-def huggingface_config(values, source="config.json"):
-  """Maps an HF AlbertConfig dict to AlbertConfig.
-
-  HF's "gelu" is the exact erf GELU and "gelu_new" the tanh approximation
-  that the original code calls "gelu"; the names are translated.
-  """
-  fields = {f for f in AlbertConfig.__dataclass_fields__}
-  kept = {k: v for k, v in values.items() if k in fields}
-  act = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_fast": "gelu",
-         "gelu_pytorch_tanh": "gelu"}
-  if "hidden_act" in kept:
-    kept["hidden_act"] = act.get(kept["hidden_act"], kept["hidden_act"])
-  if values.get("position_embedding_type", "absolute") != "absolute":
-    raise ConversionError(
-        f"{source}: position_embedding_type="
-        f"{values['position_embedding_type']!r} is not supported (absolute only)")
-  return AlbertConfig.from_dict(kept, source=source)
-
-
 _HF_LAYER_MODULES = {
     "attention.query": "attention_1/self/query",
     "attention.key": "attention_1/self/key",
@@ -299,13 +281,12 @@ def read_source(checkpoint, albert_config_file):
   by bert.py, which adds `extras` (see original.load_original_names);
   weights that are neither ALBERT nor BERT are a ConversionError.
   """
-  # pylint: disable=g-import-not-at-top
-  from albert_tf.converters import bert  # bert.py builds on this module
+  from albert_tf.converters import bert  # pylint: disable=g-import-not-at-top
   notes = []
   state, config_json = read_huggingface(checkpoint)
   model_type = None
   if config_json is not None:
-    model_type = bert.read_json(config_json).get("model_type")
+    model_type = shared.read_json(config_json).get("model_type")
   if bert.huggingface_layout(state, checkpoint, model_type,
                              config_json) == "bert":
     return bert.read_huggingface_bert(checkpoint, state, config_json,
@@ -317,7 +298,7 @@ def read_source(checkpoint, albert_config_file):
       raise ValueError(f"{checkpoint}: no config.json beside it; pass "
                        "--albert_config_file")
     with open(config_json, encoding="utf-8") as f:
-      config = huggingface_config(json.load(f), source=config_json)
+      config = shared.huggingface_config(json.load(f), source=config_json)
     notes.append(f"config from {config_json}")
   tensors, unconsumed, hf_notes = huggingface_to_original(state)
   notes.extend(hf_notes)

@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.converters import bert
 from albert_tf.converters import brightmart
+from albert_tf.converters import shared
 from albert_tf.converters.errors import ConversionError
 
 _OPTIMIZER_SLOT = re.compile(r"(/adam_[mv]|/lamb_[mv]|/Momentum|/Adam(_1)?)$")
@@ -59,7 +59,7 @@ def _read_tf1_source(source, checkpoint, albert_config_file):
                f"variable(s) (adam_m, adam_v, global_step, ...)")
   if config is None:
     raise ValueError(f"--source={source} needs --albert_config_file")
-  if bert.is_bert_layout(tensors):
+  if shared.is_bert_layout(tensors):
     raise ConversionError(f"{checkpoint} is a BERT checkpoint (bert/encoder/"
                           "layer_N/...): use --source=bert")
   if not any(n.startswith(("bert/encoder/transformer/",
@@ -68,7 +68,7 @@ def _read_tf1_source(source, checkpoint, albert_config_file):
         f"{checkpoint}: neither ALBERT nor BERT variables (no bert/encoder/"
         f"transformer/ or bert/encoder/layer_N/; first names: "
         f"{sorted(tensors)[:3]})")
-  if brightmart.is_brightmart_layout(tensors):
+  if shared.is_brightmart_layout(tensors):
     if source != "brightmart":
       raise ConversionError(
           f"{checkpoint} uses brightmart's own layout (bert/encoder/"
