@@ -1,19 +1,13 @@
 """CLUE 1.1's choice tasks, C3 and CHID, for the multiple_choice family.
 
-C3 (multiple-choice reading; CLUE's c3_public.zip): d-train.json and
-m-train.json (dialogues, mixed texts), d-dev.json and m-dev.json, and
-test1.1.json (else test.json; the original C3 repository's
-c3-{d,m}-{split}.json are read too). Each file is one JSON array of
-documents [[sentences], [{"question", "choice" (2-4), "answer"}], id]; the
-answer is the text of one choice. A question is one example; its document
-is the sentences joined by newlines and it is encoded as RACE is
-(`race.encode_race`: [CLS] document [SEP] question option [SEP] per
-choice, the document cut from its end), with 4 choices: a question with 2
-or 3 has its missing choices padded and masked out of the softmax. Its
-submission id is the question's "id" where the file has one, else its
-0-based place among the split's questions (as CLUE's baseline numbers
-them). Submission: c311_predict.json, one line {"id": ..., "label":
-index of the predicted choice} per test question.
+C3 (CLUE's c3_public.zip): {d,m}-{train,dev}.json and test1.1.json (else
+test.json; the C3 repository's c3-{d,m}-{split}.json too), each one JSON
+array of documents [[sentences], [{"question", "choice" (2-4), "answer"}],
+id], the answer the text of one choice. A question is one example, encoded
+as RACE's (`race.encode_race`) with its document's sentences joined by
+newlines and 4 choices, missing ones padded and masked. Its id is its "id",
+else its 0-based place among the split's questions (as CLUE's baseline).
+Submission: c311_predict.json, one line {"id", "label": choice index} each.
 
 CHID (idiom cloze; CLUE's chid_public.zip): train.json with
 train_answer.json, dev.json with dev_answer.json, test1.1.json (else
@@ -30,11 +24,9 @@ runs); the marker is "[unused1]" where the vocabulary has it (CLUE's
 baseline), else [MASK]. Submission: chid11_predict.json, one JSON object
 {blank: index of the predicted idiom}.
 
-Errors name file:line (C3: the line where the document starts) and what
-was expected; a CHID passage without a blank is skipped, counted and named
-in one warning, and answers the file gives for no blank are counted.
-
-Plain Python and numpy (no TensorFlow), like the other readers here.
+Errors name file:line (C3: where the document starts) and what was
+expected; a CHID passage without a blank is skipped, counted and named in
+one warning; answers for no blank are counted.
 """
 
 import collections
@@ -48,7 +40,7 @@ import numpy as np
 
 from albert_tf import features as F
 from albert_tf.data import race
-from albert_tf.data.classifier_data import DataError
+from albert_tf.data.classifier_data import DataError, write_submission
 from albert_tf.data.clue import json_lines
 from albert_tf.file_io import atomic_writer
 
@@ -170,11 +162,8 @@ def _c3_questions(where: str, doc, split: str, first_index: int,
 
 
 def read_c3(data_dir: str, split: str) -> race.RaceData:
-  """C3's questions of a split (`C3_FILES`), in file order (d before m).
-
-  A question's level is "d" or "m" from its file's name ("" for the test
-  file). Raises DataError naming file:line and FileNotFoundError naming
-  the files looked for."""
+  """C3's questions of a split (`C3_FILES`), in file order (d before m),
+  each of level "d" or "m" by its file's name ("" for the test file)."""
   paths = _find(data_dir, C3_FILES, "c3", split)
   examples: List[race.Question] = []
   documents = 0
@@ -209,11 +198,8 @@ def encode_c3(examples: Sequence[race.Question], tokenizer,
 
 def write_c3_submission(path: str, examples: Sequence[race.Question],
                         predicted: Sequence[int]) -> None:
-  """c311_predict.json: one line {"id": ..., "label": choice index} per
-  question."""
-  with atomic_writer(path) as f:
-    for question, choice in zip(examples, predicted):
-      f.write(json.dumps({"id": question.id, "label": int(choice)}) + "\n")
+  """c311_predict.json: one line {"id": ..., "label": choice index} each."""
+  write_submission(path, examples, [int(choice) for choice in predicted])
 
 
 C3 = race.ChoiceSpec("c3", read_c3, encode_c3, num_choices=C3_CHOICES,
@@ -303,10 +289,8 @@ def read_chid(data_dir: str, split: str) -> race.RaceData:
         examples.append(race.Question(tag, "", passage, tag,
                                       list(candidates), label))
   if no_blank:
-    logging.warning("%d CHID passage(s) without a #idiom...# blank skipped "
-                    "(%s%s)", len(no_blank), ", ".join(no_blank[:3]),
-                    f", and {len(no_blank) - 3} more" if len(no_blank) > 3
-                    else "")
+    race.warn_places("CHID passage(s) without a #idiom...# blank skipped",
+                     no_blank)
   unused = len(set(answers or ()) - set(seen))
   counts = {"lines": lines, "passages": passages, "blanks": len(examples),
             "passages_without_blank": len(no_blank),
@@ -326,17 +310,12 @@ def _window(n_left: int, n_right: int, room: int) -> Tuple[int, int]:
 def encode_chid(examples: Sequence[race.Question], tokenizer,
                 max_seq_length: int = 64, max_qa_length: int = 16,
                 num_choices: int = CHID_CHOICES):
-  """Model inputs of CHID blanks: per candidate idiom `[CLS] idiom [SEP]
-  left <marker> right [SEP]` (segment 1 after the first [SEP]), the
-  passage's other blanks four [MASK]s each, the context the window around
-  the blank that fits; missing candidates are all-zero rows.
-
-  Returns (features, counts) as race.encode_race: features [n, num_choices,
-  max_seq_length]; counts: questions, contexts_truncated (blanks whose
-  passage did not fit whole), idioms_truncated (an idiom cut to
-  max_qa_length pieces), choices_padded. Raises ValueError when
-  max_qa_length leaves no room, DataError for more candidates than
-  num_choices.
+  """Model inputs of CHID blanks (see the module doc); missing candidates
+  are all-zero rows. Returns (features, counts) as race.encode_race;
+  counts: questions, contexts_truncated (passage not whole),
+  idioms_truncated (cut to max_qa_length), choices_padded. Raises
+  ValueError when max_qa_length leaves no room, DataError for more
+  candidates than num_choices.
   """
   if not 1 <= max_qa_length <= max_seq_length - 4:
     raise ValueError(f"max_qa_length (the idiom's pieces) must be between 1 "

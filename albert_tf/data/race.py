@@ -4,29 +4,18 @@
     features, counts = encode_race(data.examples, tokenizer)
     scores = accuracy_by_level(data.examples, predicted)  # predicted: [n]
 
-Layouts `read_race` accepts (`LAYOUTS`):
-  * RACE's own tree, `RACE/{train,dev,test}/{middle,high}/*.txt`, each file
-    one JSON article {"article", "questions", "options", "answers", "id"}:
-    the RACE root (`split` picks train/dev/test), the directory that holds
-    RACE/, a split directory (middle/ and high/ in it) or a level directory.
-  * The merged `all.txt` of the original run_race (one JSON article per
-    line, as `cat *.txt > all.txt` leaves it), given as a file or found in a
-    level directory in place of the article files. A level directory with
-    both reads the article files and warns that all.txt was skipped: the
-    same articles would be read twice.
-Files are read in sorted order, middle before high (as the original), so the
-order of questions is deterministic. An article without "answers" is
-unlabelled (label None); one without "id" is named after its file (and line,
-in all.txt). The level comes from the level directory, else from the id or
-the file name ("high123.txt" is high), else it is "".
+`read_race` reads RACE's tree (`RACE/{train,dev,test}/{middle,high}/*.txt`,
+one JSON article {"article", "questions", "options", "answers", "id"} per
+file) from any of its levels, or the original run_race's merged `all.txt`
+(one article per line; beside article files it is skipped with a warning).
+Files are read sorted, middle before high, as the original. An article
+without "answers" is unlabelled; one without "id" is named after its file
+(and line). The level is the level directory's, else the id's or the file
+name's prefix ("high123.txt"), else "".
 
-Each question becomes four sequences `[CLS] article [SEP] qa [SEP]` (segment
-0 up to the first [SEP], 1 after it), qa being `qa_text(question, option)`.
-As in the original race_utils, qa keeps its last `max_qa_length` pieces and
-the article is cut from its end to make room; the model scores each
-sequence and a softmax over the four picks the answer.
-
-Plain Python and numpy (no TensorFlow), like the other readers here.
+Each question becomes four sequences `[CLS] article [SEP] qa [SEP]`, qa
+being `qa_text(question, option)`; as the original race_utils, qa keeps its
+last `max_qa_length` pieces and the article is cut from its end.
 """
 
 import collections
@@ -92,10 +81,7 @@ def qa_text(question: str, option: str) -> str:
 
 # ------------------------------------------------------------------ reading
 def _level_of(name: str) -> str:
-  for level in LEVELS:
-    if name.startswith(level):
-      return level
-  return ""
+  return next((level for level in LEVELS if name.startswith(level)), "")
 
 
 def _resolve(path: str, split: Optional[str]) -> Tuple[str, List[Tuple]]:
@@ -237,25 +223,18 @@ def _questions(where: str, data, default_id: str, levels: Sequence[str]
   return out
 
 
-def _warn_places(what: str, places: List[str]) -> None:
+def warn_places(what: str, places: Sequence[str]) -> None:
+  """One warning: the count, what they are, the first three places."""
   more = f", and {len(places) - 3} more" if len(places) > 3 else ""
   logging.warning("%d %s (%s%s)", len(places), what, ", ".join(places[:3]),
                   more)
 
 
 def read_race(path: str, split: Optional[str] = None) -> RaceData:
-  """Reads RACE questions from any of the layouts in `LAYOUTS`.
-
-  Args:
-    path: RACE root, its parent, a split or level directory, or a file
-      (one article, or one article per line as all.txt).
-    split: "train", "dev" or "test"; needed when `path` is the RACE root.
-  Returns:
-    RaceData. Articles without questions and repeated question ids are kept
-    as they are and named in one warning each.
-  Raises:
-    RaceError: one line naming the file (and line of all.txt, and question
-      index) and what was expected.
+  """RACE questions from any of the layouts in `LAYOUTS`; `split` (train,
+  dev, test) is needed when `path` is the RACE root. Articles without
+  questions and repeated question ids are kept, named in one warning each.
+  Raises RaceError naming the file (line, question) and what was expected.
   """
   source, files = _resolve(path, split)
   examples, empty = [], []
@@ -272,11 +251,11 @@ def read_race(path: str, split: Optional[str] = None) -> RaceData:
         empty.append(where)
       examples.extend(questions)
   if empty:
-    _warn_places("articles have no questions", empty)
+    warn_places("articles have no questions", empty)
   seen = collections.Counter(q.id for q in examples)
   repeated = [i for i, c in seen.items() if c > 1]
   if repeated:
-    _warn_places("question ids occur more than once (the same article read "
+    warn_places("question ids occur more than once (the same article read "
                  "twice?)", repeated)
   counts = {"files": len(files), "articles": articles,
             "questions": len(examples)}
@@ -293,34 +272,17 @@ def encode_race(examples: Sequence[Question], tokenizer,
                 max_seq_length: int = 512, max_qa_length: int = 128,
                 num_choices: int = NUM_CHOICES, pad_choices: bool = False
                 ) -> Tuple[Dict[str, np.ndarray], Dict[str, int]]:
-  """Model inputs for RACE questions, four sequences per question.
+  """Model inputs for questions: num_choices sequences per question.
 
-  Each article is tokenised once (cached by its text). The arrays take
-  3 x 4 x max_seq_length x 4 bytes per question (24 KiB at 512): encode
-  the 88k training questions of RACE in slices.
-
-  Args:
-    examples: Questions (from `read_race`).
-    tokenizer: an `albert_tf.data.tokenization.AlbertTokenizer` (uses
-      `encode`, `cls_id`, `sep_id`, `pad_id`).
-    max_seq_length: length of each sequence, special tokens included.
-    max_qa_length: qa keeps its last this many pieces (the original's rule).
-    num_choices: sequences per question (the choice axis).
-    pad_choices: a question may have fewer options (C3: 2-4); its missing
-      choices are all-zero rows (input_mask 0), which the model scores out
-      of the softmax (`modeling.multiple_choice`). False: exactly
-      num_choices options, as RACE has.
-  Returns:
-    (features, counts). features: F.INPUT_IDS, F.INPUT_MASK, F.SEGMENT_IDS
-    int32 [n, num_choices, max_seq_length] and F.LABEL_IDS int32 [n] (-1
-    when unlabelled). counts: questions, articles_truncated and
-    qa_truncated (questions with that part cut in at least one choice);
-    with pad_choices also choices_padded (questions with fewer options).
-  Raises:
-    ValueError: max_qa_length not in [1, max_seq_length - 3], which would
-      leave qa no room or [CLS] article [SEP] qa [SEP] too long.
-    RaceError: a question without num_choices options (more, or none,
-      with pad_choices).
+  Returns (features, counts). features: F.INPUT_IDS, F.INPUT_MASK,
+  F.SEGMENT_IDS int32 [n, num_choices, max_seq_length] (24 KiB a question
+  at 512: encode RACE's 88k in slices) and F.LABEL_IDS int32 [n] (-1:
+  unlabelled). counts: questions, articles_truncated, qa_truncated
+  (questions with that part cut in a choice), and with pad_choices
+  choices_padded: a question with fewer options (C3: 2-4) has all-zero
+  rows, which the model masks out of the softmax. Raises ValueError for
+  max_qa_length outside [1, max_seq_length - 3], RaceError for a question
+  without num_choices options (more, or none, with pad_choices).
   """
   if not 1 <= max_qa_length <= max_seq_length - 3:
     raise ValueError(f"max_qa_length must be between 1 and max_seq_length - 3 "
@@ -381,16 +343,11 @@ def encode_race(examples: Sequence[Question], tokenizer,
 # ------------------------------------------------------------------ scoring
 def accuracy_by_level(examples: Sequence[Question],
                       predicted: Sequence[int]) -> Dict[str, float]:
-  """Accuracy over all questions and per level, as RACE results are given.
-
-  Returns:
-    {"accuracy", "accuracy_middle", "accuracy_high", "num_middle",
-    "num_high"}: fractions in [0, 1] and question counts; a level without
-    questions has neither key. Questions of no level count only in
-    "accuracy".
-  Raises:
-    ValueError: `predicted` is not one answer per question, or no questions.
-    RaceError: a question has no label.
+  """{"accuracy", "accuracy_middle", "accuracy_high", "num_middle",
+  "num_high"}: fractions in [0, 1] and counts, as RACE results are given; a
+  level without questions has neither key, questions of no level count only
+  in "accuracy". Raises ValueError unless one answer per question (and
+  some), RaceError for an unlabelled question.
   """
   if len(predicted) != len(examples):
     raise ValueError(f"{len(predicted)} predictions for {len(examples)} "
