@@ -6,45 +6,23 @@
                            file=data.file)
     windows.features["input_ids"]        # [n, max_seq_length] int32
 
-`read_squad` reads the official SQuAD JSON layout, which CMRC 2018 and DRCD
-share (question ids are read as str). Bad input is one SquadError line
-naming the file and the question or paragraph. An answer whose text is not
-at its answer_start is kept: moved to the nearest occurrence of its text,
-or, when the text is nowhere in the context, left as it is (no training
-label); both are counted and named in one warning per file. An empty or
-whitespace-only question is counted and named in one warning per file too:
-skipped in a training file (no question to learn from), and answered ""
-in a predict file (it keeps its entry in predictions.json; `make_windows`
-marks none of its pieces as an answer start).
+`read_squad` reads the SQuAD JSON layout, which CMRC 2018 and DRCD share
+(ids read as str); bad input is one SquadError naming the file and the
+question or paragraph. An answer not at its answer_start moves to the
+nearest occurrence of its text (if any); an empty question is skipped when
+training, answered "" otherwise; each counted and named in one warning.
 
 `make_windows` builds the original run_squad windows `[CLS] question [SEP]
-context [SEP]`: the question cut to max_query_length pieces, windows that
-start every doc_stride pieces (the step between starts, as the original;
-Hugging Face's `stride` is the overlap instead). Context pieces carry their
-character spans (`char_spans`), so answers become pieces exactly, without
-the original's alignment of detokenised pieces (which skips an example when
-it fails), and predicted pieces become paragraph text via `piece_spans`.
-
-A piece may straddle an answer boundary (a SentencePiece piece "北京" for
-the answer "京", a word WordPiece makes one [UNK]): the label covers the
-whole piece and the text read back is longer than the answer
-(`answer_round_trip`; `round_trip_mismatches` lists such answers). Trimming
-the read-back text to the answer would hide this, and forcing piece
-boundaries at the answer would give ids that inference (answer unknown)
-never sees, so neither is done: at best the answer is the pieces' text.
-WordPiece splits CJK characters and punctuation one by one, so CMRC/DRCD
-answers round-trip except inside a Latin or [UNK] word.
-
-Plain Python and numpy (no TensorFlow), like the other readers here.
-About 440 lines, on purpose: reading, answer location and windows share one
-set of per-question counts and warning places, and the windows' labels are
-the answers' piece spans; split apart, each half would re-derive the other's
-state. Decoding and metrics are their own modules (span_decode,
-squad_metrics).
+context [SEP]`, one every doc_stride pieces (the step, as the original).
+Context pieces carry their character spans (`char_spans`), so answers
+become pieces exactly and predicted pieces paragraph text. A piece that
+straddles an answer boundary ("北京" for the answer "京") is labelled whole:
+the text read back is longer (`round_trip_mismatches`).
 """
 
 import dataclasses
 import json
+import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -80,9 +58,7 @@ class Example:
 class SquadData:
   file: str
   examples: List[Example]
-  counts: Dict[str, int]  # paragraphs, questions, impossible, answers,
-                          # answer_start_fixed, answers_not_found,
-                          # empty_questions (skipped when training)
+  counts: Dict[str, int]  # the keys of read_squad's `counts`
 
 
 def _layout_error(path, got):
@@ -100,11 +76,8 @@ def _locate(context, text, start):
   """(start, how): how is "ok", "fixed" (nearest occurrence) or "missing"."""
   if text and context[start:start + len(text)] == text and start >= 0:
     return start, "ok"
-  found = []
-  at = context.find(text) if text else -1
-  while at >= 0:
-    found.append(at)
-    at = context.find(text, at + 1)
+  found = [m.start() for m in re.finditer(f"(?={re.escape(text)})", context)
+           ] if text else []
   if not found:
     return start, "missing"
   return min(found, key=lambda a: (abs(a - start), a)), "fixed"
@@ -130,11 +103,7 @@ def _read_answers(path, qid, qa, where):
 
 def read_squad(path: str, version_2_with_negative: bool, is_training: bool
                ) -> SquadData:
-  """Reads a SQuAD-layout JSON file (see the module docstring).
-
-  Raises:
-    SquadError: one line naming the file and the question id or paragraph.
-  """
+  """Reads a SQuAD-layout JSON file (see the module docstring)."""
   try:
     with open(path, encoding="utf-8-sig") as f:
       root = json.load(f)
@@ -143,15 +112,13 @@ def read_squad(path: str, version_2_with_negative: bool, is_training: bool
   except OSError as e:
     raise SquadError(f"{path}: cannot read the file ({e.strerror})") from e
   data = _get(root, "data", list, path, "the top level")
-  counts = dict(paragraphs=0, questions=0, impossible=0, answers=0,
-                answer_start_fixed=0, answers_not_found=0, empty_questions=0)
+  counts = dict(paragraphs=0, questions=0, impossible=0, answers=0)
   places = {"answer_start_fixed": [], "answers_not_found": [],
-            "empty_questions": []}
+            "empty_questions": []}  # counted at the end
   examples, seen = [], {}
   for i, article in enumerate(data):
     paragraphs = _get(article, "paragraphs", list, path, f"data[{i}]")
-    title = article.get("title", "")
-    title = title if isinstance(title, str) else str(title)
+    title = str(article.get("title", ""))
     for j, paragraph in enumerate(paragraphs):
       where_p = f"data[{i}].paragraphs[{j}]"
       context = _get(paragraph, "context", str, path, where_p)
@@ -190,7 +157,6 @@ def read_squad(path: str, version_2_with_negative: bool, is_training: bool
                            + (", or is_impossible true)"
                               if version_2_with_negative else ")"))
         if not question.strip():
-          counts["empty_questions"] += 1
           places["empty_questions"].append(qid)
           if is_training:
             continue
@@ -198,16 +164,15 @@ def read_squad(path: str, version_2_with_negative: bool, is_training: bool
         for text, start in answers:
           start, how = _locate(context, text, start)
           if how != "ok":
-            key = ("answer_start_fixed" if how == "fixed"
-                   else "answers_not_found")
-            counts[key] += 1
-            places[key].append(qid)
+            places["answer_start_fixed" if how == "fixed"
+                   else "answers_not_found"].append(qid)
           located.append((text, start))
         counts["questions"] += 1
         counts["impossible"] += impossible
         counts["answers"] += len(answers)
         examples.append(Example(qid, question, context, located, impossible,
                                 title))
+  counts.update({key: len(qids) for key, qids in places.items()})
   if places["answer_start_fixed"] or places["answers_not_found"]:
     logging.warning(
         "%s: %d answers not at their answer_start moved to the nearest "
@@ -217,37 +182,27 @@ def read_squad(path: str, version_2_with_negative: bool, is_training: bool
         ", ".join(places["answer_start_fixed"][:3]) or "-",
         counts["answers_not_found"],
         ", ".join(places["answers_not_found"][:3]) or "-")
-  if places["empty_questions"]:
-    logging.warning(
-        "%s: %d empty or whitespace-only question(s) %s (first: %s)", path,
-        counts["empty_questions"],
-        "skipped: a training question needs its text" if is_training else
-        'answered "": each keeps its entry in predictions.json',
-        ", ".join(places["empty_questions"][:3]))
+  _warn(path, counts, places, "empty_questions", "empty or whitespace-only "
+        "question(s) " + ("skipped: a training question needs its text"
+                          if is_training else 'answered "": each keeps its '
+                          "entry in predictions.json"))
   return SquadData(path, examples, counts)
 
 
 # ------------------------------------------------------------------ windows
 @dataclasses.dataclass
 class Windows:
-  """Windows of a list of examples; n windows of max_seq_length L.
+  """n windows of max_seq_length L.
 
   features: int32 [n, L] `input_ids`, `input_mask`, `segment_ids`, `p_mask`
-    (1 where no answer can be: question, [SEP]s, padding); int32 [n]
-    `start_positions`, `end_positions`, `is_impossible` (labels; zeros when
-    not is_training).
-  example_index: [n] int32, the window's index in `examples`.
-  window_start: [n] int32, the index of the window's first context piece
-    among the context's pieces.
-  piece_spans: [n, L, 2] int32, [start, end) code points in the example's
-    context of the piece at each position; -1 -1 off the context.
-  is_max_context: [n, L] bool, True where this window is the one a context
-    piece is predicted from (most context on its shorter side).
-  trainable: [n] bool, False for the windows of a training question whose
-    answer maps to no piece (labels_missing): training leaves them out, as
-    the original skips such examples, rather than teach "no answer".
-  counts: questions, windows, questions_truncated, answers_unmapped,
-    labels_missing.
+    (1 where no answer can be); int32 [n] `start_positions`,
+    `end_positions`, `is_impossible` (zeros when not is_training).
+  example_index, window_start: [n] int32, its example, its first piece.
+  piece_spans: [n, L, 2] int32 [start, end) code points in the context of
+    the piece at each position; -1 -1 off the context.
+  is_max_context: [n, L] bool, where a context piece is predicted from.
+  trainable: [n] bool, False for a training question whose answer maps to
+    no piece (counts' labels_missing), left out as the original skips it.
   """
   features: Dict[str, np.ndarray]
   example_index: np.ndarray
@@ -264,11 +219,9 @@ class Windows:
 
 def window_spans(num_pieces: int, window_length: int, doc_stride: int
                  ) -> List[Tuple[int, int]]:
-  """(start, length) of the original's windows over num_pieces pieces.
-
-  Windows start every doc_stride pieces (never leaving a gap) until one
-  reaches the end; an empty context still gives one window of length 0.
-  """
+  """(start, length) of the original's windows over num_pieces pieces: one
+  every doc_stride pieces (no gap) until one reaches the end (an empty
+  context has one of length 0)."""
   spans, start = [], 0
   while True:
     length = min(num_pieces - start, window_length)
@@ -280,11 +233,9 @@ def window_spans(num_pieces: int, window_length: int, doc_stride: int
 
 def max_context_owner(spans: Sequence[Tuple[int, int]], num_pieces: int
                       ) -> np.ndarray:
-  """For each piece, the window (index into spans) it is predicted from.
-
-  The original's score: min(left context, right context) + 0.01 × window
-  length; ties go to the earlier window.
-  """
+  """For each piece, the window (index into spans) it is predicted from:
+  the original's best min(left, right context) + 0.01 × window length, ties
+  to the earlier window."""
   owner = np.full(num_pieces, -1, np.int64)
   best = np.full(num_pieces, -np.inf)
   for w, (start, length) in enumerate(spans):
@@ -298,13 +249,9 @@ def max_context_owner(spans: Sequence[Tuple[int, int]], num_pieces: int
 
 def char_span_to_pieces(spans: Sequence[Tuple[int, int]], start: int,
                         end: int) -> Optional[Tuple[int, int]]:
-  """(first, last) piece of the characters [start, end), or None.
-
-  first: the first piece whose span ends after start; last: the last piece
-  whose span starts before end (zero-width pieces do not count). A piece
-  that straddles a boundary is included. None when no piece overlaps
-  (e.g. the span is only whitespace).
-  """
+  """(first, last) of the pieces (not zero-width) that overlap the
+  characters [start, end), straddling ones included; None if none does
+  (e.g. the span is only whitespace)."""
   hits = [i for i, (s, e) in enumerate(spans) if s < e and e > start and
           s < end]
   return (hits[0], hits[-1]) if hits else None
@@ -312,12 +259,9 @@ def char_span_to_pieces(spans: Sequence[Tuple[int, int]], start: int,
 
 def answer_round_trip(tokenizer, context: str, answer_text: str,
                       answer_start: int, spans=None) -> str:
-  """The context characters of the pieces that the answer maps to.
-
-  Equal to answer_text when both answer boundaries are piece boundaries;
-  longer when a piece straddles one; "" when the answer covers no piece.
-  spans: the context's piece spans, if already known.
-  """
+  """The context characters of the pieces the answer maps to: answer_text
+  when its boundaries are piece boundaries, longer when a piece straddles
+  one, "" when it covers none. spans: the context's, if already known."""
   if spans is None:
     _, spans = char_spans.encode_with_offsets(tokenizer, context)
   hit = char_span_to_pieces(spans, answer_start,
@@ -370,17 +314,13 @@ def make_windows(examples: Sequence[Example], tokenizer,
                  file: str = "") -> Windows:
   """Encodes examples into `[CLS] question [SEP] context-window [SEP]`.
 
-  Labels (is_training): the first answer whose text is at its answer_start
-  and covers a piece gives start/end positions; windows without the whole
-  answer and impossible questions get start = end = 0 ([CLS]) and
-  is_impossible 1 (a v1 model ignores is_impossible). Questions without
-  such an answer are counted as labels_missing, warned, and their windows
-  marked not `trainable`. An empty (whitespace-only) question has no piece
-  in is_max_context, so decoding answers it "".
-
-  Raises:
-    ValueError: max_seq_length leaves no room for the context after a
-      question (naming it), or doc_stride < 1.
+  Labels (is_training): the first answer at its answer_start that covers a
+  piece gives start/end positions; windows without the whole answer and
+  impossible questions get start = end = 0 ([CLS]) and is_impossible 1.
+  Questions without such an answer are labels_missing, warned, and their
+  windows not `trainable`. An empty question has no piece in
+  is_max_context, so decoding answers it "". Raises ValueError when
+  max_seq_length leaves a question no context, or doc_stride < 1.
   """
   if doc_stride < 1:
     raise ValueError(f"doc_stride must be at least 1, got {doc_stride}")
@@ -388,14 +328,13 @@ def make_windows(examples: Sequence[Example], tokenizer,
   counts = dict(questions=len(examples), windows=0, questions_truncated=0,
                 answers_unmapped=0, labels_missing=0)
   places = {"answers_unmapped": [], "labels_missing": []}
-  # First the pieces and windows of every question, then the arrays (their
-  # size known: SQuAD's training set is ~130k windows of 384).
+  # The pieces and windows of every question first: then the arrays' size
+  # is known (SQuAD's training set: ~130k windows of 384).
   cache, plans = {}, []
   for ex in examples:
     question = tokenizer.encode(ex.question)
-    if len(question) > max_query_length:
-      question = question[:max_query_length]
-      counts["questions_truncated"] += 1
+    counts["questions_truncated"] += len(question) > max_query_length
+    question = question[:max_query_length]
     if max_seq_length - len(question) - 3 < 1:
       raise ValueError(
           f"{where}: question {ex.qas_id!r} has {len(question)} pieces: "
@@ -407,23 +346,23 @@ def make_windows(examples: Sequence[Example], tokenizer,
                            np.asarray(spans, np.int32).reshape(-1, 2))
     ids, spans = cache[ex.context]
     label = _label(ex, spans.tolist(), places)
-    if is_training and not ex.is_impossible and label is None:
+    missing = is_training and not ex.is_impossible and label is None
+    if missing:
       places["labels_missing"].append(ex.qas_id)
     windows = window_spans(len(ids), max_seq_length - len(question) - 3,
                            doc_stride)
-    plans.append((question, ids, spans, windows, label))
+    plans.append((question, ids, spans, windows, label, missing))
   n, L = sum(len(p[3]) for p in plans), max_seq_length  # pylint: disable=invalid-name
   feats = {name: np.zeros((n, L), np.int32) for name in FEATURES[:4]}
   feats.update({name: np.zeros(n, np.int32) for name in FEATURES[4:]})
   feats[F.INPUT_IDS][:] = tokenizer.pad_id
   feats[P_MASK][:] = 1
-  example_index = np.zeros(n, np.int32)
-  window_start = np.zeros(n, np.int32)
+  example_index, window_start = np.zeros(n, np.int32), np.zeros(n, np.int32)
   piece_spans = np.full((n, L, 2), -1, np.int32)
   is_max_context = np.zeros((n, L), bool)
   trainable = np.ones(n, bool)
   k = 0
-  for e, (question, ids, spans, windows, label) in enumerate(plans):
+  for e, (question, ids, spans, windows, label, missing) in enumerate(plans):
     owner = max_context_owner(windows, len(ids))
     offset = len(question) + 2  # [CLS] question [SEP]
     for w, (start, length) in enumerate(windows):
@@ -445,8 +384,7 @@ def make_windows(examples: Sequence[Example], tokenizer,
         feats[START_POSITIONS][k] = label[0] - start + offset
         feats[END_POSITIONS][k] = label[1] - start + offset
       feats[IS_IMPOSSIBLE][k] = is_training and not feats[START_POSITIONS][k]
-      trainable[k] = not (is_training and label is None and
-                          not examples[e].is_impossible)
+      trainable[k] = not missing
       example_index[k], window_start[k] = e, start
       k += 1
   _warn(where, counts, places, "answers_unmapped",
