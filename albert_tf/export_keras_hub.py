@@ -232,8 +232,9 @@ def export(checkpoint, output_dir, albert_config_file=None,
     # A family says whether it is keras-hub's AlbertTextClassifier, head
     # included (`Task.keras_hub_text_classifier`); else the backbone only.
     family = record.task if record else None
-    whole = bool(record and record.task and registry.family(
-        record.task, record.task_module).task.keras_hub_text_classifier)
+    family_task = registry.family(family, record.task_module).task if (
+        family) else None
+    whole = bool(family_task and family_task.keras_hub_text_classifier)
     if whole:
       from albert_tf.modeling.models import AlbertClassifier  # pylint: disable=g-import-not-at-top
       model = AlbertClassifier(config, record.num_labels)
@@ -274,7 +275,7 @@ def export(checkpoint, output_dir, albert_config_file=None,
     else:
       log(f"Exported {report['prefix']} as a keras-hub AlbertBackbone preset: "
           f"{output_dir}")
-      if family and family != "pretraining":
+      if family_task and not family_task.fills_masks:  # a head dropped
         log(f"  note: keras-hub has no task model for the {family} family: "
             "the preset holds the encoder only, without the task's head")
     log(f"  verified: {checked['verdict']}")

@@ -23,19 +23,17 @@ preset is an encoder. An export_onnx `.onnx` runs in ONNX Runtime
 (`serving.tflite_runner`, one example per call), each with its record and
 tokenizer read from the files
 beside it: encoded in Python (`Task.encode_inputs`), decoded by
-`Task.decode_outputs` (a tagger and SQuAD v1 span QA by the Python readers).
+`Task.decode_outputs`, or by the family's `Task.ids_decoder`.
 
 `predict` takes one list per input of the family's serve_text (or one
 list of tuples): texts (texts_b=... for a pair task); span QA
 `predict(questions, contexts)` or `predict([(question, context), ...])`;
 multiple choice `predict(articles, questions, options)` (options: one list
 of num_choices strings per question). Per example it gives what the
-family's `Task.decode_outputs` says: classification {"label",
-"probabilities": {label: p}}; regression {"score"}; tagging [{"type",
-"text", "start", "end"}] (code points: text[start:end] is the entity); span
-QA {"answer", "start", "end", "score"} (context[start:end] is the answer;
-v2 adds "no_answer_score"); multiple choice {"label", "choice",
-"probabilities" [per option]}; fill-mask per [MASK] [{"piece", "id",
+family's `Task.decode_outputs` says (a classifier {"label",
+"probabilities": {label: p}}, a tagger its entities [{"type", "text",
+"start", "end"}] in code points, span QA {"answer", "start", "end",
+"score"}); fill-mask per [MASK] [{"piece", "id",
 "probability"}], most probable first. `encode` gives the Python twin of the
 family's encoding (`Task.encode_inputs`: int32 numpy,
 `features.ENCODER_INPUTS`), `embed` the encoder's outputs on them.
@@ -82,13 +80,11 @@ class Predictor:
   """What `load` returns.
 
   Attributes:
-    kind: the family's name (classification, regression, tagging, span_qa,
-      multiple_choice, ...), "fill_mask" or "encoder".
+    kind: the registered family's name, "fill_mask" or "encoder".
     task: the family's Task subclass (`albert_tf.tasks.base.Task` for an
       encoder or fill-mask model); record: its ModelInfo.
     inputs: the names of the inputs predict() takes, in order.
-    labels: the class names (classification), BIO tags (tagging) or choice
-      names (multiple choice).
+    labels: the record's label_list (class names, BIO tags, choice names).
     max_seq_length, tokenizer, text_pair, token_level: how texts are read.
     checkpoint: the prefix the weights came from; model: the Keras model
       (None for a SavedModel).

@@ -25,24 +25,21 @@ option (--options_columns=A,B,C,D).
 
 --output_file (.jsonl/.json: JSON lines, else TSV) has one row per input:
 its "line" in --input_file, the inputs, the row's gold label ("gold") when
-it has one, and the prediction:
-label + probabilities (classifier), score (regression), entities (tagger),
-answer + start + end + score (span QA), label + choice + probabilities
-(multiple choice). It is written whole or not at all.
+it has one, and the prediction (`Task.decode_outputs`: a classifier's
+label + probabilities, a tagger's entities, span QA's answer + start + end
++ score). It is written whole or not at all.
 
-Gold labels (--label_column, default "label"; span QA also "answers" /
-"answer", a tagger "tags") are scored: accuracy, macro-F1, the confusion
-matrix and the majority class of the labelled rows (sklearn; rows without a
-label are counted, not scored) for classifiers and
-multiple choice (a label name or 0-based option index); exact match / F1
-for span QA (an answer, or a JSON list of them; the CMRC 2018 scoring for
-cmrc2018/drcd models, SQuAD v2.0's for v2 models, "" = no answer); entity
-precision/recall/F1 (seqeval) for a tagger, its tags one per token of the
-text (`ner_data.split_text` at the model's token level; space-separated or
-a JSON list).
+Gold values (--label_column; default "label", span QA also "answers" /
+"answer", a tagger "tags") are scored by the family's `Task.scorer`
+(`albert_tf.tasks.scoring`): accuracy, macro-F1, the confusion matrix and
+the majority class for labels (multiple choice: a name or a 0-based
+index), exact match / F1 for span QA (an answer or a JSON list; CMRC 2018's
+or SQuAD v2.0's rules where the model's are), entity precision/recall/F1
+(seqeval) for a tagger's tags, one per token of the text. Rows without
+gold are counted, not scored; a family without scoring says so in a line.
 
-With --task=<dataset> --data_dir=DIR (a registered classification
-dataset: CLUE's afqmc, tnews, ..., FewCLUE's bustm_0, ...; docs/clue.md)
+With --task=<dataset> --data_dir=DIR (a registered dataset whose family
+reads its files: CLUE's afqmc, tnews, ..., FewCLUE's bustm_0, ...; docs/clue.md)
 the benchmark's own files are read instead, by the dataset's reader as
 `albert-finetune --task` reads them (`Task.read_dataset`, ids kept): its
 labelled splits are scored, beside the majority class and TF-IDF + LR

@@ -89,7 +89,8 @@ class ModelInfo:
     values = self.to_dict()
     own = values.pop("task_config")
     values.update({k: v for k, v in own.items() if k not in values})
-    values["is_regression"] = self.task == "regression"
+    # One score and no label names: a regression head.
+    values["is_regression"] = self.num_labels == 1 and not self.label_list
     return values
 
   def write(self, path: str, flat: bool = False) -> None:
@@ -137,8 +138,9 @@ class ModelInfo:
   def read_beside(cls, checkpoint_or_dir: str) -> Optional["ModelInfo"]:
     """The record beside a checkpoint (prefix or directory), or None.
 
-    RECORD_FILE first; else an older output's classifier_config.json (task
-    "regression" or "classification") or tagger_config.json ("tagging").
+    RECORD_FILE first; else an older output's classifier_config.json or
+    tagger_config.json, its task the family whose
+    `Task.legacy_record_task` claims the file.
     """
     directory = (checkpoint_or_dir if tf.io.gfile.isdir(checkpoint_or_dir)
                  else os.path.dirname(checkpoint_or_dir))
@@ -150,11 +152,17 @@ class ModelInfo:
       if tf.io.gfile.exists(path):
         with tf.io.gfile.GFile(path, "rb") as f:
           values = file_io.parse_json(f.read(), path)
-        task = ("tagging" if name == TAGGER_CONFIG else
-                "regression" if values.get("is_regression") else
-                "classification")
-        return cls.from_dict(values, task)
+        return cls.from_dict(values, _legacy_task(name, values))
     return None
+
+
+def _legacy_task(file_name: str, values: dict) -> Optional[str]:
+  """The family of an older output's record file (`LEGACY_RECORD_FILES`):
+  the one whose `Task.legacy_record_task` claims it."""
+  from albert_tf import registry  # pylint: disable=g-import-not-at-top
+  return next((t for f in registry.families().values()
+               for t in [f.task.legacy_record_task(file_name, values)] if t),
+              None)
 
 
 # The one reader, also as a function: record.read_beside(checkpoint_or_dir).

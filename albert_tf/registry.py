@@ -68,6 +68,10 @@ class Family:
   command: the console script of the family's own command (an alias of
     `albert-finetune --task=<name>`), or None.
   module: the module that defined the family (`load` imports it).
+  modules: the other modules that belong to this family alone (its
+    command, readers, model head, serving graph): docs/CONTRACTS.md lists
+    them, and only they and `module` may name the family
+    (tests/test_family_names.py).
   """
   name: str
   task: type
@@ -75,6 +79,7 @@ class Family:
   command: Optional[str] = None
   module: str = ""
   help: str = ""
+  modules: Tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,11 +126,11 @@ def _shown_module(cls):
 
 def register_family(name: str, *, options: Optional[type] = None,
                     command: Optional[str] = None, help: str = "",  # pylint: disable=redefined-builtin
-                    aliases: Iterable[str] = ()):
+                    aliases: Iterable[str] = (), modules: Iterable[str] = ()):
   """Class decorator: registers a Task subclass as family `name`.
 
   aliases: other names of the same class (regression is classification's
-  scores variant). Registering a name twice with another class is an
+  scores variant). modules: the family's other modules (`Family.modules`). Registering a name twice with another class is an
   error; the same class again (a module reloaded) replaces it.
   """
   def decorate(task_cls):
@@ -139,7 +144,8 @@ def register_family(name: str, *, options: Optional[type] = None,
             "the name")
       _FAMILIES[n] = Family(n, task_cls, options, command if n == name
                             else None, task_cls.__module__,
-                            help or (task_cls.__doc__ or "").split("\n")[0])
+                            help or (task_cls.__doc__ or "").split("\n")[0],
+                            tuple(modules))
     task_cls.name = task_cls.__dict__.get("name") or name
     return task_cls
   return decorate

@@ -5,6 +5,7 @@ srcs import is in the target or its deps, transitively, and each dep is used."""
 
 import ast
 import functools
+import glob
 import importlib.metadata
 import os
 import re
@@ -13,15 +14,44 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _targets():
-  text = open(os.path.join(ROOT, "BUILD"), encoding="utf-8").read()
+class _Requirement(str):
+  """A `requirement("name")` dep: the PyPI name."""
+
+
+def _glob(include, exclude=()):
+  """Bazel's glob over the checkout (files only, sorted)."""
+  def matches(patterns):
+    return {path for pattern in patterns
+            for path in glob.glob(pattern, root_dir=ROOT, recursive=True)
+            if os.path.isfile(os.path.join(ROOT, path))}
+  return sorted(matches(include) - matches(exclude))
+
+
+@functools.lru_cache(maxsize=None)
+def _evaluate_build():
+  """{name: (kind, srcs, deps)} of BUILD run as Python (Starlark's syntax
+  is Python's), its rules recording their targets: so a list of tests
+  expanded by a comprehension, and a glob, are read as Bazel reads them."""
   targets = {}
-  for match in re.finditer(r'(py_\w+)\(\s*name\s*=\s*"([^"]+)"(.*?)\n\)', text, re.S):
-    kind, name, body = match.groups()
-    srcs = re.search(r"srcs\s*=\s*\[([^\]]*)\]", body)
-    files = re.findall(r'"([^"]+)"', srcs.group(1)) if srcs else []
-    targets[name] = (kind, files)
+
+  def rule(kind):
+    def record(name, srcs=(), deps=(), **_):
+      assert name not in targets, f"BUILD: two targets named {name}"
+      targets[name] = (kind, list(srcs), list(deps))
+    return record
+
+  namespace = {"load": lambda *_: None, "package": lambda **_: None,
+               "requirement": _Requirement, "glob": _glob,
+               **{kind: rule(kind) for kind in ("py_library", "py_binary",
+                                                "py_test")}}
+  text = open(os.path.join(ROOT, "BUILD"), encoding="utf-8").read()
+  exec(compile(text, "BUILD", "exec"), namespace)  # pylint: disable=exec-used
   return targets
+
+
+def _targets():
+  return {name: (kind, srcs) for name, (kind, srcs, _) in
+          _evaluate_build().items()}
 
 
 def _python_files(folder):
@@ -68,20 +98,9 @@ INTERNAL = ("albert_tf", "data_prep", "benchmarks", "demo", "tests")
 def _parse_build(requirements=False):
   """{name: (kind, srcs, deps)}; deps as written (":name" labels), or with
   requirements=True the PyPI names of its `requirement("...")` deps."""
-  text = open(os.path.join(ROOT, "BUILD"), encoding="utf-8").read()
-  targets = {}
-  for match in re.finditer(r'(py_\w+)\(\s*name\s*=\s*"([^"]+)"(.*?)\n\)', text, re.S):
-    kind, name, body = match.groups()
-    lists = {}
-    for attr in ("srcs", "deps"):
-      found = re.search(attr + r"\s*=\s*\[([^\]]*)\]", body)
-      lists[attr] = found.group(1) if found else ""
-    pypi = re.findall(r'requirement\("([^"]+)"\)', lists["deps"])
-    labels = re.findall(r'"([^"]+)"', re.sub(r'requirement\("[^"]+"\)', "",
-                                             lists["deps"]))
-    targets[name] = (kind, re.findall(r'"([^"]+)"', lists["srcs"]),
-                     pypi if requirements else labels)
-  return targets
+  return {name: (kind, srcs, [d for d in deps if isinstance(d, _Requirement)
+                              == requirements])
+          for name, (kind, srcs, deps) in _evaluate_build().items()}
 
 
 def _module_name(path):

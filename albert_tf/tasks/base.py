@@ -64,6 +64,14 @@ class Task:
     return ()
 
   @classmethod
+  def legacy_record_task(cls, file_name: str, values: dict) -> Optional[str]:
+    """The family name of an older output's record file of this family
+    (`albert_tf.record.LEGACY_RECORD_FILES`, its parsed `values`); None
+    for another's (the default)."""
+    del file_name, values
+    return None
+
+  @classmethod
   def read_dataset(cls, dataset, data_dir: str):
     """`albert-predict --task=<dataset>`: {split: (examples, stats)} of the
     dataset's files found in data_dir, read by its own reader (ids kept);

@@ -115,7 +115,10 @@ class ClassifierOptions(FinetuneOptions):
 
 
 @registry.register_family("classification", options=ClassifierOptions,
-                          command="albert-classify", aliases=("regression",))
+                          command="albert-classify", aliases=("regression",),
+                          modules=("albert_tf.run_classifier",
+                                   "albert_tf.data.classifier_data",
+                                   "albert_tf.data.clue"))
 class ClassificationTask(Task):
   """Sentence(-pair) classification or regression (a `classifier_data.TaskSpec`)."""
 
@@ -131,6 +134,12 @@ class ClassificationTask(Task):
              cd.partial_file_name(submission.file_name)) if submission
             else ())
   output_files = (PREDICTIONS_FILE,)
+
+  @classmethod
+  def legacy_record_task(cls, file_name, values):
+    if file_name != record_lib.CLASSIFIER_CONFIG:
+      return None
+    return "regression" if values.get("is_regression") else "classification"
 
   @classmethod
   def read_dataset(cls, dataset, data_dir):

@@ -80,8 +80,11 @@ class RaceOptions(FinetuneOptions):
                                         "(questions, 4 sequences each).")
 
 
-@registry.register_family("multiple_choice", options=RaceOptions,
-                          command="albert-race")
+@registry.register_family(
+    "multiple_choice", options=RaceOptions, command="albert-race",
+    modules=("albert_tf.run_race", "albert_tf.data.race",
+             "albert_tf.data.clue_choice", "albert_tf.modeling.multiple_choice",
+             "albert_tf.serving.choice_graph"))
 class MultipleChoiceTask(Task):
   """RACE's {train,dev,test} splits under data_dir, one tokenizer."""
 

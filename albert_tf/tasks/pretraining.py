@@ -40,7 +40,10 @@ EVAL_KEYS = ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
              "sentence_order_loss")
 
 
-@registry.register_family("pretraining")
+@registry.register_family(
+    "pretraining",
+    modules=("albert_tf.run_pretraining", "albert_tf.data.pretraining_dataset",
+             "albert_tf.fill_mask", "albert_tf.serving.fill_mask_graph"))
 class PretrainingTask(Task):
   """MLM + SOP over TFRecord files in the `albert_tf.features` format."""
 

@@ -106,8 +106,12 @@ class SquadOptions(FinetuneOptions):
       group="training")
 
 
-@registry.register_family("span_qa", options=SquadOptions,
-                          command="albert-squad")
+@registry.register_family(
+    "span_qa", options=SquadOptions, command="albert-squad",
+    modules=("albert_tf.run_squad", "albert_tf.data.squad",
+             "albert_tf.data.char_spans", "albert_tf.data.span_decode",
+             "albert_tf.data.squad_metrics", "albert_tf.modeling.span_qa",
+             "albert_tf.serving.span_graph"))
 class SpanQATask(Task):
   """A SQuAD-JSON train file and predict (dev) file, one tokenizer.
 

@@ -79,7 +79,10 @@ class NerOptions(FinetuneOptions):
       group="training")
 
 
-@registry.register_family("tagging", options=NerOptions, command="albert-ner")
+@registry.register_family(
+    "tagging", options=NerOptions, command="albert-ner",
+    modules=("albert_tf.run_ner", "albert_tf.data.conll",
+             "albert_tf.data.ner_data", "albert_tf.serving.tagging_graph"))
 class TaggingTask(Task):
   """CoNLL {train,dev,test}.txt in data_dir, encoded with one tokenizer.
 
@@ -505,6 +508,10 @@ class TaggingTask(Task):
   def calibration_inputs(cls, record, fields, text_column, text_b_column):
     """One text per line (text_column); a tagger takes no text_b."""
     return {"text": fields[text_column]}
+
+  @classmethod
+  def legacy_record_task(cls, file_name, values):
+    return cls.name if file_name == record_lib.TAGGER_CONFIG else None
 
   @classmethod
   def ids_decoder(cls, record, run, tokenizer, max_seq_length):
