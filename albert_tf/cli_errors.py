@@ -17,7 +17,6 @@ command's settings classes define, by purpose (`grouped_help`), and exit 0;
 """
 
 import contextlib
-import difflib
 import functools
 import logging
 import os
@@ -32,17 +31,11 @@ from absl import flags
 
 from albert_tf import errors
 from albert_tf import settings
+# Defined in errors.py (data_prep raises them too), used here and still
+# importable from here.
+from albert_tf.errors import (CommandLineError, describe_unknown_argument,
+                              disk_error_line, error_line, out_of_memory_line)
 from albert_tf.quiet_logs import import_tensorflow_quietly
-
-
-class CommandLineError(ValueError):
-  """A mistake on the command line: exit code 2 instead of 1."""
-
-
-def error_line(what, where=None, hint=None):
-  """`<what>, <where> (<hint>)`, the text after "error: "."""
-  return (what + (f", {where}" if where else "")
-          + (f" ({hint})" if hint else ""))
 
 
 def _print_error_and_exit(message, code):
@@ -85,18 +78,6 @@ def describe_flag_error(error, flag_values=flags.FLAGS):
     return error_line("missing value", f"--{name}",
                       "expected " + _expected_value(flag_values[name]))
   return error_line(text, hint="--helpshort lists the flags")
-
-
-def describe_unknown_argument(arg, known_names):
-  """One line for an argument no parser accepted, with the closest flag."""
-  if not arg.startswith("-"):
-    return error_line(f"unexpected argument {arg!r}",
-                      hint="flags take the form --name=value")
-  name = arg.lstrip("-").split("=", 1)[0]
-  close = difflib.get_close_matches(name, list(known_names), n=1, cutoff=0.75)
-  return f"unknown flag --{name} " + (
-      f"(did you mean --{close[0]}?)" if close
-      else "(--helpshort lists the flags)")
 
 
 def flag_names(flag_values=flags.FLAGS):
@@ -371,73 +352,13 @@ def _run_one_line(main_fn, argv, also):
       sys.stdout.flush()
       os._exit(1)  # pylint: disable=protected-access
     if not isinstance(e, (ValueError, OSError) + tuple(also)) and (
-        not _is_tf_error(e)):
+        not errors.is_tf_error(e)):
       raise
     if "verbose" in flags.FLAGS and flags.FLAGS.verbose:
       raise
     message = getattr(e, "message", None) or e  # TF's OpError: no op text
     _print_error_and_exit(message, 2 if isinstance(e, CommandLineError)
                           else 1)
-
-
-# The flags a user lowers when memory runs out, in the order worth trying.
-_MEMORY_FLAGS = ("train_batch_size", "eval_batch_size", "max_seq_length")
-
-
-def out_of_memory_line(error):
-  """For TF's out-of-memory error (ResourceExhaustedError; its message is
-  thousands of characters with the allocator's state flattened into it):
-  one line naming the batch and length flags to lower, with their values.
-  None for any other error."""
-  text = str(getattr(error, "message", None) or error)
-  if disk_error_line(error):  # TF's class for a full disk too
-    return None
-  if not (type(error).__name__ == "ResourceExhaustedError" or
-          "Out of memory while trying to allocate" in text or
-          "OOM when allocating" in text):
-    return None
-  size = re.search(r"allocate ([\d.]+\s*[KMGT]i?B)", text)
-  knobs = [f"--{n}={flags.FLAGS[n].value}" for n in _MEMORY_FLAGS
-           if n in flags.FLAGS and flags.FLAGS[n].value is not None]
-  return error_line(
-      "out of memory" + (f": TensorFlow could not allocate {size.group(1)}"
-                         if size else ""),
-      hint=("lower " + " or ".join(knobs) if knobs else
-            "lower the batch size or the sequence length") +
-      "; --verbose shows TensorFlow's message")
-
-
-# The causes TF's file systems put after "PATH; " (errno's strerror).
-# Only a write meets these (a read's "Permission denied" is no write error).
-_DISK_CAUSES = ("No space left on device", "Disk quota exceeded",
-                "File too large", "Read-only file system")
-
-
-def disk_error_line(error):
-  """For TF's error from a file write (`PATH; No space left on device`: a
-  full disk is a ResourceExhaustedError, which is no out of memory), one
-  line naming the path and the cause: `[Errno 28] No space left on device:
-  cannot write PATH`. None for any other error (OSErrors name their path
-  themselves: `file_io.atomic_writer`)."""
-  if not _is_tf_error(error):
-    return None
-  text = " ".join(str(getattr(error, "message", None) or error).split())
-  for cause in _DISK_CAUSES:
-    if cause not in text:
-      continue
-    found = re.search(r"(?:^|\s)(\S+); " + re.escape(cause), text)
-    if not found:
-      return text
-    number = next((n for n in range(1, 134) if os.strerror(n) == cause),
-                  None)
-    return (f"[Errno {number}] " if number else "") + (
-        f"{cause}: cannot write {found.group(1)}")
-  return None
-
-
-def _is_tf_error(error):
-  tf = sys.modules.get("tensorflow")
-  return tf is not None and isinstance(error, tf.errors.OpError)
 
 
 def _is_albert_tf_command():

@@ -14,7 +14,7 @@ import sys
 from typing import List, Optional
 
 from albert_tf import settings
-from albert_tf.cli_errors import CommandLineError, error_line
+from albert_tf.errors import CommandLineError, error_line
 from albert_tf.config import PRESETS, AlbertConfig
 
 

@@ -29,7 +29,7 @@ from absl import flags
 
 from albert_tf import cli_errors
 from albert_tf.data import conll, ner_data
-from albert_tf.cli_errors import CommandLineError, error_line
+from albert_tf.errors import CommandLineError, error_line
 
 SPLITS = ("train", "dev", "test")
 

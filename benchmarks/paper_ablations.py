@@ -676,7 +676,7 @@ def _define_flags():
 
 def main(argv):
   del argv
-  from albert_tf.cli_errors import CommandLineError, error_line  # pylint: disable=g-import-not-at-top
+  from albert_tf.errors import CommandLineError, error_line  # pylint: disable=g-import-not-at-top
   mode = "smoke" if FLAGS.smoke else "full"
   unknown = [v for v in FLAGS.variants or () if v not in VARIANTS]
   if unknown:

@@ -59,7 +59,7 @@ from absl import logging
 
 from albert_tf import cli_errors
 from albert_tf import settings
-from albert_tf.cli_errors import CommandLineError, error_line
+from albert_tf.errors import CommandLineError, error_line
 from albert_tf.file_io import atomic_writer
 from data_prep import corpora
 

@@ -41,6 +41,7 @@ if __name__ == "__main__":
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from albert_tf import cli_errors
+from albert_tf import errors
 from albert_tf import settings
 from data_prep import instances as instances_lib
 from data_prep import outputs
@@ -152,22 +153,22 @@ def _instance_options(s):
         for f in dataclasses.fields(instances_lib.InstanceOptions)})
   except ValueError as e:  # "<field> must be ...": the field is the flag.
     field = str(e).split(" ", 1)[0]
-    raise ValueError(cli_errors.error_line(str(e), f"--{field}")) from e
+    raise ValueError(errors.error_line(str(e), f"--{field}")) from e
 
 
 def _check_outputs(s):
   if not s.input_file:
-    raise cli_errors.CommandLineError(cli_errors.error_line(
+    raise errors.CommandLineError(errors.error_line(
         "a required flag is missing", "--input_file",
         "e.g. --input_file=demo_output/corpus/peoples_daily/train.txt"))
   if s.output_dir and s.output_file:
-    raise cli_errors.CommandLineError(cli_errors.error_line(
+    raise errors.CommandLineError(errors.error_line(
         "two outputs given", "--output_dir and --output_file",
         "pass one: --output_dir for shards, summary.json, _SUCCESS and "
         "manifest.json, --output_file for one TFRecord file as the "
         "original"))
   if not s.output_dir and not s.output_file:
-    raise cli_errors.CommandLineError(cli_errors.error_line(
+    raise errors.CommandLineError(errors.error_line(
         "no output given", "--output_dir or --output_file",
         "e.g. --output_dir=demo_output/tfrecords/train"))
 
@@ -190,7 +191,7 @@ def main(argv):
   if s.output_file:
     output_files = outputs.output_file_paths(s.output_file)
     if flags.FLAGS["num_shards"].present and s.num_shards != len(output_files):
-      raise cli_errors.CommandLineError(cli_errors.error_line(
+      raise errors.CommandLineError(errors.error_line(
           f"--num_shards={s.num_shards} but {len(output_files)} output "
           "files", "--output_file", "with --output_file there is one shard "
           "per file; drop --num_shards"))

@@ -38,7 +38,7 @@ from apache_beam.runners.dask.dask_runner import DaskOptions
 from apache_beam.runners.dask.dask_runner import DaskRunner
 from apache_beam.runners.dask.dask_runner import DaskRunnerResult
 
-from albert_tf import cli_errors
+from albert_tf import errors
 from data_prep import beam_compat
 from data_prep.runners import ClusterError
 
@@ -58,7 +58,7 @@ _ADDRESS = re.compile(r"(?:tcp://)?\[?([^\[\]/]+?)\]?:(\d+)/?")
 def _host_port(address):
   match = _ADDRESS.fullmatch(address)
   if not match:
-    raise ClusterError(cli_errors.error_line(
+    raise ClusterError(errors.error_line(
         f"{address!r} is no HOST:PORT address", "--dask_client_address",
         "the address `dask scheduler` prints, e.g. tcp://10.0.0.5:8786"))
   return match.group(1), int(match.group(2))
@@ -140,10 +140,10 @@ def scheduler_identity(address, timeout_secs=CONNECTION_TIMEOUT_SECS):
   except _NoAnswer as e:
     host, port = _host_port(address)
     if e.refused:
-      raise ClusterError(cli_errors.error_line(
+      raise ClusterError(errors.error_line(
           f"no Dask scheduler answers at {address!r} ({e.reason})",
           "--dask_client_address", _start_hint(host, port))) from None
-    raise ClusterError(cli_errors.error_line(
+    raise ClusterError(errors.error_line(
         f"no Dask scheduler answers at {address!r}: {e.reason}",
         "--dask_client_address",
         "is it the port `dask scheduler` prints (tcp://HOST:8786, not the "
@@ -163,7 +163,7 @@ def check_scheduler(address, timeout_secs=CONNECTION_TIMEOUT_SECS):
   identity = scheduler_identity(address, timeout_secs)
   if not identity.get("n_workers"):
     host, port = _host_port(address)
-    raise ClusterError(cli_errors.error_line(
+    raise ClusterError(errors.error_line(
         f"the Dask scheduler at {address!r} has no worker",
         "--dask_client_address",
         f"start some: `dask worker tcp://{host}:{port} --nthreads 1` on each "
@@ -293,21 +293,21 @@ class RunWatch:
             "done, and the rerun replaces what this run left")
 
   def _gone_line(self, elapsed, why):
-    return cli_errors.error_line(
+    return errors.error_line(
         f"the Dask scheduler at {self._address!r} is gone, "
         f"{_seconds(elapsed)} into the run ({why}): the run's tasks are lost",
         "--dask_client_address",
         self._rerun_hint("start the scheduler and its workers again"))
 
   def _dropped_line(self, elapsed):
-    return cli_errors.error_line(
+    return errors.error_line(
         f"the Dask scheduler at {self._address!r} dropped this run's "
         f"connection {_seconds(elapsed)} into it, which cancelled its tasks "
         "(it answers again: restarted?)", "--dask_client_address",
         self._rerun_hint("check the scheduler's log"))
 
   def _no_worker_line(self, elapsed):
-    return cli_errors.error_line(
+    return errors.error_line(
         f"the last Dask worker of the scheduler at {self._address!r} is "
         f"gone: no worker for {self._no_worker_timeout_secs:g} s "
         f"(--no_worker_timeout_secs), {_seconds(elapsed)} into the run; "
@@ -389,7 +389,7 @@ class WatchedDaskRunner(DaskRunner):
     timeout = connection_timeout(options)
     address = dask_options.get("address")
     bound = 3 * timeout
-    with _bounded(bound, ClusterError(cli_errors.error_line(
+    with _bounded(bound, ClusterError(errors.error_line(
         f"the Dask scheduler at {address!r} did not take this run's "
         f"connection within {bound:g} s (3 x --dask_connection_timeout="
         f"{timeout}), though it answered a moment before",

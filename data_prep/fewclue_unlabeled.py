@@ -30,7 +30,7 @@ from typing import Dict, Iterable, List, Optional
 
 from albert_tf import cli_errors
 from albert_tf import settings
-from albert_tf.cli_errors import CommandLineError, error_line
+from albert_tf.errors import CommandLineError, error_line
 from albert_tf.file_io import atomic_writer
 from albert_tf.data import clue
 from data_prep import corpora

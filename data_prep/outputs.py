@@ -16,7 +16,7 @@ import uuid
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from albert_tf import cli_errors
+from albert_tf import errors
 from albert_tf import file_io
 from albert_tf.data.tokenization import file_sha256
 from albert_tf.features import (MANIFEST_FILE, MANIFEST_FORMAT,
@@ -62,7 +62,7 @@ def prepare_output_dir(output_dir, overwrite):
   deleted, so a live run's `.tmp-*` files are never removed."""
   if "://" not in output_dir and os.path.exists(output_dir) and not (
       os.path.isdir(output_dir)):
-    raise ValueError(cli_errors.error_line(
+    raise ValueError(errors.error_line(
         f"{output_dir!r} is a file, not a folder", "--output_dir",
         "name a folder (it is created), or use --output_file for one file"))
   lock = file_io.lock_output(output_dir, "--output_dir")
@@ -81,7 +81,7 @@ def _prepare_locked(output_dir, overwrite):
   unfinished = UNFINISHED_MARKER in names and not (
       names & {SUCCESS_FILE, MANIFEST_FILE})
   if existing and not overwrite and not unfinished:
-    raise ValueError(cli_errors.error_line(
+    raise ValueError(errors.error_line(
         f"{output_dir!r} already holds the output of a previous run "
         f"({len(existing)} files, e.g. {os.path.basename(existing[0])})",
         "--output_dir", "pass --overwrite to replace it"))

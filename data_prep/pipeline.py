@@ -29,7 +29,7 @@ import uuid
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from albert_tf import cli_errors
+from albert_tf import errors
 from albert_tf.data import tokenization
 from data_prep import instances as instances_lib
 from data_prep import outputs
@@ -147,11 +147,11 @@ def _check_arguments(dupe_factor, num_shards, max_sentences_per_document,
     raise ValueError(f"dupe_factor and num_shards must be >= 1, got "
                      f"{dupe_factor} and {num_shards}")
   if max_sentences_per_document < 1:
-    raise ValueError(cli_errors.error_line(
+    raise ValueError(errors.error_line(
         f"must be >= 1, got {max_sentences_per_document}",
         "--max_sentences_per_document"))
   if not progress_interval_secs > 0:
-    raise ValueError(cli_errors.error_line(
+    raise ValueError(errors.error_line(
         f"must be > 0, got {progress_interval_secs}",
         "--progress_interval_secs"))
 
@@ -198,7 +198,7 @@ def _run_beam(runner, pipeline_options, progress, build,
           f"{io_error.group(1)} while running the pipeline ({io_error.group(2)}"
           f"): nothing was marked done; fix it and rerun with --overwrite"
       ) from None
-    raise ValueError(cli_errors.error_line(
+    raise ValueError(errors.error_line(
         f"input file {bad[0]!r} is truncated or corrupt ({bad[1]}); nothing "
         "was marked done", "--input_file",
         "fix or remove the file, or pass --skip_bad_inputs to keep its "
@@ -213,7 +213,7 @@ def _check_summary(summary, paths, output_dir, max_sentences_per_document):
     raise ValueError(_no_instances_message(summary, paths, output_dir))
   records = sum(summary["records_per_shard"].values())
   if records != summary["instances"]:  # A runner that lost or added records.
-    raise ValueError(cli_errors.error_line(
+    raise ValueError(errors.error_line(
         f"the shards in {output_dir!r} hold {records} records but "
         f"{summary['instances']} instances were made; nothing was marked "
         "done", "--output_dir", "rerun with --overwrite"))
@@ -272,7 +272,7 @@ def _no_instances_message(summary, paths, output_dir):
   if skipped.get("single_sentence"):
     hint = ("each document needs two or more sentences: one sentence per "
             "line, a blank line between documents")
-  return cli_errors.error_line(
+  return errors.error_line(
       what, "--input_file", f"{hint}; nothing was marked done, see "
       f"{FileSystems.join(output_dir, outputs.SUMMARY_FILE)}")
 
@@ -284,18 +284,18 @@ def _load_tokenizer(spm_model_file, vocab_file, do_lower_case):
                                        do_lower_case)
   except ValueError as e:
     if spm_model_file is None and vocab_file is None:
-      raise ValueError(cli_errors.error_line(
+      raise ValueError(errors.error_line(
           "no tokenizer given", "--spm_model_file / --vocab_file",
           "pass a SentencePiece model from `python -m data_prep.train_vocab`,"
           " or a WordPiece vocab.txt")) from e
     if spm_model_file is not None and vocab_file is not None:
-      raise ValueError(cli_errors.error_line(
+      raise ValueError(errors.error_line(
           "two tokenizers given", "--spm_model_file and --vocab_file",
           "pass one of them")) from e
     flag = "--spm_model_file" if spm_model_file else "--vocab_file"
     hint = ("train one with `python -m data_prep.train_vocab`"
             if spm_model_file else "one WordPiece token per line")
-    raise ValueError(cli_errors.error_line(str(e), flag, hint)) from e
+    raise ValueError(errors.error_line(str(e), flag, hint)) from e
 
 
 def run_pipeline_to_files(output_files, input_file, overwrite=False, **kwargs):
@@ -312,14 +312,14 @@ def run_pipeline_to_files(output_files, input_file, overwrite=False, **kwargs):
       or a path names a directory.
   """
   if not output_files:
-    raise ValueError(cli_errors.error_line("no file named", "--output_file"))
+    raise ValueError(errors.error_line("no file named", "--output_file"))
   for path in output_files:
     if os.path.isdir(path):
-      raise ValueError(cli_errors.error_line(
+      raise ValueError(errors.error_line(
           f"{path!r} is a directory", "--output_file",
           "use --output_dir for a directory"))
     if FileSystems.exists(path) and not overwrite:
-      raise ValueError(cli_errors.error_line(
+      raise ValueError(errors.error_line(
           f"{path!r} already exists", "--output_file",
           "pass --overwrite to replace it"))
   first = output_files[0]

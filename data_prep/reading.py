@@ -21,7 +21,7 @@ import zlib
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from albert_tf import cli_errors
+from albert_tf import errors
 
 # Why a document is skipped: by classify_raw_document (the first three) and
 # after tokenizing (data_prep.transforms.tokenize_raw_document).
@@ -48,12 +48,12 @@ def match_inputs(input_file):
     matched = [m.path for r in FileSystems.match([pattern])
                for m in r.metadata_list]
     if not matched:
-      raise ValueError(cli_errors.error_line(
+      raise ValueError(errors.error_line(
           f"no file matches {pattern!r}", "--input_file",
           "check the path; comma-separated globs and .gz files are accepted"))
     paths.extend(sorted(matched))
   if not paths:
-    raise ValueError(cli_errors.error_line(f"no file named in {input_file!r}",
+    raise ValueError(errors.error_line(f"no file named in {input_file!r}",
                                  "--input_file", "give comma-separated globs"))
   return paths
 

@@ -16,7 +16,7 @@ import sys
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from albert_tf import cli_errors
+from albert_tf import errors
 from data_prep import beam_compat
 from data_prep import progress as progress_lib
 
@@ -82,9 +82,9 @@ def parse_pipeline_args(pipeline_args):
   except argparse.ArgumentError as e:
     match = re.match(r"argument ([^:]+): (.*)$", str(e))
     if match:
-      raise ValueError(cli_errors.error_line(
+      raise ValueError(errors.error_line(
           match.group(2), match.group(1), "a Beam pipeline option")) from e
-    raise ValueError(cli_errors.error_line(
+    raise ValueError(errors.error_line(
         str(e), hint="Beam pipeline options")) from e
 
 
@@ -135,7 +135,7 @@ def choose_runner(pipeline_args, progress_request_secs=None,
   """
   known, unknown = parse_pipeline_args(pipeline_args)
   if unknown:
-    raise ValueError(cli_errors.describe_unknown_argument(
+    raise ValueError(errors.describe_unknown_argument(
         unknown[0], beam_option_names()))
   args, picked = list(pipeline_args), []
   if known.runner is None:
@@ -156,7 +156,7 @@ def choose_runner(pipeline_args, progress_request_secs=None,
     timeout = known.timeout
     if any(a.startswith("--dask_connection_timeout") for a in args) and (
         not isinstance(timeout, int) or timeout < 1):
-      raise ValueError(cli_errors.error_line(
+      raise ValueError(errors.error_line(
           "must be a whole number of seconds, at least 1",
           "--dask_connection_timeout", "e.g. --dask_connection_timeout=30"))
     if not isinstance(timeout, int):  # Not given.
@@ -202,13 +202,13 @@ def _create_runner(name):
     return runner_lib.create_runner(
         _RUNNER_CLASS_PATHS.get(name.lower(), name))
   except ImportError as e:
-    raise ValueError(cli_errors.error_line(
+    raise ValueError(errors.error_line(
         f"runner {name!r} cannot be loaded ({type(e).__name__}: {e})",
         "--runner", "install its packages: pip install 'albert_tf[data]' "
         "brings the DaskRunner's (dask[distributed]); other runners need "
         "their apache-beam extra")) from e
   except ValueError as e:
-    raise ValueError(cli_errors.error_line(
+    raise ValueError(errors.error_line(
         f"unknown runner {name!r}", "--runner",
         "e.g. DirectRunner, PrismRunner, DataflowRunner, FlinkRunner, "
         "SparkRunner, DaskRunner, or a PipelineRunner class path")) from e

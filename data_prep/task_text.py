@@ -26,7 +26,7 @@ from typing import List, Optional
 from albert_tf import cli_errors
 from albert_tf import registry
 from albert_tf import settings
-from albert_tf.cli_errors import CommandLineError, error_line
+from albert_tf.errors import CommandLineError, error_line
 from albert_tf.data import clue
 from albert_tf.data import tokenization
 from albert_tf.file_io import atomic_writer

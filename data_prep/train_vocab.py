@@ -44,7 +44,7 @@ from albert_tf import file_io
 from albert_tf import settings
 from albert_tf.data import tokenization
 from albert_tf.data.tokenization import write_synced
-from albert_tf.cli_errors import CommandLineError, error_line
+from albert_tf.errors import CommandLineError, error_line
 
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 # SentencePiece's refusal when the corpus has fewer distinct pieces than

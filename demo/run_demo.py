@@ -34,7 +34,7 @@ import time
 from absl import flags
 
 from albert_tf import cli_errors
-from albert_tf.cli_errors import CommandLineError, error_line
+from albert_tf.errors import CommandLineError, error_line
 from benchmarks.commands import StageError, run_module, run_side_by_side
 
 MARKER = "_STAGE_DONE.json"
