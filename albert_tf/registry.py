@@ -24,7 +24,11 @@ package's `albert_tf.tasks` entry point, or any module imported before the
 lookup. The family files import TensorFlow lazily (`albert_tf.lazy`), so
 that listing them for --help loads no TF.
 
-No TensorFlow and no albert_tf import here: every layer may import this.
+No TensorFlow import here, and no albert_tf module imported when this one
+loads, so every layer may import it; but `load_builtins`, on the first
+lookup, imports the modules of albert_tf.tasks and albert_tf.datasets by
+name, which import this module to register: an arrow up from the base
+layer and a cycle, listed as known in tests/test_import_direction.py.
 """
 
 import dataclasses
