@@ -34,6 +34,7 @@ from absl import logging
 import keras
 import tensorflow as tf
 
+from albert_tf.training import callbacks
 from albert_tf.training import output_dir as output_dir_lib
 from albert_tf.training.runtime import RunConfigError
 
@@ -259,3 +260,42 @@ class Deadline(keras.callbacks.Callback):
     if agree_max(self.strategy, float(late)):
       self.hit_at = int(self.model.optimizer.iterations.numpy())
       self.model.stop_training = True
+
+
+def plan_with_probe(trainer, eval_seconds: float) -> "Deadline":
+  """Times a `trainer.Trainer`'s first steps at learning rate 0, plans the
+  rest of its budget, records the plan; the Deadline to train with."""
+  s = trainer.settings
+  probe = Probe(s.budget_minutes, trainer.strategy, started=s.started,
+                final_seconds=eval_seconds)
+  trainer.fit_from_step(
+      epochs=1, steps_per_epoch=s.num_train_steps - trainer.step,
+      callbacks=[callbacks.StopOnNonFiniteLoss(trainer.schedule,
+                                               trainer.manager), probe],
+      verbose=0)
+  if probe.seconds_per_step is None:
+    raise RunConfigError(
+        f"the training input ended after {trainer.step} steps, before "
+        "--train_budget_minutes could time them")
+  began = time.time()  # a checkpoint's write, timed (then removed)
+  scratch = os.path.join(trainer.ckpt_dir, ".budget_probe")
+  trainer.checkpoint.write(os.path.join(scratch, "ckpt"))
+  tf.io.gfile.rmtree(scratch)
+  save_seconds = agree_max(trainer.strategy, time.time() - began)
+  eval_seconds = agree_max(trainer.strategy, eval_seconds)
+  final_seconds = save_seconds + (eval_seconds if s.final_eval else 0.0)
+  trainer.plan = make_plan(
+      s.budget_minutes, s.budget_warmup_fraction,
+      used=agree_max(trainer.strategy, time.time() - s.started),
+      probe_steps=trainer.step, seconds_per_step=probe.seconds_per_step,
+      steps_per_call=trainer.steps_per_execution, final_seconds=final_seconds,
+      checkpoint_steps=s.checkpoint_steps, checkpoint_seconds=save_seconds
+      + (eval_seconds if s.eval_at_checkpoints else 0.0))
+  trainer.schedule.set_plan(trainer.plan)
+  if trainer.chief:
+    write_plan(trainer.output_dir, trainer.plan)
+  logging.info("%s", trainer.plan.line())
+  trainer.settings = dataclasses.replace(
+      s, num_train_steps=trainer.plan.num_train_steps)
+  return Deadline(s.started + s.budget_minutes * 60, final_seconds,
+                  trainer.strategy)

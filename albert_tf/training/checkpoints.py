@@ -9,6 +9,7 @@ Restoring matches variables by these object paths, so an encoder saved by
 the pretrainer loads into a classifier and vice versa.
 """
 
+import json
 import os
 
 from absl import logging
@@ -217,6 +218,29 @@ def write_checkpoint_state(directory, latest, all_paths=None,
   with tf.io.gfile.GFile(tmp, "w") as f:
     f.write(text_format.MessageToString(state))
   file_io.synced_rename(tmp, os.path.join(directory, "checkpoint"))
+
+
+def write_best(model, directory, step, metric, results, chief=True):
+  """Saves model's weights as directory/best/ckpt-<step>; the chief then
+  writes best.json ({"step", metric, "checkpoint", "metrics": results}) and
+  the state file (for tools that read only it), and only then removes the
+  previous best. Every worker must call it (all join the save)."""
+  best_dir = os.path.join(directory, BEST_DIR)
+  tf.io.gfile.makedirs(best_dir)
+  name = os.path.basename(make_checkpoint(model).write(
+      os.path.join(best_dir, f"ckpt-{step}")))
+  if not chief:
+    return
+  record = {"step": step, metric: results[metric], "checkpoint": name,
+            "metrics": results}
+  tmp = os.path.join(best_dir, BEST_FILE + ".tmp")
+  with tf.io.gfile.GFile(tmp, "w") as f:
+    f.write(json.dumps(record, indent=2))
+  tf.io.gfile.rename(tmp, os.path.join(best_dir, BEST_FILE), overwrite=True)
+  write_checkpoint_state(best_dir, name)
+  for old in tf.io.gfile.glob(os.path.join(best_dir, "ckpt-*")):
+    if not os.path.basename(old).startswith(name + "."):
+      tf.io.gfile.remove(old)
 
 
 def save_weights(model, prefix, config=None):

@@ -5,30 +5,15 @@
     trainer.train()                         # fit, checkpoint, eval, keep best
     metrics = trainer.evaluate()
 
-What is the trainer's, written once (a task brings model, inputs, loss,
-metrics, predictions):
-  * model + optimizer (warmup + polynomial decay, LAMB/AdamW, no weight decay
-    on LayerNorm and bias) built under the strategy's scope, compiled with
-    steps_per_execution and optional XLA;
-  * checkpoints of weights, optimizer state and step through
-    tf.train.CheckpointManager in output_dir (the latest `keep` of them). A
-    SIGKILL at any moment loses at most the steps since the last one; the
-    same command resumes there, at the same learning rate. A SIGTERM (a
-    scheduler's notice before preemption) saves at the current step first;
-  * a NaN or inf training loss stops the run with one line (step, loss,
-    learning rate), and weights that are not finite are never saved nor
-    restored: the latest checkpoint stays the last finite one;
-  * one Keras "epoch" is one checkpoint interval, so the progress bar counts
-    the steps to the next checkpoint; the log line adds the run's ETA;
-  * eval at checkpoints (when the settings ask), and the best checkpoint by
-    the task's dev metric kept in output_dir/best/ with best.json;
-  * the same logs for every task: TensorBoard events (train/, eval/),
-    train_log.jsonl, eval_log.jsonl (the callbacks fit runs with are in
-    callbacks.py).
-
-Non-chief workers of a multi-worker run write their (identical) checkpoints
-to a scratch directory output_dir/.worker_N, removed at the end: every
-worker must take part in a save.
+A task brings model, inputs, loss, metrics and predictions; the trainer
+owns the rest: the optimizer (warmup + polynomial decay, no weight decay on
+LayerNorm and bias) under the strategy's scope; checkpoints of weights,
+optimizer state and step in output_dir (a kill loses at most the steps since
+the last; a SIGTERM saves first; the same command resumes); a non-finite
+loss stops the run, and non-finite weights are never saved nor restored;
+one Keras "epoch" per checkpoint interval; eval at checkpoints, the best
+kept in output_dir/best/; the logs of `callbacks`. Non-chief workers save
+to a scratch output_dir/.worker_N (every worker must join a save).
 """
 
 import dataclasses
@@ -52,10 +37,6 @@ from albert_tf.training import runtime
 from albert_tf.training import step_loop
 from albert_tf.training.runtime import is_chief
 
-BEST_DIR = checkpoints.BEST_DIR
-BEST_FILE = checkpoints.BEST_FILE
-EVAL_LOG = "eval_log.jsonl"
-
 
 @dataclasses.dataclass
 class TrainerSettings:
@@ -77,21 +58,17 @@ class TrainerSettings:
   num_warmup_steps: int = 0
   poly_power: float = 1.0
   weight_decay: float = optimization.WEIGHT_DECAY
-  # The flag that sets num_train_steps in the command that runs (a rerun
-  # with nothing to train names it).
-  steps_flag: str = "num_train_steps"
+  steps_flag: str = "num_train_steps"  # named when nothing is left to train
   # A wall-clock budget (training.budget) instead of num_train_steps and
-  # num_warmup_steps: minutes from `started` (time.time() at the command's
-  # start) to the end of training, its checkpoints and, with final_eval,
-  # the eval that follows it.
+  # num_warmup_steps: minutes from `started` (time.time()) to the end of
+  # training, its checkpoints and, with final_eval, the eval after it.
   budget_minutes: float = 0.0
   budget_warmup_fraction: float = 0.1
   started: float = 0.0
   final_eval: bool = False
 
   def optimizer_fingerprint(self) -> dict:
-    # "rule" tells the original's lamb/adamw from the Keras rules that runs
-    # before it recorded under the same names (output_dir.py).
+    # "rule" tells the original's lamb/adamw from older runs' Keras rules.
     fingerprint = {"name": self.optimizer,
                    "rule": optimization.update_rule(self.optimizer),
                    "learning_rate": self.learning_rate,
@@ -183,12 +160,9 @@ class Trainer:
       # Slots exist before a restore looks for them, and before fit traces.
       self.model.optimizer.build(self.model.trainable_variables)
       step_loop.install(self.model)
-      # The optimizer is saved as the list of its own variables (moments,
-      # loss scale), not as the Keras object: that also references every
-      # model weight, which would then be named optimizer/... in the file.
-      # A nested tf.train.Checkpoint rather than a tf.Module: its attribute
-      # keeps the object path optimizer/variables/N (tf.Module.variables is
-      # a read-only property).
+      # The optimizer's own variables (moments, loss scale), not the Keras
+      # object, which would also save every weight as optimizer/...; a
+      # tf.train.Checkpoint keeps the path optimizer/variables/N.
       optimizer_state = tf.train.Checkpoint(
           variables=list(self.model.optimizer.variables))
       self.checkpoint = checkpoints.make_checkpoint(
@@ -198,9 +172,8 @@ class Trainer:
         self.checkpoint, self.ckpt_dir,
         max_to_keep=settings.keep_checkpoint_max, checkpoint_name="ckpt")
     self._eval_writer = None
-    # step -> eval results: read from eval_log.jsonl at restore (the same on
-    # every worker), then added to by evaluate(). Decisions to evaluate are
-    # taken from it, never from the file the chief is writing.
+    # step -> eval results: eval_log.jsonl's at restore, then evaluate()'s;
+    # the same on every worker (not the file the chief is writing).
     self.evaluated = {}
     self._best_value = None
 
@@ -213,7 +186,6 @@ class Trainer:
               training: bool = True) -> int:
     """Resumes from output_dir's latest readable checkpoint, else loads init
     weights. Without training there must be weights to evaluate."""
-    # Read before this process evaluates anything (the same on every worker).
     self.evaluated = self._logged_evals()
     best = self.best()
     self._best_value = best.get(self.task.best_metric) if best else None
@@ -221,7 +193,7 @@ class Trainer:
     if resumed:
       logging.info("Resumed from %s", resumed)
       if self.chief:
-        for name in (callbacks.TRAIN_LOG, EVAL_LOG):
+        for name in (callbacks.TRAIN_LOG, callbacks.EVAL_LOG):
           callbacks.drop_log_lines_after(
               os.path.join(self.output_dir, name), self.step,
               key="step" if name == callbacks.TRAIN_LOG else "global_step")
@@ -278,13 +250,11 @@ class Trainer:
     return best["step"]
 
   def best(self) -> Optional[dict]:
-    path = os.path.join(self.output_dir, BEST_DIR, BEST_FILE)
-    if not tf.io.gfile.exists(path):
-      return None
-    with tf.io.gfile.GFile(path) as f:
-      best = json.loads(f.read())
-    best["checkpoint"] = os.path.join(self.output_dir, BEST_DIR,
-                                      best["checkpoint"])
+    """best/best.json, its "checkpoint" a path; None without one."""
+    best = checkpoints.read_best_record(self.output_dir)
+    if best is not None:
+      best["checkpoint"] = os.path.join(self.output_dir, checkpoints.BEST_DIR,
+                                        best["checkpoint"])
     return best
 
   # --------------------------------------------------------- train
@@ -295,13 +265,11 @@ class Trainer:
                       "--%s=%d (raise it to train further)",
                       self.output_dir, self.step, s.steps_flag,
                       s.num_train_steps)
-      # A run stopped between its last checkpoint and that checkpoint's
-      # eval (a SIGTERM, a kill): the eval it would have made, so that the
-      # best checkpoint and the results cover every step it trained.
+      # Stopped between its last checkpoint and that one's eval: make it.
       if (s.eval_at_checkpoints and self.step
           and self.step not in self.evaluated):
         logging.info("Step %d has no eval in %s: evaluating it", self.step,
-                     os.path.join(self.output_dir, EVAL_LOG))
+                     os.path.join(self.output_dir, callbacks.EVAL_LOG))
         self.evaluate()
       return
     # A budget not yet planned: its step-0 eval is timed for the plan.
@@ -317,14 +285,13 @@ class Trainer:
       self.task.evaluate(self.model, self.strategy)
     deadline = None
     if planning:
-      deadline = self._plan_budget(time.time() - began)
+      deadline = budget.plan_with_probe(self, time.time() - began)
       s = self.settings
     log_steps = math.ceil(s.log_steps / self.steps_per_execution) * (
         self.steps_per_execution)
     on_signal = callbacks.SaveOnSignal(self.manager, self.strategy)
-    # One progress display: Keras's bar on a terminal; redirected to a file
-    # (where the bar's redraws pile up as ANSI codes in one long line), a
-    # plain log line every log_steps.
+    # Keras's bar on a terminal; in a file (where its redraws pile up), a
+    # log line every log_steps.
     bar = self.chief and sys.stdout.isatty()
     fit_callbacks = [
         # First: a non-finite loss stops before the step is logged or saved.
@@ -343,14 +310,10 @@ class Trainer:
     with on_signal.watch():
       for steps_per_epoch, epochs in segments(self.step, s.num_train_steps,
                                               s.checkpoint_steps):
-        dataset = self.task.build_inputs(
-            "train", self.strategy, s.train_batch_size, start_step=self.step,
-            num_steps=s.num_train_steps)
         epoch0 = self.step // s.checkpoint_steps
-        self.task.guard_input_errors(lambda: self.model.fit(
-            dataset, initial_epoch=epoch0, epochs=epoch0 + epochs,
-            steps_per_epoch=steps_per_epoch, callbacks=fit_callbacks,
-            verbose=1 if bar else 0, shuffle=False))
+        self.fit_from_step(initial_epoch=epoch0, epochs=epoch0 + epochs,
+                  steps_per_epoch=steps_per_epoch, callbacks=fit_callbacks,
+                  verbose=1 if bar else 0)
         if self.step >= s.num_train_steps:
           break
         if deadline and deadline.hit_at is not None:
@@ -371,49 +334,19 @@ class Trainer:
               "command resumes there",
               signal_name=on_signal.received)
 
-  def _plan_budget(self, eval_seconds: float) -> "budget.Deadline":
-    """Times the first steps at learning rate 0, plans the rest of the
-    budget (training.budget), records the plan; the Deadline to train with."""
+  def fit_from_step(self, **fit_args):
+    """model.fit on the training inputs from this step on."""
     s = self.settings
-    probe = budget.Probe(s.budget_minutes, self.strategy, started=s.started,
-                         final_seconds=eval_seconds)
     dataset = self.task.build_inputs(
         "train", self.strategy, s.train_batch_size, start_step=self.step,
         num_steps=s.num_train_steps)
-    self.task.guard_input_errors(lambda: self.model.fit(
-        dataset, epochs=1, steps_per_epoch=s.num_train_steps - self.step,
-        callbacks=[callbacks.StopOnNonFiniteLoss(self.schedule, self.manager),
-                   probe], verbose=0, shuffle=False))
-    if probe.seconds_per_step is None:
-      raise runtime.RunConfigError(
-          f"the training input ended after {self.step} steps, before "
-          "--train_budget_minutes could time them")
-    began = time.time()  # a checkpoint's write, timed (then removed)
-    scratch = os.path.join(self.ckpt_dir, ".budget_probe")
-    self.checkpoint.write(os.path.join(scratch, "ckpt"))
-    tf.io.gfile.rmtree(scratch)
-    save_seconds = budget.agree_max(self.strategy, time.time() - began)
-    eval_seconds = budget.agree_max(self.strategy, eval_seconds)
-    final_seconds = save_seconds + (eval_seconds if s.final_eval else 0.0)
-    self.plan = budget.make_plan(
-        s.budget_minutes, s.budget_warmup_fraction,
-        used=budget.agree_max(self.strategy, time.time() - s.started),
-        probe_steps=self.step, seconds_per_step=probe.seconds_per_step,
-        steps_per_call=self.steps_per_execution, final_seconds=final_seconds,
-        checkpoint_steps=s.checkpoint_steps, checkpoint_seconds=save_seconds
-        + (eval_seconds if s.eval_at_checkpoints else 0.0))
-    self.schedule.set_plan(self.plan)
-    if self.chief:
-      budget.write_plan(self.output_dir, self.plan)
-    logging.info("%s", self.plan.line())
-    self.settings = dataclasses.replace(
-        s, num_train_steps=self.plan.num_train_steps)
-    return budget.Deadline(s.started + s.budget_minutes * 60, final_seconds,
-                           self.strategy)
+    self.task.guard_input_errors(
+        lambda: self.model.fit(dataset, shuffle=False, **fit_args))
 
   # --------------------------------------------------------- eval
   def _logged_evals(self) -> Dict[int, dict]:
-    records = callbacks.read_jsonl(os.path.join(self.output_dir, EVAL_LOG))
+    records = callbacks.read_jsonl(
+        os.path.join(self.output_dir, callbacks.EVAL_LOG))
     return {r.get("global_step"): r for r in records}
 
   def evaluate(self) -> Dict[str, float]:
@@ -422,8 +355,7 @@ class Trainer:
     results = dict(self.task.evaluate(self.model, self.strategy))
     results["global_step"] = step
     logging.info("Eval at step %d: %s", step, results)
-    # The best checkpoint first: a kill between the two then re-evaluates
-    # this step on resume instead of skipping a best it never kept.
+    # The best first: a kill between the two re-evaluates on resume.
     self._keep_if_best(results, step)
     self.evaluated[step] = results
     if self.chief:
@@ -433,7 +365,7 @@ class Trainer:
       callbacks.write_scalars(self._eval_writer, step, {
           k: v for k, v in results.items()
           if k != "global_step" and isinstance(v, (int, float))})
-      with open(os.path.join(self.output_dir, EVAL_LOG), "a",
+      with open(os.path.join(self.output_dir, callbacks.EVAL_LOG), "a",
                 encoding="utf-8") as f:
         f.write(json.dumps(results) + "\n")
     return results
@@ -442,36 +374,18 @@ class Trainer:
     name = self.task.best_metric
     if not name or name not in results or not self.settings.eval_at_checkpoints:
       return
-    # Step 0 is the weights before any training (a fine-tuning run's untrained
-    # head): logged, never kept as the best. On a small dev set it could win
-    # by a tie or by luck, and a run would serve the model it never trained.
-    # Among trained steps the first to reach the best value is kept.
+    # Step 0 (an untrained head) is never kept: on a small dev set it could
+    # win by luck. Among trained steps the first to reach the best is kept;
+    # the value in memory is the same on every worker (all join the write).
     if step == 0:
       return
-    # In memory, the same on every worker (all must join the write).
     if self._best_value is not None and not results[name] > self._best_value:
       return
     self._best_value = results[name]
-    best_dir = os.path.join(self.ckpt_dir, BEST_DIR)
-    tf.io.gfile.makedirs(best_dir)
-    weights = checkpoints.make_checkpoint(self.model)
-    prefix = weights.write(os.path.join(best_dir, f"ckpt-{step}"))
-    if not self.chief:
-      return
-    record = {"step": step, name: results[name],
-              "checkpoint": os.path.basename(prefix), "metrics": results}
-    tmp = os.path.join(best_dir, BEST_FILE + ".tmp")
-    with tf.io.gfile.GFile(tmp, "w") as f:
-      f.write(json.dumps(record, indent=2))
-    # best.json is the record (checkpoints.latest_checkpoint reads it); the
-    # state file follows for tools that read only that.
-    tf.io.gfile.rename(tmp, os.path.join(best_dir, BEST_FILE), overwrite=True)
-    checkpoints.write_checkpoint_state(best_dir, os.path.basename(prefix))
-    # The previous best goes only after best.json names the new one.
-    for old in tf.io.gfile.glob(os.path.join(best_dir, "ckpt-*")):
-      if not os.path.basename(old).startswith(os.path.basename(prefix) + "."):
-        tf.io.gfile.remove(old)
-    logging.info("New best %s=%.4f at step %d", name, results[name], step)
+    checkpoints.write_best(self.model, self.ckpt_dir, step, name, results,
+                           chief=self.chief)
+    if self.chief:
+      logging.info("New best %s=%.4f at step %d", name, results[name], step)
 
   def finish(self):
     """Removes a non-chief worker's scratch checkpoints."""
