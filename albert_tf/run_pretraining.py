@@ -421,8 +421,10 @@ def _run(p: Params, started: float) -> Dict[str, float]:
       trainer.train()
     results = {"global_step": trainer.step}
     if p.do_eval:
-      # An eval of this very checkpoint was made while training: reuse it.
-      results = (settings.eval_at_checkpoints and
+      # An eval of this very checkpoint made while this command trained:
+      # reuse it. Without --do_train, evaluate: the logged evals may be of
+      # other held-out files.
+      results = (p.do_train and settings.eval_at_checkpoints and
                  trainer.evaluated.get(trainer.step)) or trainer.evaluate()
       if chief:
         file_io.write_eval_results(p.output_dir, results, text_copy=True)

@@ -221,6 +221,25 @@ def test_eval_set_smaller_than_one_batch(tmp_path):
     np.testing.assert_allclose(results[key], value, rtol=1e-5, err_msg=key)
 
 
+def test_eval_only_evaluates_the_files_it_is_given(tmp_path):
+  """An eval-only command over a run whose log holds an eval of the same
+  step (on other held-out files) scores the files given, not the log's."""
+  write_records(tmp_path / "a.tfrecord", 16, seed=7)
+  write_records(tmp_path / "b.tfrecord", 16, seed=8)
+  argv = tiny_argv(tmp_path, "--num_train_steps=3", "--do_eval",
+                   "--eval_every_checkpoint",
+                   f"--eval_input_file={tmp_path / 'a.tfrecord'}")
+  on_a = rp.run(rp.params_from_argv(argv))
+  on_b = rp.run(rp.params_from_argv(argv + [
+      "--nodo_train", f"--eval_input_file={tmp_path / 'b.tfrecord'}"]))
+  assert on_b["global_step"] == on_a["global_step"] == 3
+  expected = _numpy_eval(str(tmp_path / "out"), str(tmp_path / "b.tfrecord"),
+                         16)
+  for key, value in expected.items():
+    np.testing.assert_allclose(on_b[key], value, rtol=1e-5, err_msg=key)
+  assert on_b["masked_lm_loss"] != on_a["masked_lm_loss"]
+
+
 @pytest.mark.slow  # 10-20 s: make test under 8 minutes
 def test_max_eval_steps_holds_for_any_steps_per_call(tmp_path):
   """--max_eval_steps=2 evaluates 2 batches, also with 4 steps per call."""
