@@ -23,8 +23,8 @@ import logging
 import numpy as np
 import pytest
 
+from albert_tf import registry
 from albert_tf.data import classifier_data as cd
-from albert_tf.data import clue
 from albert_tf.data import span_decode, squad, tokenization
 
 MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
@@ -191,7 +191,7 @@ def test_cr_only_line_endings_are_read_as_lines(tmp_path):
 
 
 def test_clue_json_lines_empty_text_and_cr_only(tmp_path, caplog):
-  spec = clue.clue_specs()["afqmc"]
+  spec = registry.datasets("classification")["afqmc"].spec
   rows = [{"sentence1": "花呗怎么还", "sentence2": "花呗还款", "label": "1"},
           {"sentence1": "借呗", "sentence2": " ", "label": "0"},
           {"sentence1": "余额宝", "sentence2": "余额宝收益", "label": "1"}]

@@ -15,40 +15,26 @@ and baselines, CLUEbenchmark/CLUE and CLUEbenchmark/FewCLUE):
   BUSTM       sentence1 / sentence2                      "0", "1"
   CSLDCP      content                                    67 disciplines
 
-As CLUE's baseline (baselines/models/classifier_utils.py): TNEWS and
-IFLYTEK read the sentence only; CSL's text_a is its keywords joined by one
-space and text_b the abstract; CLUEWSC2020's text gets "_" around span1
-(the noun) and "[" "]" around span2 (the pronoun), e.g. "这时候放在_床_上
-... 现在[它]突然响了". A label written as a JSON number (FewCLUE's TNEWS
-and IFLYTEK: 102) is read as its string ("102").
+As CLUE's baseline (classifier_utils.py): CLUEWSC2020's text gets "_"
+around span1 and "[" "]" around span2 ("这时候放在_床_上 ... 现在[它]突然响了");
+a label written as a JSON number (102) is read as its string ("102").
 
-Files: CLUE's train.json, dev.json, test.json (OCNLI: train.json or
-train.50k.json); FewCLUE's train_<k>.json / dev_<k>.json (k = 0..4, or
-few_all), test_public.json (labelled) and test.json (for submission); the
-specs are `clue_spec` and `fewclue_spec`, registered as datasets by
-`albert_tf.datasets.clue`. labels.json beside the files, where CLUE ships
-one, is compared with the task's label set (a warning if it differs).
+Files: CLUE's train.json (OCNLI: or train.50k.json), dev.json, test.json;
+FewCLUE's train_<k>.json / dev_<k>.json (k = 0..4 or few_all),
+test_public.json (labelled) and test.json (the submission's); the task
+specs are `albert_tf.datasets.clue`'s. labels.json beside them, where CLUE
+ships one, is compared with the task's labels.
 
-Nothing is dropped silently. Empty lines are skipped and counted; CMNLI's
-and OCNLI's label "-" (no consensus among the annotators) is skipped in
-train and dev as CLUE's baseline does, counted, and the first places are
-named in one warning; a test line with it is kept unlabelled (predicted,
-not scored), since a submission needs every test id. A line that is not
-JSON, lacks a field, has a field of the wrong type, an unknown label, or a
-WSC span that is not where its index says, is a `DataError` naming
-file:line. A test line without a label is read unlabelled; a train or dev
-line without one is an error. Each example keeps its "id" (CLUE 1.1 and
-FewCLUE test files have one; else its 0-based place among the file's JSON
-lines, as CLUE's baseline numbers them), which names its line in the
-submission file (`classifier_data.write_submission`); in the file a
-submission predicts, an id on two lines, or a place that another line
-gives as its id, is a `DataError` (`check_submission_ids`).
-
-`unlabeled_texts` reads FewCLUE's unlabeled.json files as text for
-pretraining (`python -m data_prep.fewclue_unlabeled` writes them in the
-pretraining layout).
-
-Plain Python (no TensorFlow), like the other readers here.
+Nothing is dropped silently. Empty lines are counted; the label "-" (no
+annotator consensus) is skipped in train and dev as CLUE's baseline does,
+kept unlabelled in test (a submission needs every id), counted and named
+in one warning. A line that is not JSON, lacks a field, has one of the
+wrong type, an unknown label, or a WSC span not at its index is a
+`DataError` naming file:line, as is a train or dev line without a label.
+An example's "id" (else its 0-based place among the JSON lines, as CLUE's
+baseline) names its submission line; an id twice in the file a submission
+predicts is a DataError (`check_submission_ids`). `unlabeled_texts` reads
+FewCLUE's unlabeled.json for pretraining (`data_prep.fewclue_unlabeled`).
 """
 
 import dataclasses
@@ -59,6 +45,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 from absl import logging
 
 from albert_tf.data import classifier_data as cd
+from albert_tf.data import tsv_reader
 
 DataError = cd.DataError
 
@@ -97,19 +84,11 @@ _LABELLED_SPLITS = ("train", "dev")
 
 # ------------------------------------------------------------ JSON lines
 def json_lines(path: str) -> Iterator[Tuple[str, Optional[dict]]]:
-  """Yields ("file:line", JSON object) for each line of a JSON-lines file,
-  (where, None) for an empty line. Raises DataError (file:line) for a line
-  that is not UTF-8, not JSON, or not an object."""
-  # Lines end at \n, or at \r alone in an old Mac file (classifier_data).
-  for number, raw in cd.raw_lines(path):
+  """Yields ("file:line", JSON object) for each line of a JSON-lines file
+  (`tsv_reader.text_lines`), (where, None) for an empty line. Raises
+  DataError (file:line) for a line that is not UTF-8, JSON, or an object."""
+  for number, line in tsv_reader.text_lines(path):
     where = f"{path}:{number}"
-    try:
-      # utf-8-sig on line 1: a file saved with a BOM.
-      line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-    except UnicodeDecodeError as e:
-      raise DataError(f"{where}: not UTF-8 text (byte "
-                      f"{raw[e.start:e.start + 1]!r} at column "
-                      f"{e.start + 1})") from None
     if not line.strip():
       yield where, None
       continue
@@ -130,11 +109,6 @@ def string_field(obj: dict, key: str, where: str) -> str:
     raise DataError(f"{where}: {key!r} is {type(value).__name__} (expected "
                     "a string)")
   return value
-
-
-def _places(places: Sequence[str]) -> str:
-  more = f", and {len(places) - 3} more" if len(places) > 3 else ""
-  return ", ".join(places[:3]) + more
 
 
 def _show_labels(labels: Sequence[str]) -> str:
@@ -250,17 +224,13 @@ class JsonReader:
   def __call__(self, path: str, spec: cd.TaskSpec, split: str,
                max_examples: Optional[int] = None):
     """(examples, stats); stats as classifier_data.read_tsv_examples' plus
-    `no_consensus_skipped` and `no_consensus_at` (the first three; train
-    and dev skip such lines, test files keep them unlabelled:
-    `no_consensus_kept`), and `not_read` (the JSON lines after
-    max_examples)."""
+    `no_consensus_skipped`, `no_consensus_kept` (test), `no_consensus_at`
+    (the first three) and `not_read` (JSON lines after max_examples)."""
     check_label_file(path, spec)
     stats = {"file": path, "lines": 0, "examples": 0,
              "empty_lines_skipped": 0, "header_lines": 0, "not_read": 0}
     examples: List[cd.InputExample] = []
-    skipped: List[str] = []
-    kept: List[str] = []
-    empty_text: List[str] = []
+    skipped, kept, empty_text = [], [], []  # places: "file:line"
     given_ids: Dict[str, List[str]] = {}
     placed: List[Tuple[str, int]] = []  # lines named by their place
     records = 0
@@ -292,10 +262,10 @@ class JsonReader:
         raise DataError(f"{where}: unknown label {label!r}; task {spec.name} "
                         f"labels are {_show_labels(spec.label_list)}")
       text_a, text_b = self.texts(obj, where)
-      blank = cd.blank_texts(text_a, text_b)
+      blank = tsv_reader.blank_texts(text_a, text_b)
       if blank:
         empty_text.append(f"{where} {' and '.join(blank)}")
-        if cd.skips_empty_text(split):
+        if tsv_reader.skips_empty_text(split):
           continue
       if "id" in obj:
         given_ids.setdefault(str(obj["id"]), []).append(where)
@@ -308,11 +278,11 @@ class JsonReader:
         # The lines after it are counted, not read: a partial prediction
         # says it is one.
         stats["not_read"] = sum(
-            1 for number, raw in cd.raw_lines(path, note=False)
+            1 for number, raw in tsv_reader.raw_lines(path, note=False)
             if number > stats["lines"] and raw.strip())
         break
     stats["examples"] = len(examples)
-    cd.count_empty_text(path, split, stats, empty_text)
+    tsv_reader.count_empty_text(path, split, stats, empty_text)
     if spec.submission is not None and spec.submission.split == split:
       check_submission_ids(path, given_ids, placed)
     if self.no_consensus is not None:
@@ -323,27 +293,26 @@ class JsonReader:
       logging.warning(
           "%s: %d line(s) skipped: label %r (no consensus among the "
           "annotators; CLUE's baseline skips them too), at %s", path,
-          len(skipped), self.no_consensus, _places(skipped))
+          len(skipped), self.no_consensus, tsv_reader.first_places(skipped))
     if kept:
       logging.warning(
           "%s: %d line(s) with label %r (no consensus among the annotators) "
           "kept unlabelled: predicted, as the submission needs every test "
           "id, and left out of the test metrics (at %s)", path, len(kept),
-          self.no_consensus, _places(kept))
+          self.no_consensus, tsv_reader.first_places(kept))
     return examples, stats
 
 
 def check_submission_ids(path: str, given: Dict[str, List[str]],
                          placed: Sequence[Tuple[str, int]]) -> None:
-  """The ids of a file a submission names its lines by (`given`: each
-  "id" written in the file, as text, with its lines; `placed`: the lines
-  without one, with the 0-based place that names them, as CLUE's baseline
-  numbers them). Raises DataError for an id on two lines, or a place that
-  is another line's id: the submission would hold two lines of one id.
-  Lines without an id among lines with one: a warning."""
+  """`given`: each "id" in the file, as text, with its lines; `placed`:
+  the lines without one, with their 0-based place. Raises DataError for an
+  id on two lines, or a place that is another line's id (the submission
+  would hold two lines of one id); lines without an id among lines with
+  one are a warning."""
   twice = {i: w for i, w in given.items() if len(w) > 1}
   if twice:
-    shown = "; ".join(f"{i!r} at {_places(w)}" for i, w in
+    shown = "; ".join(f"{i!r} at {tsv_reader.first_places(w)}" for i, w in
                       list(twice.items())[:3])
     more = f"; and {len(twice) - 3} more" if len(twice) > 3 else ""
     raise DataError(
@@ -352,81 +321,22 @@ def check_submission_ids(path: str, given: Dict[str, List[str]],
         "would share one; give each line its own \"id\"")
   clash = [(w, i) for w, i in placed if str(i) in given]
   if clash:
-    shown = ", ".join(f"{w} (named {i}, as {given[str(i)][0]} is)"
-                      for w, i in clash[:3])
-    more = f", and {len(clash) - 3} more" if len(clash) > 3 else ""
+    shown = tsv_reader.first_places(
+        [f"{w} (named {i}, as {given[str(i)][0]} is)" for w, i in clash])
     raise DataError(
         f"{path}: {len(clash)} line(s) without an \"id\" take their 0-based "
         f"place as their id, which another line gives as its own ({shown}"
-        f"{more}): the submission would hold two lines of one id; give "
-        "every line an \"id\"")
+        "): the submission would hold two lines of one id; give every line "
+        "an \"id\"")
   if placed and given:
     logging.warning(
         "%s: %d of %d lines have no \"id\": named by their 0-based place "
         "among the JSON lines, as CLUE's baseline numbers them (%s)", path,
         len(placed), len(placed) + sum(map(len, given.values())),
-        _places([f"{w} as {i}" for w, i in placed]))
+        tsv_reader.first_places([f"{w} as {i}" for w, i in placed]))
 
 
-# ----------------------------------------------------------------- specs
-def _spec(name, layout, labels, files, submission, no_consensus=None):
-  fields, texts, has_pair = layout
-  columns = ("text_a", "text_b" if has_pair else None, "label")
-  return cd.TaskSpec(
-      name=name, files=files, columns={s: columns for s in files},
-      label_list=tuple(labels),
-      reader=JsonReader(tuple(fields), texts, no_consensus),
-      submission=submission)
-
-
-def clue_spec(name: str, layout, labels, submission_file: str,
-              no_consensus: Optional[str] = None,
-              train_files=("train.json",)) -> cd.TaskSpec:
-  """A CLUE 1.1 task: train.json, dev.json, test.json; the submission
-  (`submission_file`) predicts test.json."""
-  files = {"train": tuple(train_files), "dev": ("dev.json",),
-           "test": ("test.json",)}
-  return _spec(name, layout, labels, files,
-               cd.Submission(submission_file, "test"), no_consensus)
-
-
-def fewclue_spec(name: str, layout, labels, submission_stem: str,
-                 split: str, no_consensus: Optional[str] = None
-                 ) -> cd.TaskSpec:
-  """A FewCLUE task on one of its splits (`FEWCLUE_SPLITS`: 0-4 or all):
-  train_<k>.json / dev_<k>.json (all: train_few_all.json /
-  dev_few_all.json); the test split is test_public.json (labelled: test
-  accuracy, as FewCLUE's README reports); the submission
-  `<stem>_predict_<k>.json` predicts test.json (the file for the board)."""
-  if split not in FEWCLUE_SPLITS:
-    raise ValueError(f"FewCLUE split must be one of "
-                     f"{', '.join(FEWCLUE_SPLITS)}, got {split!r}")
-  k = "few_all" if split == "all" else split
-  files = {"train": (f"train_{k}.json",), "dev": (f"dev_{k}.json",),
-           "test": ("test_public.json",), "submit": ("test.json",)}
-  return _spec(name, layout, labels, files,
-               cd.Submission(f"{submission_stem}_predict_{split}.json",
-                             "submit"), no_consensus)
-
-
-# name: (layout, labels, submission file, no-consensus label, train files)
-CLUE_TASKS = {
-    "afqmc": (pair("sentence1", "sentence2"), BINARY_LABELS,
-              "afqmc_predict.json", None, ("train.json",)),
-    "tnews": (single("sentence"), TNEWS_LABELS, "tnews11_predict.json", None,
-              ("train.json",)),
-    "iflytek": (single("sentence"), IFLYTEK_LABELS, "iflytek_predict.json",
-                None, ("train.json",)),
-    "cmnli": (pair("sentence1", "sentence2"), NLI_LABELS,
-              "cmnli_predict.json", NO_CONSENSUS, ("train.json",)),
-    "ocnli": (pair("sentence1", "sentence2"), NLI_LABELS,
-              "ocnli_50k_predict.json", NO_CONSENSUS,
-              ("train.json", "train.50k.json")),
-    "csl": (CSL, BINARY_LABELS, "csl_predict.json", None, ("train.json",)),
-    "cluewsc2020": (WSC, WSC_LABELS, "cluewsc11_predict.json", None,
-                    ("train.json",)),
-}
-
+# -------------------------------------------------------------- FewCLUE
 # name: (layout, labels, submission stem, no-consensus label, FewCLUE's
 # directory under datasets/). The names are FewCLUE's submission names
 # (tnewsf: FewCLUE's TNEWS, beside CLUE's tnews).
@@ -446,26 +356,9 @@ FEWCLUE_TASKS = {
 }
 
 
-def clue_specs() -> Dict[str, cd.TaskSpec]:
-  """{dataset name: TaskSpec} of CLUE 1.1's classification tasks."""
-  return {name: clue_spec(name, layout, labels, file, skip, train)
-          for name, (layout, labels, file, skip, train) in CLUE_TASKS.items()}
-
-
 def fewclue_dataset_name(task: str, split: str) -> str:
   """eprstmt (split all: train_few_all) or eprstmt_0 .. eprstmt_4."""
   return task if split == "all" else f"{task}_{split}"
-
-
-def fewclue_specs() -> Dict[str, cd.TaskSpec]:
-  """{dataset name: TaskSpec} of FewCLUE's classification tasks, each on
-  its six splits (`fewclue_dataset_name`)."""
-  specs = {}
-  for task, (layout, labels, stem, skip, _) in FEWCLUE_TASKS.items():
-    for split in FEWCLUE_SPLITS:
-      name = fewclue_dataset_name(task, split)
-      specs[name] = fewclue_spec(name, layout, labels, stem, split, skip)
-  return specs
 
 
 # ------------------------------------------------------ unlabeled text

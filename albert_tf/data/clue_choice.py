@@ -33,7 +33,7 @@ import collections
 import json
 import os
 import re
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Sequence, Tuple
 
 from absl import logging
 import numpy as np

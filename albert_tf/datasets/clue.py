@@ -19,20 +19,77 @@ names, tnewsf being its TNEWS) those of its BERT fine-tuning baseline
 the commands and CLUE's published figures.
 """
 
-from albert_tf import registry
-from albert_tf.data import clue, clue_choice
+from typing import Optional
 
-_CLUE_HELP = {
-    "afqmc": "CLUE AFQMC (Ant Financial question matching: sentence1, "
-             "sentence2, label 0/1)",
-    "tnews": "CLUE TNEWS 1.1 (15 news classes: sentence, label code "
-             "100-116)",
-    "iflytek": "CLUE IFLYTEK (119 app classes: sentence, label 0-118)",
-    "cmnli": "CLUE CMNLI (NLI: sentence1, sentence2; '-' skipped)",
-    "ocnli": "CLUE OCNLI (NLI: sentence1, sentence2; '-' skipped)",
-    "csl": "CLUE CSL (keyword list + abstract, label 0/1)",
-    "cluewsc2020": "CLUE CLUEWSC2020 (text with its two spans marked, label "
-                   "true/false)",
+from albert_tf import registry
+from albert_tf.data import classifier_data as cd
+from albert_tf.data import clue, clue_choice
+from albert_tf.data.clue import (BINARY_LABELS, CSL, IFLYTEK_LABELS,
+                                 NLI_LABELS, NO_CONSENSUS, TNEWS_LABELS, WSC,
+                                 WSC_LABELS, pair, single)
+
+
+def _json_spec(name, layout, labels, files, submission, no_consensus=None):
+  fields, texts, has_pair = layout
+  columns = ("text_a", "text_b" if has_pair else None, "label")
+  return cd.TaskSpec(
+      name=name, files=files, columns={s: columns for s in files},
+      label_list=tuple(labels),
+      reader=clue.JsonReader(tuple(fields), texts, no_consensus),
+      submission=submission)
+
+
+def clue_spec(name: str, layout, labels, submission_file: str,
+              no_consensus: Optional[str] = None,
+              train_files=("train.json",)) -> cd.TaskSpec:
+  """A CLUE 1.1 task: train.json, dev.json, test.json; the submission
+  (`submission_file`) predicts test.json."""
+  files = {"train": tuple(train_files), "dev": ("dev.json",),
+           "test": ("test.json",)}
+  return _json_spec(name, layout, labels, files,
+               cd.Submission(submission_file, "test"), no_consensus)
+
+
+def fewclue_spec(name: str, layout, labels, submission_stem: str,
+                 split: str, no_consensus: Optional[str] = None
+                 ) -> cd.TaskSpec:
+  """A FewCLUE task on one of its splits (`clue.FEWCLUE_SPLITS`):
+  train_<k>.json / dev_<k>.json (all: train_few_all.json ...);
+  test_public.json is the test split (labelled); the submission
+  `<stem>_predict_<k>.json` predicts test.json."""
+  if split not in clue.FEWCLUE_SPLITS:
+    raise ValueError(f"FewCLUE split must be one of "
+                     f"{', '.join(clue.FEWCLUE_SPLITS)}, got {split!r}")
+  k = "few_all" if split == "all" else split
+  files = {"train": (f"train_{k}.json",), "dev": (f"dev_{k}.json",),
+           "test": ("test_public.json",), "submit": ("test.json",)}
+  return _json_spec(name, layout, labels, files,
+               cd.Submission(f"{submission_stem}_predict_{split}.json",
+                             "submit"), no_consensus)
+
+
+# name: (help, then `clue_spec`'s arguments after the name).
+CLUE_TASKS = {
+    "afqmc": ("CLUE AFQMC (Ant Financial question matching: sentence1, "
+              "sentence2, label 0/1)", pair("sentence1", "sentence2"),
+              BINARY_LABELS, "afqmc_predict.json"),
+    "tnews": ("CLUE TNEWS 1.1 (15 news classes: sentence, label code "
+              "100-116)", single("sentence"), TNEWS_LABELS,
+              "tnews11_predict.json"),
+    "iflytek": ("CLUE IFLYTEK (119 app classes: sentence, label 0-118)",
+                single("sentence"), IFLYTEK_LABELS, "iflytek_predict.json"),
+    "cmnli": ("CLUE CMNLI (NLI: sentence1, sentence2; '-' skipped)",
+              pair("sentence1", "sentence2"), NLI_LABELS,
+              "cmnli_predict.json", NO_CONSENSUS),
+    "ocnli": ("CLUE OCNLI (NLI: sentence1, sentence2; '-' skipped)",
+              pair("sentence1", "sentence2"), NLI_LABELS,
+              "ocnli_50k_predict.json", NO_CONSENSUS,
+              ("train.json", "train.50k.json")),
+    "csl": ("CLUE CSL (keyword list + abstract, label 0/1)", CSL,
+            BINARY_LABELS, "csl_predict.json"),
+    "cluewsc2020": ("CLUE CLUEWSC2020 (text with its two spans marked, "
+                    "label true/false)", WSC, WSC_LABELS,
+                    "cluewsc11_predict.json"),
 }
 _FEWCLUE_HELP = {
     "eprstmt": "FewCLUE EPRSTMT (e-commerce reviews, Positive/Negative)",
@@ -45,19 +102,18 @@ _FEWCLUE_HELP = {
     "cluewscf": "FewCLUE CLUEWSC (true/false)",
 }
 
-_clue_specs = clue.clue_specs()
-for _name, _spec in _clue_specs.items():
+for _name, (_help, *_args) in CLUE_TASKS.items():
+  _spec = clue_spec(_name, *_args)
   registry.register_dataset(
       _name, "classification", spec=_spec,
-      help=f"{_CLUE_HELP[_name]}; writes {_spec.submission.file_name}",
+      help=f"{_help}; writes {_spec.submission.file_name}",
       train_batch_size=16, learning_rate=2e-5,
       num_train_epochs=10.0 if _name == "iflytek" else 3.0)
 
-_fewclue_specs = clue.fewclue_specs()
-for _task in clue.FEWCLUE_TASKS:
+for _task, (_layout, _labels, _stem, _skip, _) in clue.FEWCLUE_TASKS.items():
   for _split in clue.FEWCLUE_SPLITS:
     _name = clue.fewclue_dataset_name(_task, _split)
-    _spec = _fewclue_specs[_name]
+    _spec = fewclue_spec(_name, _layout, _labels, _stem, _split, _skip)
     registry.register_dataset(
         _name, "classification", spec=_spec,
         help=f"{_FEWCLUE_HELP[_task]}, {_spec.files['train'][0]}; "
