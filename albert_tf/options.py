@@ -3,8 +3,8 @@
 A command defines its flags from these dataclasses and parses them before
 anything else runs, so `--help` and a mistyped flag answer at once instead
 of after TF's import (seconds); `finetuning` and `runtime`, which need TF,
-are imported by the command only to run. finetuning.FinetuneOptions is
-this FinetuneOptions.
+are imported by the command only to run. finetuning.FinetuneOptions and
+run_pretraining.Params are FinetuneOptions and PretrainingOptions.
 
 The choices of the strategy, precision and optimizer flags are defined
 here too (runtime.py and optimization.py, which need TF, import them).
@@ -157,6 +157,139 @@ class FinetuneOptions(StrategySettings):
   save_checkpoints_steps: int = settings.field(
       0, "Original name of --eval_every_steps (a checkpoint and an eval "
       "every N).", group="training")
+
+
+@dataclasses.dataclass
+class PretrainingOptions(StrategySettings):
+  """run_pretraining's flags: the original run_pretraining.py's names and
+  defaults, then the TF2 ones (the strategy and original TPU flags come
+  from StrategySettings)."""
+  # --- as in google-research/albert run_pretraining.py
+  albert_config_file: Optional[str] = settings.field(
+      None, "albert_config.json of the model to train.")
+  preset: Optional[str] = settings.field(
+      None, "Instead of --albert_config_file: a preset name of "
+      "albert_tf.config.PRESETS.")
+  vocab_size: int = settings.field(
+      0, "If > 0, overrides the config's vocab_size (e.g. a preset's shape "
+      "with your own vocabulary).")
+  spm_model_file: Optional[str] = settings.field(
+      None, "If set (and --vocab_size is not), the config's vocab_size "
+      "becomes this SentencePiece model's size.")
+  input_file: Optional[str] = settings.field(
+      None, "Comma-separated TFRecord globs for training (and for eval "
+      "without --eval_input_file).")
+  eval_input_file: Optional[str] = settings.field(
+      None, "Comma-separated TFRecord globs for --do_eval; default: "
+      "--input_file.")
+  output_dir: Optional[str] = settings.field(
+      None, "Checkpoints, logs and eval results are written here.")
+  init_checkpoint: Optional[str] = settings.field(
+      None, "Checkpoint (file prefix or directory) to take the initial "
+      "weights from; ignored when --output_dir already has a checkpoint.")
+  do_train: bool = settings.field(
+      True, "Train (true by default, as in the original; --nodo_train "
+      "--do_eval evaluates only).")
+  do_eval: bool = settings.field(False, "Evaluate on --eval_input_file.")
+  train_batch_size: int = settings.field(4096, "Global training batch.")
+  eval_batch_size: int = settings.field(64, "Global eval batch.")
+  max_seq_length: int = settings.field(512, "Must match the TFRecords.")
+  max_predictions_per_seq: int = settings.field(
+      20, "Must match the TFRecords.")
+  optimizer: str = settings.field(
+      "lamb", "lamb/adamw: the original's LAMB/AdamWeightDecay update rules "
+      "(no bias correction); keras_lamb/keras_adamw: Keras's.",
+      choices=list(OPTIMIZERS))
+  learning_rate: float = settings.field(0.00176, "Peak learning rate.")
+  poly_power: float = settings.field(1.0, "Power of the polynomial decay.")
+  num_train_steps: int = settings.field(125000, "Training steps.")
+  num_warmup_steps: int = settings.field(3125, "Linear warmup steps.")
+  save_checkpoints_steps: int = settings.field(
+      5000, "Checkpoint every this many steps.")
+  keep_checkpoint_max: int = settings.field(5, "Checkpoints kept.")
+  iterations_per_loop: int = settings.field(
+      1000, "Training steps per tf.function call (Keras "
+      "steps_per_execution).")
+  max_eval_steps: int = settings.field(100, "Eval batches at most.")
+  # --- TF2 additions
+  mixed_precision: str = settings.field(
+      "auto", f"Compute dtype: auto|{'|'.join(PRECISIONS)} (Keras policy "
+      "names accepted); variables, LayerNorm, softmax and losses stay "
+      "float32. float16 adds dynamic loss scaling. auto: bfloat16 on a TPU "
+      "and on a CPU with bf16 units (amx_bf16 or avx512_bf16), none "
+      "elsewhere (one log line says which and why); a resumed run keeps its "
+      "own.")
+  length_buckets: int = settings.field(
+      0, "Training batches grouped by length into this many buckets and "
+      "cut to their bucket's width, so that short texts are not padded to "
+      "--max_seq_length (0: every batch at --max_seq_length, as the "
+      "original). Ignored, with a warning, on a TPU (one static shape); "
+      "with --jit_compile each width is compiled once.")
+  micro_batches: str = settings.field(
+      "auto", "Each batch as this many parts with independent forward and "
+      "backward passes, run side by side on a CPU's cores (the loss and "
+      "gradients of the whole batch). auto: 2 on a CPU-only run of the "
+      "default strategy with 2 or more cores and batches of 16 or more, 1 "
+      "elsewhere (one log line says which).")
+  overwrite: bool = settings.field(
+      False, "Start over in an --output_dir that holds a run with other "
+      "settings (deletes that run's checkpoints, logs, events and results; "
+      "other files there stay).")
+  jit_compile: bool = settings.field(False, "XLA-compile the train step.")
+  seed: int = settings.field(12345, "Initialisation and shuffling seed.",
+                             group="training")
+  log_steps: int = settings.field(
+      100, "Log metrics every this many steps (rounded up to a multiple of "
+      "the steps per call).")
+  shuffle_buffer_size: int = settings.field(
+      1000, "Record shuffle buffer; 0 reads files in order, round robin.")
+  skip_corrupt_records: bool = settings.field(
+      False, "Skip unreadable and unparsable records instead of stopping "
+      "with an error that names the file. A pass over the files before "
+      "training counts them per file: in the log and in "
+      "output_dir/skipped_records.json.")
+  max_corrupt_fraction: float = settings.field(
+      0.001, "With --skip_corrupt_records: stop before training when more "
+      "than this share of the records would be skipped.", lower_bound=0.0,
+      upper_bound=1.0)
+  allow_incomplete_input: bool = settings.field(
+      False, "Read a folder in data prep's layout (its shards, summary.json "
+      "or .tmp-* files) without its _SUCCESS and manifest.json (a killed "
+      "data prep run), and files the manifest does not list or lists with "
+      "another size; each is a warning instead of an error. Records with no "
+      "data prep file beside them (other tools', e.g. google-research/"
+      "albert's create_pretraining_data.py) need no flag: they are read with "
+      "a warning.")
+  input_timeout_secs: int = settings.field(
+      600, "Stop with an error naming the file when an input file gives no "
+      "record for this long, up to the first training batch (a named pipe, "
+      "a hung mount); 0: wait forever.", lower_bound=0)
+  sentence_order_loss_weight: float = settings.field(
+      1.0, "Weight of the sentence loss (SOP, or NSP on --random_next_"
+      "sentence records) in the loss trained on; 0 trains MLM alone (the "
+      "paper's Table 5 'none': the sentence head stays untrained and "
+      "answers one class whatever the input).", lower_bound=0.0)
+  train_budget_minutes: float = settings.field(
+      0.0, "Train for this many minutes of wall clock, from the command's "
+      "start to the end of its last checkpoint and eval, instead of "
+      "--num_train_steps: the first steps (at learning rate 0) are timed, "
+      "then the steps, warmup and decay are planned to end at the budget "
+      "(one log line says the plan; run_fingerprint.json records it, and a "
+      "resumed run keeps it). The start counts too (imports, the input "
+      "checks, the model build, the step-0 eval, the timed steps: about a "
+      "minute on 2 quiet cores, several on a loaded machine); a budget that "
+      "cannot hold them and a call that trains is refused as soon as the "
+      "first call is timed, naming one that would. 0: --num_train_steps and "
+      "--num_warmup_steps.",
+      lower_bound=0.0)
+  budget_warmup_fraction: float = settings.field(
+      0.1, "With --train_budget_minutes: the share of the planned steps "
+      "that warm up, before the linear decay to 0.", lower_bound=0.0,
+      upper_bound=0.99)
+  eval_every_checkpoint: bool = settings.field(
+      False, "With --do_eval, also evaluate at step 0 and at every "
+      "checkpoint while training (eval_log.jsonl, TensorBoard eval/); the "
+      "best checkpoint by masked_lm_accuracy is kept in output_dir/best/.")
 
 
 def main_for(options_class, run: Callable) -> Callable:

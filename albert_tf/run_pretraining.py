@@ -2,32 +2,19 @@ r"""Pretrain ALBERT (masked LM + sentence order) from TFRecord shards.
 
     python -m albert_tf.run_pretraining --flagfile=configs/pretrain_albert_tiny_zh_demo.flags
 
-The recipe, top to bottom in `run`:
-  1. config (--preset or --albert_config_file) and tf.distribute strategy;
-  2. model + optimizer built under the strategy's scope;
-  3. resume from the latest checkpoint in --output_dir (step, optimizer
-     state, so the learning rate continues), else --init_checkpoint weights;
-  4. `model.fit` over the TFRecords; one Keras "epoch" is one checkpoint
-     interval (--save_checkpoints_steps), so the progress bar shows the
-     steps to the next checkpoint; --iterations_per_loop steps run inside
-     one tf.function call (steps_per_execution);
-  5. --do_eval: eval_results.json / eval_results.txt for the last checkpoint.
-
-Written to --output_dir: ckpt-<step>.* + `checkpoint` (tf.train.CheckpointManager,
-layout of `albert_tf.training.checkpoints`: encoder, masked_lm_head,
-sentence_order_head, optimizer, step), albert_config.json, task_record.json
-(task "pretraining", `albert_tf.record`), train/ and eval/
-TensorBoard events, train_log.jsonl (one JSON object per --log_steps) and
-eval_log.jsonl.
-
-Resuming: the same command continues from the latest checkpoint at the same
-step and learning rate. The input pipeline is not checkpointed (neither was
-the original's); it restarts with its shuffle seed offset by the step so a
-resumed run does not replay the batches it already trained on.
+`run` is the recipe: strategy, config, the records checked, output_dir
+checked then claimed, the pretraining task, and the one trainer
+(`training.trainer`), which resumes from --output_dir's latest checkpoint
+(else --init_checkpoint's weights), fits one checkpoint interval per Keras
+"epoch", and with --do_eval writes eval_results.json/.txt. Written to
+--output_dir: ckpt-<step>.* (`training.checkpoints`' layout),
+albert_config.json, task_record.json, train/ and eval/ events,
+train_log.jsonl and eval_log.jsonl. The input pipeline is not checkpointed
+(nor was the original's): a resumed run offsets its shuffle seed by the
+step, so it does not replay the batches it trained on.
 """
 
 import dataclasses
-import importlib
 import os
 import time
 from typing import Dict, Optional, Sequence
@@ -41,7 +28,6 @@ import albert_tf  # noqa: F401  (sets KERAS_BACKEND before keras is imported)
 from albert_tf import file_io
 from albert_tf import settings
 from albert_tf import options
-from albert_tf.options import PRECISIONS
 
 # --train_budget_minutes counts from here (the imports above take well
 # under a second; TensorFlow loads later, inside the budget).
@@ -49,166 +35,12 @@ STARTED = time.time()
 
 # TensorFlow, Keras and what imports them are imported by the functions
 # that run, not here: --help and a flag mistake answer before TF loads.
-# The modules this file imported at its top before are still its
-# attributes (`run_pretraining.optimization`), loaded on first use.
-_LAZY_MODULES = {
-    "keras": "keras", "tf": "tensorflow",
-    "corrupt_records": "albert_tf.data.corrupt_records",
-    "input_timeout": "albert_tf.data.input_timeout",
-    "record_checks": "albert_tf.data.record_checks",
-    "optimization": "albert_tf.training.optimization",
-    "output_dir": "albert_tf.training.output_dir",
-    "resolution": "albert_tf.training.resolution",
-    "runtime": "albert_tf.training.runtime",
-    "tasks": "albert_tf.tasks",
-}
-
-
-def __getattr__(name):
-  if name in _LAZY_MODULES:
-    return importlib.import_module(_LAZY_MODULES[name])
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-@dataclasses.dataclass
-class Params(options.StrategySettings):
-  """The settings `run` reads; the fields are the command-line flags (the
-  original run_pretraining.py names and defaults, then the TF2 ones; the
-  strategy and original TPU flags come from options.StrategySettings)."""
-  # --- as in google-research/albert run_pretraining.py
-  albert_config_file: Optional[str] = settings.field(
-      None, "albert_config.json of the model to train.")
-  preset: Optional[str] = settings.field(
-      None, "Instead of --albert_config_file: a preset name of "
-      "albert_tf.config.PRESETS.")
-  vocab_size: int = settings.field(
-      0, "If > 0, overrides the config's vocab_size (e.g. a preset's shape "
-      "with your own vocabulary).")
-  spm_model_file: Optional[str] = settings.field(
-      None, "If set (and --vocab_size is not), the config's vocab_size "
-      "becomes this SentencePiece model's size.")
-  input_file: Optional[str] = settings.field(
-      None, "Comma-separated TFRecord globs for training (and for eval "
-      "without --eval_input_file).")
-  eval_input_file: Optional[str] = settings.field(
-      None, "Comma-separated TFRecord globs for --do_eval; default: "
-      "--input_file.")
-  output_dir: Optional[str] = settings.field(
-      None, "Checkpoints, logs and eval results are written here.")
-  init_checkpoint: Optional[str] = settings.field(
-      None, "Checkpoint (file prefix or directory) to take the initial "
-      "weights from; ignored when --output_dir already has a checkpoint.")
-  do_train: bool = settings.field(
-      True, "Train (true by default, as in the original; --nodo_train "
-      "--do_eval evaluates only).")
-  do_eval: bool = settings.field(False, "Evaluate on --eval_input_file.")
-  train_batch_size: int = settings.field(4096, "Global training batch.")
-  eval_batch_size: int = settings.field(64, "Global eval batch.")
-  max_seq_length: int = settings.field(512, "Must match the TFRecords.")
-  max_predictions_per_seq: int = settings.field(
-      20, "Must match the TFRecords.")
-  optimizer: str = settings.field(
-      "lamb", "lamb/adamw: the original's LAMB/AdamWeightDecay update rules "
-      "(no bias correction); keras_lamb/keras_adamw: Keras's.",
-      choices=list(options.OPTIMIZERS))
-  learning_rate: float = settings.field(0.00176, "Peak learning rate.")
-  poly_power: float = settings.field(1.0, "Power of the polynomial decay.")
-  num_train_steps: int = settings.field(125000, "Training steps.")
-  num_warmup_steps: int = settings.field(3125, "Linear warmup steps.")
-  save_checkpoints_steps: int = settings.field(
-      5000, "Checkpoint every this many steps.")
-  keep_checkpoint_max: int = settings.field(5, "Checkpoints kept.")
-  iterations_per_loop: int = settings.field(
-      1000, "Training steps per tf.function call (Keras "
-      "steps_per_execution).")
-  max_eval_steps: int = settings.field(100, "Eval batches at most.")
-  # --- TF2 additions
-  mixed_precision: str = settings.field(
-      "auto", f"Compute dtype: auto|{'|'.join(PRECISIONS)} (Keras policy "
-      "names accepted); variables, LayerNorm, softmax and losses stay "
-      "float32. float16 adds dynamic loss scaling. auto: bfloat16 on a TPU "
-      "and on a CPU with bf16 units (amx_bf16 or avx512_bf16), none "
-      "elsewhere (one log line says which and why); a resumed run keeps its "
-      "own.")
-  length_buckets: int = settings.field(
-      0, "Training batches grouped by length into this many buckets and "
-      "cut to their bucket's width, so that short texts are not padded to "
-      "--max_seq_length (0: every batch at --max_seq_length, as the "
-      "original). Ignored, with a warning, on a TPU (one static shape); "
-      "with --jit_compile each width is compiled once.")
-  micro_batches: str = settings.field(
-      "auto", "Each batch as this many parts with independent forward and "
-      "backward passes, run side by side on a CPU's cores (the loss and "
-      "gradients of the whole batch). auto: 2 on a CPU-only run of the "
-      "default strategy with 2 or more cores and batches of 16 or more, 1 "
-      "elsewhere (one log line says which).")
-  overwrite: bool = settings.field(
-      False, "Start over in an --output_dir that holds a run with other "
-      "settings (deletes that run's checkpoints, logs, events and results; "
-      "other files there stay).")
-  jit_compile: bool = settings.field(False, "XLA-compile the train step.")
-  seed: int = settings.field(12345, "Initialisation and shuffling seed.",
-                             group="training")
-  log_steps: int = settings.field(
-      100, "Log metrics every this many steps (rounded up to a multiple of "
-      "the steps per call).")
-  shuffle_buffer_size: int = settings.field(
-      1000, "Record shuffle buffer; 0 reads files in order, round robin.")
-  skip_corrupt_records: bool = settings.field(
-      False, "Skip unreadable and unparsable records instead of stopping "
-      "with an error that names the file. A pass over the files before "
-      "training counts them per file: in the log and in "
-      "output_dir/skipped_records.json.")
-  max_corrupt_fraction: float = settings.field(
-      0.001, "With --skip_corrupt_records: stop before training when more "
-      "than this share of the records would be skipped.", lower_bound=0.0,
-      upper_bound=1.0)
-  allow_incomplete_input: bool = settings.field(
-      False, "Read a folder in data prep's layout (its shards, summary.json "
-      "or .tmp-* files) without its _SUCCESS and manifest.json (a killed "
-      "data prep run), and files the manifest does not list or lists with "
-      "another size; each is a warning instead of an error. Records with no "
-      "data prep file beside them (other tools', e.g. google-research/"
-      "albert's create_pretraining_data.py) need no flag: they are read with "
-      "a warning.")
-  input_timeout_secs: int = settings.field(
-      600, "Stop with an error naming the file when an input file gives no "
-      "record for this long, up to the first training batch (a named pipe, "
-      "a hung mount); 0: wait forever.", lower_bound=0)
-  sentence_order_loss_weight: float = settings.field(
-      1.0, "Weight of the sentence loss (SOP, or NSP on --random_next_"
-      "sentence records) in the loss trained on; 0 trains MLM alone (the "
-      "paper's Table 5 'none': the sentence head stays untrained and "
-      "answers one class whatever the input).", lower_bound=0.0)
-  train_budget_minutes: float = settings.field(
-      0.0, "Train for this many minutes of wall clock, from the command's "
-      "start to the end of its last checkpoint and eval, instead of "
-      "--num_train_steps: the first steps (at learning rate 0) are timed, "
-      "then the steps, warmup and decay are planned to end at the budget "
-      "(one log line says the plan; run_fingerprint.json records it, and a "
-      "resumed run keeps it). The start counts too (imports, the input "
-      "checks, the model build, the step-0 eval, the timed steps: about a "
-      "minute on 2 quiet cores, several on a loaded machine); a budget that "
-      "cannot hold them and a call that trains is refused as soon as the "
-      "first call is timed, naming one that would. 0: --num_train_steps and "
-      "--num_warmup_steps.",
-      lower_bound=0.0)
-  budget_warmup_fraction: float = settings.field(
-      0.1, "With --train_budget_minutes: the share of the planned steps "
-      "that warm up, before the linear decay to 0.", lower_bound=0.0,
-      upper_bound=0.99)
-  eval_every_checkpoint: bool = settings.field(
-      False, "With --do_eval, also evaluate at step 0 and at every "
-      "checkpoint while training (eval_log.jsonl, TensorBoard eval/); the "
-      "best checkpoint by masked_lm_accuracy is kept in output_dir/best/.")
+Params = options.PretrainingOptions  # the flags
 
 
 def params_from_argv(argv: Sequence[str]) -> Params:
-  """Parses command-line style args (incl. --flagfile) into a Params.
-
-  For tests and scripts: `run(params_from_argv(["--preset=...", ...]))`
-  behaves exactly as the command line, without a subprocess.
-  """
+  """Params of command-line args (--flagfile too): `run(params_from_argv(
+  [...]))` behaves as the command line, without a subprocess."""
   fv = flags.FlagValues()
   settings.define_flags(Params, fv)
   fv(["run_pretraining"] + list(argv))
@@ -240,14 +72,8 @@ def _check_params(p: Params):
                    "steps replaces --num_train_steps=%d and "
                    "--num_warmup_steps=%d", p.train_budget_minutes,
                    p.num_train_steps, p.num_warmup_steps)
-  if p.length_buckets < 0:
-    raise ValueError(f"--length_buckets must be 0 or more, got "
-                     f"{p.length_buckets}")
-  from albert_tf.training import runtime  # pylint: disable=g-import-not-at-top
-  if p.mixed_precision != runtime.AUTO:
-    runtime.canonical_precision(p.mixed_precision)
-  from albert_tf.training import micro_batches  # pylint: disable=g-import-not-at-top
-  micro_batches.parse(p.micro_batches)
+  from albert_tf.training import fast_path  # pylint: disable=g-import-not-at-top
+  fast_path.check(p.mixed_precision, p.length_buckets, p.micro_batches)
 
 
 def _resolve_auto(p: Params) -> Params:
@@ -311,10 +137,9 @@ def trainer_settings(p: Params, started: float = 0.0):
 
 
 def _with_mfu(settings, p: Params, config, train_files):
-  """settings with the tokens of an average record (its real ones, from
-  the first records) and the FLOPs of training on them over this machine's
-  matmul peak in the compute dtype (measured now, about a second): the
-  tokens/s and MFU of the logs (`training.throughput`)."""
+  """settings with an average record's real tokens (from the first
+  records), the FLOPs of training on them and this machine's matmul peak
+  (measured now, about a second): the logs' tokens/s and MFU."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.training import throughput
   length, sampled = throughput.mean_length(train_files, p.max_seq_length,
@@ -351,9 +176,7 @@ def run(p: Params, started: Optional[float] = None) -> Dict[str, float]:
 
 
 def _run(p: Params, started: float) -> Dict[str, float]:
-  """The recipe, top to bottom: strategy -> config and tokenizer -> the
-  records -> the output_dir (checked, then claimed) -> task -> trainer.
-  Nothing is written before every check has passed."""
+  """The recipe (module doc); nothing is written before every check."""
   # pylint: disable=g-import-not-at-top
   import keras
   import tensorflow as tf
@@ -381,9 +204,7 @@ def _run(p: Params, started: float) -> Dict[str, float]:
       "pretraining", config, tokenizer,
       settings.optimizer_fingerprint() if p.do_train else None,
       p.mixed_precision, p.train_batch_size)
-  # The loss trained on: another weight makes the checkpoints mean another
-  # model (None in runs that do not train, and in older fingerprints: not
-  # compared).
+  # Another loss is another model (None: not training, or an older run).
   fingerprint["sentence_order_loss_weight"] = (
       p.sentence_order_loss_weight if p.do_train else None)
   output_dir.check_output_dir(p.output_dir, fingerprint, p.overwrite)
@@ -461,15 +282,11 @@ def _against_baselines(results) -> str:
 
 
 def _check_inputs(p: Params):
-  """The records, checked before anything is written or a step runs.
-
-  Data prep's _SUCCESS and manifest (lengths, tokenizer, file sizes), the
-  first record of every file, at least one record to train on, with
-  --skip_corrupt_records the exact count of what will be skipped, and the
-  first training batch; a read that blocks for --input_timeout_secs is an
-  error naming the file. Returns (train_files, eval_files, skipped-records
-  report or None).
-  """
+  """(train_files, eval_files, skipped-records report or None), checked
+  before anything is written: data prep's _SUCCESS and manifest, every
+  file's first record, records to train on, with --skip_corrupt_records
+  the count to skip, and the first batch; a read blocking for
+  --input_timeout_secs is an error naming the file."""
   from albert_tf.data import input_timeout  # pylint: disable=g-import-not-at-top
   return input_timeout.with_input_timeout(
       lambda progress: _read_inputs(p, progress), p.input_timeout_secs)

@@ -18,6 +18,7 @@ from absl import flags
 from albert_tf.data import pretraining_dataset
 from albert_tf.data import record_checks
 from albert_tf import run_pretraining as rp
+from albert_tf.training import optimization
 from albert_tf.training import runtime
 from albert_tf.config import AlbertConfig
 from albert_tf.tasks.pretraining import PretrainingTask
@@ -189,7 +190,7 @@ def test_train_eval_resume_and_init_checkpoint(tmp_path):
   assert resumed["global_step"] == 9
   last = _log(out)[-1]
   assert last["step"] == 9
-  schedule = rp.optimization.WarmupPolynomialDecay(0.01, 9, 2)
+  schedule = optimization.WarmupPolynomialDecay(0.01, 9, 2)
   np.testing.assert_allclose(last["learning_rate"], float(schedule(8)),
                              rtol=1e-6)
 
