@@ -56,11 +56,11 @@ import os
 
 from albert_tf import settings
 from albert_tf.data.tokenization import write_synced
-from albert_tf.export_tflite import (_scratch_folder, check_tokenizer_copy,
-                                     held_out_examples, read_export_record,
-                                     rename_into_place, serve_inputs_of,
-                                     sidecar_names, tokenizer_of,
-                                     VerifySettings, version_dir)
+from albert_tf.export_tflite import (held_out_examples, serve_inputs_of,
+                                     VerifySettings)
+from albert_tf.serving.export_files import (
+    check_tokenizer_copy, read_export_record, rename_into_place,
+    scratch_folder, sidecar_names, tokenizer_of, version_dir)
 from albert_tf.features import ENCODER_INPUTS
 from albert_tf.serving import verify
 
@@ -243,7 +243,7 @@ def convert(saved_model, output, quantize="none", verify_data=None,
       record, tokenizer, saved_model, verify_data, num_verify_examples,
       verify_columns, max_predictions)
   import onnx  # pylint: disable=g-import-not-at-top
-  with _scratch_folder(output, "export_onnx") as (scratch, replaced):
+  with scratch_folder(output, "export_onnx") as (scratch, replaced):
     model = convert_serving_default(saved_model)
     sharing = share_initializers(model)
     float_path = os.path.join(scratch, "float32.onnx")

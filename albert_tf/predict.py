@@ -29,23 +29,18 @@ it has one, and the prediction (`Task.decode_outputs`: a classifier's
 label + probabilities, a tagger's entities, span QA's answer + start + end
 + score). It is written whole or not at all.
 
-Gold values (--label_column; default "label", span QA also "answers" /
-"answer", a tagger "tags") are scored by the family's `Task.scorer`
-(`albert_tf.tasks.scoring`): accuracy, macro-F1, the confusion matrix and
-the majority class for labels (multiple choice: a name or a 0-based
-index), exact match / F1 for span QA (an answer or a JSON list; CMRC 2018's
-or SQuAD v2.0's rules where the model's are), entity precision/recall/F1
-(seqeval) for a tagger's tags, one per token of the text. Rows without
-gold are counted, not scored; a family without scoring says so in a line.
+Gold values (--label_column; by default where the family's `Task.scorer`
+looks: "label", span QA's "answers"/"answer", a tagger's "tags") are
+scored by it (`albert_tf.tasks.scoring`: accuracy, macro-F1 and the
+confusion matrix beside the majority class; exact match / F1; entity
+F1); rows without gold are counted, not scored.
 
 With --task=<dataset> --data_dir=DIR (a registered dataset whose family
-reads its files: CLUE's afqmc, tnews, ..., FewCLUE's bustm_0, ...; docs/clue.md)
-the benchmark's own files are read instead, by the dataset's reader as
-`albert-finetune --task` reads them (`Task.read_dataset`, ids kept): its
-labelled splits are scored, beside the majority class and TF-IDF + LR
-fitted on its train file, --output_file (optional) gets every row with its
-split and id, and --submission_file the benchmark's submission file
-(written whole or not at all; one with more lines is not replaced).
+reads its files: CLUE's afqmc, tnews, ..., FewCLUE's bustm_0; docs/clue.md)
+the benchmark's own files are read instead (`Task.read_dataset`, ids
+kept), its labelled splits scored beside the majority class and TF-IDF +
+LR fitted on its train file; --output_file (optional) gets every row with
+its split and id, --submission_file the benchmark's submission file.
 
 The file is read and predicted --batch_size rows at a time, with a progress
 line every --progress_interval_secs. Rows the model cuts to its length
@@ -65,14 +60,14 @@ from absl import logging
 
 from albert_tf import quiet_logs
 from albert_tf import settings
-from albert_tf.tasks.scoring import PredictError
+# Reading (and the names callers of earlier versions imported here).
+from albert_tf.data.rows import (  # noqa: F401  pylint: disable=unused-import
+    FORMATS, JSON_EXTENSIONS, OPTIONS, Lines, PredictError, RowReader,
+    check_files, input_format, read_rows)
 
 # TensorFlow (albert_tf.inference, through albert_tf.load) is imported by
 # `run`, not here: --help and a flag mistake answer before TF loads.
 
-FORMATS = ("auto", "tsv", "jsonl", "text")
-JSON_EXTENSIONS = (".jsonl", ".json", ".ndjson")
-OPTIONS = "options"
 GOLD = "gold"  # the gold label's column in the output
 
 
@@ -125,230 +120,6 @@ class PredictArgs:
   progress_interval_secs: float = settings.field(
       5.0, "Seconds between progress lines (rows done, rows/s).",
       lower_bound=0.0)
-
-
-# ------------------------------------------------------------------ reading
-def input_format(path, given="auto"):
-  """The format of path: given, or by its extension."""
-  if given != "auto":
-    return given
-  ext = os.path.splitext(path)[1].lower()
-  return ("jsonl" if ext in JSON_EXTENSIONS else "tsv" if ext == ".tsv"
-          else "text")
-
-
-class Lines:
-  """A count of lines and the numbers of the first few."""
-
-  def __init__(self, path):
-    self.path, self.count, self.first = path, 0, []
-
-  def add(self, number):
-    self.count += 1
-    if len(self.first) < 3:
-      self.first.append(number)
-
-  def __str__(self):
-    more = self.count - len(self.first)
-    return ", ".join(f"{self.path}:{n}" for n in self.first) + (
-        f" and {more} more" if more else "")
-
-
-def check_files(input_file, output_file=None):
-  """PredictError unless input_file is a file and output_file (a file or
-  none yet) is another one, its temporary (`atomic_writer`) too."""
-  if os.path.isdir(input_file):
-    raise PredictError(f"--input_file={input_file} is a directory, not a "
-                       "file (give one TSV, JSON lines or text file)")
-  if not os.path.exists(input_file):
-    raise PredictError(f"--input_file={input_file} does not exist")
-  # Not a regular file: a pipe (/dev/stdin, <(cmd)), read as it streams.
-  if output_file is None:
-    return
-  if os.path.isdir(output_file):
-    raise PredictError(f"--output_file={output_file} is a directory (name "
-                       "the file the predictions go to)")
-  real = os.path.realpath(input_file)
-  for name in (output_file, output_file + ".tmp"):
-    if os.path.realpath(name) == real or (
-        os.path.exists(name) and os.path.samefile(name, input_file)):
-      what = "is" if name == output_file else f"is written as {name}, which is"
-      raise PredictError(
-          f"--output_file={output_file} {what} --input_file={input_file} "
-          f"({real}): the predictions would replace the input; name another "
-          "output file")
-
-
-def _same_names(fields, names):
-  return [f.strip().lower() for f in fields] == [n.lower() for n in names]
-
-
-def read_rows(path, fmt="auto", columns=None, header=None, seen=None):
-  """(line number, {column: value}) of each row of path, one at a time.
-
-  UTF-8 (`classifier_data.text_lines`: a BOM dropped, as fine-tuning reads);
-  a blank or whitespace-only line is no row. TSV values are strings, the
-  columns --columns or the first line: `header` (TSV) says whether the
-  first line names them; None: without --columns, or when it equals them.
-  JSON lines: one object per line. Plain text: {"text": line}. `seen` (a
-  dict) gets "blank" (`Lines`) and "header" (its line number, if any).
-  """
-  from albert_tf.data import classifier_data  # pylint: disable=g-import-not-at-top
-  fmt = input_format(path, fmt)
-  check_files(path)
-  if header is not None and fmt != "tsv":
-    raise PredictError(f"--{'' if header else 'no'}header: --input_file="
-                       f"{path} is read as {fmt}, not TSV")
-  if header is False and not columns:
-    raise PredictError("--noheader: name the TSV's columns with --columns")
-  seen = {} if seen is None else seen
-  blank = seen.setdefault("blank", Lines(path))
-  names = list(columns) if columns else None
-  first = True
-  try:
-    for number, line in classifier_data.text_lines(path):
-      if not line.strip():
-        blank.add(number)
-        continue
-      if fmt != "tsv":
-        yield number, ({"text": line} if fmt == "text" else
-                       _json_row(path, number, line))
-        continue
-      fields = line.split("\t")
-      if first and (header or header is None and (
-          names is None or _same_names(fields, names))):
-        first, seen["header"] = False, number
-        if names is None:
-          names = fields
-          if len(set(names)) != len(names):
-            raise PredictError(f"{path}:{number}: the header names a column "
-                               "twice")
-        continue
-      first = False
-      if len(fields) != len(names):
-        raise PredictError(
-            f"{path}:{number}: {len(fields)} columns, the "
-            f"{'--columns' if columns else 'header'} names {len(names)} "
-            f"({', '.join(names)})")
-      yield number, dict(zip(names, fields))
-  except classifier_data.DataError as e:
-    raise PredictError(str(e)) from None
-
-
-def _json_row(path, number, line):
-  try:
-    row = json.loads(line)
-  except json.JSONDecodeError as e:
-    row = e
-  if not isinstance(row, dict):
-    got = (f"{row.msg} at column {row.colno}" if isinstance(
-        row, json.JSONDecodeError) else f"a JSON {type(row).__name__}")
-    raise PredictError(
-        f"{path}:{number}: not a JSON object ({got}): JSON lines hold one "
-        "object per line (a pretty-printed .json spreads one over many; "
-        "write each on one line, e.g. jq -c '.[]')")
-  return row
-
-
-def _mapping(pairs):
-  """{input name: column} of --input_columns."""
-  out = {}
-  for pair in pairs or []:
-    name, sep, column = pair.partition("=")
-    if not sep or not name or not column:
-      raise PredictError(f"--input_columns: {pair!r} is not NAME=COLUMN")
-    out[name.strip()] = column.strip()
-  return out
-
-
-class RowReader:
-  """Turns rows into the model's inputs and gold labels, the gold looked
-  for in each row (a JSON lines file may label some rows only)."""
-
-  def __init__(self, predictor, path, input_columns=None, options_columns=None,
-               label_column=None, same_columns=False):
-    self.kind, self.path = predictor.kind, path
-    self.inputs = tuple(predictor.inputs)
-    self.scorer = predictor.task.scorer(predictor.record)
-    self.columns = {name: name for name in self.inputs}
-    mapped = _mapping(input_columns)
-    unknown = sorted(set(mapped) - set(self.inputs))
-    if unknown:
-      raise PredictError(f"--input_columns: the {self.kind} model has no "
-                         f"input {unknown[0]!r} (it takes "
-                         f"{', '.join(self.inputs)})")
-    self.columns.update(mapped)
-    self.options_columns = list(options_columns or [])
-    if self.options_columns and OPTIONS not in self.inputs:
-      raise PredictError(f"--options_columns: the {self.kind} model takes no "
-                         "options")
-    self.label_column = label_column
-    # A TSV's rows all have its columns: a --label_column it lacks is a typo.
-    self.same_columns = same_columns
-    read = set(self.columns.values()) | set(self.options_columns)
-    self.gold_columns = [label_column] if label_column else [
-        n for n in self.scorer.gold_columns if n not in read]
-
-  def _gold(self, row, number):
-    """The row's gold label; None without one (no such column in this row,
-    null, or a classifier's empty string)."""
-    if self.same_columns and self.label_column and (
-        self.label_column not in row):
-      raise PredictError(self._missing(self.label_column, row, number,
-                                       "--label_column"))
-    for name in self.gold_columns:
-      value = row.get(name)
-      if value is not None and not (self.scorer.blank_is_unlabelled and
-                                    isinstance(value, str) and
-                                    not value.strip()):
-        return value
-    return None
-
-  def _missing(self, column, row, number, flag):
-    return (f"{self.path}:{number}: no column {column!r} ({flag}; the row "
-            f"has {', '.join(map(str, row)) or 'none'})")
-
-  def __call__(self, number, row):
-    """({input name: value}, gold or None) of one row."""
-    values = {}
-    for name in self.inputs:
-      if name == OPTIONS and self.options_columns:
-        for column in self.options_columns:
-          if column not in row:
-            raise PredictError(self._missing(column, row, number,
-                                             "--options_columns"))
-        values[name] = [row[c] for c in self.options_columns]
-        continue
-      column = self.columns[name]
-      if column not in row:
-        raise PredictError(
-            f"{self.path}:{number}: no column {column!r} for the input "
-            f"{name!r} (the {self.kind} model takes "
-            f"{', '.join(self.inputs)}; the row has "
-            f"{', '.join(map(str, row))}; --input_columns={name}=COLUMN "
-            "maps another)")
-      value = row[column]
-      if name == OPTIONS and isinstance(value, str):
-        try:
-          value = json.loads(value)
-        except json.JSONDecodeError:
-          raise PredictError(f"{self.path}:{number}: column {column!r} is "
-                             "not a JSON list of options "
-                             "(--options_columns reads one column per "
-                             "option)") from None
-      values[name] = self._check(value, name, number, OPTIONS == name)
-    return values, self._gold(row, number)
-
-  def _check(self, value, name, number, is_list):
-    if is_list:
-      if not (isinstance(value, list) and value and all(
-          isinstance(v, str) for v in value)):
-        raise PredictError(f"{self.path}:{number}: {name} must be a list of "
-                           f"strings, got {value!r}")
-    elif not isinstance(value, str):
-      raise PredictError(f"{self.path}:{number}: {name} must be a string, "
-                         f"got {value!r}")
-    return value
 
 
 # ------------------------------------------------------------------ writing

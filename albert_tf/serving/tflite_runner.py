@@ -97,3 +97,14 @@ class TFLiteRunner:
     return self._runner(**{
         name: np.asarray(value, np.dtype(self.inputs[name]["dtype"]))
         for name, value in features.items()})
+
+
+def one_at_a_time(runner):
+  """fn(**features [n, ...]) -> outputs [n, ...] of runner(**one example),
+  called once per example (a .tflite's inputs are fixed at one)."""
+  def run(**features):
+    n = len(next(iter(features.values())))
+    rows = [runner(**{k: np.asarray(v)[i:i + 1] for k, v in features.items()})
+            for i in range(n)]
+    return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+  return run

@@ -281,8 +281,8 @@ class Task:
     from albert_tf.tasks import scoring  # pylint: disable=g-import-not-at-top
     if record.label_list:
       return scoring.LabelScorer(record)
-    return scoring.Unscored(record, f"the {record.task} model has no labels "
-                            "and its family no Task.scorer of its own")
+    return scoring.Scorer(record, f"the {record.task} model has no labels "
+                          "and its family no Task.scorer of its own")
 
   @classmethod
   def held_out_inputs(cls, record: ModelInfo, max_examples: int):

@@ -4,19 +4,18 @@ A family's `Task.scorer(record)` returns a `Scorer`: where a row's gold is
 looked for, how one gold value and one prediction are read, the metrics of
 the rows seen, the lines printed and the output columns of a prediction.
 The base Task's is `LabelScorer` (one label name per example) for a model
-with labels, else `Unscored`, which says in one line why there is none.
+with labels, else the base `Scorer`, which says in one line why none.
 """
 
 import collections
 import json
 
-
-class PredictError(ValueError):
-  """Input albert-predict cannot read: one line naming file:line."""
+from albert_tf.data.rows import PredictError
 
 
 class Scorer:
-  """Gold and predictions of the rows read so far, and their metrics."""
+  """Gold and predictions of the rows read so far, and their metrics; this
+  base scores nothing and its `lines` say why (`reason`)."""
   #: Where gold values are looked for when --label_column is not given.
   gold_columns = ("label",)
   #: Whether an empty string is no gold (a label) or a gold value (an answer).
@@ -24,24 +23,25 @@ class Scorer:
   #: What an export's check scores on its held-out gold (`serving.verify`).
   verify_metric = "accuracy"
 
-  def __init__(self, record):
-    self.record = record
+  def __init__(self, record, reason=""):
+    self.record, self.reason = record, reason
     self.gold, self.predicted = [], []
 
   def read_gold(self, value, values, where):
     """One row's gold (its model inputs `values`) as scored; PredictError
     naming `where` when it cannot be read."""
-    raise NotImplementedError
+    del values, where
+    return value
 
   def read_prediction(self, prediction, values, where):
     """One prediction as `metrics` compares it with the gold."""
-    raise NotImplementedError
+    del values, where
+    return prediction
 
   def add(self, values, gold, prediction, where):
-    if gold is None:
-      return
-    self.gold.append(self.read_gold(gold, values, where))
-    self.predicted.append(self.read_prediction(prediction, values, where))
+    if gold is not None:
+      self.gold.append(self.read_gold(gold, values, where))
+      self.predicted.append(self.read_prediction(prediction, values, where))
 
   def metrics(self):
     """{name: value} of the gold seen (empty without any)."""
@@ -50,30 +50,12 @@ class Scorer:
   def lines(self, scores):
     """The lines printed for `metrics()`."""
     del scores
-    return []
+    return ([f"{len(self.gold)} gold value(s) not scored: {self.reason}"]
+            if self.gold else [])
 
   def fields(self, prediction):
     """The output columns of one prediction."""
     return dict(prediction)
-
-
-class Unscored(Scorer):
-  """A family without scoring: its gold is kept, and `lines` says why it
-  is not scored."""
-
-  def __init__(self, record, reason):
-    super().__init__(record)
-    self.reason = reason
-
-  def read_gold(self, value, values, where):
-    return value
-
-  def read_prediction(self, prediction, values, where):
-    return None
-
-  def lines(self, scores):
-    return ([f"{len(self.gold)} gold value(s) not scored: {self.reason}"]
-            if self.gold else [])
 
 
 def gold_list(value, where):
