@@ -35,7 +35,8 @@ STARTED = time.time()
 
 # TensorFlow, Keras and what imports them are imported by the functions
 # that run, not here: --help and a flag mistake answer before TF loads.
-Params = options.PretrainingOptions  # the flags
+PretrainingOptions = options.PretrainingOptions  # the flags
+Params = PretrainingOptions  # its older name
 
 
 def params_from_argv(argv: Sequence[str]) -> Params:

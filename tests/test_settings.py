@@ -35,7 +35,7 @@ COMMANDS = {
     "data_prep.train_vocab": ("TrainVocabSettings", 11),
     "data_prep.corpora": ("CorporaSettings", 7),
     "data_prep.create_pretraining_data": ("CreateDataSettings", 28),
-    "albert_tf.run_pretraining": ("Params", 49),
+    "albert_tf.run_pretraining": ("PretrainingOptions", 49),
     "albert_tf.run_classifier": ("ClassifierOptions", 57),
     "albert_tf.run_ner": ("NerOptions", 54),
     "albert_tf.run_squad": ("SquadOptions", 60),
