@@ -29,7 +29,7 @@ def compare_serving_and_tflite(saved_model, tflite_path, test_tsv, out):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   from albert_tf.serving.tflite_runner import TFLiteRunner  # pylint: disable=g-import-not-at-top
-  from albert_tf.data.classifier_data import encode_pair  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving import text_graph  # pylint: disable=g-import-not-at-top
   from albert_tf.export_tflite import read_export_metadata, tokenizer_of  # pylint: disable=g-import-not-at-top
 
   texts, labels = _reviews(test_tsv, NUM_SENTENCES)
@@ -39,14 +39,10 @@ def compare_serving_and_tflite(saved_model, tflite_path, test_tsv, out):
   metadata = read_export_metadata(saved_model)
   tokenizer = tokenizer_of(saved_model, metadata)
   runner = TFLiteRunner(tflite_path)  # checks the inputs against NAME.tflite.json
-  tflite_probs = []
-  for text in texts:
-    ids, mask, segments, _ = encode_pair(tokenizer, text, None,
-                                         metadata["max_seq_length"])
-    feed = {"input_ids": np.array([ids], np.int32),
-            "input_mask": np.array([mask], np.int32),
-            "segment_ids": np.array([segments], np.int32)}
-    tflite_probs.append(runner(**feed)["probabilities"][0])
+  features, _ = text_graph.encode_texts(text_graph.shared_encoder(
+      tokenizer, metadata["max_seq_length"]), texts)
+  tflite_probs = [runner(**{k: v[i:i + 1] for k, v in features.items()})[
+      "probabilities"][0] for i in range(len(texts))]
   tflite_probs = np.array(tflite_probs)
 
   agree = serving_probs.argmax(1) == tflite_probs.argmax(1)

@@ -287,3 +287,34 @@ def bert_forward(src, inputs, num_layers, num_heads, heads=True):
     weights, nsp_bias = src.nsp()
     out["sop_logits"] = pooled @ f64(weights).T + f64(nsp_bias)
   return out
+
+
+# The original run_classifier's packing, from its description, as the test
+# oracle of the graph encoder (`text_graph.TextEncoder`, the one encoder of
+# albert_tf): [CLS] a [SEP] (b [SEP]), the longer side popped first (ties:
+# b) as `_truncate_seq_pair`, then padded; the pieces are the Python
+# tokenizer's.
+def pack_pair(tokenizer, text_a, text_b, length):
+  """(input_ids, input_mask, segment_ids, pieces removed), lists of length."""
+  a = list(tokenizer.encode(text_a))
+  b = list(tokenizer.encode(text_b)) if text_b is not None else []
+  budget, removed = length - 2 - (text_b is not None), 0
+  while len(a) + len(b) > budget:
+    (a if len(a) > len(b) else b).pop()
+    removed += 1
+  ids = [tokenizer.cls_id] + a + [tokenizer.sep_id]
+  segments = [0] * len(ids)
+  if text_b is not None:
+    ids += b + [tokenizer.sep_id]
+    segments += [1] * (len(b) + 1)
+  pad = length - len(ids)
+  return (ids + [tokenizer.pad_id] * pad, [1] * len(ids) + [0] * pad,
+          segments + [0] * pad, removed)
+
+
+def packed(tokenizer, texts, texts_b=None, length=128):
+  """{input_ids, input_mask, segment_ids: int32 [n, length]} of pack_pair."""
+  rows = [pack_pair(tokenizer, a, b, length)
+          for a, b in zip(texts, texts_b or [None] * len(texts))]
+  return {name: np.array([r[i] for r in rows], np.int32).reshape([-1, length])
+          for i, name in enumerate(("input_ids", "input_mask", "segment_ids"))}

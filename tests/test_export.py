@@ -9,7 +9,6 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops serve_text needs)
 
 from albert_tf.training import checkpoints
-from albert_tf.data import classifier_data
 from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
 from albert_tf.config import AlbertConfig
@@ -18,6 +17,7 @@ from albert_tf.modeling.models import AlbertClassifier, AlbertPretrainer
 from albert_tf.serving import saved_model
 from albert_tf.serving.text_graph import TextEncoder
 from tests import deploy_fixtures as fx
+from tests import numpy_reference
 from tests.numpy_reference import assert_close_to_scale
 
 MAX_SEQ = 48
@@ -45,10 +45,7 @@ def _config(tokenizer):
 
 
 def _python_features(tokenizer, texts, texts_b=None, length=MAX_SEQ):
-  rows = [classifier_data.encode_pair(tokenizer, a, b, length)[:3]
-          for a, b in zip(texts, texts_b or [None] * len(texts))]
-  return {name: np.array([r[i] for r in rows], np.int32)
-          for i, name in enumerate(("input_ids", "input_mask", "segment_ids"))}
+  return numpy_reference.packed(tokenizer, texts, texts_b, length)
 
 
 # ------------------------------------------------------------ tokenizer
@@ -87,7 +84,7 @@ def test_in_graph_tokenizer_matches_python(kind, spm_file, tmp_path):
   assert len(got) > 500
 
 
-def test_packing_matches_encode_pair(sp_tokenizer):
+def test_packing_matches_the_original_packing(sp_tokenizer):
   texts = fx.review_texts(200)
   a, b = texts[:200] + [""] * 3, texts[200:400] + ["", LONG_TEXT, "x"]
   a[5] = LONG_TEXT  # truncation of a, of b, of both

@@ -111,7 +111,7 @@ def train_and_export(name, root):
   from albert_tf import export_saved_model
   from albert_tf import run_classifier
   from albert_tf.config import AlbertConfig
-  from albert_tf.data import classifier_data
+  from tests import numpy_reference
   from albert_tf.record import ModelInfo
   from albert_tf.training.export import restore_task
   spec = MODELS[name]
@@ -142,10 +142,8 @@ def train_and_export(name, root):
                                           export_dir=str(root / "sm"))
   record = ModelInfo.read_beside(str(out))
   restored = restore_task(str(out), "classification", "classifier", record)
-  rows = [classifier_data.encode_pair(restored.tokenizer, t, None,
-                                      MAX_SEQ)[:3] for t, _ in dev]
-  features = {n: np.array([r[i] for r in rows], np.int32) for i, n in
-              enumerate(("input_ids", "input_mask", "segment_ids"))}
+  features = numpy_reference.packed(restored.tokenizer, [t for t, _ in dev],
+                                    length=MAX_SEQ)
   probs = tf.nn.softmax(restored.model(features, training=False)[
       "logits"]).numpy()
   gold = np.array([LABELS.index(l) for _, l in dev])

@@ -4,7 +4,7 @@ SavedModel's and TFLite (float and dynamic-range), against the Keras model.
 One tiny random-weight checkpoint per family (classification of pairs,
 regression, tagging, span QA, multiple choice), with the task_record.json a
 fine-tuning run writes beside it. The reference is independent of the
-serving code under test: the Python readers (`classifier_data.encode_pair`,
+serving code under test: the Python readers (`numpy_reference.packed`,
 `ner_data.encode_text` + `tag_text`, `squad.make_windows` +
 `span_decode.decode_v1`, `race.encode_race`) and the Keras model's outputs
 on what they encode.
@@ -30,11 +30,12 @@ from albert_tf import export_tflite
 from albert_tf import inference
 from albert_tf import registry
 from albert_tf.config import AlbertConfig
-from albert_tf.data import classifier_data, ner_data, race, span_decode, squad
+from albert_tf.data import ner_data, race, span_decode, squad
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.record import ModelInfo, tokenizer_fields
 from albert_tf.serving.tflite_runner import TFLiteRunner
 from albert_tf.training import checkpoints
+from tests import numpy_reference
 from tests.numpy_reference import assert_close_to_scale
 
 CHARS = "张明李华在北京上海说去了很好差的是他我们今天山水风火云雨林石花月"
@@ -118,11 +119,7 @@ def _reference(family, model, tokenizer, record):
   length = record.max_seq_length
   if family in ("classification", "regression"):
     texts_b = TEXTS_B if family == "classification" else [None] * len(TEXTS)
-    rows = [classifier_data.encode_pair(tokenizer, a, b, length)[:3]
-            for a, b in zip(TEXTS, texts_b)]
-    features = {k: np.array([r[i] for r in rows], np.int32)
-                for i, k in enumerate(("input_ids", "input_mask",
-                                       "segment_ids"))}
+    features = numpy_reference.packed(tokenizer, TEXTS, texts_b, length)
     logits = _keras(model, features, ["logits"])["logits"]
     if family == "regression":
       return features, {"logits": logits}, [{"score": float(x)}

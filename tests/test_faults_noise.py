@@ -206,9 +206,9 @@ def test_vocab_with_an_empty_line_exports_and_keeps_its_ids(tmp_path):
   """An empty line of a vocab.txt: the ids after it stay where the
   checkpoint has them, and the in-graph tokenizer builds and agrees."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from albert_tf.data.classifier_data import encode_pair  # pylint: disable=g-import-not-at-top
   from albert_tf.data.tokenization import load_tokenizer  # pylint: disable=g-import-not-at-top
   from albert_tf.serving.text_graph import TextEncoder  # pylint: disable=g-import-not-at-top
+  from tests.numpy_reference import pack_pair  # pylint: disable=g-import-not-at-top
   tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "", "张", "明",
             "", "hello", "##s"]
   (tmp_path / "vocab.txt").write_text("\n".join(tokens) + "\n",
@@ -216,7 +216,7 @@ def test_vocab_with_an_empty_line_exports_and_keeps_its_ids(tmp_path):
   tokenizer = load_tokenizer(None, str(tmp_path / "vocab.txt"), True)
   assert tokenizer.vocab_size == 11
   texts = ["张明 hellos", "明 x"]
-  expected = [encode_pair(tokenizer, t, None, 8)[0] for t in texts]
+  expected = [pack_pair(tokenizer, t, None, 8)[0] for t in texts]
   assert expected[0][:5] == [2, 6, 7, 9, 10]  # after both empty lines
   encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length=8)
   got = encoder(tf.constant(texts))["input_ids"].numpy().tolist()

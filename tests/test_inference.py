@@ -18,12 +18,12 @@ from albert_tf import fill_mask as fm
 from albert_tf import inference
 from albert_tf import run_classifier, run_ner
 from albert_tf.config import AlbertConfig
-from albert_tf.data import classifier_data as cd
 from albert_tf.data import ner_data
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.training import checkpoints
+from tests import numpy_reference
 from tests.numpy_reference import assert_close_to_scale
 from tests.test_ner import FILLER, LOC, ORG, PER, synthetic_sentences
 from tests.test_ner import write_conll
@@ -128,11 +128,11 @@ def test_classifier_encode_and_embed(classifier):
   model = classifier["model"]
   features = model.encode(TEXTS)
   tokenizer = load_tokenizer(vocab_file=classifier["out"] + "/vocab.txt")
-  rows = [cd.encode_pair(tokenizer, t, None, 16)[:3] for t in TEXTS]
+  expected = numpy_reference.packed(tokenizer, TEXTS, length=16)
   assert sorted(features) == ["input_ids", "input_mask", "segment_ids"]
-  for i, name in enumerate(("input_ids", "input_mask", "segment_ids")):
+  for name in expected:
     assert features[name].dtype == np.int32
-    assert features[name].tolist() == [list(r[i]) for r in rows]
+    assert features[name].tolist() == expected[name].tolist()
   pairs = model.encode(["很好"], ["差"])
   assert pairs["input_ids"][0, :6].tolist() == [
       2, *tokenizer.encode("很好"), 3, *tokenizer.encode("差"), 3]
@@ -257,8 +257,8 @@ def test_keras_hub_preset_embeds_and_has_no_head(tmp_path):
   assert (model.kind, model.max_seq_length) == ("encoder", 32)
   texts = ["今天很好", "the fox"]
   features = model.encode(texts)
-  assert features["input_ids"].tolist() == [
-      list(cd.encode_pair(tokenizer, t, None, 32)[0]) for t in texts]
+  assert features["input_ids"].tolist() == numpy_reference.packed(
+      tokenizer, texts, length=32)["input_ids"].tolist()
   expected = original(features, training=False)
   embedded = model.embed(texts)
   for name in ("sequence_output", "pooled_output"):

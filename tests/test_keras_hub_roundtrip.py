@@ -324,11 +324,8 @@ def test_fine_tuned_classifier_is_a_keras_hub_task_preset(classifier_preset,
                       "1=neu, 2=pos")
   task = keras_hub.models.AlbertTextClassifier.from_preset(preset)
   logits = np.asarray(task.predict(LOWERCASE_TEXTS, verbose=0))
-  from albert_tf.data import classifier_data  # pylint: disable=g-import-not-at-top
-  rows = [classifier_data.encode_pair(tokenizer, t, None, 20)[:3]
-          for t in LOWERCASE_TEXTS]
-  inputs = {name: np.array([r[i] for r in rows], np.int32) for i, name in
-            enumerate(("input_ids", "input_mask", "segment_ids"))}
+  from tests import numpy_reference  # pylint: disable=g-import-not-at-top
+  inputs = numpy_reference.packed(tokenizer, LOWERCASE_TEXTS, length=20)
   ours = np.asarray(model(inputs, training=False)["logits"])
   theirs, expected = (tf.nn.softmax(x).numpy() for x in (logits, ours))
   # Random weights of scale 0.3: not a near-uniform, trivially equal output.

@@ -16,8 +16,8 @@ Python and a graph implementation; `tokenization.normalize` runs the one and
     adversarial texts;
 
 for normalised text, token ids (SentencePiece model and WordPiece vocab,
-do_lower_case on and off) and the packing of `classifier_data.encode_pair`
-([CLS] a [SEP] (b [SEP]), longest-first truncation, mask, segments) against
+do_lower_case on and off) and the original packing (`numpy_reference.pack_pair`:
+[CLS] a [SEP] (b [SEP]), longest-first truncation, mask, segments) against
 the graph's at several max_seq_length values and with length buckets.
 
 Not a Python/graph difference, allowed: SentencePiece ties (two segmentations
@@ -39,12 +39,12 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops TextEncoder needs)
 
-from albert_tf.data import classifier_data
 from albert_tf.data import normalization
 from albert_tf.data import tokenization
 from albert_tf.serving import saved_model
 from albert_tf.serving.text_graph import TextEncoder
 from tests import deploy_fixtures as fx
+from tests import numpy_reference
 
 SEED = 38
 NUM_RANDOM_TEXTS = 300
@@ -320,7 +320,7 @@ def _assert_tie(tokenizer, got, expected):
 
 # ------------------------------------------------------------ packing
 class _Ids:
-  """A tokenizer whose `encode` returns given ids: encode_pair's packing
+  """A tokenizer whose `encode` returns given ids: the original packing
   of exactly the ids the graph tokenised (SentencePiece ties aside, checked
   above)."""
 
@@ -334,7 +334,7 @@ class _Ids:
 
 
 def _python_packing(tokenizer, a, b, length):
-  rows = [classifier_data.encode_pair(tokenizer, x, y, length)[:3]
+  rows = [numpy_reference.pack_pair(tokenizer, x, y, length)[:3]
           for x, y in zip(a, b or [None] * len(a))]
   return [np.array([r[i] for r in rows], np.int32) for i in range(3)]
 
@@ -354,7 +354,7 @@ def _call(encoder, a, b, traced):
 
 
 @pytest.mark.parametrize("kind", tokenization.KINDS)
-def test_packing_equals_encode_pair(tokenizers, texts, kind):
+def test_packing_equals_the_original_packing(tokenizers, texts, kind):
   tokenizer = tokenizers[kind, True]
   rng = random.Random(SEED + 2)
   a = list(texts)

@@ -205,7 +205,6 @@ def test_quick_start_runs_as_written(tmp_path):
   # the Python tokenizer stored in the export.
   from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
   from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
-  from albert_tf.data.classifier_data import encode_pair  # pylint: disable=g-import-not-at-top
   from albert_tf.export_tflite import read_export_metadata, tokenizer_of  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.models import AlbertClassifier  # pylint: disable=g-import-not-at-top
   from albert_tf.training.checkpoints import restore_weights  # pylint: disable=g-import-not-at-top
@@ -213,10 +212,9 @@ def test_quick_start_runs_as_written(tmp_path):
   saved_model = str(tmp_path / "saved_models" / "my_clf" / "1")
   metadata = read_export_metadata(saved_model)
   tokenizer = tokenizer_of(saved_model, metadata)
-  rows = [encode_pair(tokenizer, t, None, metadata["max_seq_length"])[:3]
-          for t in texts]
-  features = {name: np.array([r[i] for r in rows], np.int32) for i, name in
-              enumerate(("input_ids", "input_mask", "segment_ids"))}
+  from tests import numpy_reference  # pylint: disable=g-import-not-at-top
+  features = numpy_reference.packed(tokenizer, texts,
+                                    length=metadata["max_seq_length"])
   model = AlbertClassifier(AlbertConfig.from_json_file(
       tmp_path / "clf" / "albert_config.json"), 2)
   model(features)  # built, so that every part is restored

@@ -10,7 +10,7 @@ import pytest
 from albert_tf.data import classifier_data as cd
 from albert_tf import run_classifier
 from albert_tf.config import AlbertConfig
-from albert_tf.tasks.classification import compute_metrics
+from albert_tf.tasks.classification import compute_metrics, encode_examples
 from albert_tf.data.tokenization import load_tokenizer
 
 CHARS = "好差很不是的电影书手机质量服务一般喜欢失望"
@@ -264,20 +264,21 @@ def test_generic_tsv_named_columns(tmp_path):
 
 def test_encoding_and_truncation(workdir):
   tok = load_tokenizer(vocab_file=str(workdir / "vocab.txt"))
-  ids, mask, seg, removed = cd.encode_pair(tok, "好好好好好", "差差", 8)
-  # longest-first: a loses 2 tokens -> [CLS] 好好好 [SEP] 差差 [SEP]
-  assert removed == 2
-  assert tok.convert_ids_to_tokens(ids) == ["[CLS]", "好", "好", "好", "[SEP]",
-                                            "差", "差", "[SEP]"]
-  assert seg == [0] * 5 + [1] * 3 and mask == [1] * 8
-  ids, mask, seg, removed = cd.encode_pair(tok, "好差", None, 6)
-  assert removed == 0 and mask == [1, 1, 1, 1, 0, 0] and ids[-1] == tok.pad_id
-  spec = cd.get_task("sentiment")
-  examples = [cd.InputExample("a", "好" * 10, None, "1", "f:1"),
-              cd.InputExample("b", "差", None, "0", "f:2")]
-  features, stats = cd.encode_examples(examples, tok, 6, spec)
-  assert stats == {"examples": 2, "truncated": 1, "tokens_removed": 6}
-  assert features["label_ids"].tolist() == [1, 0]
+  examples = [cd.InputExample("a", "好好好好好", "差差", "1", "f:1"),
+              cd.InputExample("b", "好差", None, "0", "f:2"),
+              cd.InputExample("c", "好" * 10, None, "1", "f:3")]
+  features, stats = encode_examples(examples, tok, 8, cd.get_task("sentiment"),
+                                    name_truncated=3)
+  # longest-first: a loses 2 pieces -> [CLS] 好好好 [SEP] 差差 [SEP]
+  assert tok.convert_ids_to_tokens(features["input_ids"][0]) == [
+      "[CLS]", "好", "好", "好", "[SEP]", "差", "差", "[SEP]"]
+  assert features["segment_ids"][0].tolist() == [0] * 5 + [1] * 3
+  assert features["input_mask"][1].tolist() == [1] * 4 + [0] * 4
+  assert features["input_ids"][1, -1] == tok.pad_id
+  # 10 pieces into 6 places: 4 removed; 2 + 4 in all, 2 examples cut.
+  assert stats == {"examples": 3, "truncated": 2, "tokens_removed": 6,
+                   "truncated_at": ["f:1", "f:3"]}
+  assert features["label_ids"].tolist() == [1, 0, 1]
 
 
 def test_metrics_on_hand_computed_examples():

@@ -13,8 +13,8 @@ whose results come from serve_text, and a check that fails are one line
 each and leave nothing at the export.
 
 The reference is the restored Keras model (`albert_tf.load(output_dir)
-.model`) on `classifier_data.encode_pair`'s ids. One float32 graph loaded
-back computes what it computed in memory: within SAME_MODEL_REL of the
+.model`) on the ids of the original packing (`numpy_reference.packed`).
+One float32 graph loaded back computes what it computed in memory: within SAME_MODEL_REL of the
 largest |value| (measured: 0, the same kernels on the same ids).
 """
 # pylint: disable=redefined-outer-name  (module fixtures as arguments)
@@ -32,9 +32,9 @@ import tensorflow as tf
 import albert_tf
 from albert_tf import export_saved_model as export_lib
 from albert_tf import run_classifier
-from albert_tf.data import classifier_data
 from albert_tf.serving import saved_model_check
 from tests import cli_runner
+from tests import numpy_reference
 from tests.numpy_reference import assert_close_to_scale
 from tests.test_family_serving import _make
 from tests.test_inference import _vocab_and_config
@@ -91,10 +91,7 @@ def trained(tmp_path_factory):
 
 
 def _features(trained, texts=TEXTS):
-  rows = [classifier_data.encode_pair(trained["tokenizer"], t, None, 16)[:3]
-          for t in texts]
-  return {k: np.array([r[i] for r in rows], np.int32)
-          for i, k in enumerate(("input_ids", "input_mask", "segment_ids"))}
+  return numpy_reference.packed(trained["tokenizer"], texts, length=16)
 
 
 def _keras(trained, features):

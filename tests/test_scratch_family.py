@@ -149,13 +149,12 @@ def test_a_scratch_family_finetunes_resumes_and_exports(scratch):
 
   # TFLite (float and dynamic-range int8) of the export, by the command,
   # against the SavedModel's serving_default on the same ids.
-  from albert_tf.data.classifier_data import encode_pair  # pylint: disable=g-import-not-at-top
+  from tests import numpy_reference  # pylint: disable=g-import-not-at-top
   from albert_tf.data.tokenization import load_tokenizer  # pylint: disable=g-import-not-at-top
   from albert_tf.serving.tflite_runner import TFLiteRunner  # pylint: disable=g-import-not-at-top
   tokenizer = load_tokenizer(vocab_file=str(scratch / "vocab.txt"))
-  rows = [encode_pair(tokenizer, r["text"], None, 16)[:3] for r in spots]
-  ids = {k: np.array([r[i] for r in rows], np.int32)
-         for i, k in enumerate(("input_ids", "input_mask", "segment_ids"))}
+  ids = numpy_reference.packed(tokenizer, [r["text"] for r in spots],
+                               length=16)
   want = tf.saved_model.load(str(version)).signatures["serving_default"](
       **{k: tf.constant(v) for k, v in ids.items()})["logits"].numpy()
   scale = float(np.abs(want).max())

@@ -21,7 +21,6 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.training import checkpoints
-from albert_tf.data import classifier_data
 from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
 from albert_tf import export_tflite
@@ -53,10 +52,7 @@ def exported(tmp_path_factory):
   tsv = root / "calibration.tsv"
   tsv.write_text("".join(f"1\t{t}\n" for t in reviews[:64]), "utf-8")
   texts = reviews[-24:] + ["", "长" * 300] + fx.MIXED_TEXTS[:2]
-  rows = [classifier_data.encode_pair(tokenizer, t, None, MAX_SEQ)[:3]
-          for t in texts]
-  features = {n: np.array([r[i] for r in rows], np.int32) for i, n in
-              enumerate(("input_ids", "input_mask", "segment_ids"))}
+  features = numpy_reference.packed(tokenizer, texts, length=MAX_SEQ)
   keras_probs = tf.nn.softmax(model(features)["logits"]).numpy()
   return {"root": root, "saved_model": path, "tsv": str(tsv),
           "features": features, "keras_probs": keras_probs}

@@ -1,8 +1,9 @@
-"""Sentence(-pair) classification data: TSV task readers and [CLS] a [SEP] b [SEP] encoding.
+"""Sentence(-pair) classification data: TSV task readers, labels and
+submission files. The text becomes ids in the graph, as served
+(`albert_tf.tasks.classification.encode_examples`).
 
     spec = get_task("lcqmc")
     examples, stats = read_examples(spec, "data/lcqmc", "train")
-    features, enc_stats = encode_examples(examples, tokenizer, 128, spec)
 
 A task is a `TaskSpec`: each split's file, the columns of text_a / text_b /
 label (header names, or 0-based indices without a header), the labels (None:
@@ -24,9 +25,7 @@ import os
 from typing import Callable, Optional, Sequence, Union
 
 from absl import logging
-import numpy as np
 
-from albert_tf import features as F
 from albert_tf.data.tsv_reader import (  # noqa: F401  (text_lines: API)
     DataError, InputExample, canonical_label, label_number, read_tsv_examples,
     same_numbers, text_lines)
@@ -319,25 +318,6 @@ def truncate_seq_pair(tokens_a, tokens_b, max_length):
   return removed
 
 
-def encode_pair(tokenizer, text_a, text_b, max_seq_length):
-  """[CLS] a [SEP] (b [SEP]), padded to max_seq_length.
-
-  Returns (input_ids, input_mask, segment_ids, tokens_removed) with lists of
-  length max_seq_length.
-  """
-  pair = text_b is not None
-  ids_a = list(tokenizer.encode(text_a))
-  ids_b = list(tokenizer.encode(text_b)) if pair else []
-  removed = truncate_seq_pair(ids_a, ids_b, max_seq_length - 2 - pair)
-  ids = [tokenizer.cls_id] + ids_a + [tokenizer.sep_id] + (
-      ids_b + [tokenizer.sep_id] if pair else [])
-  segments = [0] * (len(ids_a) + 2) + [1] * (len(ids) - len(ids_a) - 2)
-  mask = [1] * len(ids)
-  pad = max_seq_length - len(ids)
-  return (ids + [tokenizer.pad_id] * pad, mask + [0] * pad,
-          segments + [0] * pad, removed)
-
-
 def label_to_value(spec, label):
   """The label's float (regression) or class index; a number spelled
   otherwise than its class ('1.0' for '1') is that class."""
@@ -350,36 +330,3 @@ def label_to_value(spec, label):
     raise ValueError(f"unknown label {label!r}; task {spec.name} labels are "
                      f"{list(spec.label_list)}")
   return spec.label_list.index(canonical)
-
-
-def encode_examples(examples: Sequence[InputExample], tokenizer,
-                    max_seq_length, spec, name_truncated: int = 0):
-  """(features, stats): features int32 `input_ids`, `input_mask`,
-  `segment_ids` [n, max_seq_length] and `label_ids` [n] (class index, -1
-  unlabelled; float32 for regression); stats count `truncated` examples and
-  `tokens_removed`, and `truncated_at` names the first name_truncated.
-  """
-  if max_seq_length < 3 + any(e.text_b is not None for e in examples):
-    raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text")
-  n = len(examples)
-  ids = np.zeros([n, max_seq_length], np.int32)
-  mask = np.zeros([n, max_seq_length], np.int32)
-  segments = np.zeros([n, max_seq_length], np.int32)
-  labels = np.zeros([n], np.float32 if spec.is_regression else np.int32)
-  truncated = tokens_removed = 0
-  truncated_at = []
-  for i, example in enumerate(examples):
-    ids[i], mask[i], segments[i], removed = encode_pair(
-        tokenizer, example.text_a, example.text_b, max_seq_length)
-    labels[i] = label_to_value(spec, example.label)
-    truncated += removed > 0
-    tokens_removed += removed
-    if removed and len(truncated_at) < name_truncated:
-      truncated_at.append(example.source)
-  features = {F.INPUT_IDS: ids, F.INPUT_MASK: mask, F.SEGMENT_IDS: segments,
-              F.LABEL_IDS: labels}
-  stats = {"examples": n, "truncated": int(truncated),
-           "tokens_removed": int(tokens_removed)}
-  if name_truncated:
-    stats["truncated_at"] = truncated_at
-  return features, stats

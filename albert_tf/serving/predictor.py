@@ -160,9 +160,8 @@ class Predictor:
     {name: int32 [n, length]} ([n, choices, length] for multiple choice,
     [n_windows, length] for span QA).
 
-    A tagger's are `ner_data.encode_text`'s (pieces of its tokens), the
-    text families' `classifier_data.encode_pair`'s ([CLS] a [SEP] (b
-    [SEP])).
+    The text families' are serve_text's own encoder's
+    (`text_graph.encode_texts`: [CLS] a [SEP] (b [SEP])).
     """
     inputs = self._columns(texts, texts_b, more, named, optional=True)
     return self.task.encode_inputs(self.record, self.tokenizer,

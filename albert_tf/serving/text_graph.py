@@ -1,22 +1,22 @@
 """In-graph tokenization: strings -> `input_ids`/`input_mask`/`segment_ids`.
 
-`TextEncoder` reproduces `albert_tf.data.tokenization` (normalisation, SentencePiece
-or WordPiece) and `albert_tf.data.classifier_data.encode_pair` (the
-[CLS] a [SEP] (b [SEP]) packing, longest-first truncation, padding) with
-TensorFlow and tensorflow-text ops, so that a SavedModel can take raw text
-(the `serve_text` signature of `export_saved_model`).
+`TextEncoder` is albert_tf's one encoder of text: it normalises and
+tokenizes as `albert_tf.data.tokenization` (SentencePiece or WordPiece) and
+packs [CLS] a [SEP] (b [SEP]) with the original's longest-first truncation,
+with TensorFlow and tensorflow-text ops. A SavedModel takes raw text through
+it (`serve_text`), and fine-tuning and every Python caller run the same
+graph over their examples (`encode_texts`), so training and serving cannot
+disagree.
 
 The normalisation is the graph side of the one table of steps in
 `albert_tf.data.normalization`, whose Python side `tokenization.normalize`
-runs. The character classes the Python tokenizer decides with predicates
-(whitespace, controls, combining marks, punctuation, digits) are generated
-from those same predicates and written into the graph as RE2 classes, so the
-two tokenizers agree character for character (tests/test_export.py compares
-them on real Chinese and mixed-script text, tests/test_preprocessing_parity.py
-on random and adversarial text). Known remaining difference: TF's case tables
-are older than Python 3.11's (Unicode 14) for 40 capital letters added in
-Unicode 14 (Vithkuqi, Latin Extended-D, U+2C2F), which serving leaves
-uppercase; no CJK, Latin-1, Cyrillic or Greek letter is among them.
+runs for pretraining's data. The character classes the Python tokenizer
+decides with predicates are generated from those same predicates and written
+into the graph as RE2 classes (tests/test_preprocessing_parity.py compares
+the two on random and adversarial text). Known remaining difference: TF's
+case tables are older than Python 3.11's (Unicode 14) for 40 capital letters
+added in Unicode 14 (Vithkuqi, Latin Extended-D, U+2C2F), which the graph
+leaves uppercase; no CJK, Latin-1, Cyrillic or Greek letter is among them.
 
     encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length=128)
     features = encoder(tf.constant(["很好用"]))   # dict of int32 [1, 128]
@@ -27,12 +27,13 @@ to 16); truncation stays at max_seq_length. The padded positions are
 masked and the position embeddings absolute, so the model's outputs for the
 real tokens are those of full padding, for a fraction of the compute.
 
-`albert_tf.serving.tagging_graph.TextTagger` does the same for a token tagger (NER).
-
 Building a `TextEncoder` needs `import tensorflow_text`; so does loading a
 SavedModel that contains one.
 """
 
+import weakref
+
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -209,7 +210,7 @@ class TextEncoder(tf.Module):
 
   # ------------------------------------------------------------ pack
   def __call__(self, text, text_b=None):
-    """Encodes a batch like classifier_data.encode_pair.
+    """Encodes a batch: [CLS] a [SEP] (b [SEP]), cut longest first.
 
     text, text_b: tf.string [batch]. Returns {"input_ids", "input_mask",
     "segment_ids"}: int32 [batch, length], length the smallest of
@@ -234,25 +235,37 @@ class TextEncoder(tf.Module):
     return self._encode_pair(text, text_b)
 
   def _encode(self, text, text_b):
+    input_ids, segment_ids, _ = self.pack(text, text_b)
+    return self.pad(input_ids, segment_ids)
+
+  def pack(self, text, text_b=None):
+    """[CLS] a [SEP] (b [SEP]) rows, cut to max_seq_length, unpadded.
+
+    text, text_b: tf.string [batch]. Returns (input_ids, segment_ids) int
+    RaggedTensors [batch, (tokens)] and int64 [batch]: the pieces each row
+    lost to the cut.
+    """
     length = self.max_seq_length
     ids_a = self.tokenize(text)
+    len_a = ids_a.row_lengths()
     if text_b is None:
-      ids_a = ids_a[:, :length - 2]
-      segments = [ids_a]
+      keep_a = tf.minimum(len_a, length - 2)
+      segments = [_keep_first(ids_a, keep_a)]
+      removed = len_a - keep_a
     else:
       ids_b = self.tokenize(text_b)
       budget = length - 3
       # The original _truncate_seq_pair pops from the longer side (ties: b):
       # b keeps max(budget - len_a, budget // 2), a keeps the rest.
-      len_a = ids_a.row_lengths()
       len_b = ids_b.row_lengths()
       keep_b = tf.minimum(len_b, tf.maximum(budget - len_a, budget // 2))
       keep_a = tf.minimum(len_a, budget - keep_b)
       segments = [_keep_first(ids_a, keep_a), _keep_first(ids_b, keep_b)]
+      removed = len_a - keep_a + len_b - keep_b
     input_ids, segment_ids = tf_text.combine_segments(
         segments, start_of_sequence_id=self.cls_id,
         end_of_segment_id=self.sep_id)
-    return self.pad(input_ids, segment_ids)
+    return input_ids, segment_ids, removed
 
   # ------------------------------------------------------------ pad
   def padded_length(self, row_lengths):
@@ -288,6 +301,76 @@ class TextEncoder(tf.Module):
     return {F.INPUT_IDS: tf.cast(input_ids, tf.int32),
             F.INPUT_MASK: tf.cast(input_mask, tf.int32),
             F.SEGMENT_IDS: tf.cast(segment_ids, tf.int32)}
+
+
+_SHARED = {}
+
+
+def shared_encoder(tokenizer, max_seq_length):
+  """The `TextEncoder` of `tokenizer` at max_seq_length (no length buckets),
+  one per vocabulary and length in a process: its graph is traced once (a
+  second or two), not per split or per call."""
+  if tokenizer.kind == "sentencepiece":
+    vocab = tokenization.file_sha256(tokenizer.model_file)
+  else:
+    vocab = tuple(tokenizer.convert_ids_to_tokens(
+        list(range(tokenizer.vocab_size))))
+  key = (tokenizer.kind, tokenizer.do_lower_case, vocab, int(max_seq_length))
+  if key not in _SHARED:
+    if len(_SHARED) >= 8:
+      _SHARED.pop(next(iter(_SHARED)))
+    _SHARED[key] = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
+  return _SHARED[key]
+
+
+def encode_texts(encoder, texts, texts_b=None, batch_size=256):
+  """The model inputs of many examples, `encoder`'s graph run batch by batch:
+  how fine-tuning, the ONNX and TFLite runners and the export checks turn
+  text into ids.
+
+  Args:
+    encoder: a `TextEncoder`; rows are padded to its max_seq_length.
+    texts: strings; texts_b: per example a string or None ([CLS] a [SEP]
+      alone), or None for all.
+  Returns:
+    ({input_ids, input_mask, segment_ids: int32 numpy [n, max_seq_length]},
+    int numpy [n]: the pieces each example lost to the cut).
+  """
+  texts = list(texts)
+  texts_b = list(texts_b) if texts_b is not None else [None] * len(texts)
+  if len(texts_b) != len(texts):
+    raise ValueError(f"{len(texts_b)} second texts for {len(texts)} texts")
+  n, length = len(texts), encoder.max_seq_length
+  features = {k: np.zeros([n, length], np.int32) for k in F.ENCODER_INPUTS}
+  features[F.INPUT_IDS][:] = encoder.pad_id
+  removed = np.zeros([n], np.int64)
+  for pair in (False, True):
+    rows = [i for i, b in enumerate(texts_b) if (b is not None) == pair]
+    columns = (texts, texts_b) if pair else (texts,)
+    for start in range(0, len(rows), batch_size):
+      index = rows[start:start + batch_size]
+      padded, cut = _counted(encoder, pair)(
+          *[tf.constant([c[i] for i in index], tf.string) for c in columns])
+      for k in F.ENCODER_INPUTS:
+        features[k][index, :padded[k].shape[1]] = padded[k]
+      removed[index] = cut
+  return features, removed
+
+
+_COUNTED = weakref.WeakKeyDictionary()
+
+
+def _counted(encoder, pair):
+  """encoder's packing, padding and cut counts, traced once per encoder and
+  arity (kept beside the encoder: a SavedModel saves its tf.functions)."""
+  functions = _COUNTED.setdefault(encoder, {})
+  if pair not in functions:
+    def encode(*texts):
+      input_ids, segment_ids, cut = encoder.pack(*texts)
+      return encoder.pad(input_ids, segment_ids), cut
+    functions[pair] = tf.function(encode, autograph=False, input_signature=[
+        tf.TensorSpec([None], tf.string)] * (1 + pair))
+  return functions[pair]
 
 
 def bucket_lengths(length_buckets, max_seq_length):

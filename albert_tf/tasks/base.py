@@ -228,32 +228,31 @@ class Task:
   @classmethod
   def encode_inputs(cls, record: ModelInfo, tokenizer, max_seq_length: int,
                     inputs: Dict[str, list]) -> Dict[str, np.ndarray]:
-    """The Python twin of serve_text's encoding: {name: int32 array} of the
-    model inputs (`F.ENCODER_INPUTS`) for the raw inputs {serve_text input
-    name: one value per example}. Default: `classifier_data.encode_pair`
-    ([CLS] a [SEP] (b [SEP])), [n, max_seq_length]."""
-    from albert_tf.data import classifier_data  # pylint: disable=g-import-not-at-top
-    texts = list(inputs["text"])
-    texts_b = inputs.get("text_b") or [None] * len(texts)
-    rows = [classifier_data.encode_pair(tokenizer, a, b, max_seq_length)[:3]
-            for a, b in zip(texts, texts_b)]
-    return {k: np.asarray([r[i] for r in rows], np.int32).reshape(
-        [-1, max_seq_length]) for i, k in enumerate(F.ENCODER_INPUTS)}
+    """serve_text's encoding, run from Python (for runtimes without TF
+    Text: ONNX, TFLite): {name: int32 array} of the model inputs
+    (`F.ENCODER_INPUTS`) for the raw inputs {serve_text input name: one
+    value per example}. Default: `text_graph.encode_texts` ([CLS] a [SEP]
+    (b [SEP])), [n, max_seq_length]."""
+    return cls._encoded_texts(tokenizer, max_seq_length, inputs)[0]
 
   @classmethod
   def truncated_inputs(cls, record: ModelInfo, tokenizer, max_seq_length: int,
                        inputs: Dict[str, list]) -> Optional[list]:
     """Which examples `encode_inputs` cuts (one bool each; albert-predict
     counts them, as training counts its own); None when the family encodes
-    its own way and does not say. Default: `encode_pair`'s cut."""
+    its own way and does not say. Default: the cut of `encode_texts`."""
     if getattr(cls.encode_inputs, "__func__", None) is not (
         Task.encode_inputs.__func__):
       return None
-    from albert_tf.data import classifier_data  # pylint: disable=g-import-not-at-top
-    texts = list(inputs["text"])
-    texts_b = inputs.get("text_b") or [None] * len(texts)
-    return [classifier_data.encode_pair(tokenizer, a, b, max_seq_length)[3]
-            > 0 for a, b in zip(texts, texts_b)]
+    return [bool(n) for n in
+            cls._encoded_texts(tokenizer, max_seq_length, inputs)[1]]
+
+  @staticmethod
+  def _encoded_texts(tokenizer, max_seq_length, inputs):
+    from albert_tf.serving import text_graph  # pylint: disable=g-import-not-at-top
+    return text_graph.encode_texts(
+        text_graph.shared_encoder(tokenizer, max_seq_length),
+        inputs["text"], inputs.get("text_b") or None)
 
   @classmethod
   def decode_outputs(cls, record: ModelInfo, outputs: Dict[str, np.ndarray],

@@ -228,7 +228,7 @@ class ClassificationTask(Task):
               max_examples=self.max_examples.get(
                   split, self.max_examples["test"]) or None),
           self.input_timeout_secs)
-      features, enc_stats = cd.encode_examples(
+      features, enc_stats = encode_examples(
           examples, self.tokenizer, self.max_seq_length, self.spec,
           name_truncated=3)
       stats = dict(read_stats, **{k: v for k, v in enc_stats.items()
@@ -495,6 +495,31 @@ class ClassificationTask(Task):
     return [{"label": labels[int(p.argmax())],
              "probabilities": dict(zip(labels, map(float, p)))}
             for p in probs[:n]]
+
+
+def encode_examples(examples, tokenizer, max_seq_length, spec,
+                    name_truncated: int = 0):
+  """(features, stats) of examples, encoded by serve_text's own graph
+  (`text_graph.encode_texts`): int32 `input_ids`, `input_mask`,
+  `segment_ids` [n, max_seq_length] and `label_ids` [n] (class index, -1
+  unlabelled; float32 for regression); stats count the `truncated` examples
+  and `tokens_removed`, and `truncated_at` names the first name_truncated.
+  """
+  from albert_tf.serving import text_graph  # pylint: disable=g-import-not-at-top
+  if max_seq_length < 3 + any(e.text_b is not None for e in examples):
+    raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text")
+  features, removed = text_graph.encode_texts(
+      text_graph.shared_encoder(tokenizer, max_seq_length),
+      [e.text_a for e in examples], [e.text_b for e in examples])
+  features[F.LABEL_IDS] = np.asarray(
+      [cd.label_to_value(spec, e.label) for e in examples],
+      np.float32 if spec.is_regression else np.int32).reshape([-1])
+  stats = {"examples": len(examples), "truncated": int((removed > 0).sum()),
+           "tokens_removed": int(removed.sum())}
+  if name_truncated:
+    stats["truncated_at"] = [examples[i].source for i in
+                             np.flatnonzero(removed)[:name_truncated]]
+  return features, stats
 
 
 def _scored(examples) -> np.ndarray:

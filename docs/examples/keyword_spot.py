@@ -31,12 +31,12 @@ import tensorflow as tf
 from albert_tf import features as F
 from albert_tf import registry
 from albert_tf import settings
-from albert_tf.data.classifier_data import encode_pair
 from albert_tf.file_io import atomic_writer
 from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
 from albert_tf.options import FinetuneOptions
 from albert_tf.record import ModelInfo, tokenizer_fields
 from albert_tf.serving import saved_model
+from albert_tf.serving import text_graph
 from albert_tf.tasks.base import Task
 
 PREDICTIONS_FILE = "spots.jsonl"
@@ -91,10 +91,9 @@ class SpotTask(Task):
       with open(path, encoding="utf-8") as f:
         texts = [line.rstrip("\n").split("\t")[-1] for line in f
                  if line.strip()]
-      rows = [encode_pair(self.tokenizer, t, None, self.o.max_seq_length)
-              for t in texts]
-      features = {k: np.array([r[i] for r in rows], np.int32)
-                  for i, k in enumerate(F.ENCODER_INPUTS)}
+      # The serve_text graph's own encoding (export_signatures below).
+      features, _ = text_graph.encode_texts(text_graph.shared_encoder(
+          self.tokenizer, self.o.max_seq_length), texts)
       labels = np.array([int(self.o.keyword in t) for t in texts], np.int32)
       self._splits[split] = texts, features, labels
     return self._splits[split]
@@ -165,8 +164,7 @@ class SpotTask(Task):
   @classmethod
   def export_signatures(cls, model, record, tokenizer, max_seq_length,
                         text_pair):
-    from albert_tf.serving.text_graph import TextEncoder  # pylint: disable=g-import-not-at-top
-    encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
+    encoder = text_graph.TextEncoder.from_tokenizer(tokenizer, max_seq_length)
 
     def run(features):
       logits = model(features, training=False)[F.LOGITS]
