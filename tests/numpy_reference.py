@@ -318,3 +318,33 @@ def packed(tokenizer, texts, texts_b=None, length=128):
           for a, b in zip(texts, texts_b or [None] * len(texts))]
   return {name: np.array([r[i] for r in rows], np.int32).reshape([-1, length])
           for i, name in enumerate(("input_ids", "input_mask", "segment_ids"))}
+
+
+# A text with [MASK]s as ids, from fill_mask_graph's module doc, as the
+# test oracle of its graph encoder: each "[MASK]" is one mask id; the
+# characters glued to its end (up to whitespace) continue the masked word
+# (SentencePiece without its word-start prefix); the rest is tokenized as
+# usual; [CLS] ... [SEP] around.
+_GLUED = {}
+
+
+def masked_ids(tokenizer, text):
+  from albert_tf.data.tokenization import AlbertTokenizer  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving.fill_mask_graph import without_dummy_prefix  # pylint: disable=g-import-not-at-top
+  glued = tokenizer
+  if tokenizer.kind == "sentencepiece":
+    if tokenizer.model_file not in _GLUED:
+      import sentencepiece as spm  # pylint: disable=g-import-not-at-top
+      with open(tokenizer.model_file, "rb") as f:
+        proto = without_dummy_prefix(f.read())
+      _GLUED[tokenizer.model_file] = AlbertTokenizer(
+          "sentencepiece", tokenizer.model_file, tokenizer.do_lower_case,
+          sp_model=spm.SentencePieceProcessor(model_proto=proto))
+    glued = _GLUED[tokenizer.model_file]
+  parts = text.split("[MASK]")
+  ids = [tokenizer.cls_id] + tokenizer.encode(parts[0])
+  for part in parts[1:]:
+    end = next((i for i, c in enumerate(part) if c.isspace()), len(part))
+    ids += ([tokenizer.mask_id] + glued.encode(part[:end]) +
+            tokenizer.encode(part[end:]))
+  return ids + [tokenizer.sep_id]

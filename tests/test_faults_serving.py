@@ -38,6 +38,7 @@ from albert_tf.serving import fill_mask_graph
 from albert_tf.serving import tflite_runner
 from albert_tf.training import checkpoints
 from albert_tf.training import export as export_training
+from tests import numpy_reference
 from tests import test_family_serving as fam
 
 POSITIONS = 64  # test_family_serving's max_position_embeddings
@@ -276,10 +277,9 @@ FILL_TEXTS = ["很[MASK]的今天", "[MASK]明在北[MASK]"]
 def _reference_fills(model, tokenizer, texts, top_k):
   """(ids, probabilities) per mask: numpy's top k of the softmax over every
   id, special ids left out."""
-  masked = fill_mask_graph.MaskedTextTokenizer(tokenizer)
   out = []
   for text in texts:
-    ids = masked.encode(text)
+    ids = numpy_reference.masked_ids(tokenizer, text)
     positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
     logits = np.asarray(model({
         F.INPUT_IDS: np.array([ids], np.int32),

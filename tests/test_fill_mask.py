@@ -17,6 +17,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.models import AlbertPretrainer
 from tests.fixtures_data import tiny_spm_model
+from tests import numpy_reference
 from tests.numpy_reference import assert_close_to_scale
 
 SENTENCE = "人民日报发表新年献词，迈向充满希望的新世纪。"
@@ -67,9 +68,12 @@ def test_each_mask_is_one_position_and_the_rest_tokenizes_as_in_context(
   for positions in ([ok[0]], [ok[1]], [ok[5]], [ok[-1]], ok[2:4],
                     [ok[1], ok[6], ok[-2]], ok):
     text, expected, _ = _masked(tokenizer, positions)
-    assert fmg.MaskedTextTokenizer(tokenizer).encode(text) == expected, text
+    assert numpy_reference.masked_ids(tokenizer, text) == expected, text
+    got = fmg.MaskedTextEncoder(tokenizer, 64)(tf.constant([text]))
+    assert got["input_ids"][0, :len(expected)].numpy().tolist() == expected
   # "[MASK]" is never split into the pieces of "[", "mask", "]".
-  ids = fmg.MaskedTextTokenizer(tokenizer).encode("the [MASK] fox")
+  ids = fmg.MaskedTextEncoder(tokenizer, 64)(tf.constant(["the [MASK] fox"]))
+  ids = ids["input_ids"][0, :int(ids["num_tokens"][0])].numpy().tolist()
   assert ids.count(tokenizer.mask_id) == 1
   assert ids[:2] + ids[-1:] == [tokenizer.cls_id] + tokenizer.encode(
       "the")[:1] + [tokenizer.sep_id]
@@ -89,10 +93,10 @@ def test_in_graph_encoding_matches_python(tokenizer):
   length = 64
   encoder = fmg.MaskedTextEncoder(tokenizer, length)
   got = encoder(tf.constant(EDGE_TEXTS))
-  python = fmg.MaskedTextTokenizer(tokenizer)
   for row, text in enumerate(EDGE_TEXTS):
-    ids = python.encode(text)
+    ids = numpy_reference.masked_ids(tokenizer, text)
     assert len(ids) <= length
+    assert got["num_tokens"][row].numpy() == len(ids), text
     np.testing.assert_array_equal(
         got["input_ids"][row].numpy(),
         ids + [tokenizer.pad_id] * (length - len(ids)), err_msg=text)
@@ -212,9 +216,8 @@ def test_serve_fill_mask_signature_agrees_with_the_cli(trained, tokenizer,
   assert out["num_masks"].tolist() == [1, 2, 1]
   # The in-graph tokenizers survived saving and loading (see
   # MaskedTextEncoder: two SentencePiece models in one SavedModel).
-  python = fmg.MaskedTextTokenizer(tokenizer)
   for row, text in enumerate(texts):
-    ids = python.encode(text)
+    ids = numpy_reference.masked_ids(tokenizer, text)
     positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
     assert out["masked_lm_positions"][row][:len(positions)].tolist() == (
         positions), text

@@ -55,49 +55,15 @@ def _read(path):
 
 
 # ------------------------------------------------------- text -> ids
-def split_masked(text):
-  """[(glued, rest)] of the parts of `text` between [MASK]s.
-
-  `glued` is the run of non-whitespace right after the [MASK] before the
-  part ("" for the first part); `rest` is what follows it.
-  """
-  parts = text.split(MASK_TOKEN)
-  out = [("", parts[0])]
-  for part in parts[1:]:
-    end = next((i for i, c in enumerate(part) if c.isspace()), len(part))
-    out.append((part[:end], part[end:]))
-  return out
-
-
-class MaskedTextTokenizer:
-  """Python: a text with [MASK]s -> ids [CLS] ... [SEP] (see module doc)."""
-
-  def __init__(self, tokenizer: AlbertTokenizer):
-    self.tokenizer = tokenizer
-    self.glued = tokenizer
-    if tokenizer.kind == "sentencepiece":
-      import sentencepiece as spm  # pylint: disable=g-import-not-at-top
-      self.glued = AlbertTokenizer(
-          "sentencepiece", tokenizer.model_file, tokenizer.do_lower_case,
-          sp_model=spm.SentencePieceProcessor(model_proto=without_dummy_prefix(
-              _read(tokenizer.model_file))))
-
-  def encode(self, text):
-    tok = self.tokenizer
-    ids = [tok.cls_id]
-    for i, (glued, rest) in enumerate(split_masked(text)):
-      if i:
-        ids.append(tok.mask_id)
-      ids += self.glued.encode(glued) + tok.encode(rest)
-    return ids + [tok.sep_id]
-
-
 class MaskedTextEncoder(tf.Module):
-  """In-graph twin of `MaskedTextTokenizer`, padded to max_seq_length.
+  """Texts with [MASK]s -> ids [CLS] ... [SEP] (see the module doc), padded
+  to max_seq_length: serve_fill_mask's encoder, and `training.export
+  .fill_mask`'s.
 
   Call with tf.string [batch]; returns int32 `input_ids`, `input_mask`,
   `segment_ids` [batch, max_seq_length], `masked_lm_positions` [batch, M]
-  (0-padded; M = the most masks in the batch) and `num_masks` [batch]. A
+  (0-padded; M = the most masks in the batch), `num_masks` [batch] and
+  `num_tokens` [batch] (the length before the cut, [CLS] and [SEP] in). A
   text longer than max_seq_length is truncated, and a [MASK] cut off with
   it is not counted.
   """
@@ -120,7 +86,7 @@ class MaskedTextEncoder(tf.Module):
           "sentencepiece", max_seq_length, tokenizer.cls_id, tokenizer.sep_id,
           tokenizer.pad_id, model_proto=glued_proto,
           do_lower_case=tokenizer.do_lower_case, name="fill_mask_glued")
-    # split_masked's str.isspace, as the tokenizer's normalisation uses it.
+    # The glued run ends at str.isspace, as the tokenizer's normalisation.
     space = text_graph._char_class("space")  # pylint: disable=protected-access
     self._non_space = "[^" + space[1:]
     self._encode_fn = None
@@ -147,6 +113,7 @@ class MaskedTextEncoder(tf.Module):
     ids = tf.concat([mask, self._glued.tokenize(glued),
                      self._text.tokenize(rest)], axis=1)
     ids = parts.with_flat_values(ids).merge_dims(1, 2)  # [batch, (ids)]
+    num_tokens = tf.cast(ids.row_lengths() + 2, tf.int32)
     ids = ids[:, :self.max_seq_length - 2]
     input_ids, segment_ids = tf_text.combine_segments(
         [ids], start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id)
@@ -163,6 +130,7 @@ class MaskedTextEncoder(tf.Module):
             F.SEGMENT_IDS: tf.cast(segment_ids, tf.int32),
             F.MASKED_LM_POSITIONS: positions.to_tensor(0),
             "num_masks": tf.cast(positions.row_lengths(), tf.int32),
+            "num_tokens": num_tokens,
             # The [MASK]s of the text that truncation cut off.
             "num_masks_past_length": tf.cast(
                 parts.row_lengths() - 1 - positions.row_lengths(), tf.int32)}

@@ -13,7 +13,10 @@ that the commands' --help answers before TF loads.
 """
 
 import dataclasses
+import weakref
 from typing import NamedTuple, Optional
+
+import numpy as np
 
 from albert_tf import features as F
 from albert_tf.data.tokenization import MASK_TOKEN
@@ -195,49 +198,55 @@ def fill_mask(model, tokenizer, texts, top_k=5):
   Returns one list per text, with one list per [MASK] (left to right) of
   top_k (piece, id, probability) tuples, most probable first. Raises
   FillMaskError for a text without [MASK] or longer than the model takes.
+  The texts are encoded by serve_fill_mask's own encoder
+  (`fill_mask_graph.MaskedTextEncoder`).
   """
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
-  from albert_tf.serving.fill_mask_graph import MaskedTextTokenizer
   from albert_tf.serving.fill_mask_graph import predict_masks
   from albert_tf.serving.fill_mask_graph import special_ids
   if top_k < 1:
     raise FillMaskError(f"--top_k must be >= 1, got {top_k}")
-  masked = MaskedTextTokenizer(tokenizer)
-  excluded = special_ids(tokenizer)  # no fill is [CLS], [MASK], <pad>, ...
-  limit = model.config.max_position_embeddings
-  encoded = []
   for n, text in enumerate(texts, 1):
     if MASK_TOKEN not in text:
       raise FillMaskError(f"text {n} has no {MASK_TOKEN}: {text[:60]!r}")
-    ids = masked.encode(text)
-    if len(ids) > limit:
-      raise FillMaskError(
-          f"text {n} is {len(ids)} tokens with [CLS]/[SEP], more than the "
-          f"model's max_position_embeddings={limit}: {text[:60]!r}")
-    encoded.append(ids)
+  if not texts:
+    return []
+  limit = model.config.max_position_embeddings
+  encoder = _masked_encoder(tokenizer, limit)
+  texts = list(texts)
+  batches = [encoder(tf.constant(texts[i:i + FILL_MASK_BATCH_SIZE]))
+             for i in range(0, len(texts), FILL_MASK_BATCH_SIZE)]
+  lengths = np.concatenate([b["num_tokens"].numpy() for b in batches])
+  for n in np.flatnonzero(lengths > limit)[:1]:
+    raise FillMaskError(
+        f"text {n + 1} is {lengths[n]} tokens with [CLS]/[SEP], more than the "
+        f"model's max_position_embeddings={limit}: {texts[n][:60]!r}")
+  excluded = special_ids(tokenizer)  # no fill is [CLS], [MASK], <pad>, ...
   results = []
-  for start in range(0, len(encoded), FILL_MASK_BATCH_SIZE):
-    batch = encoded[start:start + FILL_MASK_BATCH_SIZE]
-    width = max(len(ids) for ids in batch)
-    positions = [[i for i, t in enumerate(ids) if t == tokenizer.mask_id]
-                 for ids in batch]
-    most = max(len(p) for p in positions)
-    features = {
-        F.INPUT_IDS: tf.constant([ids + [tokenizer.pad_id] * (width - len(ids))
-                                  for ids in batch], tf.int32),
-        F.INPUT_MASK: tf.constant([[1] * len(ids) + [0] * (width - len(ids))
-                                   for ids in batch], tf.int32),
-        F.SEGMENT_IDS: tf.zeros([len(batch), width], tf.int32),
-        F.MASKED_LM_POSITIONS: tf.constant(
-            [p + [0] * (most - len(p)) for p in positions], tf.int32)}
+  for batch in batches:
+    width = int(tf.reduce_max(tf.reduce_sum(batch[F.INPUT_MASK], 1)))
+    features = {k: batch[k][:, :width] for k in F.ENCODER_INPUTS}
+    features[F.MASKED_LM_POSITIONS] = batch[F.MASKED_LM_POSITIONS]
     probabilities, ids = predict_masks(model, features, top_k,
                                        tokenizer.vocab_size, excluded)
     probabilities, ids = probabilities.numpy(), ids.numpy()
-    for row, row_positions in enumerate(positions):
+    for row, masks in enumerate(batch["num_masks"].numpy()):
       results.append([
           [(piece, int(i), float(p)) for piece, i, p in zip(
               tokenizer.convert_ids_to_tokens(ids[row, m].tolist()),
               ids[row, m], probabilities[row, m])]
-          for m in range(len(row_positions))])
+          for m in range(masks)])
   return results
+
+
+_MASKED_ENCODERS = weakref.WeakKeyDictionary()
+
+
+def _masked_encoder(tokenizer, length):
+  """One MaskedTextEncoder per tokenizer and length (traced once)."""
+  from albert_tf.serving.fill_mask_graph import MaskedTextEncoder  # pylint: disable=g-import-not-at-top
+  encoders = _MASKED_ENCODERS.setdefault(tokenizer, {})
+  if length not in encoders:
+    encoders[length] = MaskedTextEncoder(tokenizer, length)
+  return encoders[length]
