@@ -45,6 +45,12 @@ class Interrupted(Exception):
       self.exit_code = 128 + 2
 
 
+class ClusterError(ValueError):
+  """A cluster the run needs does not answer, or went away: one line,
+  `error: <what>, <where> (<hint>)`, to be said as it is (data_prep's
+  runners and dask_cluster)."""
+
+
 class CommandLineError(ValueError):
   """A mistake on the command line: exit code 2 instead of 1."""
 

@@ -301,3 +301,12 @@ def _from_keras_hub(path, spm_model_file, do_lower_case):
   return Predictor(path, "encoder", tokenizer, length, task=Task, model=encoder,
                    encoder=lambda f: encoder(f, training=False),
                    what="the keras-hub preset (an AlbertBackbone)")
+
+
+def load_with_head(model, error=ValueError):
+  """`load(model)` of a model with a task head; `error` for one without."""
+  predictor = load(model)
+  if predictor.kind in ("fill_mask", "encoder"):
+    raise error(f"--model={model}: a {predictor.kind} checkpoint has no "
+                "task head (albert_tf.fill_mask predicts masks)")
+  return predictor

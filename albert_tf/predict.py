@@ -48,27 +48,20 @@ line every --progress_interval_secs. Rows the model cuts to its length
 counts its own.
 """
 
-import contextlib
 import dataclasses
 import itertools
-import json
 import os
 import time
 from typing import List, Optional
 
-from absl import logging
-
-from albert_tf import quiet_logs
 from albert_tf import settings
 # Reading (and the names callers of earlier versions imported here).
 from albert_tf.data.rows import (  # noqa: F401  pylint: disable=unused-import
-    FORMATS, JSON_EXTENSIONS, OPTIONS, Lines, PredictError, RowReader,
-    check_files, input_format, read_rows)
+    FORMATS, GOLD, JSON_EXTENSIONS, OPTIONS, Lines, PredictError, RowReader,
+    RowWriter, check_files, input_format, read_rows)
 
 # TensorFlow (albert_tf.inference, through albert_tf.load) is imported by
 # `run`, not here: --help and a flag mistake answer before TF loads.
-
-GOLD = "gold"  # the gold label's column in the output
 
 
 @dataclasses.dataclass
@@ -122,91 +115,17 @@ class PredictArgs:
       lower_bound=0.0)
 
 
-# ------------------------------------------------------------------ writing
-class RowWriter:
-  """Rows to an open file, TSV (a header first, non-strings as JSON) or JSON
-  lines."""
-
-  def __init__(self, f, jsonl):
-    self.f, self.jsonl, self.header = f, jsonl, None
-    self.flattened = 0  # TSV rows whose text had a tab or a line break
-
-  def note(self):
-    """The line that says how many rows `_cell` flattened, or ""."""
-    return (f"{self.flattened} row(s) hold a tab or a line break in a text: "
-            "written as spaces in this TSV output (a .jsonl --output_file "
-            "keeps them)" if self.flattened else "")
-
-  def write(self, row):
-    if self.jsonl:
-      self.f.write(json.dumps(row, ensure_ascii=False) + "\n")
-      return
-    if self.header is None:
-      self.header = list(row)
-      self.f.write("\t".join(self.header) + "\n")
-    cells = [_cell(row.get(k, "")) for k in self.header]
-    self.flattened += any(isinstance(v, str) and c != v for v, c in zip(
-        (row.get(k, "") for k in self.header), cells))
-    self.f.write("\t".join(cells) + "\n")
-
-
-def _cell(value):
-  if isinstance(value, str):
-    return value.replace("\t", " ").replace("\n", " ").replace("\r", " ")
-  return json.dumps(value, ensure_ascii=False)
-
-
 # ------------------------------------------------------------------ run
-def _predicted(predictor, rows, batch_size, interval):
-  """Yields (number, values, gold, prediction, cut) of each (number,
-  values, gold) of rows, predicted batch_size at a time, with a progress
-  line (rows, rows/s) every `interval` seconds."""
-  start = last = time.monotonic()
-  done, batch = 0, []
-  for row in itertools.chain(rows, [None]):
-    if row is not None:
-      batch.append(row)
-    if not batch or row is not None and len(batch) < batch_size:
-      continue
-    columns = [[values[n] for _, values, _ in batch] for n in predictor.inputs]
-    # The first batch runs TF's kernels for the first time: oneDNN's
-    # "supports DT_INT64 only on platforms with AVX-512" note, hidden.
-    with (quiet_logs.cpp_lines_hidden() if not done else
-          contextlib.nullcontext()):
-      results = predictor.predict(*columns)
-    truncated = predictor.task.truncated_inputs(
-        predictor.record, predictor.tokenizer, predictor.max_seq_length,
-        dict(zip(predictor.inputs, columns))) or [False] * len(batch)
-    for (number, values, gold), prediction, is_cut in zip(batch, results,
-                                                          truncated):
-      yield number, values, gold, prediction, is_cut
-    done += len(batch)
-    batch = []
-    now = time.monotonic()
-    if row is not None and now - last >= interval:
-      last = now
-      logging.info("predict: %d rows, %.1f rows/s", done,
-                   done / max(now - start, 1e-9))
-
-
-def _load(model):
-  """The Predictor of --model; PredictError for one without a task head."""
-  from albert_tf import inference  # pylint: disable=g-import-not-at-top
-  predictor = inference.load(model)
-  if predictor.kind in ("fill_mask", "encoder"):
-    raise PredictError(f"--model={model}: a {predictor.kind} "
-                       "checkpoint has no task head (albert_tf.fill_mask "
-                       "predicts masks)")
-  return predictor
-
-
 def run(args: PredictArgs, log=print):
   """Predicts args.input_file into args.output_file; prints and returns
   {"rows": n, "metrics": the family's `Task.scorer` metrics (empty without
   gold), "blank",
   "cut", "unlabelled": counts of lines}. The input is checked, and its
   first row read, before the output is opened. With args.task: `run_task`."""
-  from albert_tf.file_io import atomic_writer  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from albert_tf import inference
+  from albert_tf.file_io import atomic_writer
+  from albert_tf.serving.predictor import predict_batches
   if args.task or args.data_dir:
     from albert_tf import predict_dataset  # pylint: disable=g-import-not-at-top
     return predict_dataset.run_task(args, log)
@@ -216,7 +135,7 @@ def run(args: PredictArgs, log=print):
                          "--data_dir=DIR: a benchmark's own files)")
   fmt = input_format(args.input_file, args.input_format)
   check_files(args.input_file, args.output_file)
-  predictor = _load(args.model)
+  predictor = inference.load_with_head(args.model, PredictError)
   if fmt == "text" and len(predictor.inputs) != 1:
     raise PredictError(
         f"--input_file={args.input_file}: plain text (one text per line) "
@@ -246,7 +165,7 @@ def run(args: PredictArgs, log=print):
       (number, *reader(number, row)) for number, row in rows))
   with atomic_writer(args.output_file) as f:
     writer = RowWriter(f, jsonl)
-    for number, values, gold, prediction, is_cut in _predicted(
+    for number, values, gold, prediction, is_cut in predict_batches(
         predictor, read, args.batch_size, args.progress_interval_secs):
       scorer.add(values, gold, prediction, f"{args.input_file}:{number}")
       if is_cut:

@@ -18,7 +18,8 @@ here (CLUE 1.1's and FewCLUE's); C3 and CHID are not.
 
 import os
 
-from albert_tf import predict as p
+from albert_tf.data.rows import (GOLD, JSON_EXTENSIONS, PredictError,
+                                 RowWriter, check_files)
 from albert_tf.tasks import scoring
 
 
@@ -26,20 +27,20 @@ def _dataset(args):
   """(family, dataset) of --task; PredictError unless a dataset."""
   from albert_tf import registry  # pylint: disable=g-import-not-at-top
   if not args.task or not args.data_dir:
-    raise p.PredictError("--task=<dataset> and --data_dir=DIR go together "
+    raise PredictError("--task=<dataset> and --data_dir=DIR go together "
                          "(a benchmark's own files)")
   if args.input_file:
-    raise p.PredictError("--input_file or --task: one of them (--task reads "
+    raise PredictError("--input_file or --task: one of them (--task reads "
                          "the dataset's own files in --data_dir)")
   try:
     family, dataset = registry.resolve(args.task)
   except registry.RegistryError as e:
-    raise p.PredictError(str(e)) from None
+    raise PredictError(str(e)) from None
   if dataset is None:
-    raise p.PredictError(f"--task={args.task} is a task family; name one of "
+    raise PredictError(f"--task={args.task} is a task family; name one of "
                          "its datasets (afqmc, tnews, bustm_0, ...)")
   if not os.path.isdir(args.data_dir):
-    raise p.PredictError(f"--data_dir={args.data_dir} is not a directory")
+    raise PredictError(f"--data_dir={args.data_dir} is not a directory")
   return family, dataset
 
 
@@ -49,16 +50,16 @@ def _read(family, dataset, data_dir):
   try:
     splits = family.task.read_dataset(dataset, data_dir)
   except cd.DataError as e:
-    raise p.PredictError(str(e)) from None
+    raise PredictError(str(e)) from None
   if splits is None:
-    raise p.PredictError(
+    raise PredictError(
         f"--task={dataset.name}: albert-predict reads the classification "
         f"datasets' files, not {dataset.family}'s (albert-finetune "
         f"--task={dataset.name} --nodo_train --do_predict predicts them)")
   if not [s for s in splits if s != "train"]:
     wanted = sorted({n for s, names in dataset.spec.files.items()
                      if s != "train" for n in names})
-    raise p.PredictError(f"--data_dir={data_dir}: none of {dataset.name}'s "
+    raise PredictError(f"--data_dir={data_dir}: none of {dataset.name}'s "
                          f"files ({', '.join(wanted)})")
   return splits
 
@@ -70,7 +71,7 @@ def _submission_path(args, dataset, splits):
   if not args.submission_file:
     return None
   if submission is None or submission.split not in splits:
-    raise p.PredictError(
+    raise PredictError(
         f"--submission_file: {dataset.name} has no submission file in "
         f"{args.data_dir}" + (f" (its {', '.join(dataset.spec.files[submission.split])} is missing)"
                               if submission else ""))
@@ -82,7 +83,7 @@ def _submission_path(args, dataset, splits):
     with open(path, encoding="utf-8", errors="replace") as f:
       old = sum(1 for line in f if line.strip())
     if old > lines:
-      raise p.PredictError(
+      raise PredictError(
           f"--submission_file={path} holds {old} lines, this one would hold "
           f"{lines} (of {splits[submission.split][1]['file']}): not replaced "
           "by a shorter one; name another file")
@@ -93,7 +94,7 @@ def _check_model(predictor, family, dataset, args, pair):
   labels = list(dataset.spec.label_list or ())
   if predictor.task is not family.task or sorted(predictor.labels) != sorted(
       labels) or predictor.text_pair != pair:
-    raise p.PredictError(
+    raise PredictError(
         f"--model={args.model}: a {predictor.kind} model of "
         f"{'pairs' if predictor.text_pair else 'one text'}, labels "
         f"{predictor.labels[:8]}; --task={dataset.name} reads "
@@ -124,15 +125,17 @@ def run_task(args, log=print):
   """Predicts and scores --task's files in --data_dir; returns {split:
   {"rows", "metrics", "baselines"}} and "submission": its path or None."""
   from albert_tf.data import classifier_data as cd  # pylint: disable=g-import-not-at-top
+  from albert_tf import inference  # pylint: disable=g-import-not-at-top
   from albert_tf.file_io import atomic_writer  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving.predictor import predict_batches  # pylint: disable=g-import-not-at-top
   family, dataset = _dataset(args)
   splits = _read(family, dataset, args.data_dir)
   submission = _submission_path(args, dataset, splits)
   if args.output_file:
-    p.check_files(splits[next(iter(splits))][1]["file"], args.output_file)
+    check_files(splits[next(iter(splits))][1]["file"], args.output_file)
   pair = any(e.text_b is not None for examples, _ in splits.values()
              for e in examples)
-  predictor = p._load(args.model)  # pylint: disable=protected-access
+  predictor = inference.load_with_head(args.model, PredictError)
   _check_model(predictor, family, dataset, args, pair)
   labels = list(predictor.labels)
   result, rows, predicted = {"submission": submission}, [], {}
@@ -143,13 +146,13 @@ def run_task(args, log=print):
     read = ((e.source, {"text": e.text_a, **(
         {"text_b": e.text_b} if pair else {})}, e.label) for e in examples)
     predicted[split] = []
-    for (where, values, gold, prediction, _), example in zip(p._predicted(  # pylint: disable=protected-access
+    for (where, values, gold, prediction, _), example in zip(predict_batches(
         predictor, read, args.batch_size, args.progress_interval_secs),
                                                               examples):
       scorer.add(values, gold, prediction, where)
       predicted[split].append(prediction["label"])
       rows.append({"split": split, "id": example.id, "line": where, **values,
-                   p.GOLD: "" if gold is None else gold,
+                   GOLD: "" if gold is None else gold,
                    **scorer.fields(prediction)})
     scores = scorer.metrics()
     log(f"[{split}] {stats['file']}: {len(examples)} examples predicted")
@@ -168,9 +171,9 @@ def run_task(args, log=print):
                       f"{m['macro_f1']:.4f}" for name, m in base.items())
           + (": below the baseline" if scores["accuracy"] < best else ""))
   if args.output_file:
-    jsonl = os.path.splitext(args.output_file)[1].lower() in p.JSON_EXTENSIONS
+    jsonl = os.path.splitext(args.output_file)[1].lower() in JSON_EXTENSIONS
     with atomic_writer(args.output_file) as f:
-      writer = p.RowWriter(f, jsonl)
+      writer = RowWriter(f, jsonl)
       for row in rows:
         writer.write(row)
     log(f"{len(rows)} rows -> {args.output_file} (split, id, file:line)")

@@ -39,8 +39,8 @@ from apache_beam.runners.dask.dask_runner import DaskRunner
 from apache_beam.runners.dask.dask_runner import DaskRunnerResult
 
 from albert_tf import errors
+from albert_tf.errors import ClusterError
 from data_prep import beam_compat
-from data_prep.runners import ClusterError
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -29,9 +29,7 @@ _RUNNER_CLASS_PATHS = {
 }
 
 
-class ClusterError(ValueError):
-  """A cluster the run needs does not answer, or went away: one line,
-  `error: <what>, <where> (<hint>)`, to be said as it is."""
+ClusterError = errors.ClusterError  # what a run's callers catch
 
 
 def beam_option_parser():

@@ -50,12 +50,6 @@ KNOWN = {
     # up from the base and a cycle.
     ("albert_tf.registry", "albert_tf.datasets"),
     ("albert_tf.registry", "albert_tf.tasks"),
-    # predict.run hands --task runs to predict_dataset (deferred), which
-    # builds on predict: a cycle within the commands.
-    ("albert_tf.predict", "albert_tf.predict_dataset"),
-    # runners picks the Dask runner of dask_cluster (deferred), which
-    # raises runners.ClusterError: a cycle within data_prep.
-    ("data_prep.runners", "data_prep.dask_cluster"),
 }
 
 # (module, function) of the calls that import by name; None: a builtin.

@@ -20,6 +20,7 @@ import albert_tf
 from albert_tf import inference
 from albert_tf import predict as predict_cli
 from albert_tf.data import ner_data, squad_metrics
+from albert_tf.serving import predictor as predictor_lib
 from tests import cli_runner
 from tests import test_family_serving as fs
 
@@ -121,7 +122,7 @@ def test_classifier_tsv_with_labels_and_plain_text_without(models, tmp_path):
     return real_predict(self, *columns, **kw)
 
   with mock.patch.object(inference.Predictor, "predict", spy), (
-      mock.patch.object(predict_cli.logging, "info")) as info:
+      mock.patch.object(predictor_lib.logging, "info")) as info:
     result, printed = _run(path, source, tmp_path / "out.tsv", batch_size=4,
                            progress_interval_secs=0.0)
   assert batches == [4, 4, 4, 3]

@@ -1,4 +1,5 @@
-"""Rows of a TSV, JSON lines or text file as a model's inputs and gold.
+"""Rows of a TSV, JSON lines or text file as a model's inputs and gold,
+and albert-predict's output rows (`RowWriter`).
 
 albert-predict reads its --input_file with these, and export_tflite and
 export_onnx their --verify_data: `read_rows` yields each row (UTF-8, blank
@@ -15,6 +16,7 @@ from albert_tf.data import classifier_data
 FORMATS = ("auto", "tsv", "jsonl", "text")
 JSON_EXTENSIONS = (".jsonl", ".json", ".ndjson")
 OPTIONS = "options"
+GOLD = "gold"  # the gold label's column in albert-predict's output
 
 
 class PredictError(ValueError):
@@ -290,3 +292,38 @@ def _index_or_name(column):
   if column is None or isinstance(column, int):
     return column
   return int(column) if _is_index(column) else str(column)
+
+
+# ------------------------------------------------------------------ writing
+class RowWriter:
+  """Rows to an open file, TSV (a header first, non-strings as JSON) or JSON
+  lines."""
+
+  def __init__(self, f, jsonl):
+    self.f, self.jsonl, self.header = f, jsonl, None
+    self.flattened = 0  # TSV rows whose text had a tab or a line break
+
+  def note(self):
+    """The line that says how many rows `cell` flattened, or ""."""
+    return (f"{self.flattened} row(s) hold a tab or a line break in a text: "
+            "written as spaces in this TSV output (a .jsonl --output_file "
+            "keeps them)" if self.flattened else "")
+
+  def write(self, row):
+    if self.jsonl:
+      self.f.write(json.dumps(row, ensure_ascii=False) + "\n")
+      return
+    if self.header is None:
+      self.header = list(row)
+      self.f.write("\t".join(self.header) + "\n")
+    cells = [cell(row.get(k, "")) for k in self.header]
+    self.flattened += any(isinstance(v, str) and c != v for v, c in zip(
+        (row.get(k, "") for k in self.header), cells))
+    self.f.write("\t".join(cells) + "\n")
+
+
+def cell(value):
+  """A TSV cell: a string flattened to one line, anything else as JSON."""
+  if isinstance(value, str):
+    return value.replace("\t", " ").replace("\n", " ").replace("\r", " ")
+  return json.dumps(value, ensure_ascii=False)

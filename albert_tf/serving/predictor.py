@@ -8,13 +8,17 @@ encoding and the encoder's outputs on it. `albert_tf.inference` builds one
 for each kind of model folder or file.
 """
 
+import contextlib
 import dataclasses
+import itertools
+import time
 
 from absl import logging
 import numpy as np
 
 from albert_tf import features as F
 from albert_tf import lazy
+from albert_tf import quiet_logs
 from albert_tf.record import ModelInfo
 
 tf = lazy.module("tensorflow")
@@ -222,3 +226,35 @@ def _check_string(value, where):
     raise LoadError(
         f"{where} holds an unpaired surrogate {value[e.start]!r} at "
         f"character {e.start} (not text UTF-8 can encode)") from None
+
+
+def predict_batches(predictor, rows, batch_size, interval):
+  """Yields (number, values, gold, prediction, cut) of each (number,
+  values, gold) of rows, predicted batch_size at a time, with a progress
+  line (rows, rows/s) every `interval` seconds."""
+  start = last = time.monotonic()
+  done, batch = 0, []
+  for row in itertools.chain(rows, [None]):
+    if row is not None:
+      batch.append(row)
+    if not batch or row is not None and len(batch) < batch_size:
+      continue
+    columns = [[values[n] for _, values, _ in batch] for n in predictor.inputs]
+    # The first batch runs TF's kernels for the first time: oneDNN's
+    # "supports DT_INT64 only on platforms with AVX-512" note, hidden.
+    with (quiet_logs.cpp_lines_hidden() if not done else
+          contextlib.nullcontext()):
+      results = predictor.predict(*columns)
+    truncated = predictor.task.truncated_inputs(
+        predictor.record, predictor.tokenizer, predictor.max_seq_length,
+        dict(zip(predictor.inputs, columns))) or [False] * len(batch)
+    for (number, values, gold), prediction, is_cut in zip(batch, results,
+                                                          truncated):
+      yield number, values, gold, prediction, is_cut
+    done += len(batch)
+    batch = []
+    now = time.monotonic()
+    if row is not None and now - last >= interval:
+      last = now
+      logging.info("predict: %d rows, %.1f rows/s", done,
+                   done / max(now - start, 1e-9))
