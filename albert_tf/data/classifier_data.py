@@ -1,5 +1,6 @@
-"""Sentence(-pair) classification data: TSV task readers, labels and
-submission files. The text becomes ids in the graph, as served
+"""Sentence(-pair) classification data: TSV task readers, labels, metrics
+(`compute_metrics`) and the prediction and submission files. The text
+becomes ids in the graph, as served
 (`albert_tf.tasks.classification.encode_examples`).
 
     spec = get_task("lcqmc")
@@ -22,9 +23,11 @@ import collections
 import dataclasses
 import json
 import os
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Dict, Optional, Sequence, Union
 
 from absl import logging
+import numpy as np
+
 
 from albert_tf.data.tsv_reader import (  # noqa: F401  (text_lines: API)
     DataError, InputExample, canonical_label, label_number, read_tsv_examples,
@@ -330,3 +333,55 @@ def label_to_value(spec, label):
     raise ValueError(f"unknown label {label!r}; task {spec.name} labels are "
                      f"{list(spec.label_list)}")
   return spec.label_list.index(canonical)
+
+
+# ------------------------------------------------------------------ scores
+def compute_metrics(spec: TaskSpec, labels, outputs) -> Dict[str, float]:
+  """Eval metrics. `outputs`: logits [n, C], or scores [n] / [n, 1].
+
+  Returns {"accuracy", "f1" (mrpc/qqp), "mcc" (cola)} or {"pearson",
+  "spearman", "corr"}; every dict also has "eval_metric" (the value that
+  picks the best checkpoint) and "num_examples".
+  """
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  from sklearn import metrics  # pylint: disable=g-import-not-at-top
+  outputs, labels = np.asarray(outputs), np.asarray(labels)
+  n = int(len(labels))
+  if spec.is_regression:
+    scores = outputs.reshape([-1]).astype(np.float64)
+    labels = labels.astype(np.float64)
+    constant = n < 2 or np.ptp(scores) == 0 or np.ptp(labels) == 0
+    # A constant prediction has no correlation; SciPy would return nan.
+    p = 0.0 if constant else float(stats.pearsonr(scores, labels)[0])
+    s = 0.0 if constant else float(stats.spearmanr(scores, labels)[0])
+    return {"pearson": p, "spearman": s, "corr": (p + s) / 2,
+            "eval_metric": (p + s) / 2, "num_examples": n}
+  predictions = outputs.argmax(-1) if n else np.zeros([0], np.int64)
+  result = {"accuracy": float(metrics.accuracy_score(labels, predictions))
+            if n else 0.0, "num_examples": n}
+  result["eval_metric"] = result["accuracy"]
+  if spec.name in ("mrpc", "qqp"):
+    result["f1"] = float(metrics.f1_score(labels, predictions,
+                                          zero_division=0.0))
+  if spec.name == "cola":
+    result["mcc"] = float(metrics.matthews_corrcoef(labels, predictions))
+    result["eval_metric"] = result["mcc"]
+  return result
+
+
+def write_predictions(path: str, spec: TaskSpec, logits) -> None:
+  """index \\t prediction (label or score) [\\t probability of each label]."""
+  with atomic_writer(path) as f:
+    if spec.is_regression:
+      f.write("index\tprediction\n")
+      for i, value in enumerate(np.asarray(logits).reshape([-1])):
+        f.write(f"{i}\t{value:.6f}\n")
+      return
+    f.write("index\tprediction\t" + "\t".join(
+        f"prob_{label}" for label in spec.label_list) + "\n")
+    logits = np.asarray(logits, np.float64)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    for i, row in enumerate(probs):
+      f.write(f"{i}\t{spec.label_list[int(row.argmax())]}\t" +
+              "\t".join(f"{p:.6f}" for p in row) + "\n")

@@ -1,15 +1,18 @@
 """Sentence(-pair) classification and regression: sentiment, lcqmc, GLUE, tsv.
 
-The TSV readers and the [CLS] a [SEP] b [SEP] encoding are
+The TSV readers, the metrics and the prediction files are
 `albert_tf.data.classifier_data`; this file is what the trainer needs on top:
 
-  * inputs: the encoded split in memory, batched as a pure function of
-    (seed, step) by `tasks.base.step_indexed_inputs` (a resumed run trains
-    on exactly the batches an uninterrupted run would have).
+  * inputs: each split encoded once by serve_text's own graph
+    (`encode_examples`, `text_graph.encode_texts`: [CLS] a [SEP] (b [SEP])),
+    kept in memory and batched as a pure function of (seed, step) by
+    `tasks.base.step_indexed_inputs` (a resumed run trains on exactly the
+    batches an uninterrupted run would have).
   * loss: softmax cross-entropy (classes) or squared error (regression).
-  * metrics: accuracy, plus F1 (mrpc, qqp) and Matthews correlation (CoLA,
-    its official metric) from scikit-learn; Pearson and Spearman from SciPy
-    for regression. `eval_metric` is the one that picks the best checkpoint.
+  * metrics (`classifier_data.compute_metrics`): accuracy, plus F1 (mrpc,
+    qqp) and Matthews correlation (CoLA, its official metric) from
+    scikit-learn; Pearson and Spearman from SciPy for regression.
+    `eval_metric` is the one that picks the best checkpoint.
   * predictions: test_results.tsv and, for a benchmark's dataset (CLUE,
     FewCLUE: `albert_tf.data.clue`), its submission file
     (`classifier_data.Submission`, e.g. afqmc_predict.json).
@@ -33,7 +36,6 @@ from albert_tf import settings
 from albert_tf.data import classifier_data as cd
 from albert_tf.data import input_timeout
 from albert_tf.options import FinetuneOptions
-from albert_tf.file_io import atomic_writer
 from albert_tf import features as F
 from albert_tf import lazy
 from albert_tf.tasks import record as record_lib
@@ -47,39 +49,6 @@ saved_model = lazy.module("albert_tf.serving.saved_model")
 PREDICTIONS_FILE = "test_results.tsv"
 # task_config key: a tsv task's columns and header, to read its dev split back.
 TSV_READING = "tsv_reading"
-
-
-def compute_metrics(spec: cd.TaskSpec, labels, outputs) -> Dict[str, float]:
-  """Eval metrics. `outputs`: logits [n, C], or scores [n] / [n, 1].
-
-  Returns {"accuracy", "f1" (mrpc/qqp), "mcc" (cola)} or {"pearson",
-  "spearman", "corr"}; every dict also has "eval_metric" (the value that
-  picks the best checkpoint) and "num_examples".
-  """
-  from scipy import stats  # pylint: disable=g-import-not-at-top
-  from sklearn import metrics  # pylint: disable=g-import-not-at-top
-  outputs, labels = np.asarray(outputs), np.asarray(labels)
-  n = int(len(labels))
-  if spec.is_regression:
-    scores = outputs.reshape([-1]).astype(np.float64)
-    labels = labels.astype(np.float64)
-    constant = n < 2 or np.ptp(scores) == 0 or np.ptp(labels) == 0
-    # A constant prediction has no correlation; SciPy would return nan.
-    p = 0.0 if constant else float(stats.pearsonr(scores, labels)[0])
-    s = 0.0 if constant else float(stats.spearmanr(scores, labels)[0])
-    return {"pearson": p, "spearman": s, "corr": (p + s) / 2,
-            "eval_metric": (p + s) / 2, "num_examples": n}
-  predictions = outputs.argmax(-1) if n else np.zeros([0], np.int64)
-  result = {"accuracy": float(metrics.accuracy_score(labels, predictions))
-            if n else 0.0, "num_examples": n}
-  result["eval_metric"] = result["accuracy"]
-  if spec.name in ("mrpc", "qqp"):
-    result["f1"] = float(metrics.f1_score(labels, predictions,
-                                          zero_division=0.0))
-  if spec.name == "cola":
-    result["mcc"] = float(metrics.matthews_corrcoef(labels, predictions))
-    result["eval_metric"] = result["mcc"]
-  return result
 
 
 @dataclasses.dataclass
@@ -311,7 +280,7 @@ class ClassificationTask(Task):
       self.warn_if_collapsed(
           model, [labels[int(i)] for i in logits.argmax(-1)],
           [labels[int(i)] for i in features[F.LABEL_IDS]], "dev examples")
-    return compute_metrics(self.spec, features[F.LABEL_IDS], logits)
+    return cd.compute_metrics(self.spec, features[F.LABEL_IDS], logits)
 
   def baselines(self, splits):
     """Majority class and char n-gram TF-IDF + logistic regression
@@ -341,15 +310,15 @@ class ClassificationTask(Task):
     for (split, examples, labels), tfidf_ids in zip(wanted, tfidf):
       one_hot = lambda ids: np.eye(self.spec.num_labels)[ids]
       out[split] = {
-          "majority": compute_metrics(self.spec, labels, one_hot(
+          "majority": cd.compute_metrics(self.spec, labels, one_hot(
               baselines.majority(train_ids, len(labels)))),
-          "tfidf": compute_metrics(self.spec, labels, one_hot(tfidf_ids))}
+          "tfidf": cd.compute_metrics(self.spec, labels, one_hot(tfidf_ids))}
     return out
 
   def predict(self, model, output_dir):
     examples, features, stats, has_labels = self.load_split("test")
     logits = self.logits(model, features)
-    write_predictions(os.path.join(output_dir, PREDICTIONS_FILE), self.spec,
+    cd.write_predictions(os.path.join(output_dir, PREDICTIONS_FILE), self.spec,
                       logits)
     if self.spec.submission is not None:
       self._write_submission(model, output_dir, examples, logits,
@@ -357,7 +326,7 @@ class ClassificationTask(Task):
     if not has_labels:
       return {}
     scored = _scored(examples)
-    return compute_metrics(self.spec, features[F.LABEL_IDS][scored],
+    return cd.compute_metrics(self.spec, features[F.LABEL_IDS][scored],
                            logits[scored])
 
   def _write_submission(self, model, output_dir, test_examples, test_logits,
@@ -526,22 +495,6 @@ def _scored(examples) -> np.ndarray:
   """Which examples have a gold label (bool [n]): a labelled test file's
   no-consensus lines are predicted but not scored."""
   return np.asarray([e.label is not None for e in examples], bool)
-
-
-def write_predictions(path: str, spec: cd.TaskSpec, logits) -> None:
-  """index \\t prediction (label or score) [\\t probability of each label]."""
-  with atomic_writer(path) as f:
-    if spec.is_regression:
-      f.write("index\tprediction\n")
-      for i, value in enumerate(np.asarray(logits).reshape([-1])):
-        f.write(f"{i}\t{value:.6f}\n")
-      return
-    f.write("index\tprediction\t" + "\t".join(
-        f"prob_{label}" for label in spec.label_list) + "\n")
-    probs = tf.nn.softmax(np.asarray(logits, np.float32), axis=-1).numpy()
-    for i, row in enumerate(probs):
-      f.write(f"{i}\t{spec.label_list[int(row.argmax())]}\t" +
-              "\t".join(f"{p:.6f}" for p in row) + "\n")
 
 
 def _labels_as_recorded(spec: cd.TaskSpec, o, info):
