@@ -13,7 +13,7 @@ Every rule the tokenizers apply to raw text before splitting it is one
 
 Each step also says how it moves characters (`offsets`), for the maps from
 normalised characters back to the original text that span question answering
-needs (`data/char_spans.py` in Python, `serving/span_graph.py` in the graph):
+needs (`serving/span_graph.py`, in the graph):
 
   - `PER_CHARACTER`: the step run on each character alone (`python` /
     `graph` of a one-character string), a character it deletes joining the

@@ -12,15 +12,17 @@ question or paragraph. An answer not at its answer_start moves to the
 nearest occurrence of its text (if any); an empty question is skipped when
 training, answered "" otherwise; each counted and named in one warning.
 
-`make_windows` builds the original run_squad windows `[CLS] question [SEP]
-context [SEP]`, one every doc_stride pieces (the step, as the original).
-Context pieces carry their character spans (`char_spans`), so answers
-become pieces exactly and predicted pieces paragraph text. A piece that
-straddles an answer boundary ("北京" for the answer "京") is labelled whole:
-the text read back is longer (`round_trip_mismatches`).
+`make_windows` runs serve_text's preprocessor (`serving.span_graph`) for
+the original run_squad windows `[CLS] question [SEP] context [SEP]`, one
+every doc_stride pieces, and labels them. Context pieces carry their
+character spans, so answers become pieces exactly and predicted pieces
+paragraph text. A piece that straddles an answer boundary ("北京" for the
+answer "京") is labelled whole: the text read back is longer
+(`round_trip_mismatches`).
 """
 
 import dataclasses
+import functools
 import json
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -29,7 +31,10 @@ import numpy as np
 from absl import logging
 
 from albert_tf import features as F
-from albert_tf.data import char_spans
+from albert_tf import lazy
+
+tf = lazy.module("tensorflow")
+span_graph = lazy.module("albert_tf.serving.span_graph")
 
 P_MASK = "p_mask"
 START_POSITIONS = "start_positions"
@@ -217,71 +222,55 @@ class Windows:
     return len(self.example_index)
 
 
-def window_spans(num_pieces: int, window_length: int, doc_stride: int
-                 ) -> List[Tuple[int, int]]:
-  """(start, length) of the original's windows over num_pieces pieces: one
-  every doc_stride pieces (no gap) until one reaches the end (an empty
-  context has one of length 0)."""
-  spans, start = [], 0
-  while True:
-    length = min(num_pieces - start, window_length)
-    spans.append((start, length))
-    if start + length >= num_pieces:
-      return spans
-    start += min(length, doc_stride)
+@functools.lru_cache(maxsize=8)
+def span_reader(tokenizer, max_seq_length: int = 512, doc_stride: int = 128,
+                max_query_length: int = 64):
+  """serve_text's `span_graph.TextSpanReader` (kept: traced once)."""
+  return span_graph.TextSpanReader.from_tokenizer(
+      tokenizer, max_seq_length, {"doc_stride": doc_stride,
+                                  "max_query_length": max_query_length})
 
 
-def max_context_owner(spans: Sequence[Tuple[int, int]], num_pieces: int
-                      ) -> np.ndarray:
-  """For each piece, the window (index into spans) it is predicted from:
-  the original's best min(left, right context) + 0.01 × window length, ties
-  to the earlier window."""
-  owner = np.full(num_pieces, -1, np.int64)
-  best = np.full(num_pieces, -np.inf)
-  for w, (start, length) in enumerate(spans):
-    idx = np.arange(start, start + length)
-    score = np.minimum(idx - start, start + length - 1 - idx) + 0.01 * length
-    better = score > best[idx]
-    owner[idx[better]] = w
-    best[idx[better]] = score[better]
-  return owner
+def context_spans(tokenizer, contexts: Sequence[str], batch_size: int = 256
+                  ) -> List[np.ndarray]:
+  """Per context, int [pieces, 2]: the [start, end) code points each of its
+  pieces covers, as the graph reader gives them (zero-width for a bare
+  "▁")."""
+  reader, out = span_reader(tokenizer), []
+  for i in range(0, len(contexts), batch_size):
+    _, starts, ends = reader.encode_with_offsets(
+        tf.constant(list(contexts[i:i + batch_size]), tf.string))
+    spans = np.stack([v.flat_values.numpy() for v in (starts, ends)], 1)
+    out += np.split(spans, starts.row_splits.numpy()[1:-1])
+  return out
 
 
-def char_span_to_pieces(spans: Sequence[Tuple[int, int]], start: int,
-                        end: int) -> Optional[Tuple[int, int]]:
+def char_span_to_pieces(spans, start: int, end: int
+                        ) -> Optional[Tuple[int, int]]:
   """(first, last) of the pieces (not zero-width) that overlap the
   characters [start, end), straddling ones included; None if none does
-  (e.g. the span is only whitespace)."""
-  hits = [i for i, (s, e) in enumerate(spans) if s < e and e > start and
-          s < end]
-  return (hits[0], hits[-1]) if hits else None
-
-
-def answer_round_trip(tokenizer, context: str, answer_text: str,
-                      answer_start: int, spans=None) -> str:
-  """The context characters of the pieces the answer maps to: answer_text
-  when its boundaries are piece boundaries, longer when a piece straddles
-  one, "" when it covers none. spans: the context's, if already known."""
-  if spans is None:
-    _, spans = char_spans.encode_with_offsets(tokenizer, context)
-  hit = char_span_to_pieces(spans, answer_start,
-                            answer_start + len(answer_text))
-  return context[spans[hit[0]][0]:spans[hit[1]][1]] if hit else ""
+  (e.g. the span is only whitespace). spans: [pieces, 2]."""
+  spans = np.asarray(spans, np.int64).reshape(-1, 2)
+  hits = np.flatnonzero((spans[:, 0] < spans[:, 1]) & (spans[:, 1] > start) &
+                        (spans[:, 0] < end))
+  return (int(hits[0]), int(hits[-1])) if hits.size else None
 
 
 def round_trip_mismatches(examples: Sequence[Example], tokenizer
                           ) -> List[Tuple[str, str, str]]:
-  """(qas_id, answer, read back) for each answer that does not round-trip
-  (answers whose text is not at answer_start are not checked)."""
-  out, cache = [], {}
+  """(qas_id, answer, read back) for each answer that does not round-trip:
+  the context characters of the pieces it maps to are longer when a piece
+  straddles a boundary, "" when it covers none (answers whose text is not
+  at answer_start are not checked)."""
+  contexts = list(dict.fromkeys(ex.context for ex in examples))
+  spans = dict(zip(contexts, context_spans(tokenizer, contexts)))
+  out = []
   for ex in examples:
-    if ex.context not in cache:
-      cache[ex.context] = char_spans.encode_with_offsets(tokenizer,
-                                                         ex.context)[1]
     for text, start in ex.answers:
       if ex.context[start:start + len(text)] == text:
-        back = answer_round_trip(tokenizer, ex.context, text, start,
-                                 cache[ex.context])
+        hit = char_span_to_pieces(spans[ex.context], start, start + len(text))
+        back = ex.context[spans[ex.context][hit[0]][0]:
+                          spans[ex.context][hit[1]][1]] if hit else ""
         if back != text:
           out.append((ex.qas_id, text, back))
   return out
@@ -308,11 +297,51 @@ def _warn(where, counts, places, key, what):
                     ", ".join(places[key][:3]))
 
 
+def _run_reader(reader, examples, where, batch_size):
+  """`reader.encode` of the examples batch by batch, as numpy arrays."""
+  if not examples:  # the arrays of one example, cut to none
+    return {k: v[:0] for k, v in _run_reader(
+        reader, [Example("", "", "", [], False, "")], where, 1).items()}
+  parts = []
+  for i in range(0, len(examples), batch_size):
+    chunk = examples[i:i + batch_size]
+    questions = tf.constant([e.question for e in chunk], tf.string)
+    try:
+      got = reader.encode(questions,
+                          tf.constant([e.context for e in chunk], tf.string))
+    except tf.errors.InvalidArgumentError as e:
+      pieces = np.minimum(reader.encode_with_offsets(questions)[0]
+                          .row_lengths().numpy(), reader.max_query_length)
+      bad = np.flatnonzero(pieces > reader.max_seq_length - 4)
+      if not bad.size:
+        raise
+      raise ValueError(
+          f"{where}: question {chunk[bad[0]].qas_id!r} has {pieces[bad[0]]} "
+          f"pieces: max_seq_length {reader.max_seq_length} leaves no room "
+          f"for the context (lower max_query_length below "
+          f"{reader.max_seq_length - 3})") from e
+    got = {k: v.numpy() for k, v in got.items()}
+    got["pair"] += i
+    parts.append(got)
+  return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _whole_context_spans(got, offset, length, e_rows):
+  """The spans of all pieces of one context, from its windows' rows."""
+  num = max(got["window_start"][r] + length[r] for r in e_rows)
+  spans = np.zeros((num, 2), np.int32)
+  for r in e_rows:
+    ws, at = got["window_start"][r], offset[r]
+    spans[ws:ws + length[r]] = got["piece_spans"][r, at:at + length[r]]
+  return spans
+
+
 def make_windows(examples: Sequence[Example], tokenizer,
                  max_seq_length: int = 384, doc_stride: int = 128,
                  max_query_length: int = 64, is_training: bool = False,
-                 file: str = "") -> Windows:
-  """Encodes examples into `[CLS] question [SEP] context-window [SEP]`.
+                 file: str = "", batch_size: int = 256) -> Windows:
+  """`[CLS] question [SEP] context-window [SEP]` of each example, by
+  serve_text's preprocessor (`span_graph.TextSpanReader.encode`).
 
   Labels (is_training): the first answer at its answer_start that covers a
   piece gives start/end positions; windows without the whole answer and
@@ -325,68 +354,40 @@ def make_windows(examples: Sequence[Example], tokenizer,
   if doc_stride < 1:
     raise ValueError(f"doc_stride must be at least 1, got {doc_stride}")
   where = file or "<examples>"
-  counts = dict(questions=len(examples), windows=0, questions_truncated=0,
-                answers_unmapped=0, labels_missing=0)
+  reader = span_reader(tokenizer, max_seq_length, doc_stride,
+                       max_query_length)
+  got = _run_reader(reader, list(examples), where, batch_size)
+  pair, starts = got["pair"], got["window_start"]
+  cut = int((got["question_pieces"] > max_query_length).sum())
+  counts = dict(questions=len(examples), windows=len(pair),
+                questions_truncated=cut, answers_unmapped=0, labels_missing=0)
   places = {"answers_unmapped": [], "labels_missing": []}
-  # The pieces and windows of every question first: then the arrays' size
-  # is known (SQuAD's training set: ~130k windows of 384).
-  cache, plans = {}, []
-  for ex in examples:
-    question = tokenizer.encode(ex.question)
-    counts["questions_truncated"] += len(question) > max_query_length
-    question = question[:max_query_length]
-    if max_seq_length - len(question) - 3 < 1:
-      raise ValueError(
-          f"{where}: question {ex.qas_id!r} has {len(question)} pieces: "
-          f"max_seq_length {max_seq_length} leaves no room for the context "
-          f"(lower max_query_length below {max_seq_length - 3})")
-    if ex.context not in cache:
-      ids, spans = char_spans.encode_with_offsets(tokenizer, ex.context)
-      cache[ex.context] = (np.asarray(ids, np.int32),
-                           np.asarray(spans, np.int32).reshape(-1, 2))
-    ids, spans = cache[ex.context]
-    label = _label(ex, spans.tolist(), places)
-    missing = is_training and not ex.is_impossible and label is None
-    if missing:
+  # [CLS] question [SEP]
+  offset = np.minimum(got["question_pieces"], max_query_length)[pair] + 2
+  length = got[F.SEGMENT_IDS].sum(1) - 1  # context pieces of each window
+  labels = np.full((len(examples), 2), -1, np.int64)
+  missing = np.zeros(len(examples), bool)
+  bounds = np.searchsorted(pair, np.arange(len(examples) + 1))
+  for e, ex in enumerate(examples):
+    label = _label(ex, _whole_context_spans(got, offset, length, range(
+        bounds[e], bounds[e + 1])), places) if ex.answers else None
+    labels[e] = label or (-1, -1)
+    missing[e] = is_training and not ex.is_impossible and label is None
+    if missing[e]:
       places["labels_missing"].append(ex.qas_id)
-    windows = window_spans(len(ids), max_seq_length - len(question) - 3,
-                           doc_stride)
-    plans.append((question, ids, spans, windows, label, missing))
-  n, L = sum(len(p[3]) for p in plans), max_seq_length  # pylint: disable=invalid-name
-  feats = {name: np.zeros((n, L), np.int32) for name in FEATURES[:4]}
-  feats.update({name: np.zeros(n, np.int32) for name in FEATURES[4:]})
-  feats[F.INPUT_IDS][:] = tokenizer.pad_id
-  feats[P_MASK][:] = 1
-  example_index, window_start = np.zeros(n, np.int32), np.zeros(n, np.int32)
-  piece_spans = np.full((n, L, 2), -1, np.int32)
-  is_max_context = np.zeros((n, L), bool)
-  trainable = np.ones(n, bool)
-  k = 0
-  for e, (question, ids, spans, windows, label, missing) in enumerate(plans):
-    owner = max_context_owner(windows, len(ids))
-    offset = len(question) + 2  # [CLS] question [SEP]
-    for w, (start, length) in enumerate(windows):
-      ctx = slice(offset, offset + length)
-      feats[F.INPUT_IDS][k, :offset] = ([tokenizer.cls_id] + question +
-                                        [tokenizer.sep_id])
-      feats[F.INPUT_IDS][k, ctx] = ids[start:start + length]
-      feats[F.INPUT_IDS][k, offset + length] = tokenizer.sep_id
-      feats[F.INPUT_MASK][k, :offset + length + 1] = 1
-      feats[F.SEGMENT_IDS][k, offset:offset + length + 1] = 1
-      feats[P_MASK][k, 0] = 0
-      feats[P_MASK][k, ctx] = 0
-      piece_spans[k, ctx] = spans[start:start + length]
-      is_max_context[k, ctx] = ((owner[start:start + length] == w) &
-                                bool(examples[e].question.strip()))
-      if (is_training and label is not None and
-          not examples[e].is_impossible and
-          start <= label[0] and label[1] < start + length):
-        feats[START_POSITIONS][k] = label[0] - start + offset
-        feats[END_POSITIONS][k] = label[1] - start + offset
-      feats[IS_IMPOSSIBLE][k] = is_training and not feats[START_POSITIONS][k]
-      trainable[k] = not missing
-      example_index[k], window_start[k] = e, start
-      k += 1
+  first, last = labels[pair, 0], labels[pair, 1]
+  impossible = np.array([ex.is_impossible for ex in examples], bool)
+  held = (is_training & (first >= 0) & ~impossible[pair] & (starts <= first) &
+          (last < starts + length))
+  feats = {k: got[k] for k in F.ENCODER_INPUTS}
+  feats[P_MASK] = (got["piece_spans"][:, :, 0] < 0).astype(np.int32)
+  feats[P_MASK][:, 0] = 0
+  for name, piece in ((START_POSITIONS, first), (END_POSITIONS, last)):
+    feats[name] = np.where(held, piece - starts + offset, 0).astype(np.int32)
+  feats[IS_IMPOSSIBLE] = (is_training & (feats[START_POSITIONS] == 0)).astype(
+      np.int32)
+  asked = np.array([bool(ex.question.strip()) for ex in examples], bool)
+  is_max_context = got["is_max_context"] & asked[pair][:, None]
   _warn(where, counts, places, "answers_unmapped",
         "answers cover no context piece (e.g. only whitespace)")
   _warn(where, counts, places, "labels_missing",
@@ -395,6 +396,5 @@ def make_windows(examples: Sequence[Example], tokenizer,
   if counts["questions_truncated"]:
     logging.info("%s: %d questions cut to max_query_length %d pieces", where,
                  counts["questions_truncated"], max_query_length)
-  counts["windows"] = n
-  return Windows(feats, example_index, window_start, piece_spans,
-                 is_max_context, counts, trainable)
+  return Windows(feats, pair, starts, got["piece_spans"], is_max_context,
+                 counts, ~missing[pair])

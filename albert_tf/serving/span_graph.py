@@ -1,35 +1,39 @@
-"""In-graph span question answering: (question, context) strings -> answers.
+"""Span question answering's preprocessor: (question, context) strings ->
+windows -> answers, in the graph.
 
-`TextSpanReader` is what the span QA model's `serve_text` signature runs
-(`albert_tf.tasks.span_qa.export_signatures`): the in-graph twin of
-`char_spans.encode_with_offsets` (context pieces with their code-point spans
-in the original text), `squad.make_windows` (`[CLS] question [SEP] window
-[SEP]` rows, doc_stride steps, max-context flags) and the best entry of
-`span_decode.decode_v1` / `decode_v2`. Tests compare each with its twin.
+`TextSpanReader` is the one encoder of the family: fine-tuning runs its
+`encode` over each split (`albert_tf.data.squad.make_windows`, in batches,
+once) and the span QA model's `serve_text` signature runs it with the
+model and `decode` (`albert_tf.tasks.span_qa.export_signatures`): context
+pieces with their code-point spans in the original text, `[CLS] question
+[SEP] window [SEP]` rows every doc_stride pieces with the original's
+max-context flags, and the best entry of `span_decode.decode_v1` /
+`decode_v2` (tests compare `decode` with those).
 
     reader = TextSpanReader.from_tokenizer(tokenizer, 384, task_config)
     out = reader(questions, contexts, run)   # run: features -> model outputs
     out["answer"], out["start"], out["end"]  # a slice of each context
 
-Offsets: the graph side of the tokenizer's normalisation steps (the table
-of `albert_tf.data.normalization`) is redone with spans as each step's
-`offsets` says, each normalised character keeping the original characters it
-came from (as `char_spans.normalize_with_spans`). The string tokenised is
-the whole-string normalisation (`normalization.normalize_graph`, as
-`TextEncoder.normalize`: a word-final "Σ" lowers to "ς" as in Python, NUL or
-not) when it has as many characters as the per-character one, else the
-per-character one (Python aligns such a text blockwise; no text is known to
-get there). The tokenizers' byte offsets are then mapped to those
-characters. Known difference: TF Text's SentencePiece breaks exact score
-ties of the Viterbi lattice unlike the Python package in rare strings
-("1,0000": "000"+"0" vs "0"+"000"), as `TextEncoder` does. Everything is
-flat tensors with row splits: ragged ops would make a graph of ~5000 ops
-(seconds to trace at export).
+Offsets: the tokenizer's normalisation steps (the table of
+`albert_tf.data.normalization`) are redone with spans as each step's
+`offsets` says, each normalised character keeping the original characters
+it came from (a whitespace run collapses to one space; a dropped mark joins
+the character before it). The string tokenised is the whole-string
+normalisation (`normalization.normalize_graph`, as `TextEncoder.normalize`:
+a word-final "Σ" lowers to "ς" as in Python) when it has as many
+characters as the per-character one, else the per-character one. The
+tokenizers' byte offsets are then mapped to those characters; a bare "▁"
+is a zero-width span at the next character. Known differences from the
+Python tokenizer (`tokenizer.encode`): TF Text's SentencePiece breaks exact
+score ties of the Viterbi lattice otherwise in rare strings ("1,0000":
+"000"+"0" vs "0"+"000"), and Unicode 14 lowercases 40 letters Python's
+tables leave, as in `TextEncoder`. Everything is flat tensors with row
+splits: ragged ops would make a graph of ~5000 ops (seconds to trace).
 
 Building one needs `import tensorflow_text`; so does loading a SavedModel
 that contains one. (Over 400 lines: the span forms of the normalisation
 steps, the "9," re-split with spans, the windows and both decoders are one
-contract with the Python twins, kept in one file.)
+contract, kept in one file.)
 """
 
 import functools
@@ -42,7 +46,7 @@ from albert_tf.data import normalization
 from albert_tf.modeling import span_qa as span_model
 from albert_tf.serving import text_graph
 
-# The char classes of text_graph, so that both twins split alike.
+# The char classes of text_graph, so that both encoders split alike.
 # pylint: disable=protected-access
 _cc, _cjk = text_graph._char_class, text_graph._cjk_class
 _UNDERLINE = text_graph._UNDERLINE
@@ -118,7 +122,7 @@ class _Units:
     return _Units(*(_mask(v, keep) for v in (chars, self.s, e, self.rows)))
 
   def expand(self, fn):
-    """`char_spans._expand`: fn gives each character 0..k characters; a
+    """fn gives each character 0..k characters; a
     dropped one extends the last character emitted before it in its row."""
     out = fn(self.chars)
     kept = tf.not_equal(out, "")
@@ -135,8 +139,8 @@ class _Units:
                   tf.gather(self.rows, item))
 
   def run(self, group, nrows):
-    """A group of `normalization.offset_groups` (`char_spans._with_spans`):
-    the graph side of its steps, on each character for PER_CHARACTER."""
+    """A group of `normalization.offset_groups`: the graph side of its
+    steps, on each character for PER_CHARACTER."""
     step = group[0]
     if step.offsets == normalization.SPACE_RUNS:
       return self.collapse_whitespace(nrows)
@@ -196,8 +200,7 @@ class _CharTable:
             text, "BYTE"))]], 0)
 
   def span(self, rows, begin, end):
-    """The bisects of `char_spans._spm_char_pieces`: a piece begins at the
-    character holding its first byte and ends after the last it touches."""
+    """A piece spans the characters of its first to its last byte."""
     base = tf.gather(self.byte_base, rows)
     b = tf.searchsorted(self._starts, begin + base, "right",
                         out_type=tf.int64) - 1
@@ -280,7 +283,7 @@ class TextSpanReader(tf.Module):
 
   # ------------------------------------------------------------ offsets
   def _normalize(self, text):
-    """`char_spans.normalize_with_spans`: (normalised text [B], _Units)."""
+    """(normalised text [B], _Units of the original characters)."""
     chars = tf.strings.unicode_split(text, "UTF-8")
     nrows = tf.shape(text, out_type=tf.int64)[0]
     rows = chars.value_rowids()
@@ -327,13 +330,14 @@ class TextSpanReader(tf.Module):
 
   def encode_with_offsets(self, text):
     """tf.string [B] -> (ids int32, starts, ends int64): RaggedTensors
-    [B, (pieces)] equal to `char_spans.encode_with_offsets` of each text."""
+    [B, (pieces)], each text's pieces (`tokenizer.encode`'s but for the
+    known differences) and the [start, end) code points each covers."""
     ids, start, end, splits = self._pieces(text)
     return tuple(tf.RaggedTensor.from_row_splits(v, splits, validate=False)
                  for v in (ids, start, end))
 
   def _spm_pieces(self, norm, table):
-    """`char_spans._spm_pieces`: SentencePiece, then the "9," re-split of
+    """SentencePiece, then the "9," re-split of
     `AlbertTokenizer._spm_pieces` with spans (global characters of norm)."""
     ids, b, e = self._sp.tokenize_with_offsets(norm)
     ids, splits = ids.flat_values, ids.row_splits
@@ -388,7 +392,8 @@ class TextSpanReader(tf.Module):
     return (*out, splits)
 
   def _wordpiece_pieces(self, norm, table):
-    """`char_spans._wordpiece_pieces`: BERT's split, then WordPiece."""
+    """BERT's split, then WordPiece; a word that becomes [UNK] spans the
+    whole word."""
     punct, cjk = _cc("punctuation"), _cjk()
     words, wb, we = tf_text.regex_split_with_offsets(
         norm, f"{_cc('space')}|{punct}|{cjk}", f"{punct}|{cjk}")
@@ -406,12 +411,14 @@ class TextSpanReader(tf.Module):
 
   # ------------------------------------------------------------ windows
   def encode(self, question, context):
-    """`squad.make_windows` of each (question, context) pair, one batch.
+    """The windows of each (question, context) pair, one batch (the
+    original run_squad's; `squad.make_windows` adds the labels).
 
     Returns int32 [n, L] "input_ids", "input_mask", "segment_ids" and the
     bookkeeping of `decode`: "pair" int32 [n] (the pair of each window),
     "piece_spans" int32 [n, L, 2] (-1 -1 off the context), "is_max_context"
-    bool [n, L].
+    bool [n, L]; and "window_start" int32 [n] (its first context piece),
+    "question_pieces" int32 [b] (before the max_query_length cut).
     """
     if self._encode_fn is None:
       self._encode_fn = tf.function(self._encode, autograph=False,
@@ -462,7 +469,8 @@ class TextSpanReader(tf.Module):
                      -1)
     out = {F.INPUT_IDS: input_ids, F.INPUT_MASK: input_mask,
            F.SEGMENT_IDS: input_mask & (j >= ql + 2), "pair": pair,
-           "piece_spans": spans}
+           "piece_spans": spans, "window_start": start,
+           "question_pieces": splits[1:b + 1] - q_base}
     return {**{k: tf.cast(v, tf.int32) for k, v in out.items()},
             "is_max_context": in_ctx & tf.equal(tf.gather(owner, piece),
                                                 window)}

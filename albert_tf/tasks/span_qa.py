@@ -49,6 +49,7 @@ from albert_tf.tasks.base import first_given
 from albert_tf.tasks import scoring
 
 span_qa = lazy.module("albert_tf.modeling.span_qa")
+tf = lazy.module("tensorflow")
 saved_model = lazy.module("albert_tf.serving.saved_model")
 
 PREDICTIONS_FILE = "predictions.json"
@@ -109,7 +110,7 @@ class SquadOptions(FinetuneOptions):
 @registry.register_family(
     "span_qa", options=SquadOptions, command="albert-squad",
     modules=("albert_tf.run_squad", "albert_tf.data.squad",
-             "albert_tf.data.char_spans", "albert_tf.data.span_decode",
+             "albert_tf.data.span_decode",
              "albert_tf.data.squad_metrics", "albert_tf.modeling.span_qa",
              "albert_tf.serving.span_graph"))
 class SpanQATask(Task):
@@ -283,7 +284,6 @@ class SpanQATask(Task):
       raise ValueError(f"build_inputs: only the train split is distributed, "
                        f"got {split!r}")
     if self._train_tensors is None:
-      import tensorflow as tf  # pylint: disable=g-import-not-at-top
       windows = self.load_split("train")[1]
       keep = windows.trainable  # counted and warned by make_windows
       self._train_tensors = (
@@ -465,18 +465,20 @@ class SpanQATask(Task):
 
   @classmethod
   def encode_inputs(cls, record, tokenizer, max_seq_length, inputs):
-    """`squad.make_windows` of each (question, context): the model inputs
-    of its windows, [n_windows, max_seq_length] (more rows than pairs when
-    a context needs several windows)."""
+    """serve_text's windows (`squad.make_windows`) of each (question,
+    context): the model inputs, [n_windows, max_seq_length] (more rows than
+    pairs when a context needs several windows)."""
     windows = _windows(record, tokenizer, max_seq_length, inputs)[1]
     return {k: windows.features[k] for k in F.ENCODER_INPUTS}
 
   @classmethod
   def truncated_inputs(cls, record, tokenizer, max_seq_length, inputs):
     """Questions cut to max_query_length (a context is read whole, in
-    windows)."""
+    windows), counted on serve_text's pieces."""
     limit = record.task_config.get("max_query_length", 64)
-    return [len(tokenizer.encode(q)) > limit for q in inputs["question"]]
+    ids = squad.span_reader(tokenizer).encode_with_offsets(
+        tf.constant(list(inputs["question"]), tf.string))[0]
+    return (ids.row_lengths().numpy() > limit).tolist()
 
   @classmethod
   def decode_outputs(cls, record, outputs, n):
