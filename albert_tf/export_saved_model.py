@@ -69,8 +69,8 @@ do_lower_case and token_level come from its task_record.json) takes string
 run_ner read its data: `entity_types`, `entity_texts`, `entity_starts`,
 `entity_ends` [batch, E], `num_entities` [batch], `char_tags` [batch, C]
 and `num_untagged_chars` [batch] (`albert_tf.serving.tagging_graph.
-TextTagger.__call__` says how; the Python twin is `ner_data.encode_text` +
-`ner_data.tag_text`). Split texts longer than max_seq_length - 2 pieces
+TextTagger.__call__` says how; fine-tuning split its tokens into pieces
+with the same graph). Split texts longer than max_seq_length - 2 pieces
 before sending.
 
 Serving speed (saved_models/README.md, "Faster serving"): --length_buckets

@@ -5,7 +5,7 @@ One tiny random-weight checkpoint per family (classification of pairs,
 regression, tagging, span QA, multiple choice), with the task_record.json a
 fine-tuning run writes beside it. The reference is independent of the
 serving code under test: the Python readers (`numpy_reference.packed`,
-`ner_data.encode_text` + `tag_text`, `squad.make_windows` +
+`tagging_reference`'s encoding and entities, `squad.make_windows` +
 `span_decode.decode_v1`, `race.encode_race`) and the Keras model's outputs
 on what they encode.
 
@@ -30,12 +30,12 @@ from albert_tf import export_tflite
 from albert_tf import inference
 from albert_tf import registry
 from albert_tf.config import AlbertConfig
-from albert_tf.data import ner_data, race, span_decode, squad
+from albert_tf.data import race, span_decode, squad
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.record import ModelInfo, tokenizer_fields
 from albert_tf.serving.tflite_runner import TFLiteRunner
 from albert_tf.training import checkpoints
-from tests import numpy_reference
+from tests import numpy_reference, tagging_reference
 from tests.numpy_reference import assert_close_to_scale
 
 CHARS = "张明李华在北京上海说去了很好差的是他我们今天山水风火云雨林石花月"
@@ -130,18 +130,20 @@ def _reference(family, model, tokenizer, record):
          "probabilities": dict(zip(record.label_list, map(float, p)))}
         for p in probs]
   if family == "tagging":
-    encoded = [ner_data.encode_text(t, tokenizer, "char", length)
-               for t in TEXTS]
-    features = {k: np.concatenate([e[1][k] for e in encoded])
-                for k in ("input_ids", "input_mask", "segment_ids")}
+    encoded = [tagging_reference.reference_encode(t, tokenizer, "char",
+                                                  length) for t in TEXTS]
+    ids = np.asarray([e[1] for e in encoded], np.int32)
+    features = {"input_ids": ids,
+                "input_mask": (ids != tokenizer.pad_id).astype(np.int32),
+                "segment_ids": np.zeros_like(ids)}
     logits = _keras(model, features, ["logits"])["logits"]
     expected = []
     for text, (tokens, _, positions), row in zip(TEXTS, encoded, logits):
       tags = row.argmax(-1)
-      twin = ner_data.tag_text(text, tokens, [record.label_list[tags[p]]
-                                              for p in positions])
+      entities = tagging_reference.reference_entities(
+          text, tokens, [record.label_list[tags[p]] for p in positions])[0]
       expected.append([{"type": t, "start": s, "end": e, "text": x}
-                       for t, s, e, x in twin["entities"]])
+                       for t, s, e, x in entities])
     return features, {"logits": logits}, expected
   if family == "span_qa":
     own = record.task_config

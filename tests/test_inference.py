@@ -18,12 +18,12 @@ from albert_tf import fill_mask as fm
 from albert_tf import inference
 from albert_tf import run_classifier, run_ner
 from albert_tf.config import AlbertConfig
-from albert_tf.data import ner_data
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.training import checkpoints
 from tests import numpy_reference
+from tests.tagging_reference import reference_encode, reference_entities
 from tests.numpy_reference import assert_close_to_scale
 from tests.test_ner import FILLER, LOC, ORG, PER, synthetic_sentences
 from tests.test_ner import write_conll
@@ -167,20 +167,24 @@ def test_tagger_output_dir_entities_slice_back(tagger, caplog):
       assert e["type"] in ("PER", "LOC", "ORG")
       found += 1
   assert found >= 3
-  # The Python twin (ner_data.encode_text + tag_text) on the Keras model.
+  # The reference (the Python tokenizer's pieces, conll.spans) on the
+  # Keras model.
   labels = model.labels
   for text, entities in zip(texts, results):
-    tokens, features, positions = ner_data.encode_text(
-        text, model.tokenizer, "char", 24)
-    tags = np.asarray(model.model(features, training=False)["logits"])[
-        0].argmax(-1)
-    twin = ner_data.tag_text(text, tokens, [labels[tags[p]]
-                                            for p in positions])
+    tokens, ids, positions = reference_encode(text, model.tokenizer, "char",
+                                              24)
+    ids = np.asarray([ids], np.int32)
+    tags = np.asarray(model.model(
+        {"input_ids": ids, "input_mask": (ids != model.tokenizer.pad_id).astype(
+             np.int32),
+         "segment_ids": np.zeros_like(ids)}, training=False)["logits"])[
+             0].argmax(-1)
+    expected = reference_entities(text, tokens, [labels[tags[p]]
+                                                 for p in positions])[0]
     assert [(e["type"], e["start"], e["end"], e["text"]) for e in entities
-            ] == [tuple(x) for x in twin["entities"]]
-  assert model.encode(texts[:1])["input_ids"].tolist() == (
-      ner_data.encode_text(texts[0], model.tokenizer, "char", 24)[1][
-          "input_ids"].tolist())
+            ] == expected
+  assert model.encode(texts[:1])["input_ids"].tolist() == [
+      reference_encode(texts[0], model.tokenizer, "char", 24)[1]]
 
 
 def _random_checkpoint(root, model_class):

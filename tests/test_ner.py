@@ -39,6 +39,13 @@ def tokenizer(workdir):
   return load_tokenizer(vocab_file=str(workdir / "vocab.txt"))
 
 
+def tagger(workdir, max_seq_length):
+  """The graph preprocessor fine-tuning packs windows from (its pieces)."""
+  from albert_tf.serving.tagging_graph import TextTagger  # pylint: disable=g-import-not-at-top
+  return TextTagger.from_tokenizer(tokenizer(workdir), max_seq_length, "char",
+                                   ["O"])
+
+
 def synthetic_sentences(n, seed, min_len=4, max_len=12):
   """Char-level sentences: an entity is a first character of its type's
   and 0-2 inner ones (an easily learnt rule)."""
@@ -203,7 +210,6 @@ def test_forced_scheme_rejects_what_it_does_not_allow(tmp_path):
 # ------------------------------------------------------------ windows
 def test_alignment_oracle_long_sentences_and_pieces(workdir):
   """Gold tags through pieces, windows and back give entity F1 = 1.0."""
-  tok = tokenizer(workdir)
   sentences = synthetic_sentences(20, seed=3, min_len=30, max_len=90)
   # Word tokens of several pieces, and one sentence 3x the window.
   sentences.append(conll.Sentence(
@@ -215,8 +221,9 @@ def test_alignment_oracle_long_sentences_and_pieces(workdir):
   sentences.append(long_one)
   labels = ner_data.bio_label_list(["LOC", "ORG", "PER"])
   label_map = {t: i for i, t in enumerate(labels)}
-  windows = ner_data.encode_sentences(sentences, tok, label_map,
-                                      max_seq_length, doc_stride=5)
+  windows = ner_data.encode_sentences(sentences, tagger(workdir,
+                                                       max_seq_length),
+                                      label_map, doc_stride=5)
   assert windows.long_sentences == len(sentences)
   assert windows.features["input_ids"].shape[1] == max_seq_length
   # Logits that put all weight on the gold label at every labelled position.
@@ -246,14 +253,16 @@ def test_window_starts_cover_everything():
 
 
 def test_only_first_piece_labelled(workdir):
-  tok = tokenizer(workdir)
   sentence = conll.Sentence(["alpha", "的"], ["B-PER", "O"], 0)
   labels = ner_data.bio_label_list(["PER"])
-  windows = ner_data.encode_sentences([sentence], tok, {
-      t: i for i, t in enumerate(labels)}, 8, 3)
+  windows = ner_data.encode_sentences([sentence], tagger(workdir, 8), {
+      t: i for i, t in enumerate(labels)}, 3)
   # [CLS] al ##pha 的 [SEP] pad...
   assert windows.features["label_ids"][0].tolist() == [-1, 1, -1, 0, -1, -1,
                                                        -1, -1]
+  assert windows.features["input_ids"][0].tolist() == tokenizer(
+      workdir).convert_tokens_to_ids(["[CLS]", "al", "##pha", "的", "[SEP]",
+                                      "[PAD]", "[PAD]", "[PAD]"])
 
 
 # ------------------------------------------------------------ run_ner

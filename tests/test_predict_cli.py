@@ -19,9 +19,10 @@ from sklearn import metrics as skm
 import albert_tf
 from albert_tf import inference
 from albert_tf import predict as predict_cli
-from albert_tf.data import ner_data, squad_metrics
+from albert_tf.data import squad_metrics
 from albert_tf.serving import predictor as predictor_lib
 from tests import cli_runner
+from tests.tagging_reference import reference_split
 from tests import test_family_serving as fs
 
 FAMILIES = ("classification", "pair", "tagging", "span_qa",
@@ -189,7 +190,7 @@ def test_tagger_entities_and_entity_f1(models, tmp_path):
   texts = [t for t in fs.TEXTS if t] + ["北京 上海"]
   gold_tags = []
   for text in texts:
-    tokens = ner_data.split_text(text, "char")
+    tokens = reference_split(text, "char")
     tags = ["O"] * len(tokens)
     for i, (char, _, _) in enumerate(tokens):
       if char in "北上" and i + 1 < len(tokens):
@@ -206,10 +207,10 @@ def test_tagger_entities_and_entity_f1(models, tmp_path):
   # The printed F1: seqeval's on the written entities as token tags.
   predicted = []
   for text, found in zip(texts, entities):
-    tags = ["O"] * len(ner_data.split_text(text, "char"))
+    tags = ["O"] * len(reference_split(text, "char"))
     for e in found:
       for i in range(e["start"], e["end"]):  # char tokens: no spaces inside
-        k = len(ner_data.split_text(text[:i], "char"))
+        k = len(reference_split(text[:i], "char"))
         tags[k] = ("B-" if i == e["start"] else "I-") + e["type"]
     predicted.append(tags)
   from seqeval import metrics as seq  # pylint: disable=g-import-not-at-top

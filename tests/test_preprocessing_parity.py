@@ -394,25 +394,22 @@ def test_packing_equals_the_original_packing(tokenizers, texts, kind):
 OTHER_TWIN_TEXTS = 120
 
 
-def test_tagging_twin_on_random_text(tokenizers, texts):
-  from albert_tf.data import ner_data  # pylint: disable=g-import-not-at-top
-  from albert_tf.serving.tagging_graph import TextTagger  # pylint: disable=g-import-not-at-top
+def test_tagging_graph_on_random_text(tokenizers, texts):
+  """The tagger's graph preprocessor against the Python tokenizer's pieces
+  of each token (tests/tagging_reference.py)."""
+  from albert_tf.serving.tagging_graph import TextTagger, TOKEN_LEVELS  # pylint: disable=g-import-not-at-top
+  from tests.tagging_reference import reference_encode  # pylint: disable=g-import-not-at-top
   tokenizer, sample = tokenizers["wordpiece", True], texts[:OTHER_TWIN_TEXTS]
-  labels = ner_data.bio_label_list(["PER"])
-  for level in ner_data.TOKEN_LEVELS:
-    tagger = TextTagger.from_tokenizer(tokenizer, 40, level, labels)
-    features, tokens = tagger.encode(tf.constant(sample))
+  for level in TOKEN_LEVELS:
+    tagger = TextTagger.from_tokenizer(tokenizer, 40, level, ["O"])
+    features, tokens, positions = tagger.encode_batch(sample)
     for i, text in enumerate(sample):
-      want_tokens, want, positions = ner_data.encode_text(text, tokenizer,
-                                                          level, 40)
-      assert list(zip(_strings(tokens["tokens"][i]),
-                      tokens["starts"][i].numpy().tolist(),
-                      tokens["ends"][i].numpy().tolist())) == want_tokens
-      tagged = tokens["tagged"][i].numpy()
-      assert tokens["positions"][i].numpy()[tagged].tolist() == positions
-      for name, value in want.items():
-        np.testing.assert_array_equal(features[name][i].numpy(), value[0],
-                                      err_msg=f"{level} {name}: {text!r}")
+      want_tokens, want_ids, want_positions = reference_encode(
+          text, tokenizer, level, 40)
+      assert tokens[i] == want_tokens, text
+      assert positions[i] == want_positions, text
+      np.testing.assert_array_equal(features["input_ids"][i], want_ids,
+                                    err_msg=f"{level}: {text!r}")
 
 
 def _span_reader_matches(tokenizer, sample):

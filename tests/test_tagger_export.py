@@ -1,5 +1,6 @@
-"""Tagger export: serve_text == its Python twin == run_ner-style prediction;
-the TFLite file == the SavedModel.
+"""The tagger's graph preprocessor against hand-checked expectations and the
+Python tokenizer's pieces; serve_text == run_ner-style prediction; the
+TFLite file == the SavedModel.
 
 Two tiny taggers are trained for a few steps with `run_ner.run` on synthetic
 mixed Chinese/Latin/digit text: character tokens with a WordPiece vocab, and
@@ -25,10 +26,13 @@ from albert_tf import export_tflite
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.models import AlbertTagger
 from albert_tf.serving import saved_model
+from albert_tf.serving import tagging_graph
 from albert_tf.serving.tagging_graph import TextTagger
 from tests import deploy_fixtures as fx
 from tests.fixtures_data import pd_corpus, spm_model  # noqa: F401  pylint: disable=unused-import
 from tests.numpy_reference import assert_close_to_scale
+from tests.tagging_reference import (reference_encode, reference_entities,
+                                     reference_split)
 
 MAX_SEQ = 32
 ENTITIES = {"PER": ["张三", "李四", "王小明", "Alice", "Bob Smith"],
@@ -61,8 +65,8 @@ def synthetic_text(rng):
       kind, part = None, str(rng.choice(FILLER))
     # Word characters on both sides need a space, or two words would merge
     # into one token across an entity border.
-    if text and (ner_data.is_word_char(text[-1]) and
-                 ner_data.is_word_char(part[0]) or rng.random() < 0.3):
+    if text and (tagging_graph.is_word_char(text[-1]) and
+                 tagging_graph.is_word_char(part[0]) or rng.random() < 0.3):
       text += " " * int(rng.integers(1, 3))
     if kind:
       spans.append((kind, len(text), len(text) + len(part)))
@@ -76,7 +80,7 @@ def sentences(n, seed, token_level):
   out = []
   for _ in range(n):
     text, spans = synthetic_text(rng)
-    tokens = ner_data.split_text(text, token_level)
+    tokens = reference_split(text, token_level)
     tags = ["O"] * len(tokens)
     for kind, start, end in spans:
       inside = [i for i, (_, s, e) in enumerate(tokens)
@@ -206,84 +210,102 @@ def assert_same_argmax(logits, tag_ids, rel):
     assert gap.max() <= 2 * rel * scale, (differ.sum(), gap.max(), scale)
 
 
-# ------------------------------------------------------------ Python twin
-def test_split_text_levels():
+# ------------------------------------------------------------ preprocessor
+def test_split_levels():
   text = "张三在2024年用iPhone 15去了北京。"
-  words = ner_data.split_text(text, "word")
+  [words, chars] = [tagging_graph.split_texts([t], level)[0] for t, level in (
+      (text, "word"), (" a\u00a0b１２ 👍🏽", "char"))]
   assert [t for t, _, _ in words] == ["张", "三", "在", "2024", "年", "用",
                                       "iPhone", "15", "去", "了", "北", "京",
                                       "。"]
-  chars = ner_data.split_text(" a\u00a0b１２ 👍🏽", "char")
+  assert words[6] == ("iPhone", 9, 15)
   assert [t for t, _, _ in chars] == ["a", "b", "１", "２", "👍", "\U0001f3fd"]
-  for level in ner_data.TOKEN_LEVELS:
-    for t in TEST_TEXTS:
-      tokens = ner_data.split_text(t, level)
+  for level in tagging_graph.TOKEN_LEVELS:
+    split = tagging_graph.split_texts(TEST_TEXTS + fx.MIXED_TEXTS, level)
+    for t, tokens in zip(TEST_TEXTS + fx.MIXED_TEXTS, split):
       assert all(t[s:e] == token for token, s, e in tokens)
       # Nothing but whitespace is left out.
       covered = {i for _, s, e in tokens for i in range(s, e)}
       assert all(t[i].isspace() for i in range(len(t)) if i not in covered)
+      assert tokens == reference_split(t, level), t
   with pytest.raises(ValueError, match="token_level must be one of"):
-    ner_data.split_text("x", "piece")
+    tagging_graph.split_texts(["x"], "piece")
 
 
-def test_tag_text_reads_tags_as_conlleval():
+def test_decode_reads_tags_as_conlleval(tmp_path):
+  tokenizer = tokenization.load_tokenizer(
+      vocab_file=wordpiece_vocab(str(tmp_path)))
+  labels = ner_data.bio_label_list(["LOC", "ORG", "PER"])
   text = "Bob  Smith went to New York 和北京"
-  tokens = ner_data.split_text(text, "word")
   tags = ["B-PER", "I-PER", "O", "O", "I-LOC", "I-LOC", "O", "B-LOC",
           "I-ORG"]
-  result = ner_data.tag_text(text, tokens, tags[:len(tokens) - 1])
-  assert [(k, text[s:e]) for k, s, e, _ in result["entities"]] == [
+  _, [tokens], [positions] = TextTagger.from_tokenizer(
+      tokenizer, MAX_SEQ, "word", labels).encode_batch([text])
+  assert len(tokens) == len(positions) == len(tags)
+  # A window that ends just before the last token's first piece.
+  tagger = TextTagger.from_tokenizer(tokenizer, positions[-1] + 1, "word",
+                                     labels)
+  features, _, [cut_positions] = tagger.encode_batch([text])
+  assert cut_positions == positions[:-1]
+  tag_ids = np.zeros(features["input_ids"].shape, np.int64)
+  tag_ids[0, positions[:-1]] = [labels.index(t) for t in tags[:-1]]
+  out = tagger.decode(tf.constant([text]), tagger.encode(tf.constant(
+      [text]))[1], tf.constant(tag_ids))
+  entities, char_tags, untagged = served_row(
+      {k: v.numpy() for k, v in out.items()}, 0, len(text))
+  assert [(k, text[s:e]) for k, s, e, _ in entities] == [
       ("PER", "Bob  Smith"), ("LOC", "New York"), ("LOC", "北")]
-  assert all(text[s:e] == t for _, s, e, t in result["entities"])
+  assert all(text[s:e] == t for _, s, e, t in entities)
   # The spaces inside an entity are I-, so the character tags read back as
   # strict BIO give the same entities; the untagged last token is "".
-  assert result["char_tags"][3:5] == ["I-PER", "I-PER"]
-  assert result["char_tags"][-1] == "" and result["num_untagged_chars"] == 1
-  assert conll.spans(result["char_tags"][:-1], "BIO") == [
-      (k, s, e) for k, s, e, _ in result["entities"]]
+  assert char_tags[3:5] == ["I-PER", "I-PER"]
+  assert char_tags[-1] == "" and untagged == 1
+  assert conll.spans(char_tags[:-1], "BIO") == [
+      (k, s, e) for k, s, e, _ in entities]
+  # The same read eagerly (as around an ONNX or TFLite model).
+  assert served_row(tagger.tag_batch([text], tag_ids), 0, len(text)) == (
+      entities, char_tags, untagged)
 
 
-# ------------------------------------------------------------ in-graph twin
 @pytest.mark.parametrize("kind", ["wordpiece", "sentencepiece"])
-@pytest.mark.parametrize("level", ner_data.TOKEN_LEVELS)
-def test_in_graph_encode_matches_python(kind, level, spm_model, tmp_path):  # pylint: disable=redefined-outer-name
+@pytest.mark.parametrize("level", tagging_graph.TOKEN_LEVELS)
+def test_in_graph_encode_matches_python_pieces(kind, level, spm_model,  # pylint: disable=redefined-outer-name
+                                               tmp_path):
   tokenizer = (tokenization.load_tokenizer(spm_model_file=spm_model)
                if kind == "sentencepiece" else tokenization.load_tokenizer(
                    vocab_file=wordpiece_vocab(str(tmp_path))))
   labels = ner_data.bio_label_list(sorted(ENTITIES))
   tagger = TextTagger.from_tokenizer(tokenizer, MAX_SEQ, level, labels)
   texts = TEST_TEXTS + fx.MIXED_TEXTS + fx.article_texts(20)
-  features, tokens = tagger.encode(tf.constant(texts))
+  features, tokens, positions = tagger.encode_batch(texts)
   window_rows = 0
   for i, text in enumerate(texts):
-    expected_tokens, expected, positions = ner_data.encode_text(
+    expected_tokens, expected_ids, expected_positions = reference_encode(
         text, tokenizer, level, MAX_SEQ)
-    got_tokens = list(zip([t.decode() for t in tokens["tokens"][i].numpy()],
-                          tokens["starts"][i].numpy().tolist(),
-                          tokens["ends"][i].numpy().tolist()))
-    assert got_tokens == expected_tokens, text
-    tagged = tokens["tagged"][i].numpy()
-    assert tokens["positions"][i].numpy()[tagged].tolist() == positions
-    for name, value in expected.items():
-      np.testing.assert_array_equal(features[name][i].numpy(), value[0],
-                                    err_msg=f"{name}: {text!r}")
-    # encode_text is run_ner's encoding when the text fits one window.
+    assert tokens[i] == expected_tokens, text
+    assert positions[i] == expected_positions, text
+    np.testing.assert_array_equal(features["input_ids"][i], expected_ids,
+                                  err_msg=text)
+    np.testing.assert_array_equal(features["input_mask"][i],
+                                  np.not_equal(expected_ids, tokenizer.pad_id))
+    assert not features["segment_ids"][i].any()
+    # serve_text's window is fine-tuning's first.
     windows = ner_data.encode_sentences(
         [conll.Sentence([t for t, _, _ in expected_tokens], None, 0)],
-        tokenizer, None, MAX_SEQ, doc_stride=MAX_SEQ - 2)
+        tagger, None, doc_stride=MAX_SEQ - 2)
     if expected_tokens and windows.num_windows == 1:
       window_rows += 1
       np.testing.assert_array_equal(windows.features["input_ids"][0],
-                                    expected["input_ids"][0])
-      assert [p for _, p in windows.owner[0]] == positions
+                                    expected_ids)
+      assert [p for _, p in windows.owner[0]] == expected_positions
   assert window_rows >= 8
 
 
-def test_in_graph_entities_match_tag_text(char_wordpiece):
-  """Random tag ids (I- after O, type changes, untagged tails) read back the
-  same in the graph and in Python."""
+def test_in_graph_entities_match_reference(char_wordpiece):
+  """Random tag ids (I- after O, type changes, untagged tails) read back as
+  the reference reads them."""
   tokenizer, labels = char_wordpiece["tokenizer"], char_wordpiece["labels"]
-  for level in ner_data.TOKEN_LEVELS:
+  for level in tagging_graph.TOKEN_LEVELS:
     tagger = TextTagger.from_tokenizer(tokenizer, 16, level, labels)
     features, tokens = tagger.encode(tf.constant(TEST_TEXTS))
     rng = np.random.default_rng(7)
@@ -294,12 +316,11 @@ def test_in_graph_entities_match_tag_text(char_wordpiece):
                           tf.constant(tag_ids, tf.int32))
       out = {k: v.numpy() for k, v in out.items()}
       for i, text in enumerate(TEST_TEXTS):
-        split, _, positions = ner_data.encode_text(text, tokenizer, level, 16)
-        expected = ner_data.tag_text(text, split, [labels[tag_ids[i, p]]
-                                                   for p in positions])
+        split, _, positions = reference_encode(text, tokenizer, level, 16)
+        expected = reference_entities(text, split, [labels[tag_ids[i, p]]
+                                                    for p in positions])
         got = served_row(out, i, len(text))
-        assert got == (expected["entities"], expected["char_tags"],
-                       expected["num_untagged_chars"]), text
+        assert got == expected, text
         num_entities += len(got[0])
     assert num_entities > 50
     assert features["input_ids"].shape == (len(TEST_TEXTS), 16)
@@ -313,9 +334,9 @@ def test_serving_default_matches_keras(name, request):
   exported = request.getfixturevalue(name)
   loaded = exported["loaded"]
   assert set(loaded.signatures) == {"serving_default", "serve_text"}
-  rows = [ner_data.encode_text(t, exported["tokenizer"], exported["level"],
-                               MAX_SEQ)[1] for t in TEST_TEXTS]
-  features = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+  features = TextTagger.from_tokenizer(
+      exported["tokenizer"], MAX_SEQ, exported["level"],
+      exported["labels"]).encode_batch(TEST_TEXTS)[0]
   out = loaded.signatures["serving_default"](
       **{k: tf.constant(v) for k, v in features.items()})
   expected = keras_logits(exported["model"], features)
@@ -346,15 +367,17 @@ def test_serve_text_matches_run_ner_prediction(name, request):
   out = serve(exported, texts)
   assert out["char_tags"].shape == (len(texts), max(len(t) for t in texts))
   found, untagged, one_window, ties = [], 0, 0, 0
+  tagger = TextTagger.from_tokenizer(tokenizer, MAX_SEQ, level, labels)
+  all_features, all_tokens, all_positions = tagger.encode_batch(texts)
+  all_logits = keras_logits(exported["model"], all_features)
   for i, text in enumerate(texts):
-    tokens, features, positions = ner_data.encode_text(text, tokenizer, level,
-                                                       MAX_SEQ)
-    logits = keras_logits(exported["model"], features)[0][positions]
+    tokens, positions = all_tokens[i], all_positions[i]
+    features = {k: v[i:i + 1] for k, v in all_features.items()}
+    logits = all_logits[i][positions]
     tags = [labels[j] for j in logits.argmax(-1)]
-    expected = ner_data.tag_text(text, tokens, tags)
+    expected = reference_entities(text, tokens, tags)
     served = served_row(out, i, len(text))
-    if served != (expected["entities"], expected["char_tags"],
-                  expected["num_untagged_chars"]):
+    if served != expected:
       # Only a tie between two tags (differently rounded sums) may differ.
       top2 = np.sort(logits, -1)[:, -2:]
       gap = (top2[:, 1] - top2[:, 0]).min()
@@ -367,8 +390,8 @@ def test_serve_text_matches_run_ner_prediction(name, request):
     untagged += served[2]
     # run_ner's own prediction (windows, owner positions) of the same tokens.
     windows = ner_data.encode_sentences(
-        [conll.Sentence([t for t, _, _ in tokens], None, 0)], tokenizer,
-        None, MAX_SEQ, doc_stride=10)
+        [conll.Sentence([t for t, _, _ in tokens], None, 0)], tagger,
+        None, doc_stride=10)
     if windows.num_windows == 1 and tokens:
       one_window += 1
       inputs = {k: windows.features[k] for k in features}
@@ -429,7 +452,11 @@ def test_tflite_tagger_agrees_with_saved_model(word_sentencepiece):
   exported = word_sentencepiece
   tokenizer, level = exported["tokenizer"], exported["level"]
   texts = TEST_TEXTS + fx.article_texts(20)
-  rows = [ner_data.encode_text(t, tokenizer, level, MAX_SEQ) for t in texts]
+  tagger = TextTagger.from_tokenizer(tokenizer, MAX_SEQ, level,
+                                     exported["labels"])
+  all_features, _, all_positions = tagger.encode_batch(texts)
+  rows = [(None, {k: v[i:i + 1] for k, v in all_features.items()}, p)
+          for i, p in enumerate(all_positions)]
   serving = exported["loaded"].signatures["serving_default"]
   references = [serving(**{k: tf.constant(v) for k, v in features.items()})
                 for _, features, _ in rows]

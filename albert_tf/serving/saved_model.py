@@ -511,7 +511,7 @@ def normalization_rules(tokenizer, token_level=None):
 
 
 def tagger_text_rules(tokenizer, token_level):
-  """What a tagger's app does to raw text (ner_data.encode_text/tag_text)."""
+  """What a tagger's app does to raw text (tagging_graph.TextTagger)."""
   split = ("every non-whitespace character (not str.isspace) is a token"
            if token_level == "char" else
            "a run of letters, digits and combining marks outside the CJK "

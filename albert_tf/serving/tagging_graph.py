@@ -1,37 +1,52 @@
-"""In-graph token tagging: raw strings -> tagger inputs; tag ids -> entities.
+"""The token tagger's one preprocessor, in the graph: training and serving.
 
-`TextTagger` is what the tagger's `serve_text` signature runs (see
-`albert_tf.export_saved_model --model=tagger`): raw text -> tokens with
-code-point offsets (`ner_data.split_text`) -> pieces per token with the
-`text_graph.TextEncoder` of the tagger's tokenizer -> model inputs, then the
-model's tag ids -> entities with offsets and a tag per character. The Python
-twin is `ner_data.encode_text` / `ner_data.tag_text`; tests compare the two.
-
-Building one needs `import tensorflow_text`; so does loading a SavedModel
-that contains one.
+`TextTagger` splits each token into pieces with the `text_graph.TextEncoder`
+of the tagger's tokenizer (`token_pieces`), for every caller: fine-tuning
+(`ner_data.encode_sentences` packs the pieces of a CoNLL split's tokens,
+`piece_ids`, into windows); the tagger's `serve_text` signature
+(`__call__`: raw text -> tokens with code-point offsets, `split` -> pieces
+-> one window -> the model's tag ids -> entities and a tag per character,
+`decode`); and, run eagerly around a model without TF Text (ONNX, TFLite,
+the export checks), `encode_batch` and `tag_batch`. Building one needs
+`import tensorflow_text`; so does loading a SavedModel that contains one.
 """
 
 import functools
 import sys
+import unicodedata
+import weakref
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf import features as F
-from albert_tf.data import ner_data
+from albert_tf.data import tokenization
 from albert_tf.serving import text_graph
 
-# The character-class helpers of text_graph, shared so both modules write
-# their classes into the graph the same way.
-# pylint: disable=protected-access
+# pylint: disable=protected-access  (text_graph's character classes)
+
+TOKEN_LEVELS = ("char", "word")
+
+
+def check_token_level(token_level):
+  if token_level not in TOKEN_LEVELS:
+    raise ValueError(f"token_level must be one of {TOKEN_LEVELS}, got "
+                     f"{token_level!r}")
+
+
+def is_word_char(char: str) -> bool:
+  """True for a character that joins its neighbours into one "word" token:
+  a letter, digit or combining mark (so "café" in NFD stays one word) that is
+  not a CJK ideograph."""
+  return ((char.isalnum() or unicodedata.category(char).startswith("M"))
+          and not tokenization.is_cjk_char(char))
 
 
 @functools.lru_cache(maxsize=None)
 def _word_char_class():
-  """RE2 class of `ner_data.is_word_char` (letters, digits, marks; no CJK)."""
+  """RE2 class of `is_word_char` (letters, digits, marks; no CJK)."""
   return text_graph._re2_class(
       cp for cp in range(0, sys.maxunicode + 1)
-      if not 0xD800 <= cp <= 0xDFFF and ner_data.is_word_char(chr(cp)))
+      if not 0xD800 <= cp <= 0xDFFF and is_word_char(chr(cp)))
 
 
 def _shift_right(values, row_start, fill):
@@ -41,50 +56,87 @@ def _shift_right(values, row_start, fill):
   return tf.where(row_start, tf.fill(tf.shape(values), fill), shifted)
 
 
-class TextTagger(tf.Module):
-  """Raw strings -> tokens -> model inputs; tag ids -> entities, in the graph.
+def split(text, token_level):
+  """tf.string [batch] -> the tokens of each text.
 
-  The in-graph twin of `ner_data.split_text`, `ner_data.encode_text` and
-  `ner_data.tag_text` (the tagger's `serve_text` signature; tests compare the
-  two). Offsets are code points of the input string, which must be UTF-8.
+  token_level "char": every non-whitespace character is a token, as in
+  character-level corpora (People's Daily NER). "word": a run of
+  `is_word_char` characters is one token ("iPhone", "2024", "１５"); every
+  other non-whitespace character is a token alone (each CJK ideograph,
+  each punctuation mark or symbol). Characters are code points, not
+  grapheme clusters: an emoji with a skin-tone modifier is two tokens.
+
+  Returns a dict of RaggedTensors [batch, (tokens)]: `tokens` (strings),
+  `starts`, `ends` (int64 code-point offsets, end exclusive); and `chars`
+  [batch, (characters)], each character a string.
+  """
+  chars = tf.strings.unicode_split(text, "UTF-8")
+  flat = chars.flat_values
+  n = tf.shape(flat, out_type=tf.int64)[0]
+  index = tf.range(n)
+  char_row = chars.value_rowids()
+  row_start = tf.equal(index, tf.gather(chars.row_splits, char_row))
+  space = tf.strings.regex_full_match(flat, text_graph._char_class("space"))
+  starts_token = tf.logical_not(space)
+  if token_level == "word":
+    word = tf.strings.regex_full_match(flat, _word_char_class())
+    # A word character right after another one continues its token.
+    starts_token &= tf.logical_not(
+        word & _shift_right(word, row_start, False))
+  # Every non-space character belongs to the token started last.
+  member = tf.logical_not(space)
+  token_of_char = tf.boolean_mask(tf.cumsum(tf.cast(starts_token, tf.int64))
+                                  - 1, member)
+  num_tokens = tf.reduce_sum(tf.cast(starts_token, tf.int64))
+  first_char = tf.boolean_mask(index, starts_token)
+  strings = tf.strings.unsorted_segment_join(
+      tf.boolean_mask(flat, member), token_of_char, num_tokens)
+  last_char = tf.math.unsorted_segment_max(
+      tf.boolean_mask(index, member), token_of_char, num_tokens)
+  token_row = tf.gather(char_row, first_char)
+  row_offset = tf.gather(chars.row_splits, token_row)
+  nrows = tf.shape(text, out_type=tf.int64)[0]
+
+  def per_row(values):
+    return tf.RaggedTensor.from_value_rowids(values, token_row, nrows=nrows,
+                                             validate=False)
+  return {"tokens": per_row(strings),
+          "starts": per_row(first_char - row_offset),
+          "ends": per_row(last_char + 1 - row_offset), "chars": chars}
+
+
+class TextTagger(tf.Module):
+  """Tokens -> pieces -> model inputs; tag ids -> entities, in the graph.
+
+  Offsets are code points of the input string, which must be UTF-8.
 
   Args:
-    encoder: the `text_graph.TextEncoder` of the tokenizer the tagger was
-      trained with; its `tokenize` splits each token into pieces, its
-      max_seq_length is where the pieces are cut and its `pad` pads the
-      model inputs (to a length bucket when it has them).
-    token_level: "char" or "word" (`ner_data.split_text`).
+    encoder: the `text_graph.TextEncoder` of the tagger's tokenizer: its
+      `tokenize` gives each token's pieces, its max_seq_length the cut, its
+      `pad` the padding (to a length bucket when it has them).
+    token_level: "char" or "word" (`split`).
     label_list: the model's tags, index = tag id: "O", "B-X", "I-X".
     unk_id: the unknown piece (a token with no piece becomes one).
     underline_id: SentencePiece's bare word-start piece "▁", dropped in front
-      of a token's other pieces (`ner_data.token_pieces`); -1 if none.
+      of a token's other pieces (`token_pieces`); -1 if none.
   """
 
   def __init__(self, encoder, token_level, label_list, unk_id,
                underline_id=-1, name=None):
     super().__init__(name=name)
-    if token_level not in ner_data.TOKEN_LEVELS:
-      raise ValueError(f"token_level must be one of "
-                       f"{ner_data.TOKEN_LEVELS}, got {token_level!r}")
-    types, prefixes, type_ids = [], [], []
+    check_token_level(token_level)
     for tag in label_list:
-      if tag == "O":
-        prefixes.append(0)
-        type_ids.append(-1)
-        continue
-      if tag[:2] not in ("B-", "I-") or len(tag) < 3:
+      if tag != "O" and (tag[:2] not in ("B-", "I-") or len(tag) < 3):
         raise ValueError(f"tag {tag!r}: the tagger's labels must be BIO "
                          "(O, B-<type>, I-<type>)")
-      if tag[2:] not in types:
-        types.append(tag[2:])
-      prefixes.append(1 if tag[0] == "B" else 2)
-      type_ids.append(types.index(tag[2:]))
-    self.encoder = encoder
-    self.token_level = token_level
+    self._types = list(dict.fromkeys(t[2:] for t in label_list if t != "O"))
+    self._prefixes = [0 if t == "O" else 1 if t[0] == "B" else 2
+                      for t in label_list]
+    self._type_ids = [-1 if t == "O" else self._types.index(t[2:])
+                      for t in label_list]
+    self.encoder, self.token_level = encoder, token_level
     self.label_list = list(label_list)
     self.unk_id, self.underline_id = int(unk_id), int(underline_id)
-    self._types = types
-    self._prefixes, self._type_ids = prefixes, type_ids
 
   @classmethod
   def from_tokenizer(cls, tokenizer, max_seq_length, token_level, label_list,
@@ -99,79 +151,46 @@ class TextTagger(tf.Module):
     return cls(encoder, token_level, label_list, tokenizer.unk_id, underline,
                name=name)
 
-  # ------------------------------------------------------------ split
-  def split(self, text):
-    """tf.string [batch] -> the tokens of each text (`ner_data.split_text`).
+  # ------------------------------------------------------------ pieces
+  def token_pieces(self, tokens):
+    """tf.string [n] tokens -> (int64 RaggedTensor [n, (pieces)], bool [n]).
 
-    Returns a dict of RaggedTensors [batch, (tokens)]: `tokens` (strings),
-    `starts`, `ends` (int64 code-point offsets, end exclusive); and `chars`
-    [batch, (characters)], each character a string.
+    Each token's pieces, never empty: a bare word-start piece "▁" before a
+    token's other pieces carries nothing and is dropped (it would double a
+    character-level sentence); a token that normalises to nothing is one
+    unknown piece (the bool: True).
     """
-    chars = tf.strings.unicode_split(text, "UTF-8")
-    flat = chars.flat_values
-    n = tf.shape(flat, out_type=tf.int64)[0]
-    index = tf.range(n)
-    char_row = chars.value_rowids()
-    row_start = tf.equal(index, tf.gather(chars.row_splits, char_row))
-    space = tf.strings.regex_full_match(flat, text_graph._char_class("space"))
-    starts_token = tf.logical_not(space)
-    if self.token_level == "word":
-      word = tf.strings.regex_full_match(flat, _word_char_class())
-      # A word character right after another one continues its token.
-      starts_token &= tf.logical_not(
-          word & _shift_right(word, row_start, False))
-    # Every non-space character belongs to the token started last.
-    member = tf.logical_not(space)
-    token_of_char = tf.boolean_mask(tf.cumsum(tf.cast(starts_token, tf.int64))
-                                    - 1, member)
-    num_tokens = tf.reduce_sum(tf.cast(starts_token, tf.int64))
-    first_char = tf.boolean_mask(index, starts_token)
-    strings = tf.strings.unsorted_segment_join(
-        tf.boolean_mask(flat, member), token_of_char, num_tokens)
-    last_char = tf.math.unsorted_segment_max(
-        tf.boolean_mask(index, member), token_of_char, num_tokens)
-    token_row = tf.gather(char_row, first_char)
-    row_offset = tf.gather(chars.row_splits, token_row)
-    nrows = tf.shape(text, out_type=tf.int64)[0]
-
-    def per_row(values):
-      return tf.RaggedTensor.from_value_rowids(values, token_row, nrows=nrows,
-                                               validate=False)
-    return {"tokens": per_row(strings),
-            "starts": per_row(first_char - row_offset),
-            "ends": per_row(last_char + 1 - row_offset), "chars": chars}
-
-  # ------------------------------------------------------------ encode
-  def encode(self, text):
-    """tf.string [batch] -> (features, tokens) as `ner_data.encode_text`.
-
-    features: int32 [batch, length] `input_ids`, `input_mask`,
-    `segment_ids`, length the encoder's bucket of the longest row
-    (max_seq_length without buckets). tokens: `split` plus `positions`
-    (int64 RaggedTensor [batch, (tokens)]: the first piece of each token in
-    the inputs) and `tagged` (bool, same shape: the first piece is inside
-    the cut).
-    """
-    tokens = self.split(text)
-    pieces = self.encoder.tokenize(tokens["tokens"].flat_values)
-    pieces = tf.cast(pieces, tf.int64)
+    pieces = tf.cast(self.encoder.tokenize(tokens), tf.int64)
     lengths = pieces.row_lengths()
     if self.underline_id >= 0:
-      # As ner_data.token_pieces: a bare "▁" before other pieces carries
-      # nothing.
       drop = (lengths > 1) & tf.equal(
           pieces[:, :1].to_tensor(default_value=-1, shape=[None, 1])[:, 0],
           self.underline_id)
       keep = tf.logical_not(
           tf.equal(tf.ragged.range(lengths), 0) & tf.expand_dims(drop, 1))
       pieces = tf.ragged.boolean_mask(pieces, keep)
-      lengths = pieces.row_lengths()
-    # A token that normalises to nothing is one unknown piece.
-    empty = tf.equal(lengths, 0)
+    empty = tf.equal(pieces.row_lengths(), 0)
     pieces = tf.concat([pieces, tf.RaggedTensor.from_row_lengths(
         tf.fill([tf.reduce_sum(tf.cast(empty, tf.int64))],
                 tf.constant(self.unk_id, tf.int64)),
         tf.cast(empty, tf.int64), validate=False)], axis=1)
+    return pieces, empty
+
+  # ------------------------------------------------------------ encode
+  def encode(self, text):
+    """tf.string [batch] -> (features, tokens): one window per text.
+
+    features: int32 [batch, length] `input_ids`, `input_mask`,
+    `segment_ids`: [CLS] the pieces of every token (`token_pieces`), cut
+    after max_seq_length - 2 pieces, [SEP], padding; length the encoder's
+    bucket of the longest row (max_seq_length without buckets): the first
+    of fine-tuning's windows (`ner_data.encode_sentences`). tokens: `split`
+    plus `positions` (int64 RaggedTensor [batch, (tokens)]: the first piece
+    of each token in the inputs) and `tagged` (bool, same shape: the first
+    piece is inside the cut; the model's tag there is the token's tag).
+    """
+    tokens = split(text, self.token_level)
+    pieces, _ = self.token_pieces(tokens["tokens"].flat_values)
     lengths = pieces.row_lengths()
     # Offset of each token's first piece in its text's pieces.
     counts = tokens["tokens"].with_flat_values(lengths)
@@ -190,11 +209,15 @@ class TextTagger(tf.Module):
 
   # ------------------------------------------------------------ decode
   def decode(self, text, tokens, tag_ids):
-    """The model's tag ids -> entities and character tags (`ner_data.tag_text`).
+    """The model's tag ids -> entities and character tags.
 
     text: tf.string [batch]; tokens: from `encode`; tag_ids: int [batch,
     length], the model's tag per position of `encode`'s features. Returns
-    the dense dict of `__call__`.
+    the dense dict of `__call__`: entities as conlleval reads the tokens'
+    BIO tags (an I-X that does not continue an X starts one), from the
+    first character of an entity's first token to the last of its last;
+    character tags B-X/I-X over an entity (whitespace inside it too), O
+    elsewhere, "" on characters of untagged tokens.
     """
     nrows = tf.shape(text, out_type=tf.int64)[0]
     rows = tokens["tokens"].value_rowids()
@@ -306,3 +329,72 @@ class TextTagger(tf.Module):
     """
     features, tokens = self.encode(text)
     return self.decode(text, tokens, tag_fn(features))
+
+  # ------------------------------------------------ run eagerly from Python
+  def piece_ids(self, tokens, batch_size=4096):
+    """Python tokens -> (the piece ids of each, int lists; how many had no
+    piece): `token_pieces` in batches, as fine-tuning encodes a split."""
+    pieces, unknown = [], 0
+    for start in range(0, len(tokens), batch_size):
+      ids, empty = _traced(self, "token_pieces")(
+          tokens[start:start + batch_size])
+      pieces.extend(ids.to_list())
+      unknown += int(tf.reduce_sum(tf.cast(empty, tf.int32)))
+    return pieces, unknown
+
+  def encode_batch(self, texts):
+    """Python texts -> (`encode`'s features, int32 numpy [n, length]; per
+    text its tokens [(token, start, end)]; per text the positions of its
+    tagged tokens' first pieces, a prefix of its tokens)."""
+    features, tokens = _traced(self, "encode")(texts)
+    positions = tf.ragged.boolean_mask(tokens["positions"], tokens["tagged"])
+    return ({k: v.numpy() for k, v in features.items()},
+            _token_lists(tokens), positions.to_list())
+
+  def tag_batch(self, texts, tag_ids):
+    """Python texts, the model's tag ids on `encode_batch`'s features ->
+    `decode`'s outputs, numpy."""
+    return {k: v.numpy() for k, v in _traced(self, "_decode_ids")(
+        texts, tag_ids).items()}
+
+  def _decode_ids(self, text, tag_ids):
+    return self.decode(text, self.encode(text)[1], tag_ids)
+
+
+def split_texts(texts, token_level):
+  """Python texts -> per text its tokens [(token, start, end)] (`split`)."""
+  check_token_level(token_level)
+  return _token_lists(_splitter(token_level)(tf.constant(list(texts),
+                                                         tf.string)))
+
+
+@functools.lru_cache(maxsize=None)
+def _splitter(token_level):
+  return tf.function(lambda t: split(t, token_level), autograph=False,
+                     input_signature=[tf.TensorSpec([None], tf.string)])
+
+
+def _token_lists(tokens):
+  return [list(zip([t.decode() for t in words], starts, ends))
+          for words, starts, ends in zip(*[tokens[k].to_list() for k in (
+              "tokens", "starts", "ends")])]
+
+
+# A tagger's methods traced for eager callers, kept beside (not in) the
+# tagger: a SavedModel would save the tf.functions of its attributes.
+_TRACED = weakref.WeakKeyDictionary()
+
+
+def _traced(tagger, method):
+  """tagger.<method> as a Python function of texts (and int tag ids)."""
+  functions = _TRACED.setdefault(tagger, {})
+  if method not in functions:
+    ref = weakref.ref(tagger)
+    spec = [tf.TensorSpec([None], tf.string)] + [tf.TensorSpec(
+        [None, None], tf.int64)] * (method == "_decode_ids")
+    traced = tf.function(lambda *args: getattr(ref(), method)(*args),
+                         input_signature=spec, autograph=False)
+    functions[method] = lambda texts, *ids: traced(
+        tf.constant(list(texts), tf.string),
+        *[tf.constant(x, tf.int64) for x in ids])
+  return functions[method]

@@ -24,6 +24,7 @@ metric `albert_tf.data.ner_data`; this file is what the trainer needs on top:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Dict, List, Optional, Sequence
 
@@ -45,6 +46,8 @@ keras = lazy.module("keras")
 tf = lazy.module("tensorflow")
 models = lazy.module("albert_tf.modeling.models")
 saved_model = lazy.module("albert_tf.serving.saved_model")
+# Only what runs the preprocessor needs TF Text (the in-graph tokenizer).
+tagging_graph = lazy.module("albert_tf.serving.tagging_graph")
 
 PREDICTIONS_FILE = "test_predictions.txt"
 SPLIT_FILES = {"train": "train.txt", "dev": "dev.txt", "test": "test.txt"}
@@ -230,9 +233,11 @@ class TaggingTask(Task):
               raise conll.DataError(
                   f"{data.file}:{s.line + i}: entity type {tag[2:]!r} is "
                   f"not among the model's ({', '.join(sorted(known))})")
+      # The graph preprocessor's pieces (any level; no tags needed).
+      tagger = _shared_tagger(self.tokenizer, self.max_seq_length)
       windows = ner_data.encode_sentences(
-          data.sentences, self.tokenizer, label_map, self.max_seq_length,
-          self.doc_stride, data.scheme, cache=self._pieces)
+          data.sentences, tagger, label_map, self.doc_stride, data.scheme,
+          cache=self._pieces)
       stats = {"file": data.file, "sentences": len(data.sentences),
                "tokens": sum(len(s.tokens) for s in data.sentences),
                "windows": windows.num_windows,
@@ -381,10 +386,10 @@ class TaggingTask(Task):
           "beside --checkpoint (tags, max_seq_length, token_level); none "
           "found")
     level = record.task_config.get("token_level")
-    if level not in ner_data.TOKEN_LEVELS:
+    if level not in tagging_graph.TOKEN_LEVELS:
       raise ValueError(f"{record_lib.RECORD_FILE} beside --checkpoint: "
-                       f"token_level must be one of {ner_data.TOKEN_LEVELS}, "
-                       f"got {level!r}")
+                       f"token_level must be one of "
+                       f"{tagging_graph.TOKEN_LEVELS}, got {level!r}")
     return models.AlbertTagger(config, len(record.label_list))
 
   @classmethod
@@ -395,9 +400,7 @@ class TaggingTask(Task):
     max_seq_length."""
     if text_pair:
       raise ValueError("--text_pair: a tagger's serve_text takes one text")
-    # Imported here: only export needs TF Text (the in-graph tokenizer).
-    from albert_tf.serving.tagging_graph import TextTagger  # pylint: disable=g-import-not-at-top
-    tagger = TextTagger.from_tokenizer(
+    tagger = tagging_graph.TextTagger.from_tokenizer(
         tokenizer, max_seq_length, record.task_config["token_level"],
         record.label_list, length_buckets=length_buckets)
 
@@ -425,26 +428,17 @@ class TaggingTask(Task):
 
   @classmethod
   def encode_inputs(cls, record, tokenizer, max_seq_length, inputs):
-    """`ner_data.encode_text` of each text (pieces of its tokens, as
-    serve_text packs them), [n, max_seq_length]."""
-    import numpy as np  # pylint: disable=g-import-not-at-top
-    rows = [ner_data.encode_text(t, tokenizer,
-                                 record.task_config.get("token_level"),
-                                 max_seq_length)[1] for t in inputs["text"]]
-    return {k: np.concatenate([r[k] for r in rows]).astype(np.int32)
-            if rows else np.zeros([0, max_seq_length], np.int32)
-            for k in F.ENCODER_INPUTS}
+    """serve_text's one window of each text (`TextTagger.encode`), [n,
+    max_seq_length]."""
+    return _tagger(record, tokenizer, max_seq_length).encode_batch(
+        inputs["text"])[0]
 
   @classmethod
   def truncated_inputs(cls, record, tokenizer, max_seq_length, inputs):
-    """Texts with tokens after the one window (`encode_text`): untagged."""
-    level = record.task_config.get("token_level")
-    cut = []
-    for text in inputs["text"]:
-      tokens, _, positions = ner_data.encode_text(text, tokenizer, level,
-                                                  max_seq_length)
-      cut.append(len(positions) < len(tokens))
-    return cut
+    """Texts with tokens after the one window: untagged."""
+    _, tokens, positions = _tagger(record, tokenizer, max_seq_length
+                                   ).encode_batch(inputs["text"])
+    return [len(p) < len(t) for t, p in zip(tokens, positions)]
 
   @classmethod
   def held_out_inputs(cls, record, max_examples):
@@ -454,34 +448,32 @@ class TaggingTask(Task):
     level = record.task_config.get("token_level")
     dev = (((record.training or {}).get("data") or {}).get("dev") or {}
            ).get("file")
-    if level not in ner_data.TOKEN_LEVELS or not dev or not os.path.exists(
-        dev):
+    if level not in ("char", "word") or not dev or not os.path.exists(dev):
       return None
     data = conll.read_conll(dev, record.task_config.get("tag_scheme"))
-    texts, gold = [], []
-    for s in data.sentences:
-      text = ("" if level == "char" else " ").join(s.tokens)
-      if [t for t, _, _ in ner_data.split_text(text, level)] == s.tokens:
-        texts.append(text)
-        gold.append(conll.to_bio(s, data.scheme) if data.has_tags else None)
-      if len(texts) >= max_examples:
-        break
+    texts = [("" if level == "char" else " ").join(s.tokens)
+             for s in data.sentences]
+    split = tagging_graph.split_texts(texts, level)
+    kept = [i for i, s in enumerate(data.sentences)
+            if [t for t, _, _ in split[i]] == s.tokens][:max_examples]
+    texts = [texts[i] for i in kept]
     if not texts:
       return None
-    return ({"text": texts}, gold if data.has_tags else None,
+    return ({"text": texts}, [conll.to_bio(data.sentences[i], data.scheme)
+                              for i in kept] if data.has_tags else None,
             f"the run's dev split, {dev} ({len(texts)} sentence"
             f"{'s' if len(texts) > 1 else ''})")
 
   @classmethod
   def held_out_metric(cls, record, tokenizer, max_seq_length, inputs, gold):
-    """Entity F1 of serving_default's tags on the texts (`encode_text`'s
+    """Entity F1 of serving_default's tags on the texts (`encode_inputs`'
     one window; tokens past it are O, as albert-predict reads them) against
     the gold tags of the rows that have them."""
-    level = record.task_config.get("token_level")
     labels = list(record.label_list)
     rows = [i for i, g in enumerate(gold) if g is not None]
-    positions = [ner_data.encode_text(inputs["text"][i], tokenizer, level,
-                                      max_seq_length)[2] for i in rows]
+    at_rows = _tagger(record, tokenizer, max_seq_length).encode_batch(
+        inputs["text"])[2]
+    positions = [at_rows[i] for i in rows]
 
     def entity_f1(outputs):
       ids = outputs[F.LOGITS].argmax(-1)
@@ -515,21 +507,14 @@ class TaggingTask(Task):
 
   @classmethod
   def ids_decoder(cls, record, run, tokenizer, max_seq_length):
-    """`ner_data.encode_text`, the model's tag_ids, `ner_data.tag_text`
-    (serve_text's reading, one window per text)."""
-    level = record.task_config.get("token_level")
+    """serve_text around the model's tag_ids: `TextTagger.encode_batch`,
+    `run`, `TextTagger.tag_batch`."""
+    tagger = _tagger(record, tokenizer, max_seq_length)
 
     def predict(inputs):
-      results = []
-      for text in inputs["text"]:
-        tokens, features, positions = ner_data.encode_text(
-            text, tokenizer, level, max_seq_length)
-        tag_ids = run(**features)[F.TAG_IDS][0]
-        entities = ner_data.tag_text(text, tokens, [
-            record.label_list[tag_ids[p]] for p in positions])["entities"]
-        results.append([{"type": t, "text": x, "start": s, "end": e}
-                        for t, s, e, x in entities])
-      return results
+      features = tagger.encode_batch(inputs["text"])[0]
+      return cls.decode_outputs(record, tagger.tag_batch(
+          inputs["text"], run(**features)[F.TAG_IDS]), len(inputs["text"]))
     return predict
 
   @classmethod
@@ -537,9 +522,23 @@ class TaggingTask(Task):
     return TagScorer(record)
 
 
+def _tagger(record, tokenizer, max_seq_length):
+  """The recorded tagger's serve_text preprocessor (`TextTagger`)."""
+  return _shared_tagger(tokenizer, max_seq_length, record.task_config.get(
+      "token_level"), tuple(record.label_list))
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_tagger(tokenizer, max_seq_length, token_level="char",
+                   label_list=("O",)):
+  """One `TextTagger` per arguments in a process: traced once, not per call."""
+  return tagging_graph.TextTagger.from_tokenizer(
+      tokenizer, max_seq_length, token_level, label_list)
+
+
 class TagScorer(scoring.Scorer):
   """albert-predict's entity precision/recall/F1 (seqeval): gold tags one
-  per token of the text (`ner_data.split_text` at the model's token level;
+  per token of the text (`tagging_graph.split_texts` at the model's level;
   space-separated or a JSON list) against the predicted entities' BIO
   tags."""
   gold_columns = ("tags", "label")
@@ -552,7 +551,8 @@ class TagScorer(scoring.Scorer):
   def read_gold(self, value, values, where):
     tags = (scoring.gold_list(value, where) if isinstance(value, list) or
             str(value).startswith("[") else str(value).split())
-    tokens = len(ner_data.split_text(values["text"], self.token_level))
+    tokens = len(tagging_graph.split_texts([values["text"]],
+                                           self.token_level)[0])
     if len(tags) != tokens:
       raise scoring.PredictError(
           f"{where}: {len(tags)} gold tags, the text has {tokens} tokens "
@@ -563,7 +563,7 @@ class TagScorer(scoring.Scorer):
   def read_prediction(self, prediction, values, where):
     """BIO tags per token of the text of the predicted entities (code-point
     offsets)."""
-    tokens = ner_data.split_text(values["text"], self.token_level)
+    tokens = tagging_graph.split_texts([values["text"]], self.token_level)[0]
     tags = ["O"] * len(tokens)
     for entity in prediction:
       inside = [i for i, (_, s, e) in enumerate(tokens)
