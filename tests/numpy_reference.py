@@ -348,3 +348,36 @@ def masked_ids(tokenizer, text):
     ids += ([tokenizer.mask_id] + glued.encode(part[:end]) +
             tokenizer.encode(part[end:]))
   return ids + [tokenizer.sep_id]
+
+
+# The original run_race's packing (race_utils), from its description, as
+# the test oracle of the graph encoder (`choice_graph.ChoiceEncoder`): per
+# option, qa = question.replace("_", option) when the question has a blank,
+# else question + " " + option; qa keeps its last max_qa_length pieces, the
+# article its first ones that fit; [CLS] article [SEP] qa [SEP], padded.
+def race_packing(tokenizer, examples, length, max_qa_length):
+  """({input_ids, input_mask, segment_ids: int32 [n, choices, length]},
+  questions with the article cut, with a qa cut)."""
+  rows, cut_article, cut_qa = [], 0, 0
+  for e in examples:
+    article = list(tokenizer.encode(e.article))
+    cut = [False, False]
+    for option in e.options:
+      qa = list(tokenizer.encode(
+          e.question.replace("_", option) if "_" in e.question
+          else e.question + " " + option))
+      cut[1] |= len(qa) > max_qa_length
+      qa = qa[len(qa) - min(len(qa), max_qa_length):]
+      context = article[:length - 3 - len(qa)]
+      cut[0] |= len(context) < len(article)
+      ids = [tokenizer.cls_id] + context + [tokenizer.sep_id] + qa + [
+          tokenizer.sep_id]
+      pad = length - len(ids)
+      rows.append((ids + [tokenizer.pad_id] * pad, [1] * len(ids) + [0] * pad,
+                   [0] * (len(context) + 2) + [1] * (len(qa) + 1) + [0] * pad))
+    cut_article += cut[0]
+    cut_qa += cut[1]
+  shape = [len(examples), -1, length]
+  return ({name: np.array([r[i] for r in rows], np.int32).reshape(shape)
+           for i, name in enumerate(("input_ids", "input_mask",
+                                     "segment_ids"))}, cut_article, cut_qa)

@@ -14,6 +14,8 @@ from albert_tf.data import clue_choice
 from albert_tf.data import race
 from albert_tf.data import tokenization
 from albert_tf.data.classifier_data import DataError
+from albert_tf.serving import choice_graph
+from tests import numpy_reference
 from tests.fixtures_data import write_tiny_vocab_and_config
 
 CHARS = "甲乙丙丁戊己庚辛男女问答好差山水风火云雨林石花月"
@@ -116,15 +118,18 @@ def test_c3_bad_json_and_missing_files(tmp_path):
 def test_c3_encoding_pads_missing_choices(tmp_path, tokenizer):
   c3_tree(tmp_path)
   data = clue_choice.read_c3(str(tmp_path), "train")
-  features, counts = clue_choice.encode_c3(data.examples, tokenizer, 24, 8)
+  features, counts = choice_graph.encode_questions(
+      data.examples, tokenizer, 24, 8, clue_choice.C3)
   assert features[F.INPUT_IDS].shape == (7, 4, 24)
   real = features[F.INPUT_MASK].any(-1)
   assert real.sum(-1).tolist() == [4, 3, 2, 4, 3, 2, 2]
   assert counts["choices_padded"] == 5
-  # The real choices are RACE's encoding of the question.
-  expected, _ = race.encode_race(data.examples[:1], tokenizer, 24, 8)
-  np.testing.assert_array_equal(features[F.INPUT_IDS][:1],
-                                expected[F.INPUT_IDS])
+  # The real choices are the original RACE packing of the question.
+  for i, n in ((0, 4), (1, 3)):
+    expected, _, _ = numpy_reference.race_packing(
+        tokenizer, data.examples[i:i + 1], 24, 8)
+    np.testing.assert_array_equal(features[F.INPUT_IDS][i, :n],
+                                  expected[F.INPUT_IDS][0])
   assert features[F.LABEL_IDS].tolist() == [0, 1, 0, 1, 2, 1, 0]
 
 

@@ -6,8 +6,8 @@ regression, tagging, span QA, multiple choice), with the task_record.json a
 fine-tuning run writes beside it. The reference is independent of the
 serving code under test: the Python readers (`numpy_reference.packed`,
 `tagging_reference`'s encoding and entities, `squad.make_windows` +
-`span_decode.decode_v1`, `race.encode_race`) and the Keras model's outputs
-on what they encode.
+`span_decode.decode_v1`, `numpy_reference.race_packing`) and the Keras
+model's outputs on what they encode.
 
 Tolerances (scaled by the largest magnitude of the reference, at least 1):
 load().predict and the SavedModel 1e-5 (the same float32 graph, another
@@ -166,8 +166,8 @@ def _reference(family, model, tokenizer, record):
   questions = [race.Question(str(i), "", a, q, list(o), None)
                for i, (a, q, o) in enumerate(zip(ARTICLES, MC_QUESTIONS,
                                                  OPTIONS))]
-  encoded, _ = race.encode_race(questions, tokenizer, length,
-                                record.task_config["max_qa_length"])
+  encoded, _, _ = numpy_reference.race_packing(
+      tokenizer, questions, length, record.task_config["max_qa_length"])
   features = {k: encoded[k] for k in ("input_ids", "input_mask",
                                       "segment_ids")}
   logits = _keras(model, features, ["logits"])["logits"]

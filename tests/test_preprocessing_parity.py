@@ -463,9 +463,9 @@ def test_fill_mask_twin_on_random_text(tokenizers, texts):
     assert got["input_mask"][i].numpy().sum() == len(ids), text
 
 
-def test_choice_twin_on_random_text(tokenizers, texts):
+def test_choice_graph_on_random_text(tokenizers, texts):
   from albert_tf.data import race  # pylint: disable=g-import-not-at-top
-  from albert_tf.serving.choice_graph import ChoiceEncoder  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving.choice_graph import ChoiceEncoder, encode_questions  # pylint: disable=g-import-not-at-top
   tokenizer = tokenizers["wordpiece", True]
   rng = random.Random(SEED + 5)
   sample = texts[:OTHER_TWIN_TEXTS]
@@ -477,7 +477,8 @@ def test_choice_twin_on_random_text(tokenizers, texts):
     examples.append(race.Question(f"q{i}", "", rng.choice(sample), question,
                                   [rng.choice(sample)[:30] for _ in range(4)],
                                   None))
-  want, _ = race.encode_race(examples, tokenizer, 48, 16)
+  want, cut_article, cut_qa = numpy_reference.race_packing(
+      tokenizer, examples, 48, 16)
   got = ChoiceEncoder.from_tokenizer(tokenizer, 48, 16)(
       tf.constant([e.article for e in examples]),
       tf.constant([e.question for e in examples]),
@@ -485,3 +486,9 @@ def test_choice_twin_on_random_text(tokenizers, texts):
   for name in ("input_ids", "input_mask", "segment_ids"):
     np.testing.assert_array_equal(got[name].numpy(), want[name],
                                   err_msg=name)
+  # Fine-tuning's path, batched, and its cut counts from the graph's.
+  features, counts = encode_questions(examples, tokenizer, 48, 16,
+                                      batch_size=16)
+  np.testing.assert_array_equal(features["input_ids"], want["input_ids"])
+  assert (counts["articles_truncated"], counts["qa_truncated"]) == (
+      cut_article, cut_qa)

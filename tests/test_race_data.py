@@ -1,6 +1,6 @@
-"""RACE reading, qa text, encoding and per-level accuracy (data/race.py)."""
+"""RACE reading and per-level accuracy (data/race.py); its encoding is
+tested with the graph that does it, in test_choice_graph."""
 
-import dataclasses
 import json
 import logging
 import os
@@ -8,24 +8,15 @@ import os
 import numpy as np
 import pytest
 
-from albert_tf import features as F
 from albert_tf.data import race
 from albert_tf.data.race import Question, RaceError
-from albert_tf.data.tokenization import load_tokenizer
 
-# Ids: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4, "a".."z" 5..30, "?" 31,
-# "." 32: one piece per letter word, so expected ids can be written by hand.
-CHARS = "abcdefghijklmnopqrstuvwxyz?."
 MIDDLE = {"article": "a b c", "questions": ["x ?"],
           "options": [["p", "q", "r", "s"]], "answers": ["B"],
           "id": "middle1.txt"}
 HIGH = {"article": "d e f g h", "questions": ["i _ j .", "k"],
         "options": [["u v", "w", "y", "z"], ["t", "u", "v", "w"]],
         "answers": ["A", "D"], "id": "high2.txt"}
-
-
-def _id(char):
-  return 5 + CHARS.index(char)
 
 
 def _write(path, value):
@@ -43,13 +34,6 @@ def _tree(root, middle=MIDDLE, high=HIGH):
 
 def _merged(path, *articles):
   return _write(path, "\n".join(json.dumps(a) for a in articles) + "\n")
-
-
-@pytest.fixture(name="tok")
-def _tok(tmp_path):
-  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(CHARS)
-  _write(tmp_path / "vocab" / "vocab.txt", "\n".join(vocab) + "\n")
-  return load_tokenizer(vocab_file=str(tmp_path / "vocab" / "vocab.txt"))
 
 
 def _summary(data):
@@ -147,93 +131,6 @@ def test_noise_is_read_and_warned(tmp_path, caplog):
   assert f"1 articles have no questions ({path}:1)" in messages
   assert ("1 question ids occur more than once (the same article read "
           "twice?) (middle1.txt-0)") in messages
-
-
-def test_qa_text():
-  assert race.qa_text("The _ sat.", "cat") == "The cat sat."
-  assert race.qa_text("Who sat?", "the cat") == "Who sat? the cat"
-  # As the original's str.replace: every "_" becomes the option.
-  assert race.qa_text("_ and _, or ___", "x") == "x and x, or xxx"
-  assert race.qa_text("", "x") == " x"
-
-
-def test_encode_one_choice_exactly(tok):
-  question = Question("m-0", "middle", "a b c", "x ?", ["p", "q", "r", "s"], 1)
-  features, counts = race.encode_race([question], tok, max_seq_length=10,
-                                      max_qa_length=4)
-  assert sorted(features) == sorted([F.INPUT_IDS, F.INPUT_MASK,
-                                     F.SEGMENT_IDS, F.LABEL_IDS])
-  assert features[F.INPUT_IDS].shape == (1, 4, 10)
-  assert all(v.dtype == np.int32 for v in features.values())
-  ids = [2, _id("a"), _id("b"), _id("c"), 3, _id("x"), _id("?"), _id("p"), 3,
-         0]
-  assert features[F.INPUT_IDS][0, 0].tolist() == ids
-  assert features[F.INPUT_MASK][0, 0].tolist() == [1] * 9 + [0]
-  assert features[F.SEGMENT_IDS][0, 0].tolist() == [0] * 5 + [1] * 4 + [0]
-  assert features[F.INPUT_IDS][0, 3, 7] == _id("s")
-  assert features[F.LABEL_IDS].tolist() == [1]
-  assert counts == {"questions": 1, "articles_truncated": 0,
-                    "qa_truncated": 0}
-
-
-def test_encode_truncation_rules(tmp_path, tok):
-  examples = race.read_race(str(_tree(tmp_path)), "train").examples
-  unlabelled = dataclasses.replace(examples[0], label=None)
-  features, counts = race.encode_race(examples + [unlabelled], tok,
-                                      max_seq_length=10, max_qa_length=4)
-  ids = features[F.INPUT_IDS]
-  d, e, f, g, h = (_id(c) for c in "defgh")
-  # "i u v j ." keeps its last 4 pieces; the article keeps its first 3.
-  assert ids[1, 0].tolist() == [2, d, e, f, 3, _id("u"), _id("v"), _id("j"),
-                                _id("."), 3]
-  assert features[F.SEGMENT_IDS][1, 0].tolist() == [0] * 5 + [1] * 5
-  # "i w j ." is 4 pieces: the article is cut to 3 as well.
-  assert ids[1, 1].tolist() == [2, d, e, f, 3, _id("i"), _id("w"), _id("j"),
-                                _id("."), 3]
-  # "k t" leaves room for the whole article.
-  assert ids[2, 0].tolist() == [2, d, e, f, g, h, 3, _id("k"), _id("t"), 3]
-  assert features[F.SEGMENT_IDS][2, 0].tolist() == [0] * 7 + [1] * 3
-  assert features[F.INPUT_MASK][2].sum() == 40
-  assert features[F.LABEL_IDS].tolist() == [1, 0, 3, -1]
-  assert counts == {"questions": 4, "articles_truncated": 1,
-                    "qa_truncated": 1}
-  _, counts = race.encode_race(examples, tok, max_seq_length=13,
-                               max_qa_length=5)
-  assert counts == {"questions": 3, "articles_truncated": 0,
-                    "qa_truncated": 0}
-  # One piece too many: the article loses its last piece only.
-  features, counts = race.encode_race(examples[2:], tok, max_seq_length=9,
-                                      max_qa_length=4)
-  assert features[F.INPUT_IDS][0, 0].tolist() == [2, d, e, f, g, 3, _id("k"),
-                                                  _id("t"), 3]
-  assert counts == {"questions": 1, "articles_truncated": 1,
-                    "qa_truncated": 0}
-
-
-def test_each_article_is_tokenised_once(tmp_path, tok):
-  calls = []
-
-  class Counting:
-    cls_id, sep_id, pad_id = tok.cls_id, tok.sep_id, tok.pad_id
-
-    def encode(self, text):
-      calls.append(text)
-      return tok.encode(text)
-
-  examples = race.read_race(str(_tree(tmp_path)), "train").examples
-  race.encode_race(examples, Counting(), max_seq_length=10, max_qa_length=4)
-  assert calls.count("d e f g h") == 1 and calls.count("a b c") == 1
-  assert len(calls) == 2 + 3 * 4
-
-
-def test_encode_errors(tok):
-  question = Question("m-0", "middle", "a", "x", ["p", "q", "r"], 0)
-  with pytest.raises(ValueError, match=r"max_qa_length must be between 1 and "
-                     r"max_seq_length - 3 = 7 .*got 8"):
-    race.encode_race([], tok, max_seq_length=10, max_qa_length=8)
-  with pytest.raises(RaceError,
-                     match=r"question m-0: 3 options \(expected 4\)"):
-    race.encode_race([question], tok, max_seq_length=10, max_qa_length=4)
 
 
 def _bad(tmp_path, name, value, match, **kwargs):

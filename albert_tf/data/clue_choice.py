@@ -4,9 +4,10 @@ C3 (CLUE's c3_public.zip): {d,m}-{train,dev}.json and test1.1.json (else
 test.json; the C3 repository's c3-{d,m}-{split}.json too), each one JSON
 array of documents [[sentences], [{"question", "choice" (2-4), "answer"}],
 id], the answer the text of one choice. A question is one example, encoded
-as RACE's (`race.encode_race`) with its document's sentences joined by
-newlines and 4 choices, missing ones padded and masked. Its id is its "id",
-else its 0-based place among the split's questions (as CLUE's baseline).
+as RACE's (`albert_tf.serving.choice_graph`) with its document's
+sentences joined by newlines and 4 choices, missing ones padded and masked.
+Its id is its "id", else its 0-based place among the split's questions (as
+CLUE's baseline).
 Submission: c311_predict.json, one line {"id", "label": choice index} each.
 
 CHID (idiom cloze; CLUE's chid_public.zip): train.json with
@@ -188,21 +189,13 @@ def read_c3(data_dir: str, split: str) -> race.RaceData:
   return race.RaceData(examples, counts, " + ".join(paths))
 
 
-def encode_c3(examples: Sequence[race.Question], tokenizer,
-              max_seq_length: int = 512, max_qa_length: int = 128):
-  """race.encode_race with 4 choices, fewer padded (and masked)."""
-  return race.encode_race(examples, tokenizer, max_seq_length,
-                          max_qa_length, num_choices=C3_CHOICES,
-                          pad_choices=True)
-
-
 def write_c3_submission(path: str, examples: Sequence[race.Question],
                         predicted: Sequence[int]) -> None:
   """c311_predict.json: one line {"id": ..., "label": choice index} each."""
   write_submission(path, examples, [int(choice) for choice in predicted])
 
 
-C3 = race.ChoiceSpec("c3", read_c3, encode_c3, num_choices=C3_CHOICES,
+C3 = race.ChoiceSpec("c3", read_c3, num_choices=C3_CHOICES, pad_choices=True,
                      choice_names=tuple(str(i) for i in range(C3_CHOICES)),
                      submission_file=C3_SUBMISSION,
                      write_submission=write_c3_submission)
@@ -311,9 +304,10 @@ def encode_chid(examples: Sequence[race.Question], tokenizer,
                 max_seq_length: int = 64, max_qa_length: int = 16,
                 num_choices: int = CHID_CHOICES):
   """Model inputs of CHID blanks (see the module doc); missing candidates
-  are all-zero rows. Returns (features, counts) as race.encode_race;
-  counts: questions, contexts_truncated (passage not whole),
-  idioms_truncated (cut to max_qa_length), choices_padded. Raises
+  are all-zero rows. Returns (features, counts) as RACE's encoding
+  (`choice_graph.encode_questions`); counts: questions, contexts_truncated
+  (passage not whole), idioms_truncated (cut to max_qa_length),
+  choices_padded. Raises
   ValueError when max_qa_length leaves no room, DataError for more
   candidates than num_choices.
   """

@@ -1,7 +1,6 @@
-"""RACE multiple-choice reading comprehension: read, encode, score.
+"""RACE multiple-choice reading comprehension: read and score.
 
     data = read_race("data/RACE", split="dev")
-    features, counts = encode_race(data.examples, tokenizer)
     scores = accuracy_by_level(data.examples, predicted)  # predicted: [n]
 
 `read_race` reads RACE's tree (`RACE/{train,dev,test}/{middle,high}/*.txt`,
@@ -13,9 +12,8 @@ without "answers" is unlabelled; one without "id" is named after its file
 (and line). The level is the level directory's, else the id's or the file
 name's prefix ("high123.txt"), else "".
 
-Each question becomes four sequences `[CLS] article [SEP] qa [SEP]`, qa
-being `qa_text(question, option)`; as the original race_utils, qa keeps its
-last `max_qa_length` pieces and the article is cut from its end.
+Each question becomes four sequences `[CLS] article [SEP] qa [SEP]`,
+packed by the family's one encoder, `albert_tf.serving.choice_graph`.
 """
 
 import collections
@@ -25,10 +23,6 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
-import numpy as np
-
-from albert_tf import features as F
-
 # run_race's --task_name values.
 TASK_NAMES = ("race",)
 
@@ -64,19 +58,6 @@ class RaceData:
   counts: Dict[str, int]     # files, articles, questions, middle, high,
                              # no_level, unlabelled (the last four: questions)
   source: str                # the directory or file read
-
-
-def qa_text(question: str, option: str) -> str:
-  """The text paired with the article for one option.
-
-  As the original (race_utils.RaceProcessor.read_examples, `question.replace(
-  "_", option)`): when the question has a "_" blank, EVERY "_" is replaced by
-  the option (str.replace), so "___" repeats it three times; otherwise the
-  option follows the question after one space.
-  """
-  if "_" in question:
-    return question.replace("_", option)
-  return question + " " + option
 
 
 # ------------------------------------------------------------------ reading
@@ -267,79 +248,6 @@ def read_race(path: str, split: Optional[str] = None) -> RaceData:
   return RaceData(examples, counts, source)
 
 
-# ----------------------------------------------------------------- encoding
-def encode_race(examples: Sequence[Question], tokenizer,
-                max_seq_length: int = 512, max_qa_length: int = 128,
-                num_choices: int = NUM_CHOICES, pad_choices: bool = False
-                ) -> Tuple[Dict[str, np.ndarray], Dict[str, int]]:
-  """Model inputs for questions: num_choices sequences per question.
-
-  Returns (features, counts). features: F.INPUT_IDS, F.INPUT_MASK,
-  F.SEGMENT_IDS int32 [n, num_choices, max_seq_length] (24 KiB a question
-  at 512: encode RACE's 88k in slices) and F.LABEL_IDS int32 [n] (-1:
-  unlabelled). counts: questions, articles_truncated, qa_truncated
-  (questions with that part cut in a choice), and with pad_choices
-  choices_padded: a question with fewer options (C3: 2-4) has all-zero
-  rows, which the model masks out of the softmax. Raises ValueError for
-  max_qa_length outside [1, max_seq_length - 3], RaceError for a question
-  without num_choices options (more, or none, with pad_choices).
-  """
-  if not 1 <= max_qa_length <= max_seq_length - 3:
-    raise ValueError(f"max_qa_length must be between 1 and max_seq_length - 3 "
-                     f"= {max_seq_length - 3} (the 3 for [CLS] and two "
-                     f"[SEP]), got {max_qa_length}")
-  shape = (len(examples), num_choices, max_seq_length)
-  input_ids = np.full(shape, tokenizer.pad_id, np.int32)
-  input_mask = np.zeros(shape, np.int32)
-  segment_ids = np.zeros(shape, np.int32)
-  label_ids = np.full([len(examples)], -1, np.int32)
-  cache = {}
-  articles_truncated = qa_truncated = padded = 0
-  for n, question in enumerate(examples):
-    given = len(question.options)
-    if given > num_choices or not given or (given < num_choices and
-                                            not pad_choices):
-      raise RaceError(f"question {question.id}: {given} options (expected "
-                      f"{'at most ' if pad_choices else ''}{num_choices})")
-    padded += given < num_choices
-    if question.article not in cache:
-      cache[question.article] = np.asarray(
-          tokenizer.encode(question.article), np.int32)
-    article = cache[question.article]
-    cut_article = cut_qa = False
-    for c, option in enumerate(question.options):
-      qa = tokenizer.encode(qa_text(question.question, option))
-      if len(qa) > max_qa_length:
-        qa, cut_qa = qa[-max_qa_length:], True
-      room = max_seq_length - 3 - len(qa)
-      context = article
-      if len(context) > room:
-        context, cut_article = context[:room], True
-      second = len(context) + 2       # first position of segment 1
-      end = second + len(qa) + 1
-      input_ids[n, c, 0] = tokenizer.cls_id
-      input_ids[n, c, 1:second - 1] = context
-      input_ids[n, c, second - 1] = tokenizer.sep_id
-      input_ids[n, c, second:end - 1] = qa
-      input_ids[n, c, end - 1] = tokenizer.sep_id
-      input_mask[n, c, :end] = 1
-      segment_ids[n, c, second:end] = 1
-    articles_truncated += cut_article
-    qa_truncated += cut_qa
-    if question.label is not None:
-      label_ids[n] = question.label
-  features = {F.INPUT_IDS: input_ids, F.INPUT_MASK: input_mask,
-              F.SEGMENT_IDS: segment_ids, F.LABEL_IDS: label_ids}
-  counts = {"questions": len(examples),
-            "articles_truncated": articles_truncated,
-            "qa_truncated": qa_truncated}
-  if pad_choices:
-    counts["choices_padded"] = padded
-  logging.info("RACE encoded (max_seq_length %d, max_qa_length %d): %s",
-               max_seq_length, max_qa_length, counts)
-  return features, counts
-
-
 # ------------------------------------------------------------------ scoring
 def accuracy_by_level(examples: Sequence[Question],
                       predicted: Sequence[int]) -> Dict[str, float]:
@@ -380,20 +288,24 @@ class ChoiceSpec:
   and CHID; `RACE` is the family's default).
 
   read(data_dir, split) -> RaceData (Questions: id, level, article,
-    question, options, label); encode(examples, tokenizer, max_seq_length,
-    max_qa_length) -> (features [n, num_choices, L], counts), a question
-    with fewer options having all-zero rows (masked out by the model).
+    question, options, label).
+  encode: None for RACE's packing (`choice_graph.encode_questions`, which
+    serve_text runs too), else (examples, tokenizer, max_seq_length,
+    max_qa_length) -> (features [n, num_choices, L], counts), as that.
+  pad_choices: a question may have fewer options, whose rows are all zero
+    (masked out by the model).
   choice_names: how predictions and the record name each choice position.
   submission_file / write_submission(path, examples, predicted indices):
     the benchmark's prediction file written beside the predictions.
   """
   name: str
   read: Callable
-  encode: Callable
+  encode: Optional[Callable] = None
   num_choices: int = NUM_CHOICES
+  pad_choices: bool = False
   choice_names: Tuple[str, ...] = tuple(LETTERS)
   submission_file: Optional[str] = None
   write_submission: Optional[Callable] = None
 
 
-RACE = ChoiceSpec("race", read_race, encode_race)
+RACE = ChoiceSpec("race", read_race)

@@ -1,24 +1,29 @@
-"""In-graph RACE encoding: (article, question, options) -> model inputs.
+"""Multiple choice's one encoder: (article, question, options) -> model inputs.
 
-`ChoiceEncoder` is the graph twin of `albert_tf.data.race.encode_race`: per
-option, `qa_text` (every "_" of the question replaced by the option, else
-question + " " + option), then `[CLS] article [SEP] qa [SEP]` with qa keeping
-its last `max_qa_length` pieces and the article cut from its end to fit. The
-text is tokenised by a `albert_tf.serving.text_graph.TextEncoder`, so the
-pieces are those of the Python tokenizer (see there for the known
-differences). It backs the `serve_text` signature of multiple-choice exports
-(`albert_tf.tasks.multiple_choice`).
+`ChoiceEncoder` packs each option as RACE's original run_race: its qa text
+(every "_" of the question replaced by the option, else question + " " +
+option), then `[CLS] article [SEP] qa [SEP]` with qa keeping its last
+`max_qa_length` pieces and the article cut from its end to fit. The text is
+tokenised by a `albert_tf.serving.text_graph.TextEncoder` (see there for the
+known differences from the Python tokenizer). It backs the `serve_text`
+signature of multiple-choice exports, and `encode_questions` runs the same
+graph over a split's questions for fine-tuning and over raw inputs for the
+ONNX and TFLite runners (`albert_tf.tasks.multiple_choice`).
 
     encoder = ChoiceEncoder.from_tokenizer(tokenizer, 512, max_qa_length=128)
     features = encoder(tf.constant([article]), tf.constant([question]),
                        tf.constant([[a, b, c, d]]))  # int32 [1, 4, 512] each
+    features, counts = encode_questions(questions, tokenizer, 512, 128)
 
 Building or loading one needs `import tensorflow_text`.
 """
 
+import numpy as np
 import tensorflow as tf
 
 from albert_tf import features as F
+from albert_tf.data import race
+from albert_tf.serving import text_graph
 from albert_tf.serving.text_graph import TextEncoder
 
 
@@ -28,7 +33,7 @@ class ChoiceEncoder(tf.Module):
   Args:
     text_encoder: the `TextEncoder` whose `tokenize` (and special ids and
       max_seq_length) are used.
-    max_qa_length: qa keeps its last this many pieces, as `encode_race`.
+    max_qa_length: qa keeps its last this many pieces.
     name: the module's name.
   Raises:
     ValueError: max_qa_length not in [1, max_seq_length - 3].
@@ -56,8 +61,7 @@ class ChoiceEncoder(tf.Module):
   @classmethod
   def from_tokenizer(cls, tokenizer, max_seq_length, max_qa_length,
                      name=None):
-    """The in-graph twin of `encode_race(..., tokenizer, max_seq_length,
-    max_qa_length)` for an `albert_tf.data.tokenization` tokenizer."""
+    """The encoder of an `albert_tf.data.tokenization` tokenizer."""
     text_name = f"{name}_text" if name else None
     return cls(TextEncoder.from_tokenizer(tokenizer, max_seq_length,
                                           name=text_name),
@@ -72,7 +76,7 @@ class ChoiceEncoder(tf.Module):
             tf.TensorSpec([None, num_choices], tf.string, name="options")]
 
   def __call__(self, article, question, options):
-    """Encodes a batch like `race.encode_race`.
+    """Encodes a batch of questions (the module doc's packing).
 
     Args:
       article, question: tf.string [batch].
@@ -87,10 +91,15 @@ class ChoiceEncoder(tf.Module):
     return {k: tf.ensure_shape(v, shape) for k, v in features.items()}
 
   def qa_text(self, question, options):
-    """`race.qa_text` of each option: tf.string [batch, choices].
+    """The text paired with the article for each option: tf.string [batch,
+    choices].
 
-    The option goes in by string joins, never as a regex rewrite, so "\\",
-    "$1" and the like in it stay literal.
+    As the original (race_utils.RaceProcessor.read_examples, `question.
+    replace("_", option)`): when the question has a "_" blank, EVERY "_" is
+    replaced by the option, so "___" repeats it three times; otherwise the
+    option follows the question after one space. The option goes in by
+    string joins, never as a regex rewrite, so "\\", "$1" and the like in
+    it stay literal.
     """
     shape = tf.shape(options)
     option = tf.reshape(options, [-1])
@@ -109,7 +118,6 @@ class ChoiceEncoder(tf.Module):
     return tf.reshape(qa, shape)
 
   def _encode(self, article, question, options):
-    length, encoder = self.max_seq_length, self.text_encoder
     shape = tf.shape(options, out_type=tf.int64)
     # Rows are matched by position: a batch of another size would pair
     # texts of different questions, or broadcast one question, silently.
@@ -121,16 +129,34 @@ class ChoiceEncoder(tf.Module):
           "options"))
     with tf.control_dependencies(checks):
       article, question = tf.identity(article), tf.identity(question)
-    # One tokenizer pass (half the graph of two): rows 0..batch-1 are the
-    # articles, each tokenised once and read by all of its choices; then
+    return self.pack(article, tf.range(shape[0]), question, options)[0]
+
+  def pack(self, articles, article_index, question, options):
+    """Packs a batch whose question i reads articles[article_index[i]], so
+    that an article several questions share is tokenised once.
+
+    Args:
+      articles: tf.string [articles]; article_index: int64 [batch].
+      question: tf.string [batch]; options: tf.string [batch, choices].
+    Returns:
+      ({"input_ids", "input_mask", "segment_ids"}: int32 [batch, choices,
+      max_seq_length], int64 [batch]: each question's article pieces, int64
+      [batch, choices]: each qa text's pieces), the counts before the cut.
+    """
+    length, encoder = self.max_seq_length, self.text_encoder
+    shape = tf.shape(options, out_type=tf.int64)
+    # One tokenizer pass (half the graph of two): the articles first, then
     # the qa texts, question-major.
     pieces = encoder.tokenize(tf.concat(
-        [article, tf.reshape(self.qa_text(question, options), [-1])], 0))
+        [articles, tf.reshape(self.qa_text(question, options), [-1])], 0))
     splits = tf.cast(pieces.row_splits, tf.int64)
     lengths = splits[1:] - splits[:-1]
-    qa_row = shape[0] + tf.range(shape[0] * shape[1])
-    article_row = tf.range(shape[0] * shape[1]) // shape[1]
-    qa_len = tf.minimum(tf.gather(lengths, qa_row), self.max_qa_length)
+    qa_row = tf.size(articles, out_type=tf.int64) + tf.range(
+        shape[0] * shape[1])
+    article_row = tf.gather(article_index,
+                            tf.range(shape[0] * shape[1]) // shape[1])
+    qa_pieces = tf.gather(lengths, qa_row)
+    qa_len = tf.minimum(qa_pieces, self.max_qa_length)
     qa_start = tf.gather(splits, qa_row + 1) - qa_len  # keeps the last pieces
     art_len = tf.minimum(tf.gather(lengths, article_row), length - 3 - qa_len)
     art_start = tf.gather(splits, article_row)
@@ -158,7 +184,103 @@ class ChoiceEncoder(tf.Module):
     mask = j < end
     segments = (j >= second) & mask
     out_shape = tf.concat([shape[:2], [length]], axis=0)
-    return {name: tf.reshape(tf.cast(value, tf.int32), out_shape)
-            for name, value in ((F.INPUT_IDS, ids), (F.INPUT_MASK, mask),
-                                (F.SEGMENT_IDS, segments))}
+    features = {name: tf.reshape(tf.cast(value, tf.int32), out_shape)
+                for name, value in ((F.INPUT_IDS, ids), (F.INPUT_MASK, mask),
+                                    (F.SEGMENT_IDS, segments))}
+    return (features, tf.gather(lengths, article_index),
+            tf.reshape(qa_pieces, shape[:2]))
 
+
+_SHARED = {}
+
+
+def shared_choice_encoder(tokenizer, max_seq_length, max_qa_length):
+  """(ChoiceEncoder, its `pack` as a tf.function) over the process's shared
+  `TextEncoder` of tokenizer (`text_graph.shared_encoder`): traced once per
+  vocabulary and lengths, not per split or call."""
+  key = (text_graph.shared_encoder(tokenizer, max_seq_length), max_qa_length)
+  if key not in _SHARED:
+    if len(_SHARED) >= 8:
+      _SHARED.pop(next(iter(_SHARED)))
+    encoder = ChoiceEncoder(*key)
+    _SHARED[key] = encoder, tf.function(
+        encoder.pack, autograph=False, input_signature=[
+            tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64),
+            tf.TensorSpec([None], tf.string),
+            tf.TensorSpec([None, None], tf.string)])
+  return _SHARED[key]
+
+
+def encode_questions(questions, tokenizer, max_seq_length=512,
+                     max_qa_length=128, spec=race.RACE, batch_size=64):
+  """Model inputs of questions as the dataset `spec` encodes them:
+  `ChoiceEncoder`'s graph run batch by batch (the dataset's own
+  `spec.encode` where it packs otherwise, CHID's): how fine-tuning and the
+  ONNX and TFLite runners encode.
+
+  Args:
+    questions: `race.Question`s (article, question, options, label).
+    spec: a `race.ChoiceSpec`: its num_choices, and pad_choices (a question
+      may have fewer options, C3's 2-4; the missing choices are all-zero
+      rows, which the model masks out of the softmax).
+  Returns:
+    (features, counts). features: F.INPUT_IDS, F.INPUT_MASK, F.SEGMENT_IDS
+    int32 numpy [n, num_choices, max_seq_length] (24 KiB a question at
+    512) and F.LABEL_IDS int32 [n] (-1: unlabelled). counts: questions,
+    articles_truncated and qa_truncated (questions with that part cut in a
+    choice), choices_padded with pad_choices, and truncated_at: the ids of
+    the first 3 questions cut.
+  Raises:
+    ValueError: max_qa_length outside [1, max_seq_length - 3].
+    race.RaceError: a question without num_choices options (more, or none,
+      with pad_choices).
+  """
+  if spec.encode is not None:
+    return spec.encode(questions, tokenizer, max_seq_length, max_qa_length)
+  num_choices, pad_choices = spec.num_choices, spec.pad_choices
+  for question in questions:
+    given = len(question.options)
+    if given > num_choices or not given or (given < num_choices and
+                                            not pad_choices):
+      raise race.RaceError(
+          f"question {question.id}: {given} options (expected "
+          f"{'at most ' if pad_choices else ''}{num_choices})")
+  encoder, pack = shared_choice_encoder(tokenizer, max_seq_length,
+                                        max_qa_length)
+  n = len(questions)
+  features = {k: np.zeros([n, num_choices, max_seq_length], np.int32)
+              for k in F.ENCODER_INPUTS}
+  given = np.asarray([len(q.options) for q in questions], np.int64)
+  real = np.arange(num_choices)[None, :] < given[:, None]  # [n, choices]
+  article_pieces = np.zeros([n], np.int64)
+  qa_pieces = np.zeros([n, num_choices], np.int64)
+  for start in range(0, n, batch_size):
+    batch = questions[start:start + batch_size]
+    articles = list(dict.fromkeys(q.article for q in batch))
+    row = {a: i for i, a in enumerate(articles)}
+    out, article_pieces[start:start + len(batch)], qa = pack(
+        tf.constant(articles, tf.string),
+        tf.constant([row[q.article] for q in batch], tf.int64),
+        tf.constant([q.question for q in batch], tf.string),
+        tf.constant([list(q.options) + [""] * (num_choices - len(q.options))
+                     for q in batch], tf.string))
+    qa_pieces[start:start + len(batch)] = qa
+    for k in F.ENCODER_INPUTS:
+      features[k][start:start + len(batch)] = out[k]
+  for k in F.ENCODER_INPUTS:
+    features[k][~real] = encoder.text_encoder.pad_id if k == F.INPUT_IDS else 0
+  features[F.LABEL_IDS] = np.asarray(
+      [-1 if q.label is None else q.label for q in questions], np.int32)
+  # What was cut, from the graph's piece counts: qa beyond max_qa_length;
+  # the article beyond the room its choice's kept qa leaves.
+  qa_cut = (qa_pieces > max_qa_length) & real
+  room = max_seq_length - 3 - np.minimum(qa_pieces, max_qa_length)
+  article_cut = (article_pieces[:, None] > room) & real
+  cut = qa_cut.any(-1) | article_cut.any(-1)
+  counts = {"questions": n,
+            "articles_truncated": int(article_cut.any(-1).sum()),
+            "qa_truncated": int(qa_cut.any(-1).sum())}
+  if pad_choices:
+    counts["choices_padded"] = int((given < num_choices).sum())
+  counts["truncated_at"] = [questions[i].id for i in np.flatnonzero(cut)[:3]]
+  return features, counts

@@ -1,13 +1,13 @@
 """Multiple-choice reading comprehension: RACE, CLUE's C3 and CHID.
 
-Reading and the four `[CLS] article [SEP] question+option [SEP]` sequences
-are `albert_tf.data.race`; another dataset gives its own reader, encoder,
-number of choices and submission file (a `race.ChoiceSpec` registered as
-the dataset's spec: `albert_tf.data.clue_choice`'s C3 and CHID; a question
-with fewer options has padded choices the model masks out). This file is
-what the trainer needs on top:
+Reading is `albert_tf.data.race`; the `[CLS] article [SEP] question+option
+[SEP]` sequences are `albert_tf.serving.choice_graph`'s one encoder, run
+over each split for fine-tuning and saved in serve_text. Another dataset
+(a `race.ChoiceSpec` registered as its spec: `albert_tf.data.clue_choice`'s
+C3 and CHID) gives its reader, number of choices (fewer options padded and
+masked), submission file and, if it packs otherwise, encoder. On top:
 
-  * inputs: the encoded train split in memory ([n, 4, L] per input),
+  * inputs: each split encoded once ([n, 4, L] per input), the train split
     batched as a pure function of (seed, step);
   * model: `AlbertMultipleChoice` (dense(1) over each choice's pooled
     output, a softmax over the choices; `modeling.multiple_choice`);
@@ -21,8 +21,7 @@ what the trainer needs on top:
   * record: max_qa_length and the number of choices in task_config;
   * export (`--model=multiple_choice`): serving_default takes ids
     [b, 4, L] and returns logits and probabilities; serve_text(article,
-    question, options [b, 4]) the choice probabilities
-    (`albert_tf.serving.choice_graph`).
+    question, options [b, 4]) the choice probabilities.
 """
 
 from __future__ import annotations
@@ -43,7 +42,6 @@ from albert_tf.data import classifier_data as cd
 from albert_tf.data import input_timeout
 from albert_tf.data import race
 from albert_tf.file_io import atomic_writer
-from albert_tf.data.race import TASK_NAMES
 from albert_tf.tasks import record as record_lib
 from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
 from albert_tf.tasks import scoring
@@ -52,6 +50,7 @@ keras = lazy.module("keras")
 tf = lazy.module("tensorflow")
 choice_model = lazy.module("albert_tf.modeling.multiple_choice")
 saved_model = lazy.module("albert_tf.serving.saved_model")
+choice_graph = lazy.module("albert_tf.serving.choice_graph")
 
 PREDICTIONS_FILE = "test_predictions.tsv"
 
@@ -151,14 +150,11 @@ class MultipleChoiceTask(Task):
                seed: int = 12345, max_train_examples: int = 0,
                max_eval_examples: int = 0, max_predict_examples: int = 0,
                spec: Optional[race.ChoiceSpec] = None):
-    if spec is None and task_name in race.TASK_NAMES:
-      spec = race.RACE
+    datasets = registry.datasets(self.name)
+    spec = spec or (race.RACE if task_name in race.TASK_NAMES else getattr(
+        datasets.get(task_name), "spec", None))
     if spec is None:
-      known = registry.datasets("multiple_choice").get(task_name)
-      spec = known.spec if known is not None else None
-    if spec is None:
-      names = sorted({*race.TASK_NAMES, *registry.datasets(
-          "multiple_choice")})
+      names = sorted({*race.TASK_NAMES, *datasets})
       raise ValueError(f"--task_name must be one of {', '.join(names)}, "
                        f"got {task_name!r}")
     self.spec = spec
@@ -191,26 +187,20 @@ class MultipleChoiceTask(Task):
       if self.max_examples[split]:
         not_read = max(0, len(data.examples) - self.max_examples[split])
         data.examples = data.examples[:self.max_examples[split]]
-      features, counts = self.spec.encode(
+      features, counts = choice_graph.encode_questions(
           data.examples, self.tokenizer, self.max_seq_length,
-          self.max_qa_length)
+          self.max_qa_length, self.spec)
       stats = dict(data.counts, **counts, source=data.source,
                    not_read=not_read)
-      if self.spec is race.RACE:
-        logging.log(
-            logging.WARNING if counts["articles_truncated"] else logging.INFO,
-            "[%s] %s: %d questions; %d articles cut to max_seq_length=%d, %d "
-            "question+option texts cut to max_qa_length=%d", split,
-            data.source, len(data.examples), counts["articles_truncated"],
-            self.max_seq_length, counts["qa_truncated"], self.max_qa_length)
-      else:
-        cut = {k: v for k, v in counts.items() if k.endswith("_truncated")}
-        logging.log(
-            logging.WARNING if any(cut.values()) else logging.INFO,
-            "[%s] %s: %d questions (max_seq_length=%d, max_qa_length=%d): %s",
-            split, data.source, len(data.examples), self.max_seq_length,
-            self.max_qa_length,
-            ", ".join(f"{k} {v}" for k, v in counts.items()))
+      # A cut text is a warning that says where (longer lengths, or fix it).
+      where = counts.pop("truncated_at", None)
+      logging.log(
+          logging.WARNING if any(v for k, v in counts.items()
+                                 if k.endswith("_truncated")) else logging.INFO,
+          "[%s] %s: %d questions (max_seq_length=%d, max_qa_length=%d): %s%s",
+          split, data.source, len(data.examples), self.max_seq_length,
+          self.max_qa_length, ", ".join(f"{k} {v}" for k, v in counts.items()),
+          f"; the first cut: {', '.join(map(str, where))}" if where else "")
       self._splits[split] = (data, features, stats)
     return self._splits[split]
 
@@ -320,11 +310,6 @@ class MultipleChoiceTask(Task):
       raise ValueError("--notext_pair: multiple choice's serve_text takes "
                        "an article, a question and its options")
     spec = cls.dataset_spec(record)
-    # Imported here: only export needs TF Text (the in-graph tokenizer).
-    from albert_tf.serving.choice_graph import ChoiceEncoder  # pylint: disable=g-import-not-at-top
-    encoder = ChoiceEncoder.from_tokenizer(
-        tokenizer, max_seq_length,
-        record.task_config.get("max_qa_length", 128))
 
     def run(features):
       logits = tf.cast(model(features, training=False)[F.LOGITS], tf.float32)
@@ -334,16 +319,17 @@ class MultipleChoiceTask(Task):
     signatures = {"serving_default": saved_model.ids_signature(
         run, vocab_size=model.config.vocab_size,
         shape=(None, model.num_choices, None))}
-    if spec.encode is not race.encode_race:
-      # The in-graph twin (choice_graph) is RACE's packing; another
-      # dataset's (C3's padded choices, CHID's window around the blank)
-      # served from raw text would disagree with training.
+    if spec.encode is not None or spec.pad_choices:
+      # serve_text packs exactly num_choices options as RACE; CHID's window
+      # or C3's padded choices served from raw text would disagree with
+      # training.
       logging.warning(
-          "%s: no serve_text (its encoding, %s, has no in-graph twin); "
+          "%s: no serve_text (its questions are encoded otherwise); "
           "serving_default takes ids, and albert_tf.load(...).predict "
-          "encodes raw inputs as training did", record.task_name,
-          spec.encode.__name__)
+          "encodes raw inputs as training did", record.task_name)
       return signatures
+    encoder = choice_graph.ChoiceEncoder.from_tokenizer(
+        tokenizer, max_seq_length, record.task_config.get("max_qa_length", 128))
     signatures["serve_text"] = saved_model.signature(
         lambda t: run(encoder(t["article"], t["question"], t["options"])),
         encoder.input_specs(model.num_choices))
@@ -368,37 +354,35 @@ class MultipleChoiceTask(Task):
 
   @classmethod
   def encode_inputs(cls, record, tokenizer, max_seq_length, inputs):
-    """The recorded dataset's encoding (`ChoiceSpec.encode`: RACE's
-    `race.encode_race`, C3's with padded choices, CHID's window around the
+    """The recorded dataset's encoding (`choice_graph.encode_questions`:
+    RACE's, which
+    serve_text runs, C3's with padded choices, CHID's window around the
     blank) of each (article, question, options): int32 [n, num_choices,
     max_seq_length]."""
-    examples = [race.Question(id=str(i), level="", article=a, question=q,
-                              options=list(o), label=None)
-                for i, (a, q, o) in enumerate(zip(
-                    inputs["article"], inputs["question"], inputs["options"]))]
-    num_choices = cls.num_choices(record)
-    if not examples:
-      return {k: np.zeros([0, num_choices, max_seq_length], np.int32)
-              for k in F.ENCODER_INPUTS}
-    spec = cls.dataset_spec(record)
-    features, _ = spec.encode(examples, tokenizer, max_seq_length,
-                              record.task_config.get("max_qa_length", 128))
-    return {k: features[k] for k in F.ENCODER_INPUTS}
+    return cls._encoded(record, tokenizer, max_seq_length, inputs)[0]
 
   @classmethod
   def truncated_inputs(cls, record, tokenizer, max_seq_length, inputs):
     """Questions whose article, question or an option the dataset's
     encoding cuts (its `*_truncated` counts, one question at a time)."""
-    spec = cls.dataset_spec(record)
-    cut = []
-    for a, q, o in zip(inputs["article"], inputs["question"],
-                       inputs["options"]):
-      _, counts = spec.encode(
-          [race.Question(id="0", level="", article=a, question=q,
-                         options=list(o), label=None)], tokenizer,
-          max_seq_length, record.task_config.get("max_qa_length", 128))
-      cut.append(any(v for k, v in counts.items() if k.endswith("_truncated")))
-    return cut
+    return [any(v for k, v in cls._encoded(
+        record, tokenizer, max_seq_length,
+        {k: [v[i]] for k, v in inputs.items()})[1].items()
+                if k.endswith("_truncated"))
+            for i in range(len(inputs["article"]))]
+
+  @classmethod
+  def _encoded(cls, record, tokenizer, max_seq_length, inputs):
+    examples = [race.Question(str(i), "", a, q, list(o), None)
+                for i, (a, q, o) in enumerate(zip(
+                    inputs["article"], inputs["question"], inputs["options"]))]
+    if not examples:
+      return {k: np.zeros([0, cls.num_choices(record), max_seq_length],
+                          np.int32) for k in F.ENCODER_INPUTS}, {}
+    features, counts = choice_graph.encode_questions(
+        examples, tokenizer, max_seq_length,
+        record.task_config.get("max_qa_length", 128), cls.dataset_spec(record))
+    return {k: features[k] for k in F.ENCODER_INPUTS}, counts
 
   @classmethod
   def decode_outputs(cls, record, outputs, n):
@@ -432,3 +416,4 @@ class MultipleChoiceTask(Task):
       raise IndexError(2 + num_choices)
     return {"article": fields[0], "question": fields[1],
             "options": fields[2:2 + num_choices]}
+
