@@ -263,6 +263,15 @@ def test_only_first_piece_labelled(workdir):
   assert windows.features["input_ids"][0].tolist() == tokenizer(
       workdir).convert_tokens_to_ids(["[CLS]", "al", "##pha", "的", "[SEP]",
                                       "[PAD]", "[PAD]", "[PAD]"])
+  # A stray I- (after O) is read as conlleval reads it: it starts an
+  # entity; well-formed BIO is taken as it is.
+  windows = ner_data.encode_sentences([
+      conll.Sentence(["的", "alpha"], ["O", "I-PER"], 0),
+      conll.Sentence(["alpha", "的"], ["B-PER", "I-PER"], 0)],
+                                      tagger(workdir, 8), {
+      t: i for i, t in enumerate(labels)}, 3)
+  assert windows.features["label_ids"].tolist() == [
+      [-1, 0, 1, -1, -1, -1, -1, -1], [-1, 1, -1, 2, -1, -1, -1, -1]]
 
 
 # ------------------------------------------------------------ run_ner

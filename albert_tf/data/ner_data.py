@@ -102,9 +102,13 @@ def encode_sentences(sentences: Sequence[Sentence], tagger,
     labels = None
     if label_map is not None and sentence.tags is not None:
       # Not strict: conll.read_conll has checked the tags and let stray
-      # ones through, to be read as the dev metric reads them.
-      labels = [label_map[t] for t in convert(sentence.tags, scheme, "BIO",
-                                              strict=False)]
+      # ones through, to be read as the dev metric reads them. Well-formed
+      # BIO reads as itself (and skips seqeval's slow reading).
+      tags = sentence.tags
+      if scheme != "BIO" or any(t[0] == "I" and p[1:] != t[1:] for p, t in
+                                zip(["O"] + tags, tags)):
+        tags = convert(tags, scheme, "BIO", strict=False)
+      labels = [label_map[t] for t in tags]
     starts = window_starts(len(piece_ids), max_pieces, doc_stride)
     long_sentences += len(starts) > 1
     best = [(-1.0, -1, -1)] * len(sentence.tokens)
