@@ -227,6 +227,15 @@ def test_windows_equal_the_original_rules(tokenizers, kind):
     assert (spans[w, :at] == -1).all() and (spans[w, at + size:] == -1).all()
   assert got["question_pieces"].numpy().tolist() == [
       len(tok.encode(q)) for q, _ in pairs]
+  # Fine-tuning's call: each distinct context given once, context_of
+  # pointing each question at its own (here in reverse order).
+  shared = reader.encode(tf.constant([q for q, _ in pairs]),
+                         tf.constant([c for _, c in pairs][::-1]),
+                         tf.constant([3, 2, 1, 0], tf.int64))
+  assert shared.keys() == got.keys()
+  for name, value in shared.items():
+    np.testing.assert_array_equal(value.numpy(), got[name].numpy(),
+                                  err_msg=name)
   # The long question keeps its first max_query_length pieces.
   assert len(tok.encode(pairs[2][0])) > 6
   # The long context: 3 x max_seq_length pieces, 11+ windows.

@@ -306,9 +306,11 @@ def _run_reader(reader, examples, where, batch_size):
   for i in range(0, len(examples), batch_size):
     chunk = examples[i:i + batch_size]
     questions = tf.constant([e.question for e in chunk], tf.string)
+    # Each paragraph once: context_of gives each question its own.
+    contexts = {c: k for k, c in enumerate({e.context: 0 for e in chunk})}
     try:
-      got = reader.encode(questions,
-                          tf.constant([e.context for e in chunk], tf.string))
+      got = reader.encode(questions, tf.constant(list(contexts)), tf.constant(
+          [contexts[e.context] for e in chunk], tf.int64))
     except tf.errors.InvalidArgumentError as e:
       pieces = np.minimum(reader.encode_with_offsets(questions)[0]
                           .row_lengths().numpy(), reader.max_query_length)
@@ -347,15 +349,14 @@ def make_windows(examples: Sequence[Example], tokenizer,
   piece gives start/end positions; windows without the whole answer and
   impossible questions get start = end = 0 ([CLS]) and is_impossible 1.
   Questions without such an answer are labels_missing, warned, and their
-  windows not `trainable`. An empty question has no piece in
-  is_max_context, so decoding answers it "". Raises ValueError when
-  max_seq_length leaves a question no context, or doc_stride < 1.
+  windows not `trainable`. An empty question has no piece in is_max_context
+  (decoding answers it ""). ValueError: doc_stride < 1, or max_seq_length
+  leaves a question no context.
   """
   if doc_stride < 1:
     raise ValueError(f"doc_stride must be at least 1, got {doc_stride}")
   where = file or "<examples>"
-  reader = span_reader(tokenizer, max_seq_length, doc_stride,
-                       max_query_length)
+  reader = span_reader(tokenizer, max_seq_length, doc_stride, max_query_length)
   got = _run_reader(reader, list(examples), where, batch_size)
   pair, starts = got["pair"], got["window_start"]
   cut = int((got["question_pieces"] > max_query_length).sum())
@@ -371,13 +372,12 @@ def make_windows(examples: Sequence[Example], tokenizer,
   for e, ex in enumerate(examples):
     label = _label(ex, _whole_context_spans(got, offset, length, range(
         bounds[e], bounds[e + 1])), places) if ex.answers else None
-    labels[e] = label or (-1, -1)
+    labels[e] = label if label and not ex.is_impossible else (-1, -1)
     missing[e] = is_training and not ex.is_impossible and label is None
     if missing[e]:
       places["labels_missing"].append(ex.qas_id)
   first, last = labels[pair, 0], labels[pair, 1]
-  impossible = np.array([ex.is_impossible for ex in examples], bool)
-  held = (is_training & (first >= 0) & ~impossible[pair] & (starts <= first) &
+  held = (is_training & (first >= 0) & (starts <= first) &
           (last < starts + length))
   feats = {k: got[k] for k in F.ENCODER_INPUTS}
   feats[P_MASK] = (got["piece_spans"][:, :, 0] < 0).astype(np.int32)

@@ -1,39 +1,31 @@
-"""Span question answering's preprocessor: (question, context) strings ->
-windows -> answers, in the graph.
+"""Span question answering's one preprocessor, in the graph: (question,
+context) strings -> windows -> answers.
 
-`TextSpanReader` is the one encoder of the family: fine-tuning runs its
-`encode` over each split (`albert_tf.data.squad.make_windows`, in batches,
-once) and the span QA model's `serve_text` signature runs it with the
-model and `decode` (`albert_tf.tasks.span_qa.export_signatures`): context
-pieces with their code-point spans in the original text, `[CLS] question
-[SEP] window [SEP]` rows every doc_stride pieces with the original's
-max-context flags, and the best entry of `span_decode.decode_v1` /
-`decode_v2` (tests compare `decode` with those).
+Fine-tuning runs `TextSpanReader.encode` over each split
+(`albert_tf.data.squad.make_windows`); the model's `serve_text` runs it with
+the model and `decode` (`albert_tf.tasks.span_qa.export_signatures`):
+context pieces with their code-point spans in the original text, `[CLS]
+question [SEP] window [SEP]` rows every doc_stride pieces with the
+original's max-context flags, and the best entry of `span_decode.decode_v1`
+/ `decode_v2`.
 
     reader = TextSpanReader.from_tokenizer(tokenizer, 384, task_config)
     out = reader(questions, contexts, run)   # run: features -> model outputs
     out["answer"], out["start"], out["end"]  # a slice of each context
 
-Offsets: the tokenizer's normalisation steps (the table of
-`albert_tf.data.normalization`) are redone with spans as each step's
-`offsets` says, each normalised character keeping the original characters
-it came from (a whitespace run collapses to one space; a dropped mark joins
-the character before it). The string tokenised is the whole-string
-normalisation (`normalization.normalize_graph`, as `TextEncoder.normalize`:
-a word-final "Σ" lowers to "ς" as in Python) when it has as many
-characters as the per-character one, else the per-character one. The
-tokenizers' byte offsets are then mapped to those characters; a bare "▁"
-is a zero-width span at the next character. Known differences from the
-Python tokenizer (`tokenizer.encode`): TF Text's SentencePiece breaks exact
-score ties of the Viterbi lattice otherwise in rare strings ("1,0000":
-"000"+"0" vs "0"+"000"), and Unicode 14 lowercases 40 letters Python's
-tables leave, as in `TextEncoder`. Everything is flat tensors with row
-splits: ragged ops would make a graph of ~5000 ops (seconds to trace).
-
-Building one needs `import tensorflow_text`; so does loading a SavedModel
-that contains one. (Over 400 lines: the span forms of the normalisation
-steps, the "9," re-split with spans, the windows and both decoders are one
-contract, kept in one file.)
+Offsets: the normalisation steps (`albert_tf.data.normalization`) are redone
+with spans as each step's `offsets` says, each normalised character keeping
+the original characters it came from. The string tokenised is the
+whole-string normalisation (`normalization.normalize_graph`: a word-final
+"Σ" lowers to "ς") when it has as many characters as the per-character one,
+else the latter; the tokenizers' byte offsets map to those characters.
+Known differences from `tokenizer.encode`, as in `TextEncoder`: TF Text's
+SentencePiece breaks exact Viterbi ties otherwise in rare strings ("1,0000":
+"000"+"0" vs "0"+"000"); Unicode 14 lowercases 40 more letters. Flat
+tensors with row splits: ragged ops would make a graph of ~5000 ops.
+Needs `import tensorflow_text`, as does loading a SavedModel holding one.
+(Over 400 lines: the span forms of the normalisation steps, the "9,"
+re-split with spans, the windows and both decoders are one contract.)
 """
 
 import functools
@@ -214,8 +206,7 @@ class TextSpanReader(tf.Module):
   Args:
     kind, model_proto, vocab, do_lower_case, unk_token, cls_id, sep_id,
       pad_id: the tokenizer, as `text_graph.TextEncoder` takes it.
-    max_seq_length, doc_stride, max_query_length: the windows
-      (`squad.make_windows`).
+    max_seq_length, doc_stride, max_query_length: the windows (`encode`).
     version_2_with_negative: the model's head (v1 logits or v2 beams).
     n_best_size, max_answer_length: the decoding (`span_decode`).
   """
@@ -230,14 +221,13 @@ class TextSpanReader(tf.Module):
       raise ValueError(f"max_seq_length={max_seq_length}, doc_stride="
                        f"{doc_stride}: expected at least 4 and 1")
     self.kind, self.do_lower_case = kind, bool(do_lower_case)
-    self.max_seq_length, self.doc_stride = int(max_seq_length), int(doc_stride)
-    self.max_query_length = int(max_query_length)
     self.v2 = bool(version_2_with_negative)
-    self.n_best_size = int(n_best_size)
-    self.max_answer_length = int(max_answer_length)
-    self.cls_id, self.sep_id = int(cls_id), int(sep_id)
-    self.pad_id = int(pad_id)
-    self._encode_fn = self._decode_fn = None
+    (self.max_seq_length, self.doc_stride, self.max_query_length,
+     self.n_best_size, self.max_answer_length, self.cls_id, self.sep_id,
+     self.pad_id) = (int(v) for v in (
+         max_seq_length, doc_stride, max_query_length, n_best_size,
+         max_answer_length, cls_id, sep_id, pad_id))
+    self._encode_fn, self._decode_fn = {}, None
     if kind == "sentencepiece":
       # Named apart from TextEncoder's: in a loaded SavedModel tf-text shares
       # one model among SentencePiece resources of the same name.
@@ -329,16 +319,15 @@ class TextSpanReader(tf.Module):
         solid, b, out_type=tf.int64)), e)
 
   def encode_with_offsets(self, text):
-    """tf.string [B] -> (ids int32, starts, ends int64): RaggedTensors
-    [B, (pieces)], each text's pieces (`tokenizer.encode`'s but for the
-    known differences) and the [start, end) code points each covers."""
+    """tf.string [B] -> RaggedTensors [B, (pieces)]: ids int32 (as
+    `tokenizer.encode`, known differences aside), starts, ends int64."""
     ids, start, end, splits = self._pieces(text)
     return tuple(tf.RaggedTensor.from_row_splits(v, splits, validate=False)
                  for v in (ids, start, end))
 
   def _spm_pieces(self, norm, table):
-    """SentencePiece, then the "9," re-split of
-    `AlbertTokenizer._spm_pieces` with spans (global characters of norm)."""
+    """SentencePiece, then `AlbertTokenizer._spm_pieces`' "9," re-split,
+    with spans (global characters of norm)."""
     ids, b, e = self._sp.tokenize_with_offsets(norm)
     ids, splits = ids.flat_values, ids.row_splits
     b, e = table.span(_rows(splits), b.flat_values, e.flat_values)
@@ -410,25 +399,34 @@ class TextSpanReader(tf.Module):
     return ids.flat_values, b, e, splits
 
   # ------------------------------------------------------------ windows
-  def encode(self, question, context):
-    """The windows of each (question, context) pair, one batch (the
-    original run_squad's; `squad.make_windows` adds the labels).
-
+  def encode(self, question, context, context_of=None):
+    """The original run_squad's windows of each (question, context) pair
+    (`squad.make_windows` adds the labels). With context_of (int64 [b]), pair
+    i is (question[i], context[context_of[i]]), each context tokenised once.
     Returns int32 [n, L] "input_ids", "input_mask", "segment_ids" and the
     bookkeeping of `decode`: "pair" int32 [n] (the pair of each window),
     "piece_spans" int32 [n, L, 2] (-1 -1 off the context), "is_max_context"
     bool [n, L]; and "window_start" int32 [n] (its first context piece),
     "question_pieces" int32 [b] (before the max_query_length cut).
     """
-    if self._encode_fn is None:
-      self._encode_fn = tf.function(self._encode, autograph=False,
-                                    input_signature=[_STRING, _STRING])
-    return self._encode_fn(question, context)
+    extra = [] if context_of is None else [context_of]
+    key = "shared" if extra else "pairs"  # (a SavedModel needs str keys)
+    if key not in self._encode_fn:
+      self._encode_fn[key] = tf.function(
+          self._encode, autograph=False, input_signature=[_STRING, _STRING] + (
+              [_spec(tf.int64, [None])] if extra else []))
+    return self._encode_fn[key](question, context, *extra)
 
-  def _encode(self, question, context):
+  def _encode(self, question, context, context_of=None):
     length = self.max_seq_length
     b = tf.shape(question, out_type=tf.int64)[0]
     ids, starts, ends, splits = self._pieces(tf.concat([question, context], 0))
+    if context_of is not None:  # each pair's own row of its context
+      rows = [tf.gather(tf.RaggedTensor.from_row_splits(v, splits, False),
+                        tf.concat([_range(b), b + context_of], 0))
+              for v in (ids, starts, ends)]
+      ids, starts, ends = (r.flat_values for r in rows)
+      splits = rows[0].row_splits
     q_base, c_base = splits[:b], splits[b:-1]  # rows: questions, contexts
     q_len = tf.minimum(splits[1:b + 1] - q_base, self.max_query_length)
     num = splits[b + 1:] - c_base
@@ -477,20 +475,16 @@ class TextSpanReader(tf.Module):
 
   # ------------------------------------------------------------ decode
   def decode(self, context, windows, outputs):
-    """The best `span_decode` candidate of each pair (see `__call__`).
-
-    context: tf.string [b]; windows: `encode`'s dict; outputs: the model's
-    dict for those windows.
-    """
+    """The best `span_decode` candidate of each pair (see `__call__`) of
+    contexts tf.string [b], `encode`'s windows and the model's outputs."""
     if self._decode_fn is None:
       f32, i32 = _spec(tf.float32), _spec(tf.int32)
       heads = ([f32, i32, f32, i32, _spec(tf.float32, [None])] if self.v2
                else [f32, f32])
+      fixed = [_STRING, _spec(tf.int32, [None]),
+               _spec(tf.int32, [None, None, 2]), _spec(tf.bool)]
       self._decode_fn = tf.function(self._decode, autograph=False,
-                                    input_signature=[
-                                        _STRING, _spec(tf.int32, [None]),
-                                        _spec(tf.int32, [None, None, 2]),
-                                        _spec(tf.bool)] + heads)
+                                    input_signature=fixed + heads)
     heads = [tf.cast(outputs[n], tf.int32 if n.endswith("index")
                      else tf.float32) for n in (_V2 if self.v2 else _V1)]
     return self._decode_fn(context, windows["pair"], windows["piece_spans"],
@@ -565,9 +559,7 @@ class TextSpanReader(tf.Module):
     context; "" when no span is allowed), "start", "end" int32 [b] (code
     points, end exclusive; -1 -1 then), "score" float32 [b] (v1: start +
     end logit; v2: start + end log prob) and, v2, "no_answer_score" float32
-    [b]: the least cls_logits over the pair's windows (the null odds; the
-    answer stays the best span, the threshold is the caller's).
-    """
+    [b]: the least cls_logits over the pair's windows (the null odds)."""
     windows = self.encode(question, context)
     outputs = run({n: windows[n] for n in F.ENCODER_INPUTS})
     return self.decode(context, windows, outputs)

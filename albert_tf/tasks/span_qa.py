@@ -465,9 +465,8 @@ class SpanQATask(Task):
 
   @classmethod
   def encode_inputs(cls, record, tokenizer, max_seq_length, inputs):
-    """serve_text's windows (`squad.make_windows`) of each (question,
-    context): the model inputs, [n_windows, max_seq_length] (more rows than
-    pairs when a context needs several windows)."""
+    """The model inputs [n_windows, max_seq_length] of serve_text's windows
+    (`squad.make_windows`) of each (question, context); maybe several each."""
     windows = _windows(record, tokenizer, max_seq_length, inputs)[1]
     return {k: windows.features[k] for k in F.ENCODER_INPUTS}
 
@@ -532,7 +531,6 @@ class SpanQATask(Task):
     if question < 0:
       raise IndexError(question)
     return {"question": fields[question], "context": fields[context]}
-
 
 
 def _windows(record, tokenizer, max_seq_length, inputs):
