@@ -140,20 +140,21 @@ class ChoiceEncoder(tf.Module):
       question: tf.string [batch]; options: tf.string [batch, choices].
     Returns:
       ({"input_ids", "input_mask", "segment_ids"}: int32 [batch, choices,
-      max_seq_length], int64 [batch]: each question's article pieces, int64
+      max_seq_length], int32 [batch]: each question's article pieces, int32
       [batch, choices]: each qa text's pieces), the counts before the cut.
     """
     length, encoder = self.max_seq_length, self.text_encoder
-    shape = tf.shape(options, out_type=tf.int64)
+    # int32 indices: the packing is memory-bound, and half the bytes of int64.
+    shape = tf.shape(options, out_type=tf.int32)
     # One tokenizer pass (half the graph of two): the articles first, then
     # the qa texts, question-major.
     pieces = encoder.tokenize(tf.concat(
         [articles, tf.reshape(self.qa_text(question, options), [-1])], 0))
-    splits = tf.cast(pieces.row_splits, tf.int64)
+    splits = tf.cast(pieces.row_splits, tf.int32)
     lengths = splits[1:] - splits[:-1]
-    qa_row = tf.size(articles, out_type=tf.int64) + tf.range(
+    qa_row = tf.size(articles, out_type=tf.int32) + tf.range(
         shape[0] * shape[1])
-    article_row = tf.gather(article_index,
+    article_row = tf.gather(tf.cast(article_index, tf.int32),
                             tf.range(shape[0] * shape[1]) // shape[1])
     qa_pieces = tf.gather(lengths, qa_row)
     qa_len = tf.minimum(qa_pieces, self.max_qa_length)
@@ -162,32 +163,27 @@ class ChoiceEncoder(tf.Module):
     art_start = tf.gather(splits, article_row)
     art_len, art_start, qa_len, qa_start = (
         t[:, None] for t in (art_len, art_start, qa_len, qa_start))
-    values = tf.concat([tf.cast(pieces.flat_values, tf.int32), [0]], 0)
-
-    def take(index):
-      # The 0 appended above: gather needs a valid index even where its
-      # result is not used (and when every text is empty).
-      return tf.gather(values, tf.clip_by_value(index, 0, splits[-1]))
-
-    # Packed densely, position by position: [CLS] article[:art_len] [SEP]
-    # qa[-qa_len:] [SEP] pad..., which traces far faster than ragged concat.
-    j = tf.range(length, dtype=tf.int64)[None, :]
+    # Packed densely, position by position, by one gather: [CLS]
+    # article[:art_len] [SEP] qa[-qa_len:] [SEP] pad..., the specials
+    # appended after the pieces (traces far faster than ragged concat).
+    n = splits[-1]
+    values = tf.concat([tf.cast(pieces.flat_values, tf.int32), [
+        encoder.pad_id, encoder.cls_id, encoder.sep_id]], 0)
+    j = tf.range(length)[None, :]
     second = art_len + 2  # the first position of segment 1
     end = second + qa_len + 1  # one past the last [SEP]
-    ids = tf.where(
-        (j >= 1) & (j < second - 1), take(art_start + j - 1),
-        tf.where((j >= second) & (j < end - 1),
-                 take(qa_start + j - second),
-                 tf.where((j == second - 1) | (j == end - 1), encoder.sep_id,
-                          encoder.pad_id)))
-    ids = tf.where(j == 0, encoder.cls_id, ids)
+    index = tf.where(
+        (j >= 1) & (j < second - 1), art_start + j - 1,
+        tf.where((j >= second) & (j < end - 1), qa_start + j - second,
+                 tf.where((j == second - 1) | (j == end - 1), n + 2, n)))
+    ids = tf.gather(values, tf.where(j == 0, n + 1, index))
     mask = j < end
     segments = (j >= second) & mask
     out_shape = tf.concat([shape[:2], [length]], axis=0)
     features = {name: tf.reshape(tf.cast(value, tf.int32), out_shape)
                 for name, value in ((F.INPUT_IDS, ids), (F.INPUT_MASK, mask),
                                     (F.SEGMENT_IDS, segments))}
-    return (features, tf.gather(lengths, article_index),
+    return (features, tf.gather(lengths, tf.cast(article_index, tf.int32)),
             tf.reshape(qa_pieces, shape[:2]))
 
 
@@ -212,7 +208,7 @@ def shared_choice_encoder(tokenizer, max_seq_length, max_qa_length):
 
 
 def encode_questions(questions, tokenizer, max_seq_length=512,
-                     max_qa_length=128, spec=race.RACE, batch_size=64):
+                     max_qa_length=128, spec=race.RACE, batch_size=None):
   """Model inputs of questions as the dataset `spec` encodes them:
   `ChoiceEncoder`'s graph run batch by batch (the dataset's own
   `spec.encode` where it packs otherwise, CHID's): how fine-tuning and the
@@ -220,6 +216,8 @@ def encode_questions(questions, tokenizer, max_seq_length=512,
 
   Args:
     questions: `race.Question`s (article, question, options, label).
+    batch_size: questions per graph call (default: 2**17 positions, the
+      fastest measured: 64 questions at 512 x 4, 256 at 128 x 4).
     spec: a `race.ChoiceSpec`: its num_choices, and pad_choices (a question
       may have fewer options, C3's 2-4; the missing choices are all-zero
       rows, which the model masks out of the softmax).
@@ -238,6 +236,7 @@ def encode_questions(questions, tokenizer, max_seq_length=512,
   if spec.encode is not None:
     return spec.encode(questions, tokenizer, max_seq_length, max_qa_length)
   num_choices, pad_choices = spec.num_choices, spec.pad_choices
+  batch_size = batch_size or max(1, 2**17 // (num_choices * max_seq_length))
   for question in questions:
     given = len(question.options)
     if given > num_choices or not given or (given < num_choices and

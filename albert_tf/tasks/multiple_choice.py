@@ -9,19 +9,13 @@ masked), submission file and, if it packs otherwise, encoder. On top:
 
   * inputs: each split encoded once ([n, 4, L] per input), the train split
     batched as a pure function of (seed, step);
-  * model: `AlbertMultipleChoice` (dense(1) over each choice's pooled
-    output, a softmax over the choices; `modeling.multiple_choice`);
-  * loss: softmax cross-entropy over the choices;
+  * model: `AlbertMultipleChoice` (`modeling.multiple_choice`), a softmax
+    over dense(1) of each choice's pooled output; softmax cross-entropy;
   * metrics: accuracy overall and per middle/high (`race.accuracy_by_level`);
-    `accuracy` picks the best checkpoint;
-  * predictions: test_predictions.tsv, one line per question (id, level,
-    the predicted letter, the probability of each option), and the
-    dataset's submission file (C3: c311_predict.json, CHID:
-    chid11_predict.json);
-  * record: max_qa_length and the number of choices in task_config;
-  * export (`--model=multiple_choice`): serving_default takes ids
-    [b, 4, L] and returns logits and probabilities; serve_text(article,
-    question, options [b, 4]) the choice probabilities.
+  * predictions: test_predictions.tsv (id, level, the predicted letter, the
+    probability of each option) and the dataset's submission file;
+  * export: serving_default takes ids [b, 4, L], serve_text(article,
+    question, options [b, 4]); both return logits and probabilities.
 """
 
 from __future__ import annotations
@@ -92,8 +86,7 @@ class MultipleChoiceTask(Task):
   export_name = "multiple_choice"
   decodes_serving_default = True
   output_files = (PREDICTIONS_FILE,)
-  # --input_timeout_secs (read_splits sets it): a split's read.
-  input_timeout_secs = input_timeout.DEFAULT_SECS
+  input_timeout_secs = input_timeout.DEFAULT_SECS  # read_splits sets it
 
   @classmethod
   def dataset_output_files(cls, dataset):
@@ -130,13 +123,12 @@ class MultipleChoiceTask(Task):
   def read_splits(self, o) -> Dict[str, dict]:
     self.input_timeout_secs = o.input_timeout_secs
     stats = {}
-    for split, wanted, needs_labels in (("train", o.do_train, True),
-                                        ("dev", o.do_eval, True),
-                                        ("test", o.do_predict, False)):
+    for split, wanted in (("train", o.do_train), ("dev", o.do_eval),
+                          ("test", o.do_predict)):
       if not wanted:
         continue
       stats[split] = self.load_split(split)[2]
-      if needs_labels and not self.has_labels(split):
+      if split != "test" and not self.has_labels(split):
         raise race.RaceError(f"{stats[split]['source']}: the {split} split "
                              "needs answers")
     return stats
@@ -166,9 +158,8 @@ class MultipleChoiceTask(Task):
     self.eval_batch_size = eval_batch_size
     self.classifier_dropout = classifier_dropout
     self.seed = seed
-    self.max_examples = {"train": max_train_examples,
-                         "dev": max_eval_examples,
-                         "test": max_predict_examples}
+    self.max_examples = dict(train=max_train_examples, dev=max_eval_examples,
+                             test=max_predict_examples)
     self._splits = {}
     self._train_tensors = None
     self._predict_fn = self._predict_model = None
@@ -177,8 +168,7 @@ class MultipleChoiceTask(Task):
   def load_split(self, split: str):
     """(RaceData, features, stats) of a split, read and encoded once."""
     if split not in self._splits:
-      # A stalled network file: an error naming --data_dir after
-      # --input_timeout_secs, not a wait forever.
+      # A stalled network file: an error after --input_timeout_secs.
       data = input_timeout.read_within(
           f"the {split} split in --data_dir {self.data_dir}",
           lambda: self.spec.read(self.data_dir, split),
@@ -194,9 +184,9 @@ class MultipleChoiceTask(Task):
                    not_read=not_read)
       # A cut text is a warning that says where (longer lengths, or fix it).
       where = counts.pop("truncated_at", None)
+      cut = any(v for k, v in counts.items() if k.endswith("_truncated"))
       logging.log(
-          logging.WARNING if any(v for k, v in counts.items()
-                                 if k.endswith("_truncated")) else logging.INFO,
+          logging.WARNING if cut else logging.INFO,
           "[%s] %s: %d questions (max_seq_length=%d, max_qa_length=%d): %s%s",
           split, data.source, len(data.examples), self.max_seq_length,
           self.max_qa_length, ", ".join(f"{k} {v}" for k, v in counts.items()),
@@ -205,9 +195,8 @@ class MultipleChoiceTask(Task):
     return self._splits[split]
 
   def has_labels(self, split: str) -> bool:
-    data = self.load_split(split)[0]
-    return bool(data.examples) and all(q.label is not None
-                                       for q in data.examples)
+    examples = self.load_split(split)[0].examples
+    return bool(examples) and all(q.label is not None for q in examples)
 
   def steps_per_epoch(self, global_batch_size: int) -> int:
     n = len(self.load_split("train")[0].examples)
@@ -246,8 +235,7 @@ class MultipleChoiceTask(Task):
     """[n, num_choices] logits of a split's questions, in order."""
     features = self.load_split(split)[1]
     if self._predict_model is not model:
-      self._predict_fn = batched_logits(model)
-      self._predict_model = model
+      self._predict_fn, self._predict_model = batched_logits(model), model
     return self._predict_fn(features, self.eval_batch_size).reshape(
         [-1, self.spec.num_choices])
 
@@ -300,8 +288,7 @@ class MultipleChoiceTask(Task):
 
   @classmethod
   def export_model(cls, config, record):
-    return choice_model.AlbertMultipleChoice(
-        config, record.task_config.get("num_choices", race.NUM_CHOICES))
+    return choice_model.AlbertMultipleChoice(config, cls.num_choices(record))
 
   @classmethod
   def export_signatures(cls, model, record, tokenizer, max_seq_length,
@@ -320,13 +307,11 @@ class MultipleChoiceTask(Task):
         run, vocab_size=model.config.vocab_size,
         shape=(None, model.num_choices, None))}
     if spec.encode is not None or spec.pad_choices:
-      # serve_text packs exactly num_choices options as RACE; CHID's window
-      # or C3's padded choices served from raw text would disagree with
-      # training.
+      # serve_text packs exactly num_choices options as RACE: not CHID's
+      # window, nor C3's padded choices.
       logging.warning(
-          "%s: no serve_text (its questions are encoded otherwise); "
-          "serving_default takes ids, and albert_tf.load(...).predict "
-          "encodes raw inputs as training did", record.task_name)
+          "%s: no serve_text (encoded otherwise); serving_default takes ids, "
+          "albert_tf.load(...).predict raw inputs", record.task_name)
       return signatures
     encoder = choice_graph.ChoiceEncoder.from_tokenizer(
         tokenizer, max_seq_length, record.task_config.get("max_qa_length", 128))
@@ -340,8 +325,8 @@ class MultipleChoiceTask(Task):
   def dataset_spec(cls, record) -> race.ChoiceSpec:
     """The recorded dataset's ChoiceSpec (how it was encoded); RACE's for
     a record of another or no dataset."""
-    known = registry.datasets(cls.name).get(record.task_name)
-    spec = known.spec if known is not None else None
+    spec = getattr(registry.datasets(cls.name).get(record.task_name), "spec",
+                   None)
     return spec if isinstance(spec, race.ChoiceSpec) else race.RACE
 
   @classmethod
@@ -354,17 +339,13 @@ class MultipleChoiceTask(Task):
 
   @classmethod
   def encode_inputs(cls, record, tokenizer, max_seq_length, inputs):
-    """The recorded dataset's encoding (`choice_graph.encode_questions`:
-    RACE's, which
-    serve_text runs, C3's with padded choices, CHID's window around the
-    blank) of each (article, question, options): int32 [n, num_choices,
-    max_seq_length]."""
+    """The recorded dataset's encoding (`choice_graph.encode_questions`) of
+    each (article, question, options): int32 [n, num_choices, L]."""
     return cls._encoded(record, tokenizer, max_seq_length, inputs)[0]
 
   @classmethod
   def truncated_inputs(cls, record, tokenizer, max_seq_length, inputs):
-    """Questions whose article, question or an option the dataset's
-    encoding cuts (its `*_truncated` counts, one question at a time)."""
+    """Questions the dataset's encoding cuts (one at a time)."""
     return [any(v for k, v in cls._encoded(
         record, tokenizer, max_seq_length,
         {k: [v[i]] for k, v in inputs.items()})[1].items()
@@ -411,9 +392,9 @@ class MultipleChoiceTask(Task):
   def calibration_inputs(cls, record, fields, text_column, text_b_column):
     """A line is article \t question \t its num_choices options (the
     column flags are not read)."""
-    num_choices = cls.num_choices(record)
-    if len(fields) < 2 + num_choices:
-      raise IndexError(2 + num_choices)
+    end = 2 + cls.num_choices(record)
+    if len(fields) < end:
+      raise IndexError(end)
     return {"article": fields[0], "question": fields[1],
-            "options": fields[2:2 + num_choices]}
+            "options": fields[2:end]}
 
