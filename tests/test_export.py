@@ -104,6 +104,33 @@ def test_packing_matches_the_original_packing(sp_tokenizer):
     assert got_pair[name].shape == (len(a), MAX_SEQ)
 
 
+def test_encode_texts_mixes_pairs_counts_cuts_and_survives_clear_session(
+    sp_tokenizer):
+  """encode_texts (how fine-tuning and the Python runners encode) against
+  the original packing: single texts and pairs mixed in one call, batches
+  of 7, the pieces each row lost; then again after
+  keras.backend.clear_session(), which frees the SentencePiece model of a
+  tokenizer built eagerly (the kernel cache owns it)."""
+  import keras  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving import text_graph  # pylint: disable=g-import-not-at-top
+  texts = fx.review_texts(40) + [LONG_TEXT]
+  texts_b = [None if i % 3 else t for i, t in enumerate(reversed(texts))]
+  got, removed = text_graph.encode_texts(
+      text_graph.shared_encoder(sp_tokenizer, MAX_SEQ), texts, texts_b,
+      batch_size=7)
+  rows = [numpy_reference.pack_pair(sp_tokenizer, a, b, MAX_SEQ)
+          for a, b in zip(texts, texts_b)]
+  same = [r[0] == got["input_ids"][i].tolist() for i, r in enumerate(rows)]
+  assert same.count(False) <= 1  # a SentencePiece tie, at most
+  assert [r[3] for r, s in zip(rows, same) if s] == [
+      int(n) for n, s in zip(removed, same) if s]
+  assert removed[-1] > 0 and (removed == 0).any()
+  keras.backend.clear_session()
+  again, _ = text_graph.encode_texts(
+      text_graph.shared_encoder(sp_tokenizer, MAX_SEQ), texts, texts_b)
+  np.testing.assert_array_equal(again["input_ids"], got["input_ids"])
+
+
 # ------------------------------------------------------------ export
 KINDS = {"encoder": ("sequence_output", "pooled_output"),
          "classifier": ("logits", "probabilities"),

@@ -242,6 +242,17 @@ def test_serve_fill_mask_signature_agrees_with_the_cli(trained, tokenizer,
   assert out["num_masks_past_length"].numpy().tolist() == [12, 0]
 
 
+@pytest.mark.slow
+def test_fill_mask_after_keras_clear_session(trained, spm_file):
+  """keras.backend.clear_session() frees the SentencePiece model of the
+  encoder fill_mask keeps (TF's kernel cache owns it): built again."""
+  prefix, _ = trained
+  model, tok = fm.load(prefix, spm_model_file=spm_file)
+  first = fm.fill_mask(model, tok, ["今天[MASK]气", "[MASK]民"])
+  keras.backend.clear_session()
+  assert fm.fill_mask(model, tok, ["今天[MASK]气", "[MASK]民"]) == first
+
+
 # ------------------------------------------------------ bad input
 @pytest.mark.slow
 def test_bad_input_is_one_line_naming_it(trained, tokenizer, spm_file,

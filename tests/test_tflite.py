@@ -27,6 +27,7 @@ from albert_tf import export_tflite
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.models import AlbertClassifier
 from tests import deploy_fixtures as fx
+from tests import numpy_reference
 
 # Four TFLite conversions (about 10 s of CPU each): `make test-slow`.
 pytestmark = pytest.mark.slow

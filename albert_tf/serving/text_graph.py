@@ -1,34 +1,29 @@
 """In-graph tokenization: strings -> `input_ids`/`input_mask`/`segment_ids`.
 
-`TextEncoder` is albert_tf's one encoder of text: it normalises and
-tokenizes as `albert_tf.data.tokenization` (SentencePiece or WordPiece) and
-packs [CLS] a [SEP] (b [SEP]) with the original's longest-first truncation,
-with TensorFlow and tensorflow-text ops. A SavedModel takes raw text through
-it (`serve_text`), and fine-tuning and every Python caller run the same
-graph over their examples (`encode_texts`), so training and serving cannot
-disagree.
+`TextEncoder` is albert_tf's one encoder of text: the normalisation and
+tokenizer of `albert_tf.data.tokenization` (SentencePiece or WordPiece) and
+the original's [CLS] a [SEP] (b [SEP]) packing, longest first cut, in
+TensorFlow and tensorflow-text ops. A SavedModel's `serve_text` runs it, and
+fine-tuning and every Python caller run the same graph (`encode_texts`):
+training and serving cannot disagree.
 
-The normalisation is the graph side of the one table of steps in
-`albert_tf.data.normalization`, whose Python side `tokenization.normalize`
-runs for pretraining's data. The character classes the Python tokenizer
-decides with predicates are generated from those same predicates and written
-into the graph as RE2 classes (tests/test_preprocessing_parity.py compares
-the two on random and adversarial text). Known remaining difference: TF's
-case tables are older than Python 3.11's (Unicode 14) for 40 capital letters
-added in Unicode 14 (Vithkuqi, Latin Extended-D, U+2C2F), which the graph
-leaves uppercase; no CJK, Latin-1, Cyrillic or Greek letter is among them.
+The normalisation is the graph side of `albert_tf.data.normalization`'s
+table of steps (pretraining's data prep runs the Python side); the
+character classes are generated from the Python predicates as RE2 classes
+(tests/test_preprocessing_parity.py compares both). Known difference: TF's
+case tables (Unicode 13) leave 40 capitals of Unicode 14 uppercase
+(Vithkuqi, Latin Extended-D, U+2C2F; no CJK, Latin-1, Cyrillic or Greek).
 
     encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length=128)
     features = encoder(tf.constant(["很好用"]))   # dict of int32 [1, 128]
 
 With `length_buckets` (e.g. (16, 32, 64)) a batch is padded to the smallest
-bucket that holds its longest row instead of to max_seq_length (["很好用"]
-to 16); truncation stays at max_seq_length. The padded positions are
-masked and the position embeddings absolute, so the model's outputs for the
+bucket that holds its longest row (["很好用"] to 16); the cut stays at
+max_seq_length, and padded positions are masked, so the outputs for the
 real tokens are those of full padding, for a fraction of the compute.
 
-Building a `TextEncoder` needs `import tensorflow_text`; so does loading a
-SavedModel that contains one.
+Building a `TextEncoder`, or loading a SavedModel that holds one, needs
+`import tensorflow_text`.
 """
 
 import weakref
@@ -111,12 +106,9 @@ class TextEncoder(tf.Module):
       punct, cjk = _char_class("punctuation"), _cjk_class()
       self._split_pattern = f"{_char_class('space')}|{punct}|{cjk}"
       self._keep_pattern = f"{punct}|{cjk}"
-      # BERT's limit is 100 characters; tf-text counts bytes, so the byte limit
-      # is set out of the way and tokenize() checks characters.
-      # An empty line of vocab.txt holds an id that no piece maps to (the
-      # Python tokenizer never makes an empty piece); FastWordpieceTokenizer
-      # refuses empty tokens, so the id keeps a name no word can match (a
-      # word has no spaces).
+      # BERT's limit is 100 characters (tokenize() checks), not bytes. An
+      # empty line of vocab.txt holds an id no piece maps to; it gets a name
+      # no word can match (FastWordpieceTokenizer refuses empty tokens).
       vocab = [token or f"[empty vocab line {i + 1}]"
                for i, token in enumerate(vocab)]
       self._wordpiece = tf_text.FastWordpieceTokenizer(
@@ -217,11 +209,9 @@ class TextEncoder(tf.Module):
     `length_buckets` that holds the longest packed row (max_seq_length
     without buckets).
     """
-    # One traced function per arity, created on first use (a SavedModel
-    # saves, and so traces, every tf.function it holds): tracing the ragged
-    # ops is the slow part of an export. No autograph: nothing here branches
-    # on tensors, and converting the tokenizer's code took about a third of
-    # an export's time.
+    # One tf.function per arity, made on first use (a SavedModel traces all
+    # it holds, the slow part of an export); no autograph: nothing branches
+    # on tensors, and converting took a third of an export's time.
     spec = tf.TensorSpec([None], tf.string)
     if text_b is None:
       if self._encode_single is None:
@@ -239,12 +229,9 @@ class TextEncoder(tf.Module):
     return self.pad(input_ids, segment_ids)
 
   def pack(self, text, text_b=None):
-    """[CLS] a [SEP] (b [SEP]) rows, cut to max_seq_length, unpadded.
-
-    text, text_b: tf.string [batch]. Returns (input_ids, segment_ids) int
-    RaggedTensors [batch, (tokens)] and int64 [batch]: the pieces each row
-    lost to the cut.
-    """
+    """tf.string [batch] text (and text_b) -> (input_ids, segment_ids): int
+    RaggedTensors [batch, (tokens)] of [CLS] a [SEP] (b [SEP]) rows cut to
+    max_seq_length, unpadded, and int64 [batch]: the pieces each row lost."""
     length = self.max_seq_length
     ids_a = self.tokenize(text)
     len_a = ids_a.row_lengths()
@@ -269,11 +256,8 @@ class TextEncoder(tf.Module):
 
   # ------------------------------------------------------------ pad
   def padded_length(self, row_lengths):
-    """The smallest of `length_buckets` >= every row length (int64 scalar).
-
-    row_lengths: int64 [batch], each <= max_seq_length (rows are cut
-    before); an empty batch takes the smallest bucket.
-    """
+    """The smallest of `length_buckets` >= every row length (int64 [batch],
+    each <= max_seq_length); an empty batch takes the smallest bucket."""
     buckets = tf.constant(self.length_buckets, tf.int64)
     longest = tf.reduce_max(tf.concat([tf.zeros([1], tf.int64),
                                        tf.cast(row_lengths, tf.int64)], 0))
@@ -287,8 +271,7 @@ class TextEncoder(tf.Module):
     None: all 0. Returns {"input_ids", "input_mask", "segment_ids"}: int32
     [batch, length].
     """
-    # One bucket: a Python int keeps the static shape [batch,
-    # max_seq_length] that full-padding exports always had.
+    # One bucket: a Python int keeps full padding's static shape.
     length = (self.max_seq_length if len(self.length_buckets) == 1 else
               self.padded_length(input_ids.row_lengths()))
     input_ids, input_mask = tf_text.pad_model_inputs(
@@ -319,8 +302,19 @@ def shared_encoder(tokenizer, max_seq_length):
   if key not in _SHARED:
     if len(_SHARED) >= 8:
       _SHARED.pop(next(iter(_SHARED)))
-    _SHARED[key] = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
-  return _SHARED[key]
+    _SHARED[key] = (TextEncoder.from_tokenizer(tokenizer, max_seq_length),
+                    tokenizer)
+  return _SHARED[key][0]
+
+
+def _rebuilt(encoder):
+  """A new shared encoder for one whose SentencePiece model was freed
+  (`keras.backend.clear_session()` clears the kernel cache that owns it)."""
+  for key, (shared, tokenizer) in list(_SHARED.items()):
+    if shared is encoder:
+      del _SHARED[key]
+      return shared_encoder(tokenizer, key[-1])
+  return None
 
 
 def encode_texts(encoder, texts, texts_b=None, batch_size=256):
@@ -332,14 +326,23 @@ def encode_texts(encoder, texts, texts_b=None, batch_size=256):
     encoder: a `TextEncoder`; rows are padded to its max_seq_length.
     texts: strings; texts_b: per example a string or None ([CLS] a [SEP]
       alone), or None for all.
-  Returns:
-    ({input_ids, input_mask, segment_ids: int32 numpy [n, max_seq_length]},
-    int numpy [n]: the pieces each example lost to the cut).
+  Returns ({input_ids, input_mask, segment_ids: int32 numpy [n,
+  max_seq_length]}, int numpy [n]: the pieces each example lost to the cut).
   """
   texts = list(texts)
   texts_b = list(texts_b) if texts_b is not None else [None] * len(texts)
   if len(texts_b) != len(texts):
     raise ValueError(f"{len(texts_b)} second texts for {len(texts)} texts")
+  try:
+    return _encoded(encoder, texts, texts_b, batch_size)
+  except tf.errors.NotFoundError:
+    fresh = _rebuilt(encoder)
+    if fresh is None:
+      raise
+    return _encoded(fresh, texts, texts_b, batch_size)
+
+
+def _encoded(encoder, texts, texts_b, batch_size):
   n, length = len(texts), encoder.max_seq_length
   features = {k: np.zeros([n, length], np.int32) for k in F.ENCODER_INPUTS}
   features[F.INPUT_IDS][:] = encoder.pad_id
@@ -362,7 +365,7 @@ _COUNTED = weakref.WeakKeyDictionary()
 
 def _counted(encoder, pair):
   """encoder's packing, padding and cut counts, traced once per encoder and
-  arity (kept beside the encoder: a SavedModel saves its tf.functions)."""
+  arity (not in the encoder: a SavedModel saves its tf.functions)."""
   functions = _COUNTED.setdefault(encoder, {})
   if pair not in functions:
     def encode(*texts):

@@ -213,10 +213,19 @@ def fill_mask(model, tokenizer, texts, top_k=5):
   if not texts:
     return []
   limit = model.config.max_position_embeddings
-  encoder = _masked_encoder(tokenizer, limit)
   texts = list(texts)
-  batches = [encoder(tf.constant(texts[i:i + FILL_MASK_BATCH_SIZE]))
-             for i in range(0, len(texts), FILL_MASK_BATCH_SIZE)]
+  for attempt in (1, 2):
+    try:
+      encoder = _masked_encoder(tokenizer, limit)
+      batches = [encoder(tf.constant(texts[i:i + FILL_MASK_BATCH_SIZE]))
+                 for i in range(0, len(texts), FILL_MASK_BATCH_SIZE)]
+      break
+    except tf.errors.NotFoundError:
+      # keras.backend.clear_session() freed its SentencePiece model (the
+      # kernel cache owns it): built again, once.
+      _MASKED_ENCODERS.pop(tokenizer, None)
+      if attempt == 2:
+        raise
   lengths = np.concatenate([b["num_tokens"].numpy() for b in batches])
   for n in np.flatnonzero(lengths > limit)[:1]:
     raise FillMaskError(
