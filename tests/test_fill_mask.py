@@ -244,8 +244,8 @@ def test_serve_fill_mask_signature_agrees_with_the_cli(trained, tokenizer,
 
 @pytest.mark.slow
 def test_fill_mask_after_keras_clear_session(trained, spm_file):
-  """keras.backend.clear_session() frees the SentencePiece model of the
-  encoder fill_mask keeps (TF's kernel cache owns it): built again."""
+  """keras.backend.clear_session() clears TF's kernels, which own the
+  SentencePiece models of the encoder fill_mask keeps: built again."""
   prefix, _ = trained
   model, tok = fm.load(prefix, spm_model_file=spm_file)
   first = fm.fill_mask(model, tok, ["今天[MASK]气", "[MASK]民"])

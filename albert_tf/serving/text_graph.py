@@ -299,22 +299,25 @@ def shared_encoder(tokenizer, max_seq_length):
     vocab = tuple(tokenizer.convert_ids_to_tokens(
         list(range(tokenizer.vocab_size))))
   key = (tokenizer.kind, tokenizer.do_lower_case, vocab, int(max_seq_length))
-  if key not in _SHARED:
+  if key not in _SHARED or not alive(_SHARED[key]):
     if len(_SHARED) >= 8:
       _SHARED.pop(next(iter(_SHARED)))
-    _SHARED[key] = (TextEncoder.from_tokenizer(tokenizer, max_seq_length),
-                    tokenizer)
-  return _SHARED[key][0]
+    _SHARED[key] = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
+  return _SHARED[key]
 
 
-def _rebuilt(encoder):
-  """A new shared encoder for one whose SentencePiece model was freed
-  (`keras.backend.clear_session()` clears the kernel cache that owns it)."""
-  for key, (shared, tokenizer) in list(_SHARED.items()):
-    if shared is encoder:
-      del _SHARED[key]
-      return shared_encoder(tokenizer, key[-1])
-  return None
+def alive(module):
+  """Whether TF still holds the SentencePiece models `module` reads: tf-text
+  builds one eagerly in a kernel that owns it, and tf.random.set_seed
+  (keras.utils.set_random_seed, as fine-tuning starts) clears the kernels.
+  A module kept between calls is checked, and built again if not."""
+  try:
+    for sp in module.submodules:
+      if isinstance(sp, tf_text.SentencepieceTokenizer):
+        sp.vocab_size()
+  except tf.errors.NotFoundError:
+    return False
+  return True
 
 
 def encode_texts(encoder, texts, texts_b=None, batch_size=256):
@@ -333,13 +336,7 @@ def encode_texts(encoder, texts, texts_b=None, batch_size=256):
   texts_b = list(texts_b) if texts_b is not None else [None] * len(texts)
   if len(texts_b) != len(texts):
     raise ValueError(f"{len(texts_b)} second texts for {len(texts)} texts")
-  try:
-    return _encoded(encoder, texts, texts_b, batch_size)
-  except tf.errors.NotFoundError:
-    fresh = _rebuilt(encoder)
-    if fresh is None:
-      raise
-    return _encoded(fresh, texts, texts_b, batch_size)
+  return _encoded(encoder, texts, texts_b, batch_size)
 
 
 def _encoded(encoder, texts, texts_b, batch_size):

@@ -214,18 +214,9 @@ def fill_mask(model, tokenizer, texts, top_k=5):
     return []
   limit = model.config.max_position_embeddings
   texts = list(texts)
-  for attempt in (1, 2):
-    try:
-      encoder = _masked_encoder(tokenizer, limit)
-      batches = [encoder(tf.constant(texts[i:i + FILL_MASK_BATCH_SIZE]))
-                 for i in range(0, len(texts), FILL_MASK_BATCH_SIZE)]
-      break
-    except tf.errors.NotFoundError:
-      # keras.backend.clear_session() freed its SentencePiece model (the
-      # kernel cache owns it): built again, once.
-      _MASKED_ENCODERS.pop(tokenizer, None)
-      if attempt == 2:
-        raise
+  encoder = _masked_encoder(tokenizer, limit)
+  batches = [encoder(tf.constant(texts[i:i + FILL_MASK_BATCH_SIZE]))
+             for i in range(0, len(texts), FILL_MASK_BATCH_SIZE)]
   lengths = np.concatenate([b["num_tokens"].numpy() for b in batches])
   for n in np.flatnonzero(lengths > limit)[:1]:
     raise FillMaskError(
@@ -253,9 +244,12 @@ _MASKED_ENCODERS = weakref.WeakKeyDictionary()
 
 
 def _masked_encoder(tokenizer, length):
-  """One MaskedTextEncoder per tokenizer and length (traced once)."""
-  from albert_tf.serving.fill_mask_graph import MaskedTextEncoder  # pylint: disable=g-import-not-at-top
+  """One MaskedTextEncoder per tokenizer and length (traced once; built
+  again when TF has freed its SentencePiece models, `text_graph.alive`)."""
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving import text_graph
+  from albert_tf.serving.fill_mask_graph import MaskedTextEncoder
   encoders = _MASKED_ENCODERS.setdefault(tokenizer, {})
-  if length not in encoders:
+  if length not in encoders or not text_graph.alive(encoders[length]):
     encoders[length] = MaskedTextEncoder(tokenizer, length)
   return encoders[length]
