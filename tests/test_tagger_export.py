@@ -490,3 +490,23 @@ def test_tflite_tagger_agrees_with_saved_model(word_sentencepiece):
   print(f"TFLite tags differing from the SavedModel's over {total} tokens: "
         f"{differ}")
   assert total > 400
+
+
+def test_kept_tagger_survives_a_seed(spm_model):  # pylint: disable=redefined-outer-name
+  """The tagger encode_inputs keeps is built again after
+  keras.utils.set_random_seed (as fine-tuning starts), which clears TF's
+  kernels and with them its SentencePiece model."""
+  import keras  # pylint: disable=g-import-not-at-top
+  from albert_tf.record import ModelInfo  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.tagging import TaggingTask  # pylint: disable=g-import-not-at-top
+  tokenizer = tokenization.load_tokenizer(spm_model_file=spm_model)
+  record = ModelInfo(task="tagging", max_seq_length=MAX_SEQ,
+                     label_list=ner_data.bio_label_list(sorted(ENTITIES)),
+                     task_config={"token_level": "char"})
+  inputs = {"text": TEST_TEXTS}
+  first = TaggingTask.encode_inputs(record, tokenizer, MAX_SEQ, inputs)
+  keras.utils.set_random_seed(3)
+  again = TaggingTask.encode_inputs(record, tokenizer, MAX_SEQ, inputs)
+  assert first["input_ids"].any()
+  for name, value in first.items():
+    np.testing.assert_array_equal(again[name], value)

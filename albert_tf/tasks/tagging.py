@@ -24,7 +24,6 @@ metric `albert_tf.data.ner_data`; this file is what the trainer needs on top:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from typing import Dict, List, Optional, Sequence
 
@@ -528,12 +527,20 @@ def _tagger(record, tokenizer, max_seq_length):
       "token_level"), tuple(record.label_list))
 
 
-@functools.lru_cache(maxsize=8)
+_TAGGERS = {}
+
+
 def _shared_tagger(tokenizer, max_seq_length, token_level="char",
                    label_list=("O",)):
-  """One `TextTagger` per arguments in a process: traced once, not per call."""
-  return tagging_graph.TextTagger.from_tokenizer(
-      tokenizer, max_seq_length, token_level, label_list)
+  """One `TextTagger` per arguments in a process: traced once, not per call
+  (built again when TF has freed its SentencePiece model: `alive`)."""
+  key = (tokenizer, max_seq_length, token_level, label_list)
+  if key not in _TAGGERS or not tagging_graph.text_graph.alive(_TAGGERS[key]):
+    if len(_TAGGERS) >= 8:
+      _TAGGERS.pop(next(iter(_TAGGERS)))
+    _TAGGERS[key] = tagging_graph.TextTagger.from_tokenizer(
+        tokenizer, max_seq_length, token_level, label_list)
+  return _TAGGERS[key]
 
 
 class TagScorer(scoring.Scorer):
