@@ -418,3 +418,16 @@ def test_saved_model_round_trip(tokenizers, tmp_path):
   assert out["start"].numpy().tolist() == [context.index("Paris"), 0]
   assert out["end"].numpy().tolist() == [context.index("Paris") + 12, 12]
   assert out["score"].numpy().tolist() == [2.0, 2.0]
+
+
+def test_kept_reader_survives_a_seed(tokenizers):
+  """The reader fine-tuning and encode_inputs keep is built again after
+  keras.utils.set_random_seed (as fine-tuning starts), which clears TF's
+  kernels and with them its SentencePiece model."""
+  import keras  # pylint: disable=g-import-not-at-top
+  tokenizer = tokenizers["sentencepiece", True]
+  first = squad.context_spans(tokenizer, ["北京是中国的首都。"])
+  keras.utils.set_random_seed(3)
+  again = squad.context_spans(tokenizer, ["北京是中国的首都。"])
+  assert len(first[0]) > 1
+  np.testing.assert_array_equal(again[0], first[0])

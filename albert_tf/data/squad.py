@@ -1,28 +1,23 @@
 """Span question answering data (SQuAD v1.1/v2.0, CMRC 2018, DRCD): read, window.
 
-    data = read_squad("train-v2.0.json", version_2_with_negative=True,
-                      is_training=True)
-    windows = make_windows(data.examples, tokenizer, is_training=True,
-                           file=data.file)
+    data = read_squad("train-v2.0.json", True, is_training=True)  # v2
+    windows = make_windows(data.examples, tokenizer, is_training=True)
     windows.features["input_ids"]        # [n, max_seq_length] int32
 
-`read_squad` reads the SQuAD JSON layout, which CMRC 2018 and DRCD share
-(ids read as str); bad input is one SquadError naming the file and the
-question or paragraph. An answer not at its answer_start moves to the
-nearest occurrence of its text (if any); an empty question is skipped when
-training, answered "" otherwise; each counted and named in one warning.
+`read_squad` reads the SQuAD JSON layout of CMRC 2018 and DRCD too (ids
+as str); bad input is one SquadError naming the file and the question or
+paragraph. An answer not at its answer_start moves to the nearest
+occurrence of its text; an empty question is skipped when training,
+answered "" otherwise; each counted and named in one warning.
 
 `make_windows` runs serve_text's preprocessor (`serving.span_graph`) for
 the original run_squad windows `[CLS] question [SEP] context [SEP]`, one
-every doc_stride pieces, and labels them. Context pieces carry their
-character spans, so answers become pieces exactly and predicted pieces
-paragraph text. A piece that straddles an answer boundary ("北京" for the
-answer "京") is labelled whole: the text read back is longer
-(`round_trip_mismatches`).
+every doc_stride pieces, labelled through the pieces' character spans. A
+piece that straddles an answer boundary ("北京" for "京") is labelled
+whole: the text read back is longer (`round_trip_mismatches`).
 """
 
 import dataclasses
-import functools
 import json
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -42,6 +37,7 @@ END_POSITIONS = "end_positions"
 IS_IMPOSSIBLE = "is_impossible"
 FEATURES = (F.INPUT_IDS, F.INPUT_MASK, F.SEGMENT_IDS, P_MASK,
             START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE)
+_READERS = {}  # span_reader's
 _LAYOUT = '{"data": [{"paragraphs": [...]}]}'
 
 
@@ -203,8 +199,8 @@ class Windows:
     (1 where no answer can be); int32 [n] `start_positions`,
     `end_positions`, `is_impossible` (zeros when not is_training).
   example_index, window_start: [n] int32, its example, its first piece.
-  piece_spans: [n, L, 2] int32 [start, end) code points in the context of
-    the piece at each position; -1 -1 off the context.
+  piece_spans: [n, L, 2] int32 [start, end) code points of each position's
+    piece in the context (-1 -1 off it).
   is_max_context: [n, L] bool, where a context piece is predicted from.
   trainable: [n] bool, False for a training question whose answer maps to
     no piece (counts' labels_missing), left out as the original skips it.
@@ -222,13 +218,17 @@ class Windows:
     return len(self.example_index)
 
 
-@functools.lru_cache(maxsize=8)
 def span_reader(tokenizer, max_seq_length: int = 512, doc_stride: int = 128,
                 max_query_length: int = 64):
-  """serve_text's `span_graph.TextSpanReader` (kept: traced once)."""
-  return span_graph.TextSpanReader.from_tokenizer(
-      tokenizer, max_seq_length, {"doc_stride": doc_stride,
-                                  "max_query_length": max_query_length})
+  """serve_text's `span_graph.TextSpanReader`, traced once (`alive`)."""
+  key = (tokenizer, max_seq_length, doc_stride, max_query_length)
+  if key not in _READERS or not span_graph.text_graph.alive(_READERS[key]):
+    if len(_READERS) >= 8:
+      _READERS.pop(next(iter(_READERS)))
+    _READERS[key] = span_graph.TextSpanReader.from_tokenizer(
+        tokenizer, max_seq_length, dict(doc_stride=doc_stride,
+                                        max_query_length=max_query_length))
+  return _READERS[key]
 
 
 def context_spans(tokenizer, contexts: Sequence[str], batch_size: int = 256
