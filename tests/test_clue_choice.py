@@ -338,7 +338,7 @@ def test_c3_fine_tunes_and_writes_its_submission(tmp_path, vocab_dir):
                       for row in rows[1:]])
   np.testing.assert_allclose([g["probabilities"] for g in got], written,
                              atol=2e-6)  # the file's 6 decimals
-  # No in-graph twin of C3's encoding: the export serves ids only.
+  # C3's export has no serve_text (its padded choices): it serves ids.
   from albert_tf import export_saved_model  # pylint: disable=g-import-not-at-top
   version = export_saved_model.export(checkpoint=str(tmp_path / "out"),
                               export_dir=str(tmp_path / "saved"))

@@ -23,7 +23,7 @@ from tests.numpy_reference import assert_close_to_scale
 MAX_SEQ = 48
 LONG_TEXT = "很长的评论，" * 400 + "end"
 # A NUL: tf.strings.lower(utf-8) stopped there, so serve_text read only
-# "paris" of this text (text_graph._lower_keeping_nul).
+# "paris" of this text (normalization._lower_graph).
 EDGE_TEXTS = ["", "   ", LONG_TEXT, "Paris\x00 Museum IS big"] + fx.MIXED_TEXTS
 
 

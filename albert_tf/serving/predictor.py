@@ -62,9 +62,9 @@ class Predictor:
     self.token_level = self.record.task_config.get("token_level")
     self.checkpoint, self.model = checkpoint, model
     self._serve_text, self._fill, self._encoder = serve_text, fill, encoder
-    # A family without serve_text (no in-graph twin of its encoding):
-    # predict encodes in Python (`Task.encode_inputs`, training's rule) and
-    # runs serving_default on the ids.
+    # A family whose export has no serve_text (C3, CHID): predict encodes
+    # as training did (`Task.encode_inputs`) and runs serving_default on the
+    # ids.
     self._ids_fn = ids_fn
     # A family decoded in Python around a runner of serving_default (an
     # .onnx tagger or span QA model): raw inputs -> results.

@@ -6,7 +6,7 @@ of the tagger's tokenizer (`token_pieces`), for every caller: fine-tuning
 `piece_ids`, into windows); the tagger's `serve_text` signature
 (`__call__`: raw text -> tokens with code-point offsets, `split` -> pieces
 -> one window -> the model's tag ids -> entities and a tag per character,
-`decode`); and, run eagerly around a model without TF Text (ONNX, TFLite,
+`decode`); and, run from Python around a model without TF Text (ONNX, TFLite,
 the export checks), `encode_batch` and `tag_batch`. Building one needs
 `import tensorflow_text`; so does loading a SavedModel that contains one.
 """

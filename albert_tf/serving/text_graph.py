@@ -1,18 +1,21 @@
 """In-graph tokenization: strings -> `input_ids`/`input_mask`/`segment_ids`.
 
-`TextEncoder` is albert_tf's one encoder of text: the normalisation and
+`TextEncoder` is the sentence(-pair) encoder: the normalisation and
 tokenizer of `albert_tf.data.tokenization` (SentencePiece or WordPiece) and
 the original's [CLS] a [SEP] (b [SEP]) packing, longest first cut, in
-TensorFlow and tensorflow-text ops. A SavedModel's `serve_text` runs it, and
-fine-tuning and every Python caller run the same graph (`encode_texts`):
-training and serving cannot disagree.
+TensorFlow and tensorflow-text ops. serve_text runs it, and classification's
+fine-tuning and every Python caller of that encoding run the same graph
+(`encode_texts`). The tagger, multiple-choice and fill-mask graphs build on
+its `tokenize`; span QA has its own offset-keeping reader (`span_graph`).
 
 The normalisation is the graph side of `albert_tf.data.normalization`'s
 table of steps (pretraining's data prep runs the Python side); the
 character classes are generated from the Python predicates as RE2 classes
-(tests/test_preprocessing_parity.py compares both). Known difference: TF's
-case tables (Unicode 13) leave 40 capitals of Unicode 14 uppercase
-(Vithkuqi, Latin Extended-D, U+2C2F; no CJK, Latin-1, Cyrillic or Greek).
+(tests/test_preprocessing_parity.py compares both). Known differences: TF
+Text's SentencePiece breaks exact Viterbi ties otherwise in rare strings
+("1,0000"); TF's case tables (Unicode 13) leave 40 capitals of Unicode 14
+uppercase (Vithkuqi, Latin Extended-D, U+2C2F; no CJK, Latin-1, Cyrillic
+or Greek).
 
     encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length=128)
     features = encoder(tf.constant(["很好用"]))   # dict of int32 [1, 128]
