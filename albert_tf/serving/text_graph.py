@@ -24,9 +24,7 @@ With `length_buckets` (e.g. (16, 32, 64)) a batch is padded to the smallest
 bucket that holds its longest row (["很好用"] to 16); the cut stays at
 max_seq_length, and padded positions are masked, so the outputs for the
 real tokens are those of full padding, for a fraction of the compute.
-
-Building a `TextEncoder`, or loading a SavedModel that holds one, needs
-`import tensorflow_text`.
+Building a `TextEncoder` (or loading a SavedModel with one) needs tf-text.
 """
 
 import weakref
@@ -36,6 +34,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf import features as F
+from albert_tf import quiet_logs
 from albert_tf.data import normalization
 from albert_tf.data import tokenization
 
@@ -339,7 +338,8 @@ def encode_texts(encoder, texts, texts_b=None, batch_size=256):
   texts_b = list(texts_b) if texts_b is not None else [None] * len(texts)
   if len(texts_b) != len(texts):
     raise ValueError(f"{len(texts_b)} second texts for {len(texts)} texts")
-  return _encoded(encoder, texts, texts_b, batch_size)
+  with quiet_logs.cpp_lines_hidden():  # oneDNN's int64 note, once
+    return _encoded(encoder, texts, texts_b, batch_size)
 
 
 def _encoded(encoder, texts, texts_b, batch_size):
@@ -364,8 +364,8 @@ _COUNTED = weakref.WeakKeyDictionary()
 
 
 def _counted(encoder, pair):
-  """encoder's packing, padding and cut counts, traced once per encoder and
-  arity (not in the encoder: a SavedModel saves its tf.functions)."""
+  """encoder's pack + pad, traced once per encoder and arity (kept outside:
+  a SavedModel saves the tf.functions a module holds)."""
   functions = _COUNTED.setdefault(encoder, {})
   if pair not in functions:
     def encode(*texts):
