@@ -37,7 +37,6 @@ END_POSITIONS = "end_positions"
 IS_IMPOSSIBLE = "is_impossible"
 FEATURES = (F.INPUT_IDS, F.INPUT_MASK, F.SEGMENT_IDS, P_MASK,
             START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE)
-_READERS = {}  # span_reader's
 _LAYOUT = '{"data": [{"paragraphs": [...]}]}'
 
 
@@ -221,14 +220,11 @@ class Windows:
 def span_reader(tokenizer, max_seq_length: int = 512, doc_stride: int = 128,
                 max_query_length: int = 64):
   """serve_text's `span_graph.TextSpanReader`, traced once (`alive`)."""
-  key = (tokenizer, max_seq_length, doc_stride, max_query_length)
-  if key not in _READERS or not span_graph.text_graph.alive(_READERS[key]):
-    if len(_READERS) >= 8:
-      _READERS.pop(next(iter(_READERS)))
-    _READERS[key] = span_graph.TextSpanReader.from_tokenizer(
-        tokenizer, max_seq_length, dict(doc_stride=doc_stride,
-                                        max_query_length=max_query_length))
-  return _READERS[key]
+  return span_graph.text_graph.kept(
+      ("span", tokenizer.fingerprint, max_seq_length, doc_stride,
+       max_query_length), lambda: span_graph.TextSpanReader.from_tokenizer(
+           tokenizer, max_seq_length, dict(doc_stride=doc_stride,
+                                           max_query_length=max_query_length)))
 
 
 def context_spans(tokenizer, contexts: Sequence[str], batch_size: int = 256

@@ -20,6 +20,7 @@ the export (`albert_tf.serving.text_graph`) runs.
 """
 
 import collections
+import functools
 import hashlib
 import os
 import unicodedata
@@ -122,6 +123,16 @@ class AlbertTokenizer:
           "token (expected ALBERT special tokens: <pad>/[PAD], <unk>/[UNK], "
           "[CLS], [SEP], [MASK])")
     return self._token_to_id[token]
+
+  @functools.cached_property
+  def fingerprint(self):
+    """(kind, do_lower_case, sha256 of the vocabulary): equal for tokenizers
+    that give the same ids, whatever their files are named."""
+    if self.kind == "sentencepiece":
+      vocab = self._sp.serialized_model_proto()
+    else:
+      vocab = "\n".join(self._id_to_token).encode("utf-8")
+    return self.kind, self.do_lower_case, hashlib.sha256(vocab).hexdigest()
 
   @property
   def vocab_size(self):

@@ -187,24 +187,20 @@ class ChoiceEncoder(tf.Module):
             tf.reshape(qa_pieces, shape[:2]))
 
 
-_SHARED = {}
-
-
 def shared_choice_encoder(tokenizer, max_seq_length, max_qa_length):
-  """(ChoiceEncoder, its `pack` as a tf.function) over the process's shared
-  `TextEncoder` of tokenizer (`text_graph.shared_encoder`): traced once per
-  vocabulary and lengths, not per split or call."""
-  key = (text_graph.shared_encoder(tokenizer, max_seq_length), max_qa_length)
-  if key not in _SHARED:
-    if len(_SHARED) >= 8:
-      _SHARED.pop(next(iter(_SHARED)))
-    encoder = ChoiceEncoder(*key)
-    _SHARED[key] = encoder, tf.function(
+  """A `ChoiceEncoder` whose `packed` is its `pack` as a tf.function, kept
+  per vocabulary and lengths (`text_graph.kept`)."""
+  def build():
+    encoder = ChoiceEncoder(
+        text_graph.shared_encoder(tokenizer, max_seq_length), max_qa_length)
+    encoder.packed = tf.function(
         encoder.pack, autograph=False, input_signature=[
             tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64),
             tf.TensorSpec([None], tf.string),
             tf.TensorSpec([None, None], tf.string)])
-  return _SHARED[key]
+    return encoder
+  return text_graph.kept(
+      ("choice", tokenizer.fingerprint, max_seq_length, max_qa_length), build)
 
 
 def encode_questions(questions, tokenizer, max_seq_length=512,
@@ -244,8 +240,7 @@ def encode_questions(questions, tokenizer, max_seq_length=512,
       raise race.RaceError(
           f"question {question.id}: {given} options (expected "
           f"{'at most ' if pad_choices else ''}{num_choices})")
-  encoder, pack = shared_choice_encoder(tokenizer, max_seq_length,
-                                        max_qa_length)
+  encoder = shared_choice_encoder(tokenizer, max_seq_length, max_qa_length)
   n = len(questions)
   features = {k: np.zeros([n, num_choices, max_seq_length], np.int32)
               for k in F.ENCODER_INPUTS}
@@ -257,7 +252,7 @@ def encode_questions(questions, tokenizer, max_seq_length=512,
     batch = questions[start:start + batch_size]
     articles = list(dict.fromkeys(q.article for q in batch))
     row = {a: i for i, a in enumerate(articles)}
-    out, article_pieces[start:start + len(batch)], qa = pack(
+    out, article_pieces[start:start + len(batch)], qa = encoder.packed(
         tf.constant(articles, tf.string),
         tf.constant([row[q.article] for q in batch], tf.int64),
         tf.constant([q.question for q in batch], tf.string),

@@ -27,6 +27,7 @@ real tokens are those of full padding, for a fraction of the compute.
 Building a `TextEncoder` (or loading a SavedModel with one) needs tf-text.
 """
 
+import collections
 import weakref
 
 import numpy as np
@@ -288,24 +289,29 @@ class TextEncoder(tf.Module):
             F.SEGMENT_IDS: tf.cast(segment_ids, tf.int32)}
 
 
-_SHARED = {}
+_KEPT = collections.OrderedDict()
+
+
+def kept(key, build):
+  """The tf.Module `build()` makes, kept in this process under key (the
+  8 most recently used): a tf-text graph is traced once per process, not per
+  split or call. Built again when TF has freed its SentencePiece models
+  (`alive`). Keys start with the graph's kind and the tokenizer's
+  `fingerprint`, so tokenizers read twice from one file share a module."""
+  module = _KEPT.get(key)
+  if module is None or not alive(module):
+    module = _KEPT[key] = build()
+    while len(_KEPT) > 8:
+      _KEPT.popitem(last=False)
+  _KEPT.move_to_end(key)
+  return module
 
 
 def shared_encoder(tokenizer, max_seq_length):
   """The `TextEncoder` of `tokenizer` at max_seq_length (no length buckets),
-  one per vocabulary and length in a process: its graph is traced once (a
-  second or two), not per split or per call."""
-  if tokenizer.kind == "sentencepiece":
-    vocab = tokenization.file_sha256(tokenizer.model_file)
-  else:
-    vocab = tuple(tokenizer.convert_ids_to_tokens(
-        list(range(tokenizer.vocab_size))))
-  key = (tokenizer.kind, tokenizer.do_lower_case, vocab, int(max_seq_length))
-  if key not in _SHARED or not alive(_SHARED[key]):
-    if len(_SHARED) >= 8:
-      _SHARED.pop(next(iter(_SHARED)))
-    _SHARED[key] = TextEncoder.from_tokenizer(tokenizer, max_seq_length)
-  return _SHARED[key]
+  kept (`kept`)."""
+  return kept(("text", tokenizer.fingerprint, int(max_seq_length)),
+              lambda: TextEncoder.from_tokenizer(tokenizer, max_seq_length))
 
 
 def alive(module):

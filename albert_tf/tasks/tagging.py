@@ -527,20 +527,13 @@ def _tagger(record, tokenizer, max_seq_length):
       "token_level"), tuple(record.label_list))
 
 
-_TAGGERS = {}
-
-
 def _shared_tagger(tokenizer, max_seq_length, token_level="char",
                    label_list=("O",)):
-  """One `TextTagger` per arguments in a process: traced once, not per call
-  (built again when TF has freed its SentencePiece model: `alive`)."""
-  key = (tokenizer, max_seq_length, token_level, label_list)
-  if key not in _TAGGERS or not tagging_graph.text_graph.alive(_TAGGERS[key]):
-    if len(_TAGGERS) >= 8:
-      _TAGGERS.pop(next(iter(_TAGGERS)))
-    _TAGGERS[key] = tagging_graph.TextTagger.from_tokenizer(
-        tokenizer, max_seq_length, token_level, label_list)
-  return _TAGGERS[key]
+  """One `TextTagger` per arguments in a process (`text_graph.kept`)."""
+  return tagging_graph.text_graph.kept(
+      ("tagger", tokenizer.fingerprint, max_seq_length, token_level,
+       label_list), lambda: tagging_graph.TextTagger.from_tokenizer(
+           tokenizer, max_seq_length, token_level, label_list))
 
 
 class TagScorer(scoring.Scorer):

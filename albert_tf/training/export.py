@@ -13,7 +13,6 @@ that the commands' --help answers before TF loads.
 """
 
 import dataclasses
-import weakref
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -240,16 +239,10 @@ def fill_mask(model, tokenizer, texts, top_k=5):
   return results
 
 
-_MASKED_ENCODERS = weakref.WeakKeyDictionary()
-
-
 def _masked_encoder(tokenizer, length):
-  """One MaskedTextEncoder per tokenizer and length (traced once; built
-  again when TF has freed its SentencePiece models, `text_graph.alive`)."""
+  """One MaskedTextEncoder per tokenizer and length (`text_graph.kept`)."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.serving import text_graph
   from albert_tf.serving.fill_mask_graph import MaskedTextEncoder
-  encoders = _MASKED_ENCODERS.setdefault(tokenizer, {})
-  if length not in encoders or not text_graph.alive(encoders[length]):
-    encoders[length] = MaskedTextEncoder(tokenizer, length)
-  return encoders[length]
+  return text_graph.kept(("fill_mask", tokenizer.fingerprint, length),
+                         lambda: MaskedTextEncoder(tokenizer, length))
