@@ -44,14 +44,12 @@ null odds: `squad_metrics.apply_null_threshold` makes it "".
 import json
 import math
 import os
-import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
 
-from albert_tf.data.tokenization import write_synced
-from albert_tf.file_io import naming
+from albert_tf import file_io
 
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
@@ -305,29 +303,12 @@ def decode_v2(start_top_log_probs, start_top_index, end_top_log_probs,
   return predictions, nbest, null_odds
 
 
-def _write_json(path, obj):
-  folder = os.path.dirname(path) or "."
-  fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path),
-                             suffix=".tmp")
-  os.close(fd)
-  try:
-    write_synced(tmp, (json.dumps(obj, ensure_ascii=False, indent=2) +
-                       "\n").encode("utf-8"))
-    os.replace(tmp, path)
-  except BaseException as e:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    if isinstance(e, OSError):  # a full disk: one line naming the file
-      raise naming(e, path) from e
-    raise
-
-
 def write_outputs(output_dir: str, predictions: Dict[str, str],
                   nbest: Dict[str, List[dict]],
                   null_odds: Optional[Dict[str, float]] = None) -> List[str]:
   """Writes predictions.json, nbest_predictions.json and (given null_odds)
-  null_odds.json into output_dir, each whole or not at all (a temporary file
-  renamed into place); UTF-8, not ASCII-escaped, indent 2.
+  null_odds.json into output_dir, each whole or not at all
+  (`file_io.atomic_writer`); UTF-8, not ASCII-escaped, indent 2.
 
   Returns:
     The paths written.
@@ -338,7 +319,7 @@ def write_outputs(output_dir: str, predictions: Dict[str, str],
     outputs.append((NULL_ODDS_FILE, null_odds))
   paths = []
   for name, obj in outputs:
-    path = os.path.join(output_dir, name)
-    _write_json(path, obj)
-    paths.append(path)
+    paths.append(os.path.join(output_dir, name))
+    with file_io.atomic_writer(paths[-1]) as f:
+      f.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
   return paths

@@ -330,7 +330,7 @@ def write_synced(path: str, data: bytes) -> None:
   only at the sync or the close. The first half of an atomic write: path is
   always a temporary file or lies in a scratch folder, which the caller
   renames into place (train_vocab, export_tflite, export_onnx,
-  convert_checkpoint, span_decode)."""
+  convert_checkpoint)."""
   with open(path, "wb") as f:
     f.write(data)
     f.flush()

@@ -2,12 +2,12 @@
 context) strings -> windows -> answers.
 
 Fine-tuning runs `TextSpanReader.encode` over each split
-(`albert_tf.data.squad.make_windows`); the model's `serve_text` runs it with
-the model and `decode` (`albert_tf.tasks.span_qa.export_signatures`):
-context pieces with their code-point spans in the original text, `[CLS]
-question [SEP] window [SEP]` rows every doc_stride pieces with the
-original's max-context flags, and the best entry of `span_decode.decode_v1`
-/ `decode_v2`.
+(`albert_tf.data.squad.make_windows`); the model's `serve_text` runs it, the
+model and `decode` (`albert_tf.tasks.span_qa.export_signatures`): context
+pieces with their code-point spans in the original text, `[CLS] question
+[SEP] window [SEP]` rows every doc_stride pieces with the original's
+max-context flags, and the best entry of `span_decode.decode_v1` /
+`decode_v2`.
 
     reader = TextSpanReader.from_tokenizer(tokenizer, 384, task_config)
     out = reader(questions, contexts, run)   # run: features -> model outputs
@@ -16,16 +16,12 @@ original's max-context flags, and the best entry of `span_decode.decode_v1`
 Offsets: the normalisation steps (`albert_tf.data.normalization`) are redone
 with spans as each step's `offsets` says, each normalised character keeping
 the original characters it came from. The string tokenised is the
-whole-string normalisation (`normalization.normalize_graph`: a word-final
-"Σ" lowers to "ς") when it has as many characters as the per-character one,
-else the latter; the tokenizers' byte offsets map to those characters.
-Known differences from `tokenizer.encode`, as in `TextEncoder`: TF Text's
-SentencePiece breaks exact Viterbi ties otherwise in rare strings ("1,0000":
-"000"+"0" vs "0"+"000"); Unicode 14 lowercases 40 more letters. Flat
-tensors with row splits: ragged ops would make a graph of ~5000 ops.
-Needs `import tensorflow_text`, as does loading a SavedModel holding one.
-(Over 400 lines: the span forms of the normalisation steps, the "9,"
-re-split with spans, the windows and both decoders are one contract.)
+whole-string normalisation (a word-final "Σ" lowers to "ς") when it has as
+many characters as the per-character one, else the latter. The pieces are
+`text_graph.TextEncoder`'s (its known differences from `tokenizer.encode`
+included). Flat tensors with row splits: ragged ops would make a graph of
+~5000 ops. Needs `import tensorflow_text`, as does loading a SavedModel
+holding one.
 """
 
 import functools
@@ -38,17 +34,16 @@ from albert_tf.data import normalization
 from albert_tf.modeling import span_qa as span_model
 from albert_tf.serving import text_graph
 
-# The char classes of text_graph, so that both encoders split alike.
+# text_graph's char classes and tokenizers, so that both encoders split alike.
 # pylint: disable=protected-access
-_cc, _cjk = text_graph._char_class, text_graph._cjk_class
-_UNDERLINE = text_graph._UNDERLINE
-# pylint: enable=protected-access
+_cc, _UNDERLINE = text_graph._char_class, text_graph._UNDERLINE
 _BIG = 2 ** 62
 _STRING = tf.TensorSpec([None], tf.string)
 _V1 = (span_model.START_LOGITS, span_model.END_LOGITS)
 _V2 = (span_model.START_TOP_LOG_PROBS, span_model.START_TOP_INDEX,
        span_model.END_TOP_LOG_PROBS, span_model.END_TOP_INDEX,
        span_model.CLS_LOGITS)
+_rows = tf.ragged.row_splits_to_segment_ids  # the row of each item
 
 
 def _spec(dtype, shape=(None, None)):
@@ -92,11 +87,6 @@ def _spread(counts):
   item = tf.repeat(_range(tf.size(counts)), counts)
   return item, _range(tf.size(item)) - tf.gather(
       tf.cumsum(counts, exclusive=True), item)
-
-
-def _rows(splits):
-  """The row of each item of rows with these row splits."""
-  return tf.repeat(_range(tf.size(splits) - 1), splits[1:] - splits[:-1])
 
 
 def _pad(values, fill):
@@ -204,68 +194,38 @@ class TextSpanReader(tf.Module):
   """(question, context) strings -> answer spans of the context, in the graph.
 
   Args:
-    kind, model_proto, vocab, do_lower_case, unk_token, cls_id, sep_id,
-      pad_id: the tokenizer, as `text_graph.TextEncoder` takes it.
-    max_seq_length, doc_stride, max_query_length: the windows (`encode`).
+    encoder: the `text_graph.TextEncoder` whose normalisation, tokenizer,
+      special ids and max_seq_length the windows use.
     version_2_with_negative: the model's head (v1 logits or v2 beams).
+    doc_stride, max_query_length: the windows (`encode`).
     n_best_size, max_answer_length: the decoding (`span_decode`).
   """
 
-  def __init__(self, kind, max_seq_length, cls_id, sep_id, pad_id,
-               version_2_with_negative=False, doc_stride=128,
+  def __init__(self, encoder, version_2_with_negative=False, doc_stride=128,
                max_query_length=64, n_best_size=20, max_answer_length=30,
-               model_proto=None, vocab=None, do_lower_case=True,
-               unk_token="[UNK]", name=None):
+               name=None):
     super().__init__(name=name)
-    if max_seq_length < 4 or doc_stride < 1:
-      raise ValueError(f"max_seq_length={max_seq_length}, doc_stride="
+    if encoder.max_seq_length < 4 or doc_stride < 1:
+      raise ValueError(f"max_seq_length={encoder.max_seq_length}, doc_stride="
                        f"{doc_stride}: expected at least 4 and 1")
-    self.kind, self.do_lower_case = kind, bool(do_lower_case)
-    self.v2 = bool(version_2_with_negative)
-    (self.max_seq_length, self.doc_stride, self.max_query_length,
-     self.n_best_size, self.max_answer_length, self.cls_id, self.sep_id,
-     self.pad_id) = (int(v) for v in (
-         max_seq_length, doc_stride, max_query_length, n_best_size,
-         max_answer_length, cls_id, sep_id, pad_id))
+    self.encoder, self.kind = encoder, encoder.kind
+    self.max_seq_length, self.v2 = encoder.max_seq_length, bool(
+        version_2_with_negative)
+    (self.doc_stride, self.max_query_length, self.n_best_size,
+     self.max_answer_length) = (int(v) for v in (
+         doc_stride, max_query_length, n_best_size, max_answer_length))
     self._encode_fn, self._decode_fn = {}, None
-    if kind == "sentencepiece":
-      # Named apart from TextEncoder's: in a loaded SavedModel tf-text shares
-      # one model among SentencePiece resources of the same name.
-      self._sp = tf_text.SentencepieceTokenizer(
-          model=model_proto, out_type=tf.int32,
-          name=f"{name or 'span_reader'}_sentencepiece")
-    elif kind == "wordpiece":
-      # As TextEncoder: an empty vocab line keeps its id under a name no
-      # word matches; words over 100 characters are [UNK] (BERT's limit).
-      vocab = [t or f"[empty vocab line {i + 1}]" for i, t in enumerate(vocab)]
-      self._wordpiece = tf_text.FastWordpieceTokenizer(
-          vocab=vocab, suffix_indicator="##", max_bytes_per_word=400,
-          token_out_type=tf.int32, unknown_token=unk_token,
-          no_pretokenization=True, support_detokenization=False)
-      self._unk_token = unk_token
-    else:
-      raise ValueError(f"kind must be 'sentencepiece' or 'wordpiece', got "
-                       f"{kind!r}")
 
   @classmethod
   def from_tokenizer(cls, tokenizer, max_seq_length, task_config, name=None):
     """The reader of a tokenizer and a span QA record's task_config."""
-    own = {k: task_config[k] for k in (
+    # Its SentencePiece named apart from a TextEncoder's: in a loaded
+    # SavedModel tf-text shares one model among resources of one name.
+    encoder = text_graph.TextEncoder.from_tokenizer(
+        tokenizer, max_seq_length, name=name or "span_reader")
+    return cls(encoder, name=name, **{k: task_config[k] for k in (
         "version_2_with_negative", "doc_stride", "max_query_length",
-        "n_best_size", "max_answer_length") if k in task_config}
-    kwargs = dict(kind=tokenizer.kind, max_seq_length=max_seq_length,
-                  cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
-                  pad_id=tokenizer.pad_id,
-                  do_lower_case=tokenizer.do_lower_case,
-                  unk_token=tokenizer.convert_ids_to_tokens(
-                      [tokenizer.unk_id])[0], name=name, **own)
-    if tokenizer.kind == "sentencepiece":
-      with open(tokenizer.model_file, "rb") as f:
-        kwargs["model_proto"] = f.read()
-    else:
-      kwargs["vocab"] = tokenizer.convert_ids_to_tokens(
-          list(range(tokenizer.vocab_size)))
-    return cls(**kwargs)
+        "n_best_size", "max_answer_length") if k in task_config})
 
   def input_specs(self):
     return [tf.TensorSpec([None], tf.string, name="question"),
@@ -279,9 +239,10 @@ class TextSpanReader(tf.Module):
     rows = chars.value_rowids()
     s = _range(tf.size(rows)) - tf.gather(chars.row_splits, rows)
     units = _Units(chars.flat_values, s, s + 1, rows)
-    for group in normalization.offset_groups(self.kind, self.do_lower_case):
+    for group in normalization.offset_groups(self.kind,
+                                             self.encoder.do_lower_case):
       units = units.run(group, nrows)
-    whole = normalization.normalize_graph(text, self.kind, self.do_lower_case)
+    whole = self.encoder.normalize(text)
     joined = tf.strings.unsorted_segment_join(units.chars, units.rows, nrows)
     return tf.where(tf.equal(_len(whole), _len(joined)), whole, joined), units
 
@@ -328,10 +289,10 @@ class TextSpanReader(tf.Module):
   def _spm_pieces(self, norm, table):
     """SentencePiece, then `AlbertTokenizer._spm_pieces`' "9," re-split,
     with spans (global characters of norm)."""
-    ids, b, e = self._sp.tokenize_with_offsets(norm)
+    ids, b, e = self.encoder._sp.tokenize_with_offsets(norm)
     ids, splits = ids.flat_values, ids.row_splits
     b, e = table.span(_rows(splits), b.flat_values, e.flat_values)
-    strings = self._sp.id_to_string(ids)
+    strings = self.encoder._sp.id_to_string(ids)
     match = tf.strings.regex_full_match(strings, f"(?s).*{_cc('digit')},")
     m = _count(match)
     word = _mask(strings, match)
@@ -339,12 +300,12 @@ class TextSpanReader(tf.Module):
     mb = self._skip_spaces(table, mb, me)
     number = tf.strings.regex_replace(
         tf.strings.regex_replace(word, ",$", ""), _UNDERLINE, "")
-    sub, sb, se = self._sp.tokenize_with_offsets(number)
+    sub, sb, se = self.encoder._sp.tokenize_with_offsets(number)
     srow, rank = _spread(sub.row_lengths())
     local = _CharTable(number)
     sb, se = (v - tf.gather(local.splits, srow) for v in local.span(
         srow, sb.flat_values, se.flat_values))
-    sub = self._sp.id_to_string(sub.flat_values)
+    sub = self.encoder._sp.id_to_string(sub.flat_values)
     # Inside a word the re-encoded number must not gain a "▁".
     fix = (tf.equal(rank, 0) & tf.strings.regex_full_match(
         sub, f"(?s){_UNDERLINE}.*") & ~tf.gather(tf.strings.regex_full_match(
@@ -373,7 +334,7 @@ class TextSpanReader(tf.Module):
         _range(n), tf.where(match), n + tf.cumsum(per_match, exclusive=True))
     item, rank = _spread(counts)
     pick = tf.gather(source, item) + rank
-    new_ids = tf.cast(self._sp.string_to_id(parts["s"]), ids.dtype)
+    new_ids = tf.cast(self.encoder._sp.string_to_id(parts["s"]), ids.dtype)
     out = [tf.gather(tf.concat([old, new], 0), pick) for old, new in (
         (ids, new_ids), (strings, parts["s"]), (b, parts["b"]),
         (e, parts["e"]))]
@@ -383,12 +344,12 @@ class TextSpanReader(tf.Module):
   def _wordpiece_pieces(self, norm, table):
     """BERT's split, then WordPiece; a word that becomes [UNK] spans the
     whole word."""
-    punct, cjk = _cc("punctuation"), _cjk()
+    encoder = self.encoder
     words, wb, we = tf_text.regex_split_with_offsets(
-        norm, f"{_cc('space')}|{punct}|{cjk}", f"{punct}|{cjk}")
+        norm, encoder._split_pattern, encoder._keep_pattern)
     long = _len(words.flat_values) > 100
-    ids, pb, pe = self._wordpiece.tokenize_with_offsets(
-        tf.where(long, self._unk_token, words.flat_values))
+    ids, pb, pe = encoder._wordpiece.tokenize_with_offsets(
+        tf.where(long, encoder._unk_token, words.flat_values))
     word = ids.value_rowids()
     wb, we = tf.gather(wb.flat_values, word), tf.gather(we.flat_values, word)
     long = tf.gather(long, word)  # one [UNK] spanning the word
@@ -448,11 +409,12 @@ class TextSpanReader(tf.Module):
     in_q = (j >= 1) & (j <= ql)
     from_q = tf.where(in_q, tf.gather(q_base, pair)[:, None] + j - 1, 0)
     sep = tf.equal(j, ql + 1) | tf.equal(j, ql + 2 + sz)
-    ids = _pad(ids, self.pad_id)
+    special = self.encoder
+    ids = _pad(ids, special.pad_id)
     input_ids = tf.where(in_ctx, tf.gather(ids, piece), tf.where(
         in_q, tf.gather(ids, from_q), tf.where(
-            sep, self.sep_id, tf.where(tf.equal(j, 0), self.cls_id,
-                                       self.pad_id))))
+            sep, special.sep_id, tf.where(tf.equal(j, 0), special.cls_id,
+                                          special.pad_id))))
     input_mask = j <= ql + 2 + sz
     # The original's max-context score (float64 as numpy's); the first
     # window wins a tie.
