@@ -21,19 +21,16 @@ checked, copied into --output_dir and its sha256 recorded in
 conversion_report.json: fine-tuning from --output_dir uses it by default and
 refuses another --spm_model_file/--vocab_file.
 
-Every source is first read into a dict keyed by the *original* google-research
-TF1 variable names (bert/embeddings/word_embeddings, bert/encoder/transformer/
-group_0/inner_group_0/attention_1/self/query/kernel, ... with kernels [in, out]),
-then copied into an `AlbertPretrainer` by `assign_original_weights`. So there
-is one name map to the model, and one map per foreign source to the original
-names. The output is the project's checkpoint layout (encoder +
-masked_lm_head + sentence_order_head, see checkpoints.py) plus
-albert_config.json. Every tensor not consumed and every expected tensor not
-found is reported; a shape mismatch, a missing encoder tensor, layers the
-config has no place for and a tokenizer that does not fit vocab_size
-(fewer tokens: unless --allow_padded_vocab) are errors naming them.
-Everything is written in a dot-folder beside --output_dir and moved into it
-only when complete: a full disk leaves an earlier conversion as it was.
+Every source is first read into a dict keyed by the original TF1 variable
+names (bert/embeddings/word_embeddings, ..., kernels [in, out]), then copied
+into an `AlbertPretrainer` by `assign_original_weights`: one name map to the
+model, one per foreign source to the original names. The output is the
+project's checkpoint layout (checkpoints.py) plus albert_config.json. Every
+tensor not consumed or not found is reported; a shape mismatch, a missing
+encoder tensor, layers the config has no place for and a tokenizer that does
+not fit vocab_size (fewer tokens: unless --allow_padded_vocab) are errors
+naming them. The output is written in a dot-folder beside --output_dir and
+moved in when complete: a full disk leaves an earlier conversion as it was.
 """
 
 import contextlib
@@ -53,14 +50,10 @@ from albert_tf import file_io
 from albert_tf import settings
 from albert_tf.converters import SOURCES
 
-# This module is the CLI and `convert` only (the docstring above is also the
-# --help text); the per-source readers live in
-# albert_tf/converters and are chosen through converters.READERS. They, and
-# TensorFlow, are imported when a conversion runs, not here: --help and a
-# flag mistake answer before TF loads.
-
-# The names this module offered before the readers moved to converters/
-# (tests and tools still import them from here), each loaded on first use.
+# The CLI and `convert` (the docstring is --help); the readers live in
+# albert_tf/converters and load with TF when a conversion runs, so --help
+# and a flag mistake answer first. _MOVED: names this module offered before
+# they moved there (tests and tools import them from here), loaded on use.
 _MOVED = {
     "BRIGHTMART_RELEASES": "albert_tf.converters.brightmart",
     "brightmart_to_original": "albert_tf.converters.brightmart",
@@ -153,23 +146,20 @@ def _cannot_write(error, output_dir):
   return OSError(number, text) if number else OSError(text)
 
 
-# Moved into an existing output_dir in this order: the checkpoint's data,
-# its index, the `checkpoint` file naming it, then the config and report.
-def _move_order(name):
-  return (name.endswith(".index"), name == "checkpoint",
-          name == "albert_config.json", name == "conversion_report.json",
-          name)
-
-
 def _move_into_place(scratch, output_dir):
   """scratch renamed to output_dir, or, when output_dir exists (an earlier
   conversion, other files), its files renamed into it one by one (renames
-  take no space: a full disk has failed the writes before this)."""
+  take no space: a full disk has failed the writes before this): the
+  checkpoint's data, its index, the `checkpoint` file naming it, then the
+  config and report."""
   os.chmod(scratch, 0o755)  # mkdtemp makes 0700
   if not os.path.exists(output_dir):
     os.rename(scratch, output_dir)
     return
-  for name in sorted(os.listdir(scratch), key=_move_order):
+  order = lambda name: (name.endswith(".index"), name == "checkpoint",
+                        name == "albert_config.json",
+                        name == "conversion_report.json", name)
+  for name in sorted(os.listdir(scratch), key=order):
     os.replace(os.path.join(scratch, name), os.path.join(output_dir, name))
 
 
@@ -211,10 +201,6 @@ def source_tokenizer(source, checkpoint):
   return None
 
 
-def _tokenizer_kind(path):
-  return "wordpiece" if path.endswith(".txt") else "sentencepiece"
-
-
 def _check_source_tokenizer(path, config, allow_padded_vocab=False):
   """A tokenizer found beside the weights must load and fit vocab_size:
   more tokens than rows is another model's; fewer is refused too unless
@@ -224,7 +210,7 @@ def _check_source_tokenizer(path, config, allow_padded_vocab=False):
   # pylint: disable=g-import-not-at-top
   from albert_tf.converters.errors import ConversionError
   from albert_tf.data.tokenization import load_tokenizer
-  wordpiece = _tokenizer_kind(path) == "wordpiece"
+  wordpiece = path.endswith(".txt")
   try:
     size = load_tokenizer(None if wordpiece else path,
                           path if wordpiece else None).vocab_size
@@ -320,7 +306,7 @@ def _convert(reader, source, checkpoint, output_dir, albert_config_file, log,
       report["notes"].append(padded)
     with open(vocab_source, "rb") as f:
       vocab = f.read()
-    kind = _tokenizer_kind(vocab_source)
+    kind = "wordpiece" if vocab_source.endswith(".txt") else "sentencepiece"
     flag = "--vocab_file" if kind == "wordpiece" else "--spm_model_file"
     report.update(tokenizer_file=os.path.basename(vocab_source),
                   tokenizer_kind=kind,

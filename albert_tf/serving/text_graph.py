@@ -39,13 +39,9 @@ from albert_tf import quiet_logs
 from albert_tf.data import normalization
 from albert_tf.data import tokenization
 
-_UNDERLINE = "\u2581"  # SentencePiece's word-start marker "▁".
-
-# The RE2 class helper lives with the normalisation table; tagging_graph
-# uses it through this name.
-_re2_class = normalization.re2_class
-# Predicates beyond the normalisation table's: the tokenizer's own, so that
-# both split alike.
+_UNDERLINE = tokenization.SPM_UNDERLINE
+_re2_class = normalization.re2_class  # tagging_graph's name for it
+# Predicates beyond the normalisation table's: the tokenizer's own.
 _SPLIT_PREDICATES = {"digit": str.isdigit,
                      "punctuation": tokenization.is_punctuation}
 
@@ -56,11 +52,6 @@ def _char_class(name):
   if name in _SPLIT_PREDICATES:
     return normalization.predicate_class(_SPLIT_PREDICATES[name])
   return normalization.char_class(name)
-
-
-def _cjk_class():
-  return "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}"
-                       for a, b in tokenization.CJK_RANGES) + "]"
 
 
 class TextEncoder(tf.Module):
@@ -106,7 +97,9 @@ class TextEncoder(tf.Module):
     else:
       if not vocab:
         raise ValueError("kind='wordpiece' needs a vocab list")
-      punct, cjk = _char_class("punctuation"), _cjk_class()
+      punct = _char_class("punctuation")
+      cjk = "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}"
+                          for a, b in tokenization.CJK_RANGES) + "]"
       self._split_pattern = f"{_char_class('space')}|{punct}|{cjk}"
       self._keep_pattern = f"{punct}|{cjk}"
       # BERT's limit is 100 characters (tokenize() checks), not bytes. An
