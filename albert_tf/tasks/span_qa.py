@@ -1,27 +1,13 @@
 """Span question answering: SQuAD v1.1 / v2.0, CMRC 2018 and DRCD.
 
-Reading, windows and answer offsets are `albert_tf.data.squad`, logits ->
-answers `albert_tf.data.span_decode`, the official scores
-`albert_tf.data.squad_metrics`; this file is what the trainer needs on top:
-
-  * inputs: every window of the train file in memory, batched as a pure
-    function of (seed, step) (`tasks.base.step_indexed_inputs`), labelled
-    with start/end piece positions ([CLS] when the window does not hold the
-    answer) and is_impossible;
-  * model: `AlbertSpanQA`, v1's start/end head or v2's XLNet-style head with
-    its answer-class logit (`modeling.span_qa`); its own train_step computes
-    the original's losses;
-  * metrics: the official SQuAD v1.1 (exact_match, f1) or v2.0 (exact, f1,
-    HasAns_*, NoAns_*, best_* with thresholds) evaluation, or CMRC 2018's
-    (`--task_name=cmrc2018|drcd`); `f1` picks the best checkpoint;
-  * predictions: predictions.json, nbest_predictions.json and, in v2,
-    null_odds.json; the v2 threshold is tuned on the predict file when it
-    has answers (as the original does) and recorded in eval_results.json;
-  * record: version_2_with_negative, doc_stride, max_query_length,
-    max_answer_length, n_best_size and the v2 beams, in task_config;
-  * export (`--model=span_qa`): serving_default returns the head's logits;
-    serve_text(question, context) the answer text with its character span
-    (`albert_tf.serving.span_graph`).
+The family's flags, task and serving hooks. Reading and windows are
+`albert_tf.data.squad`, logits -> answers `data.span_decode`, the official
+scores (`f1` picks the best checkpoint) `data.squad_metrics`, the head
+(v1's start/end logits or v2's XLNet-style beams with an answer-class logit;
+its train_step computes the original's losses) `modeling.span_qa`, and
+serve_text(question, context) `serving.span_graph`. In v2 the null-odds
+threshold behind predictions.json is tuned on the predict file when it has
+answers (as the original does) and returned with its metrics.
 """
 
 from __future__ import annotations
@@ -51,11 +37,6 @@ from albert_tf.tasks import scoring
 span_qa = lazy.module("albert_tf.modeling.span_qa")
 tf = lazy.module("tensorflow")
 saved_model = lazy.module("albert_tf.serving.saved_model")
-
-PREDICTIONS_FILE = "predictions.json"
-NBEST_FILE = "nbest_predictions.json"
-NULL_ODDS_FILE = "null_odds.json"
-
 
 # --data_dir's files when --train_file / --predict_file are not given.
 TRAIN_JSON, DEV_JSON = "train.json", "dev.json"
@@ -124,7 +105,8 @@ class SpanQATask(Task):
   name = "span_qa"
   best_metric = "f1"
   export_name = "span_qa"
-  output_files = (PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE)
+  output_files = (span_decode.PREDICTIONS_FILE, span_decode.NBEST_FILE,
+                  span_decode.NULL_ODDS_FILE)
   # --input_timeout_secs (read_splits sets it): a split file's read.
   input_timeout_secs = input_timeout.DEFAULT_SECS
 
@@ -184,9 +166,8 @@ class SpanQATask(Task):
     stats = {split: self.stats(split) for split, wanted in (
         ("train", o.do_train), ("dev", o.do_eval), ("test", o.do_predict))
              if wanted}
-    if o.do_eval and not self.has_answers("dev"):
-      raise squad.SquadError(f"{self.files['dev']}: --do_eval needs answers "
-                             "in the predict file")
+    if o.do_eval:
+      self._check_dev_answers()
     return stats
 
   def fingerprint(self) -> str:
@@ -305,41 +286,24 @@ class SpanQATask(Task):
   def answers(self, model, split: str):
     """(predictions {qid: text}, nbest, null_odds or None) of a split."""
     data, windows = self.load_split(split)
-    names = ((span_qa.START_LOGITS, span_qa.END_LOGITS)
-             if not self.version_2_with_negative else
-             (span_qa.START_TOP_LOG_PROBS, span_qa.START_TOP_INDEX,
-              span_qa.END_TOP_LOG_PROBS, span_qa.END_TOP_INDEX,
-              span_qa.CLS_LOGITS))
+    names = _heads(self.version_2_with_negative)
     if self._predict_model is not model:
       self._predict_fn = batched_outputs(model, names)
       self._predict_model = model
-    out = self._predict_fn(windows.features, self.eval_batch_size)
-    where = (windows.example_index, windows.piece_spans,
-             windows.is_max_context, [e.context for e in data.examples],
-             [e.qas_id for e in data.examples])
-    if not self.version_2_with_negative:
-      predictions, nbest = span_decode.decode_v1(
-          out[span_qa.START_LOGITS], out[span_qa.END_LOGITS], *where,
-          n_best_size=self.n_best_size,
-          max_answer_length=self.max_answer_length)
-      return predictions, nbest, None
-    return span_decode.decode_v2(
-        *(out[name] for name in names), *where,
-        n_best_size=self.n_best_size,
-        max_answer_length=self.max_answer_length)
+    return _decode(self._predict_fn(windows.features, self.eval_batch_size),
+                   windows, data.examples, self.version_2_with_negative,
+                   self.n_best_size, self.max_answer_length)
 
   def _score(self, split, predictions,
              null_odds) -> Tuple[Dict[str, float], Dict[str, str]]:
     """(the official metrics, the predictions they score). v2: the
     threshold is tuned on this split (best_f1_thresh, as the original), and
     the predictions answer "" where null_odds exceed it."""
-    data = self.load_split(split)[0]
-    gold = squad_metrics.gold_answers(data.examples)
-    if self.task_name in ("cmrc2018", "drcd"):
-      return squad_metrics.cmrc2018(gold, predictions), predictions
-    if not self.version_2_with_negative:
-      return squad_metrics.squad_v1(gold, predictions), predictions
-    tuned = squad_metrics.squad_v2(gold, predictions, null_odds)
+    gold = squad_metrics.gold_answers(self.load_split(split)[0].examples)
+    tuned = official_scores(self.task_name, self.version_2_with_negative,
+                            gold, predictions, null_odds)
+    if self.task_name in CMRC or not self.version_2_with_negative:
+      return tuned, predictions
     self.null_threshold = float(tuned["best_f1_thresh"])
     thresholded = squad_metrics.apply_null_threshold(
         predictions, null_odds, self.null_threshold)
@@ -370,21 +334,21 @@ class SpanQATask(Task):
       data = self.load_split(split)[0]
       predictions = {e.qas_id: baselines.sliding_window_answer(
           e.question, e.context, length) for e in data.examples}
-      gold = squad_metrics.gold_answers(data.examples)
-      metrics = (squad_metrics.cmrc2018(gold, predictions)
-                 if self.task_name in ("cmrc2018", "drcd") else
-                 squad_metrics.squad_v2(gold, predictions)
-                 if self.version_2_with_negative else
-                 squad_metrics.squad_v1(gold, predictions))
+      metrics = official_scores(
+          self.task_name, self.version_2_with_negative,
+          squad_metrics.gold_answers(data.examples), predictions)
       out[split] = {"sliding_window": {
           k: v for k, v in metrics.items()
           if k in ("exact_match", "exact", "f1")}}
     return out
 
-  def evaluate(self, model, strategy):
+  def _check_dev_answers(self):
     if not self.has_answers("dev"):
       raise squad.SquadError(f"{self.files['dev']}: --do_eval needs answers "
                              "in the predict file")
+
+  def evaluate(self, model, strategy):
+    self._check_dev_answers()
     predictions, _, null_odds = self.answers(model, "dev")
     metrics, scored = self._score("dev", predictions, null_odds)
     answers = list(scored.values())
@@ -500,18 +464,13 @@ class SpanQATask(Task):
 
     def predict(inputs):
       examples, windows = _windows(record, tokenizer, max_seq_length, inputs)
-      out = {k: [] for k in ("start_logits", "end_logits")}
-      for start in range(0, len(windows.example_index), 64):
-        got = run(**{k: windows.features[k][start:start + 64]
-                     for k in F.ENCODER_INPUTS})
-        for k in out:
-          out[k].append(got[k])
-      _, nbest = span_decode.decode_v1(
-          np.concatenate(out["start_logits"]),
-          np.concatenate(out["end_logits"]), windows.example_index,
-          windows.piece_spans, windows.is_max_context,
-          list(inputs["context"]), [e.qas_id for e in examples],
-          own.get("n_best_size", 20), own.get("max_answer_length", 30))
+      got = [run(**{k: windows.features[k][i:i + 64]
+                    for k in F.ENCODER_INPUTS})
+             for i in range(0, windows.num_windows, 64)]
+      nbest = _decode({k: np.concatenate([g[k] for g in got])
+                       for k in _heads(False)}, windows, examples, False,
+                      own.get("n_best_size", 20),
+                      own.get("max_answer_length", 30))[1]
       return [{"answer": best["text"], "start": best["start"],
                "end": best["end"],
                "score": best["start_logit"] + best["end_logit"]}
@@ -531,6 +490,38 @@ class SpanQATask(Task):
     if question < 0:
       raise IndexError(question)
     return {"question": fields[question], "context": fields[context]}
+
+
+CMRC = ("cmrc2018", "drcd")  # --task_name values scored by CMRC 2018's rules
+
+
+def official_scores(task_name, v2, gold, predictions, null_odds=None):
+  """The official evaluation of `task_name`: CMRC 2018's for cmrc2018 and
+  drcd, else SQuAD v2.0's (v2) or v1.1's (`squad_metrics`)."""
+  if task_name in CMRC:
+    return squad_metrics.cmrc2018(gold, predictions)
+  if v2:
+    return squad_metrics.squad_v2(gold, predictions, null_odds)
+  return squad_metrics.squad_v1(gold, predictions)
+
+
+def _heads(v2):
+  """The model outputs span_decode reads: v1's logits or v2's beams."""
+  return ((span_qa.START_TOP_LOG_PROBS, span_qa.START_TOP_INDEX,
+           span_qa.END_TOP_LOG_PROBS, span_qa.END_TOP_INDEX,
+           span_qa.CLS_LOGITS) if v2 else
+          (span_qa.START_LOGITS, span_qa.END_LOGITS))
+
+
+def _decode(out, windows, examples, v2, n_best_size, max_answer_length):
+  """(predictions, nbest, null_odds or None) of the heads' outputs `out`
+  over `windows` of `examples` (`span_decode.decode_v1` / `decode_v2`)."""
+  decode = span_decode.decode_v2 if v2 else span_decode.decode_v1
+  got = decode(*(out[name] for name in _heads(v2)), windows.example_index,
+               windows.piece_spans, windows.is_max_context,
+               [e.context for e in examples], [e.qas_id for e in examples],
+               n_best_size=n_best_size, max_answer_length=max_answer_length)
+  return got if v2 else (*got, None)
 
 
 def _windows(record, tokenizer, max_seq_length, inputs):
@@ -561,21 +552,17 @@ class SpanScorer(scoring.Scorer):
   def metrics(self):
     if not self.gold:
       return {}
-    gold = {str(i): a for i, a in enumerate(self.gold)}
-    predictions = {str(i): p for i, p in enumerate(self.predicted)}
-    if self.record.task_name in ("cmrc2018", "drcd"):
-      scores = squad_metrics.cmrc2018(gold, predictions)
-    elif self.record.task_config.get("version_2_with_negative"):
-      scores = squad_metrics.squad_v2(gold, predictions)
-      scores["exact_match"] = scores["exact"]
-    else:
-      if not all(self.gold):
-        raise scoring.PredictError(
-            "span QA: a gold answer is empty (only a SQuAD 2.0 model scores "
-            "'no answer')")
-      scores = squad_metrics.squad_v1(gold, predictions)
-    return {"exact_match": scores["exact_match"], "f1": scores["f1"],
-            "total": scores["total"]}
+    v2 = self.record.task_config.get("version_2_with_negative")
+    if self.record.task_name not in CMRC and not v2 and not all(self.gold):
+      raise scoring.PredictError(
+          "span QA: a gold answer is empty (only a SQuAD 2.0 model scores "
+          "'no answer')")
+    scores = official_scores(
+        self.record.task_name, v2,
+        {str(i): a for i, a in enumerate(self.gold)},
+        {str(i): p for i, p in enumerate(self.predicted)})
+    return {"exact_match": scores.get("exact_match", scores.get("exact")),
+            "f1": scores["f1"], "total": scores["total"]}
 
   def lines(self, scores):
     return ([f"exact_match={scores['exact_match']:.2f} "
