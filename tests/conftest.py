@@ -1,6 +1,6 @@
-import logging
 """Shared pytest setup: quiet TF, the repo on sys.path, tiny configs."""
 
+import logging
 import os
 import sys
 
