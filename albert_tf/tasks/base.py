@@ -1,21 +1,11 @@
 """What a task declares; the trainer (`albert_tf.training.trainer`) does the rest.
 
-The shape of Model Garden's `official/core/base_task.py`. A task family
-says, in its one file:
-  * training: its model from an AlbertConfig (whose `checkpoint_items` name
-    what its checkpoints hold), its tf.data inputs, loss, metrics, dev
-    evaluation and test predictions;
-  * the record: `record()`, the `albert_tf.record.ModelInfo` written as
-    task_record.json beside its checkpoints (labels, length, tokenizer and
-    its own `task_config`);
-  * export and serving, the `albert_tf.tasks.serving.ServingTask` half:
-    `export_name` (export_saved_model's --model), `export_model` (the model
-    to restore from a record), `export_signatures` (what the SavedModel
-    serves, built from `albert_tf.serving.saved_model`) and how raw inputs
-    are encoded, decoded and scored outside training.
-Strategy, checkpoints, resume, logs and the best-checkpoint bookkeeping are
-the trainer's, and the SavedModel's files export_saved_model's, written once
-for every task.
+The shape of Model Garden's `official/core/base_task.py`. A family says in
+its one file its model (whose `checkpoint_items` name what checkpoints
+hold), inputs, loss, metrics, dev evaluation and test predictions; its
+record (`record()`, task_record.json); and its export and serving, the
+`albert_tf.tasks.serving.ServingTask` half. Strategy, checkpoints, resume,
+logs and the best checkpoint are the trainer's, written once for every task.
 """
 
 from __future__ import annotations
@@ -29,6 +19,7 @@ import numpy as np
 
 from albert_tf import features as F
 from albert_tf import lazy
+from albert_tf.data import input_timeout
 from albert_tf.data import length_buckets as length_buckets_lib
 from albert_tf.record import ModelInfo
 from albert_tf.tasks.serving import ServingTask
@@ -38,8 +29,7 @@ tf = lazy.module("tensorflow")
 
 
 class Task(ServingTask):
-  """Base class of the task families registered in `albert_tf.tasks`: what
-  training needs and the record here, export and serving in `ServingTask`."""
+  """A task family: its training and record (export, serving: ServingTask)."""
 
   #: The registered name (`albert_tf.registry.register_family`).
   name: str = ""
@@ -48,30 +38,52 @@ class Task(ServingTask):
   #: What `predict` writes in output_dir: --overwrite deletes these along
   #: with the trainer's files (`albert_tf.training.output_dir.run_files()`).
   output_files: Tuple[str, ...] = ()
+  #: --input_timeout_secs: how long a split file's read may stall.
+  input_timeout_secs: float = input_timeout.DEFAULT_SECS
+  _train_tensors = None  # build_inputs' tensors, made once
+  _predict_model = None  # the model `outputs` traced its function for
+
+  def __init__(self, tokenizer, max_seq_length: int,
+               eval_batch_size: int = 64, classifier_dropout: float = 0.1,
+               seed: int = 12345, max_train_examples: int = 0,
+               max_eval_examples: int = 0, max_predict_examples: int = 0,
+               input_timeout_secs: float = input_timeout.DEFAULT_SECS):
+    """The fields of a family fine-tuned on in-memory splits (a family of
+    its own need not call it). max_*_examples: 0 reads every example."""
+    self.tokenizer = tokenizer
+    self.max_seq_length = max_seq_length
+    self.eval_batch_size = eval_batch_size
+    self.classifier_dropout = classifier_dropout
+    self.seed = seed
+    self.max_examples = {"train": max_train_examples,
+                         "dev": max_eval_examples,
+                         "test": max_predict_examples}
+    self.input_timeout_secs = input_timeout_secs
+    self._splits = {}
+
+  @staticmethod
+  def option_fields(o) -> dict:
+    """`Task.__init__`'s fields from the shared flags (FinetuneOptions o)."""
+    return dict(max_seq_length=o.max_seq_length,
+                eval_batch_size=o.eval_batch_size,
+                classifier_dropout=o.classifier_dropout, seed=o.seed,
+                max_train_examples=o.max_train_examples,
+                max_eval_examples=o.max_eval_examples,
+                max_predict_examples=o.max_predict_examples,
+                input_timeout_secs=o.input_timeout_secs)
+
+  @staticmethod
+  def wanted_splits(o) -> Tuple[str, ...]:
+    """The splits a run reads: train, dev, test as --do_train/eval/predict."""
+    return tuple(split for split, wanted in zip(
+        ("train", "dev", "test"), (o.do_train, o.do_eval, o.do_predict))
+                 if wanted)
 
   @classmethod
   def dataset_output_files(cls, dataset) -> Tuple[str, ...]:
-    """What `predict` writes for one registered dataset beyond
-    `output_files` (a benchmark's submission file); --overwrite deletes
-    these too."""
-    del dataset
+    """What `predict` writes for a registered dataset beyond `output_files`
+    (a submission file); --overwrite deletes these too."""
     return ()
-
-  @classmethod
-  def legacy_record_task(cls, file_name: str, values: dict) -> Optional[str]:
-    """The family name of an older output's record file of this family
-    (`albert_tf.record.LEGACY_RECORD_FILES`, its parsed `values`); None
-    for another's (the default)."""
-    del file_name, values
-    return None
-
-  @classmethod
-  def read_dataset(cls, dataset, data_dir: str):
-    """`albert-predict --task=<dataset>`: {split: (examples, stats)} of the
-    dataset's files found in data_dir, read by its own reader (ids kept);
-    None when this family's datasets are read by fine-tuning only."""
-    del dataset, data_dir
-    return None
 
   # Fine-tuning: `albert_tf.finetune` calls these, in this order, for the
   # family --task names (the options are its registered dataclass).
@@ -82,9 +94,8 @@ class Task(ServingTask):
   init_skip_parts: Tuple[str, ...] = ()
   #: What a random-init training run warns about (None: nothing).
   random_init_warning: Optional[str] = None
-  #: --length_buckets and --micro_batches as the command decided them
-  #: (`training.fast_path`): a family passes the first to
-  #: `step_indexed_inputs` and the second to its model (`with_micro_batches`).
+  #: --length_buckets and --micro_batches as `training.fast_path` decided
+  #: them (for `step_indexed_inputs` and `with_micro_batches`).
   length_buckets: int = 0
   micro_batches: int = 1
 
@@ -114,9 +125,8 @@ class Task(ServingTask):
     raise NotImplementedError
 
   def read_splits(self, o) -> Dict[str, dict]:
-    """Reads every split the run needs before anything is written; returns
-    {split: stats}. Raises (naming the file) when a split that must be
-    labelled is not."""
+    """{split: stats} of every split the run needs, read before anything
+    is written. Raises, naming the file, for a split that lacks labels."""
     raise NotImplementedError
 
   def fingerprint(self) -> str:
@@ -126,8 +136,7 @@ class Task(ServingTask):
 
   def baselines(self, splits) -> Dict[str, Dict[str, Dict[str, float]]]:
     """{split: {baseline name: its metrics}} of the simplest models fitted
-    on the train split, for each labelled split of `splits` ("dev",
-    "test"), in the family's own metrics; {} when the family has none."""
+    on the train split, for each labelled split of `splits`; {}: none."""
     del splits
     return {}
 
@@ -136,19 +145,31 @@ class Task(ServingTask):
     raise NotImplementedError
 
   def with_micro_batches(self, model: keras.Model) -> keras.Model:
-    """model, its training step run as `micro_batches` parts (a model that
-    can: `modeling.models.MicroBatched`, AlbertSpanQA)."""
+    """model, its train step run in `micro_batches` parts (if it can)."""
     model.micro_batches = self.micro_batches
     return model
 
   def build_losses(self):
-    """The `compile(loss=)` argument; None when the model's own train_step
-    computes it."""
+    """The `compile(loss=)` argument; None: the model's train_step's."""
     return None
 
   def build_metrics(self):
     """The `compile(metrics=)` argument (training-time metrics)."""
     return None
+
+  #: Labels per position ([n, ..., L], a tagger's) that --length_buckets
+  #: cuts with the inputs (what is cut is padding).
+  position_labels: Tuple[str, ...] = ()
+
+  def train_arrays(self):
+    """(model inputs, `fit` targets by output name), each {name: numpy
+    [n, ...]}, of the train split: what the default `build_inputs` batches."""
+    raise NotImplementedError
+
+  def steps_per_epoch(self, global_batch_size: int) -> int:
+    """Steps of one pass over the train split (--num_train_epochs)."""
+    n = len(next(iter(self.train_arrays()[0].values())))
+    return max(1, -(-n // global_batch_size))
 
   def build_inputs(self, split: str, strategy: tf.distribute.Strategy,
                    global_batch_size: int, start_step: int = 0,
@@ -157,9 +178,27 @@ class Task(ServingTask):
 
     Training batches must be a function of the step, so that a resumed run
     continues with the data an uninterrupted one would have seen (or, for
-    streams too large to index, new data).
-    """
-    raise NotImplementedError
+    streams too large to index, new data). Default: `step_indexed_inputs`
+    of `train_arrays`."""
+    if split != "train":
+      raise ValueError(f"build_inputs: only the train split is distributed, "
+                       f"got {split!r}")
+    if self._train_tensors is None:  # once, not per checkpoint interval
+      self._train_tensors = tuple({k: tf.constant(v) for k, v in d.items()}
+                                  for d in self.train_arrays())
+    return step_indexed_inputs(*self._train_tensors, strategy,
+                               global_batch_size, start_step, num_steps,
+                               self.seed, self.length_buckets,
+                               self.position_labels)
+
+  def outputs(self, model: keras.Model, features,
+              names=(F.LOGITS,)) -> Dict[str, np.ndarray]:
+    """`batched_outputs` of model on features in eval_batch_size batches,
+    its function traced once per model."""
+    if self._predict_model is not model:
+      self._predict_fn = batched_outputs(model, names)
+      self._predict_model = model
+    return self._predict_fn(features, self.eval_batch_size)
 
   def evaluate(self, model: keras.Model,
                strategy: tf.distribute.Strategy) -> Dict[str, float]:
@@ -167,13 +206,11 @@ class Task(ServingTask):
     raise NotImplementedError
 
   def predict(self, model: keras.Model, output_dir: str) -> Dict[str, float]:
-    """Writes test predictions into output_dir; returns test metrics when the
-    test split is labelled (else {})."""
+    """Writes test predictions into output_dir; test metrics if labelled."""
     return {}
 
   def record(self) -> ModelInfo:
-    """What serving and later runs need beside the checkpoint; the
-    fine-tuning commands write it as task_record.json (`RECORD_FILE`)."""
+    """What serving and later runs need: task_record.json (`RECORD_FILE`)."""
     return ModelInfo(task=self.name)
 
   def guard_input_errors(self, fn: Callable):
@@ -183,18 +220,14 @@ class Task(ServingTask):
   def warn_if_collapsed(self, model: keras.Model, predicted: Sequence,
                         gold: Sequence, noun: str,
                         shown: Optional[str] = None) -> bool:
-    """Says in one warning when a dev eval finds the model collapsed; every
-    family's `evaluate` calls it with one value per dev example.
-
-    Collapsed: the same prediction for every example (one class, one
-    choice, one answer, one tag for every token) while the gold values are
-    not all that one. The step-0 eval
-    (the untrained head) is not judged, only remembered: a model still
-    where it was is told apart. shown: how the prediction reads in the line
-    (default its repr). Returns whether it warned.
-    """
+    """Warns once when a dev eval finds the model collapsed: the same
+    prediction for every example (one value each) while the gold values are
+    not all that one. The step-0 eval (the untrained head) is remembered,
+    not judged, to tell a model that never moved. shown: how the prediction
+    reads (default its repr). Returns whether it warned."""
     same = one_prediction(predicted, gold)
-    step = _step(model)
+    optimizer = getattr(model, "optimizer", None)
+    step = int(optimizer.iterations.numpy()) if optimizer is not None else 0
     if step == 0:
       self._untrained_prediction = same
       return False
@@ -210,8 +243,8 @@ class Task(ServingTask):
 
 def one_prediction(predicted: Sequence,
                    gold: Sequence) -> Optional[tuple]:
-  """(the prediction,) when every example of two or more gets it and the
-  gold values are not all it; else None."""
+  """(the prediction,) of every example of two or more, the gold values not
+  all it; else None."""
   values = set(predicted)
   if len(predicted) < 2 or len(values) != 1:
     return None
@@ -219,11 +252,6 @@ def one_prediction(predicted: Sequence,
   if set(gold) <= {value}:  # the gold answer of every example: no collapse
     return None
   return (value,)
-
-
-def _step(model) -> int:
-  optimizer = getattr(model, "optimizer", None)
-  return int(optimizer.iterations.numpy()) if optimizer is not None else 0
 
 
 # The rules of --optimizer whose first steps have no bias correction
@@ -234,11 +262,10 @@ _ORIGINAL_RULES = {"AdamWeightDecay": "adamw", "Lamb": "lamb"}
 
 def collapse_line(model, step: int, n: int, noun: str, shown: str,
                   as_untrained: bool = False) -> str:
-  """The warning of `Task.warn_if_collapsed`: the step, the prediction
-  (`shown`) of all n examples, the likely cause and the flags to change
-  with their values (read from the model's optimizer and schedule).
-  as_untrained: the untrained head (step 0) predicted the same, so the rate
-  may as well be too small."""
+  """`Task.warn_if_collapsed`'s line: the step, the prediction (`shown`) of
+  all n examples, the likely cause and the flags to change, with the
+  optimizer's values. as_untrained: step 0 predicted the same too (the rate
+  may be too small)."""
   optimizer = getattr(model, "optimizer", None)
   inner = getattr(optimizer, "inner_optimizer", optimizer)  # loss scaling
   schedule = getattr(inner, "_learning_rate", None)
@@ -268,8 +295,7 @@ def collapse_line(model, step: int, n: int, noun: str, shown: str,
 
 
 def first_given(*values):
-  """The first value that is not None (the flag, the recorded value, the
-  default): `0` and `False` are given values."""
+  """The first value that is not None (`0` and `False` are given)."""
   return next((v for v in values if v is not None), None)
 
 
@@ -281,19 +307,15 @@ def step_indexed_inputs(columns: Dict[str, tf.Tensor],
                         position_labels: Tuple[str, ...] = ()):
   """Training batches of in-memory examples as a pure function of the step.
 
-  Epoch e is permutation(seed, e) of the n examples, and step s takes
-  examples [s*B, (s+1)*B) of that endless stream, so a resumed run trains on
-  exactly the batches an uninterrupted one would have. Only the epochs that
-  steps [start_step, num_steps) reach are drawn. Under tf.distribute each
-  input pipeline takes its slice of every global batch, and its replicas
-  consecutive per-replica batches.
+  Epoch e is permutation(seed, e) of the n examples and step s takes
+  examples [s*B, (s+1)*B) of that stream, so a resumed run trains on the
+  batches an uninterrupted one would have. Under tf.distribute each input
+  pipeline takes its slice of every global batch.
 
-  With length_buckets > 1 (--length_buckets) the steps of each window of
-  `length_buckets.WINDOW_STEPS` take that window's examples sorted by
-  length (`length_buckets.window_sorted`: still a function of the step),
-  and each batch is cut to the smallest of `bucket_widths` that holds its
-  longest row: the encoder inputs and the `position_labels` (labels per
-  position, [n, ..., L]: a tagger's) lose padding only.
+  With length_buckets > 1 each window of `length_buckets.WINDOW_STEPS`
+  steps takes its examples sorted by length, and each batch is cut to the
+  smallest of `bucket_widths` that holds its longest row (the encoder
+  inputs and `position_labels`, [n, ..., L], lose padding only).
 
   Args:
     columns: model inputs, each [n, ...] (the encoder inputs [n, ..., L]).
@@ -346,11 +368,9 @@ def step_indexed_inputs(columns: Dict[str, tf.Tensor],
 
 def batched_outputs(model: keras.Model, names=(F.LOGITS,)):
   """fn(features, batch_size) -> {name: the model's output as numpy} for
-  `names`, in order, every row once (float outputs as float32).
-
-  Runs outside the strategy: each worker holds every weight, and a partial
-  last batch needs no padding that way. The encoder inputs may carry more
-  axes than [batch, seq] (multiple choice: [batch, choices, seq]).
+  `names`, every row in order (floats as float32). Runs outside the
+  strategy (every worker holds every weight; a partial last batch needs no
+  padding). The inputs may be [batch, seq] or [batch, choices, seq].
   """
   forward = {}
 
@@ -378,9 +398,3 @@ def batched_outputs(model: keras.Model, names=(F.LOGITS,)):
 
   return run
 
-
-def batched_logits(model: keras.Model):
-  """fn(features, batch_size) -> the model's float32 `logits` as numpy
-  (`batched_outputs` of that one output)."""
-  run = batched_outputs(model)
-  return lambda features, batch_size: run(features, batch_size)[F.LOGITS]

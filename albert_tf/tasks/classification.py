@@ -24,7 +24,6 @@ The TSV readers, the metrics and the prediction files are
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from typing import Dict, Optional
 
@@ -39,7 +38,7 @@ from albert_tf.options import FinetuneOptions
 from albert_tf import features as F
 from albert_tf import lazy
 from albert_tf.tasks import record as record_lib
-from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
+from albert_tf.tasks.base import Task
 
 keras = lazy.module("keras")
 tf = lazy.module("tensorflow")
@@ -119,28 +118,13 @@ class ClassificationTask(Task):
       except FileNotFoundError:
         continue
     return found
-  # --input_timeout_secs (from_options sets it): a split file's read.
-  input_timeout_secs = input_timeout.DEFAULT_SECS
 
   def __init__(self, spec: cd.TaskSpec, tokenizer, data_dir: str,
-               max_seq_length: int, eval_batch_size: int = 64,
-               classifier_dropout: float = 0.1, seed: int = 12345,
-               max_train_examples: int = 0, max_eval_examples: int = 0,
-               max_predict_examples: int = 0):
-    self.spec = spec
+               max_seq_length: int, **fields):
+    """fields: `Task.__init__`'s."""
+    super().__init__(tokenizer, max_seq_length, **fields)
+    self.spec, self.data_dir = spec, data_dir
     self.name = "regression" if spec.is_regression else "classification"
-    self.tokenizer = tokenizer
-    self.data_dir = data_dir
-    self.max_seq_length = max_seq_length
-    self.eval_batch_size = eval_batch_size
-    self.classifier_dropout = classifier_dropout
-    self.seed = seed
-    self.max_examples = {"train": max_train_examples,
-                         "dev": max_eval_examples,
-                         "test": max_predict_examples}
-    self._splits = {}
-    self._train_tensors = None
-    self._predict_fn = self._predict_model = None
 
   # --------------------------------------------------------- fine-tuning
   @classmethod
@@ -151,23 +135,15 @@ class ClassificationTask(Task):
                      info.task_name == "tsv" else None,
                      input_timeout_secs=o.input_timeout_secs)
     spec, skip = _labels_as_recorded(spec, o, info)
-    task = cls(spec, tokenizer, o.data_dir, o.max_seq_length,
-               o.eval_batch_size, o.classifier_dropout, o.seed,
-               o.max_train_examples, o.max_eval_examples,
-               o.max_predict_examples)
+    task = cls(spec, tokenizer, o.data_dir, **cls.option_fields(o))
     task.init_skip_parts = skip
-    task.input_timeout_secs = o.input_timeout_secs
     return task
 
   def read_splits(self, o) -> Dict[str, dict]:
     stats = {}
-    for split, wanted, needs_labels in (("train", o.do_train, True),
-                                        ("dev", o.do_eval, True),
-                                        ("test", o.do_predict, False)):
-      if not wanted:
-        continue
+    for split in self.wanted_splits(o):
       _, _, stats[split], has_labels = self.load_split(split)
-      if needs_labels and not has_labels:
+      if split != "test" and not has_labels:
         raise cd.DataError(f"{stats[split]['file']}: the {split} split "
                            "needs labels")
     submission = self.spec.submission
@@ -220,27 +196,12 @@ class ClassificationTask(Task):
       self._splits[split] = (examples, features, stats, has_labels)
     return self._splits[split]
 
-  def steps_per_epoch(self, global_batch_size: int) -> int:
-    n = len(self.load_split("train")[1][F.LABEL_IDS])
-    return max(1, math.ceil(n / global_batch_size))
-
-  def _labels(self, label_ids):
-    # Regression labels as [b, 1], the shape of the single logit.
-    return label_ids[:, None] if self.spec.is_regression else label_ids
-
-  def build_inputs(self, split, strategy, global_batch_size, start_step=0,
-                   num_steps=0):
-    if split != "train":
-      raise ValueError(f"build_inputs: only the train split is distributed, "
-                       f"got {split!r}")
+  def train_arrays(self):
     features = self.load_split("train")[1]
-    if self._train_tensors is None:  # once, not per checkpoint interval
-      self._train_tensors = (
-          {k: tf.constant(features[k]) for k in F.ENCODER_INPUTS},
-          {F.LOGITS: tf.constant(self._labels(features[F.LABEL_IDS]))})
-    return step_indexed_inputs(*self._train_tensors, strategy,
-                               global_batch_size, start_step, num_steps,
-                               self.seed, self.length_buckets)
+    labels = features[F.LABEL_IDS]
+    # Regression labels as [b, 1], the shape of the single logit.
+    return ({k: features[k] for k in F.ENCODER_INPUTS},
+            {F.LOGITS: labels[:, None] if self.spec.is_regression else labels})
 
   # --------------------------------------------------------- model
   def build_model(self, config):
@@ -263,11 +224,8 @@ class ClassificationTask(Task):
   # --------------------------------------------------------- eval / predict
   def logits(self, model, features) -> np.ndarray:
     """Model logits [n, num_labels] for encoded features, in order."""
-    if self._predict_model is not model:
-      self._predict_fn = batched_logits(model)
-      self._predict_model = model
-    logits = self._predict_fn(features, self.eval_batch_size)
-    return logits.reshape([-1, self.spec.num_labels])
+    return self.outputs(model, features)[F.LOGITS].reshape(
+        [-1, self.spec.num_labels])
 
   def evaluate(self, model, strategy):
     _, features, stats, has_labels = self.load_split("dev")

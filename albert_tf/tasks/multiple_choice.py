@@ -37,7 +37,7 @@ from albert_tf.data import input_timeout
 from albert_tf.data import race
 from albert_tf.file_io import atomic_writer
 from albert_tf.tasks import record as record_lib
-from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
+from albert_tf.tasks.base import Task
 from albert_tf.tasks import scoring
 
 keras = lazy.module("keras")
@@ -86,7 +86,6 @@ class MultipleChoiceTask(Task):
   export_name = "multiple_choice"
   decodes_serving_default = True
   output_files = (PREDICTIONS_FILE,)
-  input_timeout_secs = input_timeout.DEFAULT_SECS  # read_splits sets it
 
   @classmethod
   def dataset_output_files(cls, dataset):
@@ -114,19 +113,13 @@ class MultipleChoiceTask(Task):
 
   @classmethod
   def from_options(cls, o: RaceOptions, tokenizer, info, dataset):
-    return cls(o.task_name, tokenizer, o.data_dir, o.max_seq_length,
-               o.max_qa_length, o.eval_batch_size, o.classifier_dropout,
-               o.seed, o.max_train_examples, o.max_eval_examples,
-               o.max_predict_examples,
-               spec=dataset.spec if dataset is not None else None)
+    return cls(o.task_name, tokenizer, o.data_dir, max_qa_length=
+               o.max_qa_length, spec=dataset and dataset.spec,
+               **cls.option_fields(o))
 
   def read_splits(self, o) -> Dict[str, dict]:
-    self.input_timeout_secs = o.input_timeout_secs
     stats = {}
-    for split, wanted in (("train", o.do_train), ("dev", o.do_eval),
-                          ("test", o.do_predict)):
-      if not wanted:
-        continue
+    for split in self.wanted_splits(o):
       stats[split] = self.load_split(split)[2]
       if split != "test" and not self.has_labels(split):
         raise race.RaceError(f"{stats[split]['source']}: the {split} split "
@@ -138,10 +131,9 @@ class MultipleChoiceTask(Task):
 
   def __init__(self, task_name: str, tokenizer, data_dir: str,
                max_seq_length: int = 512, max_qa_length: int = 128,
-               eval_batch_size: int = 8, classifier_dropout: float = 0.1,
-               seed: int = 12345, max_train_examples: int = 0,
-               max_eval_examples: int = 0, max_predict_examples: int = 0,
-               spec: Optional[race.ChoiceSpec] = None):
+               spec: Optional[race.ChoiceSpec] = None,
+               eval_batch_size: int = 8, **fields):
+    """fields: `Task.__init__`'s."""
     datasets = registry.datasets(self.name)
     spec = spec or (race.RACE if task_name in race.TASK_NAMES else getattr(
         datasets.get(task_name), "spec", None))
@@ -149,20 +141,10 @@ class MultipleChoiceTask(Task):
       names = sorted({*race.TASK_NAMES, *datasets})
       raise ValueError(f"--task_name must be one of {', '.join(names)}, "
                        f"got {task_name!r}")
-    self.spec = spec
-    self.task_name = task_name
-    self.tokenizer = tokenizer
-    self.data_dir = data_dir
-    self.max_seq_length = max_seq_length
+    super().__init__(tokenizer, max_seq_length,
+                     eval_batch_size=eval_batch_size, **fields)
+    self.spec, self.task_name, self.data_dir = spec, task_name, data_dir
     self.max_qa_length = max_qa_length
-    self.eval_batch_size = eval_batch_size
-    self.classifier_dropout = classifier_dropout
-    self.seed = seed
-    self.max_examples = dict(train=max_train_examples, dev=max_eval_examples,
-                             test=max_predict_examples)
-    self._splits = {}
-    self._train_tensors = None
-    self._predict_fn = self._predict_model = None
 
   # --------------------------------------------------------- data
   def load_split(self, split: str):
@@ -198,23 +180,10 @@ class MultipleChoiceTask(Task):
     examples = self.load_split(split)[0].examples
     return bool(examples) and all(q.label is not None for q in examples)
 
-  def steps_per_epoch(self, global_batch_size: int) -> int:
-    n = len(self.load_split("train")[0].examples)
-    return max(1, -(-n // global_batch_size))
-
-  def build_inputs(self, split, strategy, global_batch_size, start_step=0,
-                   num_steps=0):
-    if split != "train":
-      raise ValueError(f"build_inputs: only the train split is distributed, "
-                       f"got {split!r}")
-    if self._train_tensors is None:
-      features = self.load_split("train")[1]
-      self._train_tensors = (
-          {k: tf.constant(features[k]) for k in F.ENCODER_INPUTS},
-          {F.LOGITS: tf.constant(features[F.LABEL_IDS])})
-    return step_indexed_inputs(*self._train_tensors, strategy,
-                               global_batch_size, start_step, num_steps,
-                               self.seed, self.length_buckets)
+  def train_arrays(self):
+    features = self.load_split("train")[1]
+    return ({k: features[k] for k in F.ENCODER_INPUTS},
+            {F.LOGITS: features[F.LABEL_IDS]})
 
   # --------------------------------------------------------- model
   def build_model(self, config):
@@ -233,10 +202,7 @@ class MultipleChoiceTask(Task):
   # --------------------------------------------------------- eval / predict
   def logits(self, model, split: str) -> np.ndarray:
     """[n, num_choices] logits of a split's questions, in order."""
-    features = self.load_split(split)[1]
-    if self._predict_model is not model:
-      self._predict_fn, self._predict_model = batched_logits(model), model
-    return self._predict_fn(features, self.eval_batch_size).reshape(
+    return self.outputs(model, self.load_split(split)[1])[F.LOGITS].reshape(
         [-1, self.spec.num_choices])
 
   def _metrics(self, split: str, logits) -> Dict[str, float]:

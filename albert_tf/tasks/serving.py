@@ -37,6 +37,22 @@ class ServingTask:
   decodes_serving_default: bool = False
 
   @classmethod
+  def legacy_record_task(cls, file_name: str, values: dict) -> Optional[str]:
+    """The family name of an older output's record file of this family
+    (`albert_tf.record.LEGACY_RECORD_FILES`, its parsed `values`); None
+    for another's (the default)."""
+    del file_name, values
+    return None
+
+  @classmethod
+  def read_dataset(cls, dataset, data_dir: str):
+    """`albert-predict --task=<dataset>`: {split: (examples, stats)} of the
+    dataset's files found in data_dir, read by its own reader (ids kept);
+    None when this family's datasets are read by fine-tuning only."""
+    del dataset, data_dir
+    return None
+
+  @classmethod
   def export_model(cls, config, record: ModelInfo) -> keras.Model:
     """The model to restore and serve (random weights until restored).
 

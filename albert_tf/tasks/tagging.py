@@ -37,8 +37,7 @@ from albert_tf import lazy
 from albert_tf.data import conll, input_timeout, ner_data
 from albert_tf.data.conll import TASK_NAMES
 from albert_tf import record as record_lib
-from albert_tf.tasks.base import Task, batched_logits, step_indexed_inputs
-from albert_tf.tasks.base import first_given
+from albert_tf.tasks.base import Task, first_given
 from albert_tf.tasks import scoring
 
 keras = lazy.module("keras")
@@ -97,8 +96,8 @@ class TaggingTask(Task):
   best_metric = "entity_f1"
   export_name = "tagger"
   output_files = (PREDICTIONS_FILE,)
-  # --input_timeout_secs (read_splits sets it): a split file's read.
-  input_timeout_secs = input_timeout.DEFAULT_SECS
+  # The tags are per position: cut with the inputs (their padding IGNORE).
+  position_labels = (F.LOGITS,)
 
   # --------------------------------------------------------- fine-tuning
   @classmethod
@@ -112,26 +111,17 @@ class TaggingTask(Task):
   @classmethod
   def from_options(cls, o: NerOptions, tokenizer, info, dataset):
     own = info if info and info.task == cls.name else None
-    return cls(o.task_name, tokenizer, o.data_dir, o.max_seq_length,
-               o.doc_stride, label_list=own.label_list if own else None,
-               tag_scheme=o.tag_scheme, eval_batch_size=o.eval_batch_size,
-               classifier_dropout=o.classifier_dropout, seed=o.seed,
-               max_train_examples=o.max_train_examples,
-               max_eval_examples=o.max_eval_examples,
-               strict_tags=o.strict_tags,
-               max_predict_examples=o.max_predict_examples)
+    return cls(o.task_name, tokenizer, o.data_dir, doc_stride=o.doc_stride,
+               label_list=own.label_list if own else None,
+               tag_scheme=o.tag_scheme, strict_tags=o.strict_tags,
+               **cls.option_fields(o))
 
   def read_splits(self, o) -> Dict[str, dict]:
     # The splits are read first: the train split's tags are the model's.
-    self.input_timeout_secs = o.input_timeout_secs
     stats = {}
-    for split, wanted, needs_tags in (("train", o.do_train, True),
-                                      ("dev", o.do_eval, True),
-                                      ("test", o.do_predict, False)):
-      if not wanted:
-        continue
+    for split in self.wanted_splits(o):
       data, _, stats[split] = self.load_split(split)
-      if needs_tags and not data.has_tags:
+      if split != "test" and not data.has_tags:
         raise conll.DataError(f"{data.file}: the {split} split needs tags")
     return stats
 
@@ -141,35 +131,22 @@ class TaggingTask(Task):
   def __init__(self, task_name: str, tokenizer, data_dir: str,
                max_seq_length: int, doc_stride: int,
                label_list: Optional[Sequence[str]] = None,
-               tag_scheme: Optional[str] = None, eval_batch_size: int = 64,
-               classifier_dropout: float = 0.1, seed: int = 12345,
-               max_train_examples: int = 0, max_eval_examples: int = 0,
-               strict_tags: bool = False, max_predict_examples: int = 0):
+               tag_scheme: Optional[str] = None, strict_tags: bool = False,
+               **fields):
+    """fields: `Task.__init__`'s."""
     if task_name not in conll.TASK_NAMES:
       raise ValueError(f"--task_name must be one of "
-                       f"{', '.join(conll.TASK_NAMES)}, "
-                       f"got {task_name!r}")
-    self.task_name = task_name
-    self.tokenizer = tokenizer
-    self.data_dir = data_dir
-    self.max_seq_length = max_seq_length
-    self.doc_stride = doc_stride
+                       f"{', '.join(conll.TASK_NAMES)}, got {task_name!r}")
+    super().__init__(tokenizer, max_seq_length, **fields)
+    self.task_name, self.data_dir, self.doc_stride = (task_name, data_dir,
+                                                      doc_stride)
     # People's Daily NER is written in BIO by data_prep.corpora.
     self.tag_scheme = conll.canonical_scheme(
         tag_scheme or ("BIO" if task_name == "peoples_daily_ner" else None))
     self.strict_tags = strict_tags
-    self.eval_batch_size = eval_batch_size
-    self.classifier_dropout = classifier_dropout
-    self.seed = seed
-    self.max_examples = {"train": max_train_examples,
-                         "dev": max_eval_examples,
-                         "test": max_predict_examples}
     self._label_list = list(label_list) if label_list else None
-    self._splits = {}
     self._pieces = {}  # token -> piece ids, shared by the splits
     self._gold = {}    # split -> gold BIO tags per sentence
-    self._train_tensors = None
-    self._predict_fn = self._predict_model = None
 
   # --------------------------------------------------------- data
   def split_file(self, split: str) -> str:
@@ -262,26 +239,10 @@ class TaggingTask(Task):
                           for s in data.sentences for t in s.tokens)
             else "word")
 
-  def steps_per_epoch(self, global_batch_size: int) -> int:
-    n = self.load_split("train")[1].num_windows
-    return max(1, -(-n // global_batch_size))
-
-  def build_inputs(self, split, strategy, global_batch_size, start_step=0,
-                   num_steps=0):
-    if split != "train":
-      raise ValueError(f"build_inputs: only the train split is distributed, "
-                       f"got {split!r}")
-    if self._train_tensors is None:
-      features = self.load_split("train")[1].features
-      self._train_tensors = (
-          {k: tf.constant(features[k]) for k in F.ENCODER_INPUTS},
-          {F.LOGITS: tf.constant(features[F.LABEL_IDS])})
-    # The tags are per position: cut with the inputs (what is cut is
-    # padding, whose labels are IGNORE).
-    return step_indexed_inputs(*self._train_tensors, strategy,
-                               global_batch_size, start_step, num_steps,
-                               self.seed, self.length_buckets,
-                               position_labels=(F.LOGITS,))
+  def train_arrays(self):
+    features = self.load_split("train")[1].features
+    return ({k: features[k] for k in F.ENCODER_INPUTS},
+            {F.LOGITS: features[F.LABEL_IDS]})
 
   # --------------------------------------------------------- model
   def build_model(self, config):
@@ -297,11 +258,9 @@ class TaggingTask(Task):
   def predicted_tags(self, model, split: str) -> List[List[str]]:
     """BIO tags of every token of a split, each from its owner window."""
     _, windows, _ = self.load_split(split)
-    if self._predict_model is not model:
-      self._predict_fn = batched_logits(model)
-      self._predict_model = model
-    logits = self._predict_fn(windows.features, self.eval_batch_size)
-    return ner_data.tags_from_logits(windows, logits, self.label_list)
+    return ner_data.tags_from_logits(
+        windows, self.outputs(model, windows.features)[F.LOGITS],
+        self.label_list)
 
   def _metrics(self, split: str, predicted) -> Dict[str, float]:
     if split not in self._gold:  # once per split, not at every eval
