@@ -11,8 +11,7 @@ here too (runtime.py and optimization.py, which need TF, import them).
 """
 
 import dataclasses
-import json
-from typing import Callable, Optional
+from typing import Optional
 
 from albert_tf import settings
 
@@ -291,13 +290,3 @@ class PretrainingOptions(StrategySettings):
       "checkpoint while training (eval_log.jsonl, TensorBoard eval/); the "
       "best checkpoint by masked_lm_accuracy is kept in output_dir/best/.")
 
-
-def main_for(options_class, run: Callable) -> Callable:
-  """The absl main of a fine-tuning CLI: its flags (the option fields) into
-  run(**options); the result, without the split stats, printed as JSON."""
-  def main(argv):
-    del argv
-    result = run(**dataclasses.asdict(settings.from_flags(options_class)))
-    print(json.dumps({k: v for k, v in result.items() if k != "data"},
-                     default=str), flush=True)
-  return main

@@ -23,7 +23,7 @@ import collections
 import dataclasses
 import json
 import os
-from typing import Callable, Dict, Optional, Sequence, Union
+from typing import Callable, Dict, Optional, Sequence
 
 from absl import logging
 import numpy as np
@@ -33,9 +33,6 @@ from albert_tf.data.tsv_reader import (  # noqa: F401  (text_lines: API)
     DataError, InputExample, canonical_label, label_number, read_tsv_examples,
     same_numbers, text_lines)
 from albert_tf.file_io import atomic_writer
-
-Column = Union[int, str]
-
 
 @dataclasses.dataclass(frozen=True)
 class Submission:

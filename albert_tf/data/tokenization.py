@@ -41,9 +41,6 @@ _UNK_TOKENS = {"sentencepiece": "<unk>", "wordpiece": "[UNK]"}
 # `_is_start_piece_sp`, as does any piece with a character outside a-z.
 _SPM_WORD_PUNCT = frozenset('!"#$%&\'()*+,-./:;?@[\\]^_`{|}~') | {"€", "£"}
 _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
-# SentencePiece's output type with byte offsets: "immutable_proto" up to
-# sentencepiece 0.2.0, "proto" in the versions that removed it.
-_PROTO_KIND = []
 
 
 # BERT's CJK ideograph blocks (the original tokenization._is_chinese_char).
@@ -159,19 +156,6 @@ class AlbertTokenizer:
     greedy longest match first, one [UNK] for the whole word when a part of
     it is not in the vocabulary or it is over 100 characters."""
     return _wordpiece(word, self._token_to_id, _UNK_TOKENS["wordpiece"])
-
-  def sentencepiece_offsets(self, text):
-    """SentencePiece's own pieces of `text` (normalised already; before the
-    "9," re-split of `tokenize`) as (piece, begin, end): [begin, end) are the
-    UTF-8 byte offsets in `text` it reports (sentencepiece kind)."""
-    if not _PROTO_KIND:  # the output type that works, found once
-      try:
-        self._sp.encode("a", out_type="immutable_proto")
-        _PROTO_KIND.append("immutable_proto")
-      except (ValueError, RuntimeError):
-        _PROTO_KIND.append("proto")  # sentencepiece after 0.2.0
-    return [(p.piece, p.begin, p.end) for p in
-            self._sp.encode(text, out_type=_PROTO_KIND[0]).pieces]
 
   def _spm_pieces(self, text):
     pieces = self._sp.encode(text, out_type=str)

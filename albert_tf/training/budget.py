@@ -44,8 +44,6 @@ PLAN_KEY = "budget_plan"  # its section of run_fingerprint.json
 PROBE_CALLS = 2
 PROBE_SHARE = 0.02
 PROBE_SECONDS = (2.0, 30.0)
-# Seconds kept for writing the last checkpoint (measured ones are added).
-SAVE_SECONDS = 1.0
 
 
 @dataclasses.dataclass

@@ -110,10 +110,6 @@ def dtype_policy(precision: Optional[str]):
 # training/options.py, so that a command parses them before TF loads.
 
 
-ORIGINAL_TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project",
-                      "num_tpu_cores")
-
-
 def strategy_from_flags(distribution_strategy: str, tpu: Optional[str] = None,
                         num_gpus: int = 0, use_tpu: bool = False,
                         tpu_name: Optional[str] = None,
