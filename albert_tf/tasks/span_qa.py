@@ -30,8 +30,7 @@ from albert_tf.data import squad
 from albert_tf.data import squad_metrics
 from albert_tf.data.squad_metrics import TASK_NAMES
 from albert_tf import record as record_lib
-from albert_tf.tasks.base import Task, batched_outputs, step_indexed_inputs
-from albert_tf.tasks.base import first_given
+from albert_tf.tasks.base import Task, first_given
 from albert_tf.tasks import scoring
 
 span_qa = lazy.module("albert_tf.modeling.span_qa")
@@ -107,8 +106,6 @@ class SpanQATask(Task):
   export_name = "span_qa"
   output_files = (span_decode.PREDICTIONS_FILE, span_decode.NBEST_FILE,
                   span_decode.NULL_ODDS_FILE)
-  # --input_timeout_secs (read_splits sets it): a split file's read.
-  input_timeout_secs = input_timeout.DEFAULT_SECS
 
   # --------------------------------------------------------- fine-tuning
   default_max_seq_length = MAX_SEQ_LENGTH
@@ -154,18 +151,12 @@ class SpanQATask(Task):
   @classmethod
   def from_options(cls, o: SquadOptions, tokenizer, info, dataset):
     return cls(o.task_name, tokenizer, o.train_file, o.predict_file,
-               o.max_seq_length, o.doc_stride, o.max_query_length,
-               o.version_2_with_negative, o.n_best_size, o.max_answer_length,
-               o.start_n_top, o.end_n_top, o.eval_batch_size,
-               o.classifier_dropout, o.seed, o.max_train_examples,
-               o.max_eval_examples, o.max_predict_examples)
+               o.doc_stride, o.max_query_length, o.version_2_with_negative,
+               o.n_best_size, o.max_answer_length, o.start_n_top,
+               o.end_n_top, **cls.option_fields(o))
 
   def read_splits(self, o) -> Dict[str, dict]:
-    # Every split the run needs, each with its own example limit.
-    self.input_timeout_secs = o.input_timeout_secs
-    stats = {split: self.stats(split) for split, wanted in (
-        ("train", o.do_train), ("dev", o.do_eval), ("test", o.do_predict))
-             if wanted}
+    stats = {split: self.stats(split) for split in self.wanted_splits(o)}
     if o.do_eval:
       self._check_dev_answers()
     return stats
@@ -175,24 +166,20 @@ class SpanQATask(Task):
             f"v{2 if self.version_2_with_negative else 1}")
 
   def __init__(self, task_name: str, tokenizer, train_file: Optional[str],
-               predict_file: Optional[str], max_seq_length: int = 384,
-               doc_stride: int = 128, max_query_length: int = 64,
+               predict_file: Optional[str], doc_stride: int = DOC_STRIDE,
+               max_query_length: int = MAX_QUERY_LENGTH,
                version_2_with_negative: bool = False, n_best_size: int = 20,
-               max_answer_length: int = 30,
-               start_n_top: int = F.START_N_TOP,
-               end_n_top: int = F.END_N_TOP, eval_batch_size: int = 64,
-               classifier_dropout: float = 0.1, seed: int = 12345,
-               max_train_examples: int = 0, max_eval_examples: int = 0,
-               max_predict_examples: int = 0):
+               max_answer_length: int = 30, start_n_top: int = F.START_N_TOP,
+               end_n_top: int = F.END_N_TOP, **fields):
+    """fields: `Task.__init__`'s, max_seq_length among them."""
     if task_name not in squad_metrics.TASK_NAMES:
       raise ValueError(f"--task_name must be one of "
                        f"{', '.join(squad_metrics.TASK_NAMES)}, "
                        f"got {task_name!r}")
+    super().__init__(tokenizer, **fields)
     self.task_name = task_name
-    self.tokenizer = tokenizer
     self.files = {"train": train_file, "dev": predict_file,
                   "test": predict_file}
-    self.max_seq_length = max_seq_length
     self.doc_stride = doc_stride
     self.max_query_length = max_query_length
     self.version_2_with_negative = version_2_with_negative
@@ -200,18 +187,9 @@ class SpanQATask(Task):
     self.max_answer_length = max_answer_length
     self.start_n_top = start_n_top
     self.end_n_top = end_n_top
-    self.eval_batch_size = eval_batch_size
-    self.classifier_dropout = classifier_dropout
-    self.seed = seed
-    self.max_examples = {"train": max_train_examples,
-                         "dev": max_eval_examples,
-                         "test": max_predict_examples}
     # The v2 threshold on null_odds behind predictions.json: tuned on the
     # predict file when it has answers, else the last one tuned.
     self.null_threshold = 0.0
-    self._splits = {}
-    self._train_tensors = None
-    self._predict_fn = self._predict_model = None
 
   # --------------------------------------------------------- data
   def load_split(self, split: str):
@@ -255,26 +233,11 @@ class SpanQATask(Task):
             "windows": int(len(windows.example_index)),
             **data.counts, **windows.counts}
 
-  def steps_per_epoch(self, global_batch_size: int) -> int:
-    n = int(self.load_split("train")[1].trainable.sum())
-    return max(1, -(-n // global_batch_size))
-
-  def build_inputs(self, split, strategy, global_batch_size, start_step=0,
-                   num_steps=0):
-    if split != "train":
-      raise ValueError(f"build_inputs: only the train split is distributed, "
-                       f"got {split!r}")
-    if self._train_tensors is None:
-      windows = self.load_split("train")[1]
-      keep = windows.trainable  # counted and warned by make_windows
-      self._train_tensors = (
-          {k: tf.constant(windows.features[k][keep])
-           for k in F.ENCODER_INPUTS},
-          {k: tf.constant(windows.features[k][keep])
-           for k in span_qa.LABELS})
-    return step_indexed_inputs(*self._train_tensors, strategy,
-                               global_batch_size, start_step, num_steps,
-                               self.seed, self.length_buckets)
+  def train_arrays(self):
+    windows = self.load_split("train")[1]
+    keep = windows.trainable  # counted and warned by make_windows
+    return tuple({k: windows.features[k][keep] for k in names}
+                 for names in (F.ENCODER_INPUTS, span_qa.LABELS))
 
   # --------------------------------------------------------- model
   def build_model(self, config):
@@ -286,12 +249,9 @@ class SpanQATask(Task):
   def answers(self, model, split: str):
     """(predictions {qid: text}, nbest, null_odds or None) of a split."""
     data, windows = self.load_split(split)
-    names = _heads(self.version_2_with_negative)
-    if self._predict_model is not model:
-      self._predict_fn = batched_outputs(model, names)
-      self._predict_model = model
-    return _decode(self._predict_fn(windows.features, self.eval_batch_size),
-                   windows, data.examples, self.version_2_with_negative,
+    out = self.outputs(model, windows.features,
+                       _heads(self.version_2_with_negative))
+    return _decode(out, windows, data.examples, self.version_2_with_negative,
                    self.n_best_size, self.max_answer_length)
 
   def _score(self, split, predictions,
