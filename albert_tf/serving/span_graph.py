@@ -214,7 +214,7 @@ class TextSpanReader(tf.Module):
     (self.doc_stride, self.max_query_length, self.n_best_size,
      self.max_answer_length) = (int(v) for v in (
          doc_stride, max_query_length, n_best_size, max_answer_length))
-    self._encode_fn, self._decode_fn = {}, None
+    self._encode_fn = self._decode_fn = None
 
   @classmethod
   def from_tokenizer(cls, tokenizer, max_seq_length, task_config, name=None):
@@ -370,24 +370,23 @@ class TextSpanReader(tf.Module):
     bool [n, L]; and "window_start" int32 [n] (its first context piece),
     "question_pieces" int32 [b] (before the max_query_length cut).
     """
-    extra = [] if context_of is None else [context_of]
-    key = "shared" if extra else "pairs"  # (a SavedModel needs str keys)
-    if key not in self._encode_fn:
-      self._encode_fn[key] = tf.function(
-          self._encode, autograph=False, input_signature=[_STRING, _STRING] + (
-              [_spec(tf.int64, [None])] if extra else []))
-    return self._encode_fn[key](question, context, *extra)
+    if self._encode_fn is None:
+      self._encode_fn = tf.function(self._encode, autograph=False,
+                                    input_signature=[_STRING, _STRING,
+                                                     _spec(tf.int64, [None])])
+    if context_of is None:
+      context_of = _range(tf.shape(context)[0])
+    return self._encode_fn(question, context, context_of)
 
-  def _encode(self, question, context, context_of=None):
+  def _encode(self, question, context, context_of):
     length = self.max_seq_length
     b = tf.shape(question, out_type=tf.int64)[0]
     ids, starts, ends, splits = self._pieces(tf.concat([question, context], 0))
-    if context_of is not None:  # each pair's own row of its context
-      rows = [tf.gather(tf.RaggedTensor.from_row_splits(v, splits, False),
-                        tf.concat([_range(b), b + context_of], 0))
-              for v in (ids, starts, ends)]
-      ids, starts, ends = (r.flat_values for r in rows)
-      splits = rows[0].row_splits
+    rows = [tf.gather(tf.RaggedTensor.from_row_splits(v, splits, False),
+                      tf.concat([_range(b), b + context_of], 0))
+            for v in (ids, starts, ends)]  # each pair's row of its context
+    ids, starts, ends = (r.flat_values for r in rows)
+    splits = rows[0].row_splits
     q_base, c_base = splits[:b], splits[b:-1]  # rows: questions, contexts
     q_len = tf.minimum(splits[1:b + 1] - q_base, self.max_query_length)
     num = splits[b + 1:] - c_base
