@@ -239,8 +239,49 @@ class AlbertPretrainer(keras.Model):
     return cls(**model_kwargs(config))
 
 
+class _EncoderHead(MicroBatched, keras.Model):
+  """Encoder + dropout + dense (`ClassificationHead`) on one encoder output.
+
+  Output dict: `logits`, float32. A subclass names the output its head
+  reads, the head's layer name (its attribute and checkpoint name: that plus
+  "_head") and its size argument.
+  """
+  _READS, _HEAD, _SIZE = F.POOLED_OUTPUT, "classifier", "num_labels"
+
+  def __init__(self, config, size, classifier_dropout, dtype, **kwargs):
+    if isinstance(config, dict):
+      config = AlbertConfig.from_dict(config)
+    encoder = AlbertEncoder(config, dtype=dtype, name="encoder")
+    head = ClassificationHead(
+        size, dropout_rate=classifier_dropout,
+        initializer_range=config.initializer_range, dtype=dtype,
+        name=self._HEAD)
+    inputs = encoder_inputs()
+    outputs = {F.LOGITS: head(encoder(inputs)[self._READS])}
+    super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+    self.config = config
+    setattr(self, self._SIZE, size)
+    self.classifier_dropout = classifier_dropout
+    self.encoder = encoder
+    setattr(self, f"{self._HEAD}_head", head)
+
+  @property
+  def checkpoint_items(self):
+    """{checkpoint object name: trackable} (`training.checkpoints`)."""
+    name = f"{self._HEAD}_head"
+    return {"encoder": self.encoder, name: getattr(self, name)}
+
+  def get_config(self):
+    return model_config(self, **{self._SIZE: getattr(self, self._SIZE)},
+                        classifier_dropout=self.classifier_dropout)
+
+  @classmethod
+  def from_config(cls, config):
+    return cls(**model_kwargs(config))
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertClassifier(MicroBatched, keras.Model):
+class AlbertClassifier(_EncoderHead):
   """Encoder + dropout + dense on pooled_output.
 
   Output dict: `logits` [batch, num_labels] float32; num_labels=1 means
@@ -249,87 +290,26 @@ class AlbertClassifier(MicroBatched, keras.Model):
 
   def __init__(self, config: AlbertConfig, num_labels, classifier_dropout=0.1,
                dtype=None, **kwargs):
-    if isinstance(config, dict):
-      config = AlbertConfig.from_dict(config)
     if num_labels < 1:
       raise ValueError(f"num_labels must be >= 1, got {num_labels}")
-    # === Layers ===
-    encoder = AlbertEncoder(config, dtype=dtype, name="encoder")
-    classifier_head = ClassificationHead(
-        num_labels, dropout_rate=classifier_dropout,
-        initializer_range=config.initializer_range, dtype=dtype,
-        name="classifier")
-    # === Functional model ===
-    inputs = encoder_inputs()
-    enc = encoder(inputs)
-    outputs = {F.LOGITS: classifier_head(enc[F.POOLED_OUTPUT])}
-    super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
-    # === Config ===
-    self.config = config
-    self.num_labels = num_labels
-    self.classifier_dropout = classifier_dropout
-    self.encoder = encoder
-    self.classifier_head = classifier_head
-
-  @property
-  def checkpoint_items(self):
-    """{checkpoint object name: trackable} (`training.checkpoints`)."""
-    return {"encoder": self.encoder, "classifier_head": self.classifier_head}
-
-  def get_config(self):
-    return model_config(self, num_labels=self.num_labels,
-                         classifier_dropout=self.classifier_dropout)
-
-  @classmethod
-  def from_config(cls, config):
-    return cls(**model_kwargs(config))
+    super().__init__(config, num_labels, classifier_dropout, dtype, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertTagger(MicroBatched, keras.Model):
+class AlbertTagger(_EncoderHead):
   """Encoder + dropout + dense on every token of sequence_output.
 
   Output dict: `logits` [batch, seq, num_tags] float32 (token tagging: NER).
   """
+  _READS, _HEAD, _SIZE = F.SEQUENCE_OUTPUT, "tagger", "num_tags"
 
   def __init__(self, config: AlbertConfig, num_tags, classifier_dropout=0.1,
                dtype=None, **kwargs):
-    if isinstance(config, dict):
-      config = AlbertConfig.from_dict(config)
     if num_tags < 2:
       raise ValueError(f"num_tags must be >= 2 (O and one entity tag), got "
                        f"{num_tags}")
-    # === Layers ===
-    encoder = AlbertEncoder(config, dtype=dtype, name="encoder")
-    tagger_head = ClassificationHead(
-        num_tags, dropout_rate=classifier_dropout,
-        initializer_range=config.initializer_range, dtype=dtype,
-        name="tagger")
-    # === Functional model ===
-    inputs = encoder_inputs()
-    enc = encoder(inputs)
-    outputs = {F.LOGITS: tagger_head(enc[F.SEQUENCE_OUTPUT])}
-    super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
-    # === Config ===
-    self.config = config
-    self.num_tags = num_tags
-    self.classifier_dropout = classifier_dropout
-    self.encoder = encoder
-    self.tagger_head = tagger_head
+    super().__init__(config, num_tags, classifier_dropout, dtype, **kwargs)
     # The tags come from sequence_output: the pooler gets no gradient, and
     # frozen it is neither updated nor reported as gradient-less by Keras.
     # Its weights stay in checkpoints, for a classifier built from them.
-    encoder.pooler.trainable = False
-
-  @property
-  def checkpoint_items(self):
-    """{checkpoint object name: trackable} (`training.checkpoints`)."""
-    return {"encoder": self.encoder, "tagger_head": self.tagger_head}
-
-  def get_config(self):
-    return model_config(self, num_tags=self.num_tags,
-                         classifier_dropout=self.classifier_dropout)
-
-  @classmethod
-  def from_config(cls, config):
-    return cls(**model_kwargs(config))
+    self.encoder.pooler.trainable = False
