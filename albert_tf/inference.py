@@ -16,9 +16,9 @@ run_pretraining output_dir predicts masks (`fill_mask.fill_mask`: `predict(
 export_saved_model export runs its serve_text (serve_fill_mask), its record
 read from assets.extra/albert_export.json; a keras-hub preset is an
 encoder; an export_onnx `.onnx` runs in ONNX Runtime, an export_tflite
-`.tflite` in LiteRT (one example per call), encoded in Python
-(`Task.encode_inputs`) and decoded by `Task.decode_outputs` or the
-family's `Task.ids_decoder`.
+`.tflite` in LiteRT (one example per call), encoded by serve_text's own
+encoder run from Python (`Task.encode_inputs`) and decoded by
+`Task.decode_outputs` or the family's `Task.ids_decoder`.
 
 `predict` takes one list per serve_text input (or one list of tuples):
 texts (texts_b=... for a pair task), span QA questions and contexts,
@@ -27,8 +27,8 @@ example it gives the family's `Task.decode_outputs` (a classifier {"label",
 "probabilities"}, a tagger its entities [{"type", "text", "start", "end"}]
 in code points, span QA {"answer", "start", "end", "score"}); fill-mask
 per [MASK] [{"piece", "id", "probability"}], most probable first. `encode`
-gives the family's Python encoding (`Task.encode_inputs`, int32), `embed`
-the encoder's outputs on it.
+gives the model inputs (`Task.encode_inputs`, int32), `embed` the
+encoder's outputs on them.
 
 Which family a folder holds is its record's (`albert_tf.registry`): this
 module has no table of families; restoring is `albert_tf.training.export`'s.
