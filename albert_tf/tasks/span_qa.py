@@ -41,6 +41,9 @@ saved_model = lazy.module("albert_tf.serving.saved_model")
 TRAIN_JSON, DEV_JSON = "train.json", "dev.json"
 # The original run_squad's defaults (a fine-tuned model's own come first).
 MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH = 384, 128, 64
+# The options the record's task_config holds (export and serving read them).
+CONFIG_KEYS = ("version_2_with_negative", "doc_stride", "max_query_length",
+               "max_answer_length", "n_best_size", "start_n_top", "end_n_top")
 
 
 @dataclasses.dataclass
@@ -151,9 +154,8 @@ class SpanQATask(Task):
   @classmethod
   def from_options(cls, o: SquadOptions, tokenizer, info, dataset):
     return cls(o.task_name, tokenizer, o.train_file, o.predict_file,
-               o.doc_stride, o.max_query_length, o.version_2_with_negative,
-               o.n_best_size, o.max_answer_length, o.start_n_top,
-               o.end_n_top, **cls.option_fields(o))
+               {k: getattr(o, k) for k in CONFIG_KEYS},
+               **cls.option_fields(o))
 
   def read_splits(self, o) -> Dict[str, dict]:
     stats = {split: self.stats(split) for split in self.wanted_splits(o)}
@@ -163,30 +165,21 @@ class SpanQATask(Task):
 
   def fingerprint(self) -> str:
     return (f"{self.name}:{self.task_name}:"
-            f"v{2 if self.version_2_with_negative else 1}")
+            f"v{2 if self.v2 else 1}")
 
   def __init__(self, task_name: str, tokenizer, train_file: Optional[str],
-               predict_file: Optional[str], doc_stride: int = DOC_STRIDE,
-               max_query_length: int = MAX_QUERY_LENGTH,
-               version_2_with_negative: bool = False, n_best_size: int = 20,
-               max_answer_length: int = 30, start_n_top: int = F.START_N_TOP,
-               end_n_top: int = F.END_N_TOP, **fields):
-    """fields: `Task.__init__`'s, max_seq_length among them."""
+               predict_file: Optional[str], task_config: dict, **fields):
+    """task_config: the record's, a value for each of CONFIG_KEYS; fields:
+    `Task.__init__`'s, max_seq_length among them."""
     if task_name not in squad_metrics.TASK_NAMES:
       raise ValueError(f"--task_name must be one of "
                        f"{', '.join(squad_metrics.TASK_NAMES)}, "
                        f"got {task_name!r}")
     super().__init__(tokenizer, **fields)
-    self.task_name = task_name
+    self.task_name, self.task_config = task_name, task_config
+    self.v2 = task_config["version_2_with_negative"]
     self.files = {"train": train_file, "dev": predict_file,
                   "test": predict_file}
-    self.doc_stride = doc_stride
-    self.max_query_length = max_query_length
-    self.version_2_with_negative = version_2_with_negative
-    self.n_best_size = n_best_size
-    self.max_answer_length = max_answer_length
-    self.start_n_top = start_n_top
-    self.end_n_top = end_n_top
     # The v2 threshold on null_odds behind predictions.json: tuned on the
     # predict file when it has answers, else the last one tuned.
     self.null_threshold = 0.0
@@ -206,18 +199,19 @@ class SpanQATask(Task):
       # file after --input_timeout_secs, not a wait forever.
       data = input_timeout.read_within(
           f"the {split} file {path}", lambda: squad.read_squad(
-              path, self.version_2_with_negative,
+              path, self.v2,
               is_training=split == "train"), self.input_timeout_secs)
       if self.max_examples[split]:
         data.examples = data.examples[:self.max_examples[split]]
       windows = squad.make_windows(
           data.examples, self.tokenizer, self.max_seq_length,
-          self.doc_stride, self.max_query_length,
+          self.task_config["doc_stride"],
+          self.task_config["max_query_length"],
           is_training=split == "train", file=path)
       logging.info("[%s] %s: %d questions, %d windows of max_seq_length=%d "
                    "(doc_stride=%d); counts %s", split, path,
                    len(data.examples), len(windows.example_index),
-                   self.max_seq_length, self.doc_stride,
+                   self.max_seq_length, self.task_config["doc_stride"],
                    dict(data.counts, **windows.counts))
       self._splits[key] = (data, windows)
     return self._splits[key]
@@ -242,17 +236,19 @@ class SpanQATask(Task):
   # --------------------------------------------------------- model
   def build_model(self, config):
     return self.with_micro_batches(span_qa.AlbertSpanQA(
-        config, self.version_2_with_negative, self.start_n_top,
-        self.end_n_top, classifier_dropout=self.classifier_dropout))
+        config, self.v2, self.task_config["start_n_top"],
+        self.task_config["end_n_top"],
+        classifier_dropout=self.classifier_dropout))
 
   # --------------------------------------------------------- eval / predict
   def answers(self, model, split: str):
     """(predictions {qid: text}, nbest, null_odds or None) of a split."""
     data, windows = self.load_split(split)
     out = self.outputs(model, windows.features,
-                       _heads(self.version_2_with_negative))
-    return _decode(out, windows, data.examples, self.version_2_with_negative,
-                   self.n_best_size, self.max_answer_length)
+                       _heads(self.v2))
+    return _decode(out, windows, data.examples, self.v2,
+                   self.task_config["n_best_size"],
+                   self.task_config["max_answer_length"])
 
   def _score(self, split, predictions,
              null_odds) -> Tuple[Dict[str, float], Dict[str, str]]:
@@ -260,9 +256,9 @@ class SpanQATask(Task):
     threshold is tuned on this split (best_f1_thresh, as the original), and
     the predictions answer "" where null_odds exceed it."""
     gold = squad_metrics.gold_answers(self.load_split(split)[0].examples)
-    tuned = official_scores(self.task_name, self.version_2_with_negative,
+    tuned = official_scores(self.task_name, self.v2,
                             gold, predictions, null_odds)
-    if self.task_name in CMRC or not self.version_2_with_negative:
+    if self.task_name in CMRC or not self.v2:
       return tuned, predictions
     self.null_threshold = float(tuned["best_f1_thresh"])
     thresholded = squad_metrics.apply_null_threshold(
@@ -283,7 +279,7 @@ class SpanQATask(Task):
       key = (path, self.max_examples["train"])
       # Read, not windowed, when the run did not train: no tokenizing.
       train = (self._splits[key][0] if key in self._splits else
-               squad.read_squad(path, self.version_2_with_negative, True))
+               squad.read_squad(path, self.v2, True))
       examples = train.examples[:self.max_examples["train"] or None]
       length = baselines.answer_words(
           [text for e in examples for text, _ in e.answers[:1]])
@@ -295,7 +291,7 @@ class SpanQATask(Task):
       predictions = {e.qas_id: baselines.sliding_window_answer(
           e.question, e.context, length) for e in data.examples}
       metrics = official_scores(
-          self.task_name, self.version_2_with_negative,
+          self.task_name, self.v2,
           squad_metrics.gold_answers(data.examples), predictions)
       out[split] = {"sliding_window": {
           k: v for k, v in metrics.items()
@@ -341,13 +337,7 @@ class SpanQATask(Task):
         task=self.name, task_name=self.task_name,
         max_seq_length=self.max_seq_length,
         text_pair=True,
-        task_config={
-            "version_2_with_negative": self.version_2_with_negative,
-            "doc_stride": self.doc_stride,
-            "max_query_length": self.max_query_length,
-            "max_answer_length": self.max_answer_length,
-            "n_best_size": self.n_best_size,
-            "start_n_top": self.start_n_top, "end_n_top": self.end_n_top},
+        task_config=dict(self.task_config),
         **record_lib.tokenizer_fields(self.tokenizer))
 
   @classmethod
