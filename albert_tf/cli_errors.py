@@ -31,8 +31,6 @@ from absl import flags
 
 from albert_tf import errors
 from albert_tf import settings
-# Defined in errors.py (data_prep raises them too), used here and still
-# importable from here.
 from albert_tf.errors import (CommandLineError, describe_unknown_argument,
                               disk_error_line, error_line, out_of_memory_line)
 from albert_tf.quiet_logs import import_tensorflow_quietly
@@ -249,9 +247,6 @@ def flags_parser(argv, other_options=None):
   return rest[:1] + extra
 
 
-# Raised by the trainer (albert_tf.errors), caught by one_line_errors.
-Interrupted = errors.Interrupted
-
 # Ctrl-C outside a training loop (whose own handler saves a checkpoint
 # first): the exit code of a process SIGINT ended, as a shell reports it.
 SIGINT_EXIT_CODE = 128 + 2
@@ -323,14 +318,13 @@ def one_line_errors(main_fn, also=()):
 
 
 def _run_one_line(main_fn, argv, also):
-  """one_line_errors' body, for one command."""
   try:
     with _noting_ctrl_c():
       result = main_fn(argv)
     if errors.CtrlC.received:  # swallowed on the way: no exit code 0
       _print_error_and_exit(CTRL_C_CAME_LATE, SIGINT_EXIT_CODE)
     return result
-  except Interrupted as e:
+  except errors.Interrupted as e:
     _print_error_and_exit(e, e.exit_code)
   except KeyboardInterrupt:
     if _verbose():
@@ -342,10 +336,10 @@ def _run_one_line(main_fn, argv, also):
     if errors.CtrlC.received and not _verbose():
       _print_error_and_exit(STOPPED_BY_CTRL_C, SIGINT_EXIT_CODE)
     disk = disk_error_line(e)
-    if disk and not ("verbose" in flags.FLAGS and flags.FLAGS.verbose):
+    if disk and not _verbose():
       _print_error_and_exit(disk, 1)
     oom = out_of_memory_line(e)
-    if oom and not ("verbose" in flags.FLAGS and flags.FLAGS.verbose):
+    if oom and not _verbose():
       # Straight out: after an OOM, interpreter teardown has hung, or
       # aborted in TF's allocator ("double free or corruption").
       print("error: " + oom, file=sys.stderr, flush=True)
@@ -354,7 +348,7 @@ def _run_one_line(main_fn, argv, also):
     if not isinstance(e, (ValueError, OSError) + tuple(also)) and (
         not errors.is_tf_error(e)):
       raise
-    if "verbose" in flags.FLAGS and flags.FLAGS.verbose:
+    if _verbose():
       raise
     message = getattr(e, "message", None) or e  # TF's OpError: no op text
     _print_error_and_exit(message, 2 if isinstance(e, CommandLineError)
@@ -375,15 +369,13 @@ def run_main(main_fn, other_options=None, also=(), quiet_tensorflow=None):
   """
   if quiet_tensorflow is None:
     quiet_tensorflow = _is_albert_tf_command()
-  # Every command's --verbose, defined once here (unless its settings
-  # class still has one).
-  # Listed by --helpfull under the command (absl's key flags of __main__).
+  # Every command's --verbose (unless its settings class has one), listed
+  # by --helpfull under the command.
   settings.define_flags(settings.CommandSettings, group=sys.argv[0],
                         if_missing=True)
 
   def main(argv):
-    if quiet_tensorflow and not ("verbose" in flags.FLAGS and
-                                 flags.FLAGS.verbose):
+    if quiet_tensorflow and not _verbose():
       import_tensorflow_quietly()
     return main_fn(argv)
 

@@ -16,13 +16,9 @@ def atomic_writer(path, mode: str = "w"):
   """Yields a file open on `<path>.tmp` (text modes in UTF-8); on a clean
   exit it is flushed, synced and renamed to path; on an error removed.
   An OSError (a full disk: ENOSPC at the write, the sync or the close) is
-  raised again naming path (`naming`), whatever file name it had.
-
-  The temporary is flock'ed until it is renamed: a second writer of the
-  same path meanwhile (two commands given one output file) gets one
-  OSError (EBUSY) naming path, where it used to truncate the first one's
-  temporary and both wrote into one file, the first renamed it and said
-  success, the other went on writing into the renamed file.
+  raised again naming path (`naming`), whatever file name it had. The
+  temporary is flock'ed until it is renamed: a second writer of the same
+  path meanwhile gets one OSError (EBUSY) naming path.
   """
   path = os.fspath(path)
   tmp = path + ".tmp"
@@ -50,29 +46,42 @@ def _locked_temporary(path, tmp, mode):
   owner's lock is gone with it); OSError(EBUSY) naming path when another
   process holds it."""
   import errno  # pylint: disable=g-import-not-at-top
-  import fcntl  # pylint: disable=g-import-not-at-top
-  encoding = None if "b" in mode else "utf-8"
-  while True:
+
+  def open_tmp():
     try:
       # No O_TRUNC: the file may be another writer's until we hold it.
       fd = os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o666)
     except OSError as e:
       raise naming(e, path) from e
-    f = os.fdopen(fd, mode, encoding=encoding)
+    return os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8")
+
+  def busy(f):
+    f.close()
+    raise OSError(errno.EBUSY, f"{path} is being written by another "
+                  f"process (its temporary {tmp} is locked): cannot write "
+                  f"{path} now; wait for that process to end, or write "
+                  "another file") from None
+  f = _flocked(tmp, open_tmp, busy)
+  f.truncate(0)
+  return f
+
+
+def _flocked(path, open_file, busy):
+  """open_file() under an exclusive flock, opened again until the file held
+  is still the one at path (its owner may rename or remove it between our
+  open and our flock); busy(file) raises when another process holds it."""
+  import fcntl  # pylint: disable=g-import-not-at-top
+  while True:
+    f = open_file()
     try:
       fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-      f.close()
-      raise OSError(errno.EBUSY, f"{path} is being written by another "
-                    f"process (its temporary {tmp} is locked): cannot write "
-                    f"{path} now; wait for that process to end, or write "
-                    "another file") from None
+      busy(f)
     try:
-      same = os.fstat(f.fileno()).st_ino == os.stat(tmp).st_ino
-    except FileNotFoundError:  # its writer renamed it into place meanwhile
+      same = os.fstat(f.fileno()).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
       same = False
     if same:
-      f.truncate(0)
       return f
     f.close()
 
@@ -224,7 +233,6 @@ def lock_output(directory, flag: str, value=None, lock_file=None,
   for a remote file system, where no lock is taken. remove: delete the
   lock file on release (else it is emptied and left).
   """
-  import fcntl  # pylint: disable=g-import-not-at-top
   import logging  # pylint: disable=g-import-not-at-top
   import time  # pylint: disable=g-import-not-at-top
   directory = os.fspath(directory)
@@ -234,28 +242,17 @@ def lock_output(directory, flag: str, value=None, lock_file=None,
   path = os.fspath(lock_file) if lock_file else os.path.join(directory,
                                                              LOCK_FILE)
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  while True:
-    handle = open(path, "a+", encoding="utf-8")
-    try:
-      fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-      handle.seek(0)
-      pid, started = _owner(handle.read())
-      handle.close()
-      since = f" since {started}" if started else ""
-      raise error(
-          f"{flag}={value} is in use by another run (pid "
-          f"{pid if pid is not None else 'unknown'}){since}: wait for it, "
-          f"or choose another {flag}") from None
-    # The file may have been removed by the owner releasing it between
-    # our open and our flock: then lock the new one.
-    try:
-      same = os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
-    except FileNotFoundError:
-      same = False
-    if same:
-      break
+
+  def busy(handle):
+    handle.seek(0)
+    pid, started = _owner(handle.read())
     handle.close()
+    since = f" since {started}" if started else ""
+    raise error(
+        f"{flag}={value} is in use by another run (pid "
+        f"{pid if pid is not None else 'unknown'}){since}: wait for it, "
+        f"or choose another {flag}") from None
+  handle = _flocked(path, lambda: open(path, "a+", encoding="utf-8"), busy)
   handle.seek(0)
   pid, started = _owner(handle.read())
   if pid is not None and pid != os.getpid() and not pid_alive(pid):

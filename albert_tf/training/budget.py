@@ -14,8 +14,8 @@ on a fixed budget).
    checkpoint and the final eval, and the evals at checkpoints when they
    are asked for, each as long as the step-0 eval took.
 3. The plan is recorded in output_dir/run_fingerprint.json ("budget_plan")
-   before the first checkpoint. A rerun in that output_dir (a resume) reads it and trains
-   to the same step with the same schedule: the budget was its first run's.
+   before the first checkpoint. A rerun in that output_dir (a resume) reads
+   it and trains to the same step with the same schedule.
 4. Should the machine slow down, the run still stops at the budget: it
    saves there and says that the schedule has not ended; the same command
    continues the plan.
@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from albert_tf.training import callbacks
 from albert_tf.training import output_dir as output_dir_lib
+from albert_tf.training.callbacks import agree_max
 from albert_tf.training.runtime import RunConfigError
 
 PLAN_KEY = "budget_plan"  # its section of run_fingerprint.json
@@ -178,27 +179,6 @@ class PlannedSchedule(keras.optimizers.schedules.LearningRateSchedule):
     return {"peak": self.peak, "power": self.power}
 
 
-_AGREE = {}
-
-
-def agree_max(strategy, value: float) -> float:
-  """The largest of the workers' values: every worker of a multi-worker
-  run then plans, stops and saves alike (elsewhere, the value itself)."""
-  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-    return value
-  if id(strategy) not in _AGREE:
-    @tf.function
-    def reduce_max(x):
-      # Made on each replica's device (the collective refuses an input
-      # from outside, which has none).
-      return strategy.run(lambda: tf.distribute.get_replica_context()
-                          .all_reduce(tf.distribute.ReduceOp.MAX,
-                                      tf.identity(x)))
-    _AGREE[id(strategy)] = reduce_max
-  out = _AGREE[id(strategy)](tf.constant(float(value)))
-  return float(strategy.experimental_local_results(out)[0])
-
-
 class Probe(keras.callbacks.Callback):
   """Stops fit once enough step calls after the first (traced) one are
   timed; `seconds_per_step` then holds the measure (the slowest worker's).
@@ -221,8 +201,7 @@ class Probe(keras.callbacks.Callback):
     self.seconds_per_step = None
 
   def on_train_batch_end(self, batch, logs=None):
-    self.marks.append((time.perf_counter(),
-                       int(self.model.optimizer.iterations.numpy())))
+    self.marks.append((time.perf_counter(), callbacks.step_of(self.model)))
     (t0, s0), (t1, s1) = self.marks[0], self.marks[-1]
     done = len(self.marks) > PROBE_CALLS and t1 - t0 >= self.seconds
     if agree_max(self.strategy, float(done)):
@@ -256,7 +235,7 @@ class Deadline(keras.callbacks.Callback):
   def on_train_batch_end(self, batch, logs=None):
     late = time.time() + self.reserve_seconds >= self.deadline
     if agree_max(self.strategy, float(late)):
-      self.hit_at = int(self.model.optimizer.iterations.numpy())
+      self.hit_at = callbacks.step_of(self.model)
       self.model.stop_training = True
 
 

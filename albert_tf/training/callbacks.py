@@ -12,6 +12,7 @@ plus what a resumed run does with what an interrupted one left: log lines
 past its checkpoint, temporaries of a save that was killed.
 """
 
+import contextlib
 import datetime
 import json
 import math
@@ -91,9 +92,6 @@ class MetricsLogger(keras.callbacks.Callback):
     self._last_step = self._last_time = self._start_step = self._start = None
     self._last_states = {}
 
-  def _step(self):
-    return int(self.model.optimizer.iterations.numpy())
-
   def _window_means(self) -> Dict[str, float]:
     # Every worker reads the same variables in the same order (a read of a
     # metric variable is an all-reduce under MultiWorkerMirrored).
@@ -112,14 +110,14 @@ class MetricsLogger(keras.callbacks.Callback):
 
   def on_train_begin(self, logs=None):
     if self._start is None:
-      self._start_step, self._start = self._step(), time.time()
-    self._last_step, self._last_time = self._step(), time.time()
+      self._start_step, self._start = step_of(self.model), time.time()
+    self._last_step, self._last_time = step_of(self.model), time.time()
 
   def on_epoch_begin(self, epoch, logs=None):
     self._last_states = {}
 
   def on_train_batch_end(self, batch, logs=None):
-    step = self._step()
+    step = step_of(self.model)
     # At multiples of log_steps, also after a resume between two of them
     # (a SIGTERM's save): its first window is then the shorter one.
     if step // self.log_steps == self._last_step // self.log_steps:
@@ -154,6 +152,37 @@ class MetricsLogger(keras.callbacks.Callback):
       f.write(json.dumps(record) + "\n")
 
 
+def step_of(model) -> int:
+  """The model's optimizer step."""
+  return int(model.optimizer.iterations.numpy())
+
+
+def _saved_at(manager, step) -> bool:
+  latest = manager.latest_checkpoint
+  return bool(latest and latest.endswith(f"-{step}"))
+
+
+_AGREE = {}
+
+
+def agree_max(strategy, value: float) -> float:
+  """The largest of the workers' values: every worker of a multi-worker
+  run then plans, stops and saves alike (elsewhere, the value itself)."""
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return value
+  if id(strategy) not in _AGREE:
+    @tf.function
+    def reduce_max(x):
+      # Made on each replica's device (the collective refuses an input
+      # from outside, which has none).
+      return strategy.run(lambda: tf.distribute.get_replica_context()
+                          .all_reduce(tf.distribute.ReduceOp.MAX,
+                                      tf.identity(x)))
+    _AGREE[id(strategy)] = reduce_max
+  out = _AGREE[id(strategy)](tf.constant(float(value)))
+  return float(strategy.experimental_local_results(out)[0])
+
+
 def _not_saved(manager) -> str:
   """What is left on disk when training stops on non-finite values."""
   latest = manager.latest_checkpoint
@@ -181,7 +210,7 @@ class StopOnNonFiniteLoss(keras.callbacks.TerminateOnNaN):
     try:
       super().on_batch_end(batch, logs)
     except RuntimeError:
-      step = int(self.model.optimizer.iterations.numpy())
+      step = step_of(self.model)
       calls = self.model.steps_per_execution
       where = (f"; steps {step - calls + 1}-{step} ran as one "
                "--iterations_per_loop call" if calls > 1 else "")
@@ -204,9 +233,8 @@ class CheckpointSaver(keras.callbacks.Callback):
     self.schedule = schedule
 
   def on_epoch_end(self, epoch, logs=None):
-    step = int(self.model.optimizer.iterations.numpy())
-    latest = self.manager.latest_checkpoint
-    if latest and latest.endswith(f"-{step}"):
+    step = step_of(self.model)
+    if _saved_at(self.manager, step):
       return
     where = f"after step {step}"
     if self.schedule:
@@ -243,24 +271,18 @@ class SaveOnSignal(keras.callbacks.Callback):
     self.signals = signals
     self.received = None   # the signal's name, once one came
     self.saved = None      # the path saved after it
-    self._any_worker = None
 
+  @contextlib.contextmanager
   def watch(self):
-    """Context manager: the handler is ours inside it (main thread only)."""
-    callback = self
-
-    class _Watch:
-      def __enter__(self):
-        self.previous = {}
-        if threading.current_thread() is threading.main_thread():
-          for number in callback.signals:
-            self.previous[number] = signal.signal(number, callback._handle)
-
-      def __exit__(self, *exc):
-        for number, handler in self.previous.items():
-          signal.signal(number, handler)
-
-    return _Watch()
+    """The handler is ours inside the block (main thread only)."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+      previous = {n: signal.signal(n, self._handle) for n in self.signals}
+    try:
+      yield
+    finally:
+      for number, handler in previous.items():
+        signal.signal(number, handler)
 
   def _handle(self, number, frame):
     del frame
@@ -271,29 +293,13 @@ class SaveOnSignal(keras.callbacks.Callback):
       logging.warning("Ctrl-C: saving at the end of this step (press it "
                       "again to stop without saving)")
 
-  def _agreed(self) -> bool:
-    if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
-      return self.received is not None
-    if self._any_worker is None:
-      strategy = self.strategy
-
-      @tf.function
-      def any_worker(flag):
-        # The value is made on each replica's device (an input from outside
-        # has none, which the collective refuses).
-        return strategy.run(lambda: tf.distribute.get_replica_context()
-                            .all_reduce(tf.distribute.ReduceOp.SUM,
-                                        tf.identity(flag)))
-      self._any_worker = any_worker
-    flag = self._any_worker(tf.constant(float(self.received is not None)))
-    return float(self.strategy.experimental_local_results(flag)[0]) > 0
-
   def on_train_batch_end(self, batch, logs=None):
-    if self.saved or not self._agreed():
+    if self.saved or not agree_max(self.strategy,
+                                   float(self.received is not None)):
       return
-    step = int(self.model.optimizer.iterations.numpy())
+    step = step_of(self.model)
     latest = self.manager.latest_checkpoint
-    if not (latest and latest.endswith(f"-{step}")):
+    if not _saved_at(self.manager, step):
       checkpoints.check_finite(self.model.trainable_variables,
                                f"at step {step}, on {self.received}")
       latest = self.manager.save(checkpoint_number=step)

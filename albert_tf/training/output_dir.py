@@ -148,11 +148,8 @@ def _with_update_rule(fingerprint: dict) -> dict:
 def recorded_precision(output_dir: str) -> Optional[str]:
   """The mixed_precision a training run in output_dir was started with
   (its run_fingerprint.json), or None (no run, no record, unreadable)."""
-  path = os.path.join(output_dir, FINGERPRINT_FILE)
   try:
-    if not tf.io.gfile.exists(path):
-      return None
-    return _read_fingerprint(path).get("mixed_precision")
+    return recorded_section(output_dir, "mixed_precision")
   except (RunConfigError, tf.errors.OpError, AttributeError):
     return None
 
@@ -171,8 +168,12 @@ def record_section(output_dir: str, key: str, value) -> None:
   path = os.path.join(output_dir, FINGERPRINT_FILE)
   saved = _read_fingerprint(path) if tf.io.gfile.exists(path) else {}
   saved[key] = value
+  _write_fingerprint(path, saved)
+
+
+def _write_fingerprint(path: str, fingerprint: dict) -> None:
   with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-    f.write(json.dumps(saved, indent=2, sort_keys=True))
+    f.write(json.dumps(fingerprint, indent=2, sort_keys=True))
   file_io.synced_rename(path + ".tmp", path)
 
 
@@ -192,15 +193,9 @@ LOCK_FILE = file_io.LOCK_FILE
 
 
 def lock_output_dir(output_dir: str):
-  """An exclusive lock on a local output_dir for the life of the run.
-
-  Returns the lock (`file_io.OutputLock`: keep it referenced; the OS
-  releases it when it is closed or the process dies, SIGKILL included), or
-  None for a remote file system, where no lock is taken. A second run into
-  the same output_dir stops with one line naming the owner's pid instead
-  of interleaving checkpoints; a lock of a process that is gone is taken
-  over with one warning. The lock file stays (emptied) when released.
-  """
+  """`file_io.lock_output` of output_dir for the life of the run (keep it
+  referenced; None on a remote file system); the lock file stays, emptied,
+  when released."""
   return file_io.lock_output(output_dir, "--output_dir", error=RunConfigError,
                              remove=False)
 
@@ -330,9 +325,7 @@ def prepare_output_dir(output_dir: str, fingerprint: dict,
       logging.info("--overwrite: deleted %d files of the earlier run in %s",
                    len(removed), output_dir)
   path = os.path.join(output_dir, FINGERPRINT_FILE)
-  saved = {}
-  if tf.io.gfile.exists(path):
-    saved = _read_fingerprint(path)
+  saved = _read_fingerprint(path) if tf.io.gfile.exists(path) else {}
   # check_output_dir compared every section both sides set; a section the
   # earlier run left open (an eval-only run has no optimizer) is filled in
   # by the first training run, so that later reruns compare it. An eval-only
@@ -343,7 +336,5 @@ def prepare_output_dir(output_dir: str, fingerprint: dict,
     merged = {**fingerprint, **{k: v for k, v in saved.items()
                                 if v is not None}}
   if merged != saved:
-    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-      f.write(json.dumps(merged, indent=2, sort_keys=True))
-    file_io.synced_rename(path + ".tmp", path)
+    _write_fingerprint(path, merged)
   return lock

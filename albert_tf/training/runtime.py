@@ -1,17 +1,6 @@
-"""Precision and distribution strategy, the same for every command.
-
-* `canonical_precision` / `dtype_policy`: --mixed_precision takes
-  none|bfloat16|float16 everywhere; the Keras policy names (float32,
-  mixed_bfloat16, mixed_float16) are accepted as aliases.
-  `auto_precision` decides the training commands' --mixed_precision=auto
-  (`training.fast_path`).
-* `make_strategy` / `is_chief`: --distribution_strategy
-  (`options.StrategySettings` defines that flag, --tpu, --num_gpus and the
-  original TPU flags once for the training commands, without TF).
-* `wait_for_workers`: multi_worker_mirrored's start-up waits for the
-  TF_CONFIG peers with a limit (--worker_timeout_secs), logging whom it
-  waits for, instead of hanging in TF's own wait.
-"""
+"""Precision and distribution strategy, the same for every command (their
+flags are `options.StrategySettings` and --mixed_precision, defined without
+TF)."""
 
 import contextlib
 import json
@@ -106,9 +95,6 @@ def dtype_policy(precision: Optional[str]):
 
 
 # ------------------------------------------------------------ strategy
-# The strategy flags and their choices are defined without TF in
-# training/options.py, so that a command parses them before TF loads.
-
 
 def strategy_from_flags(distribution_strategy: str, tpu: Optional[str] = None,
                         num_gpus: int = 0, use_tpu: bool = False,
@@ -332,13 +318,8 @@ def is_chief(strategy) -> bool:
 
 
 def warn_about_cpu_only_settings(jit_compile: bool) -> List[str]:
-  """One warning line each for settings that only pay off on an
-  accelerator, when there is none; returns the lines.
-
-  float16 (Keras's mixed_float16 policy): a CPU has no float16 matmul units,
-  so the step is slower than float32. --jit_compile: XLA compiles the step
-  for the CPU, minutes for a large model, and seldom speeds it up there.
-  """
+  """Logs and returns one warning line each for the settings that only pay
+  off on an accelerator (float16, --jit_compile), when there is none."""
   if (tf.config.list_logical_devices("GPU") or
       tf.config.list_logical_devices("TPU")):
     return []
