@@ -39,11 +39,15 @@ from albert_tf.serving import text_graph
 _cc, _UNDERLINE = text_graph._char_class, text_graph._UNDERLINE
 _BIG = 2 ** 62
 _STRING = tf.TensorSpec([None], tf.string)
-_V1 = (span_model.START_LOGITS, span_model.END_LOGITS)
-_V2 = (span_model.START_TOP_LOG_PROBS, span_model.START_TOP_INDEX,
-       span_model.END_TOP_LOG_PROBS, span_model.END_TOP_INDEX,
-       span_model.CLS_LOGITS)
 _rows = tf.ragged.row_splits_to_segment_ids  # the row of each item
+
+
+def head_outputs(v2):
+  """The model outputs the decoders read: v1's logits or v2's beams."""
+  return ((span_model.START_TOP_LOG_PROBS, span_model.START_TOP_INDEX,
+           span_model.END_TOP_LOG_PROBS, span_model.END_TOP_INDEX,
+           span_model.CLS_LOGITS) if v2 else
+          (span_model.START_LOGITS, span_model.END_LOGITS))
 
 
 def _spec(dtype, shape=(None, None)):
@@ -447,7 +451,7 @@ class TextSpanReader(tf.Module):
       self._decode_fn = tf.function(self._decode, autograph=False,
                                     input_signature=fixed + heads)
     heads = [tf.cast(outputs[n], tf.int32 if n.endswith("index")
-                     else tf.float32) for n in (_V2 if self.v2 else _V1)]
+                     else tf.float32) for n in head_outputs(self.v2)]
     return self._decode_fn(context, windows["pair"], windows["piece_spans"],
                            windows["is_max_context"], *heads)
 

@@ -36,6 +36,7 @@ from albert_tf.tasks import scoring
 span_qa = lazy.module("albert_tf.modeling.span_qa")
 tf = lazy.module("tensorflow")
 saved_model = lazy.module("albert_tf.serving.saved_model")
+span_graph = lazy.module("albert_tf.serving.span_graph")
 
 # --data_dir's files when --train_file / --predict_file are not given.
 TRAIN_JSON, DEV_JSON = "train.json", "dev.json"
@@ -120,8 +121,7 @@ class SpanQATask(Task):
   @classmethod
   def resolve_options(cls, o: SquadOptions, info):
     def pick(given, name):
-      return given if given or not o.data_dir else os.path.join(o.data_dir,
-                                                                name)
+      return given or (os.path.join(o.data_dir, name) if o.data_dir else given)
     o = dataclasses.replace(o, train_file=pick(o.train_file, TRAIN_JSON),
                             predict_file=pick(o.predict_file, DEV_JSON))
     if o.do_train and not o.train_file:
@@ -131,13 +131,12 @@ class SpanQATask(Task):
       raise squad.SquadError("--do_eval and --do_predict need --predict_file "
                              f"(or --data_dir with {DEV_JSON})")
     own = cls.own_config(info)
-    if own and bool(own.get("version_2_with_negative")) != (
-        o.version_2_with_negative):
-      recorded = str(bool(own.get("version_2_with_negative"))).lower()
+    recorded = bool(own.get("version_2_with_negative"))
+    if own and recorded != o.version_2_with_negative:
       raise squad.SquadError(
           f"--init_checkpoint={o.init_checkpoint} was fine-tuned with "
-          f"--version_2_with_negative={recorded} (another head); give the "
-          "same value")
+          f"--version_2_with_negative={str(recorded).lower()} (another head); "
+          "give the same value")
     o = super().resolve_options(o, info)
     o = dataclasses.replace(
         o, doc_stride=first_given(o.doc_stride, own.get("doc_stride"),
@@ -245,7 +244,7 @@ class SpanQATask(Task):
     """(predictions {qid: text}, nbest, null_odds or None) of a split."""
     data, windows = self.load_split(split)
     out = self.outputs(model, windows.features,
-                       _heads(self.v2))
+                       span_graph.head_outputs(self.v2))
     return _decode(out, windows, data.examples, self.v2,
                    self.task_config["n_best_size"],
                    self.task_config["max_answer_length"])
@@ -358,10 +357,8 @@ class SpanQATask(Task):
     if text_pair is False:
       raise ValueError("--notext_pair: span QA's serve_text takes a question "
                        "and a context")
-    # Imported here: only export needs TF Text (the in-graph tokenizer).
-    from albert_tf.serving.span_graph import TextSpanReader  # pylint: disable=g-import-not-at-top
-    reader = TextSpanReader.from_tokenizer(tokenizer, max_seq_length,
-                                           record.task_config)
+    reader = span_graph.TextSpanReader.from_tokenizer(
+        tokenizer, max_seq_length, record.task_config)
 
     def run(features):
       return model(features, training=False)
@@ -417,9 +414,9 @@ class SpanQATask(Task):
       got = [run(**{k: windows.features[k][i:i + 64]
                     for k in F.ENCODER_INPUTS})
              for i in range(0, windows.num_windows, 64)]
-      nbest = _decode({k: np.concatenate([g[k] for g in got])
-                       for k in _heads(False)}, windows, examples, False,
-                      own.get("n_best_size", 20),
+      heads = span_graph.head_outputs(False)
+      nbest = _decode({k: np.concatenate([g[k] for g in got]) for k in heads},
+                      windows, examples, False, own.get("n_best_size", 20),
                       own.get("max_answer_length", 30))[1]
       return [{"answer": best["text"], "start": best["start"],
                "end": best["end"],
@@ -455,22 +452,15 @@ def official_scores(task_name, v2, gold, predictions, null_odds=None):
   return squad_metrics.squad_v1(gold, predictions)
 
 
-def _heads(v2):
-  """The model outputs span_decode reads: v1's logits or v2's beams."""
-  return ((span_qa.START_TOP_LOG_PROBS, span_qa.START_TOP_INDEX,
-           span_qa.END_TOP_LOG_PROBS, span_qa.END_TOP_INDEX,
-           span_qa.CLS_LOGITS) if v2 else
-          (span_qa.START_LOGITS, span_qa.END_LOGITS))
-
-
 def _decode(out, windows, examples, v2, n_best_size, max_answer_length):
   """(predictions, nbest, null_odds or None) of the heads' outputs `out`
   over `windows` of `examples` (`span_decode.decode_v1` / `decode_v2`)."""
   decode = span_decode.decode_v2 if v2 else span_decode.decode_v1
-  got = decode(*(out[name] for name in _heads(v2)), windows.example_index,
-               windows.piece_spans, windows.is_max_context,
-               [e.context for e in examples], [e.qas_id for e in examples],
-               n_best_size=n_best_size, max_answer_length=max_answer_length)
+  got = decode(*(out[name] for name in span_graph.head_outputs(v2)),
+               windows.example_index, windows.piece_spans,
+               windows.is_max_context, [e.context for e in examples],
+               [e.qas_id for e in examples], n_best_size=n_best_size,
+               max_answer_length=max_answer_length)
   return got if v2 else (*got, None)
 
 
