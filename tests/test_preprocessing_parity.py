@@ -41,7 +41,6 @@ import tensorflow_text  # noqa: F401  (registers the ops TextEncoder needs)
 
 from albert_tf.data import normalization
 from albert_tf.data import tokenization
-from albert_tf.serving import saved_model
 from albert_tf.serving.text_graph import TextEncoder
 from tests import deploy_fixtures as fx
 from tests import numpy_reference
@@ -242,7 +241,7 @@ def test_table_is_what_both_sides_and_the_metadata_run(tokenizers):
     assert tokenizer.normalize(text) == expected
     assert _strings(encoder.normalize(tf.constant([text]))) == [expected]
     # The exported prose: the table's descriptions, then tokenize and pack.
-    rules = saved_model.normalization_rules(tokenizer)
+    rules = normalization.app_rules(tokenizer)
     assert rules[:len(steps)] == [s.description for s in steps]
     assert len(rules) == len(steps) + 2
   assert [s.name for s in normalization.steps("sentencepiece")] == [

@@ -124,7 +124,7 @@ class _Tokenizer:
 
 
 def test_without_held_out_text_the_made_up_texts_fit_every_input():
-  texts = verify._vocabulary_texts(  # pylint: disable=protected-access
+  texts = verify.vocabulary_texts(
       _Tokenizer(), ("article", "question", "options"), 5, num_choices=3)
   assert [len(texts[k]) for k in texts] == [5, 5, 5]
   assert all(len(options) == 3 for options in texts["options"])

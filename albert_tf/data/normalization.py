@@ -5,7 +5,7 @@ Every rule the tokenizers apply to raw text before splitting it is one
 
   - `name`: a short identifier;
   - `description`: one line of prose, the text of the exported metadata
-    (`albert_tf.serving.saved_model.normalization_rules`, the TFLite JSON);
+    (`app_rules`: albert_export.json, the TFLite JSON);
   - `python(text: str) -> str`: what `tokenization.normalize` runs (the
     training side: data_prep and the fine-tuning readers);
   - `graph(text: tf.string tensor) -> tf.string tensor`: what
@@ -288,3 +288,42 @@ def offset_groups(kind, do_lower_case=True) -> List[Tuple[Step, ...]]:
 def describe(kind, do_lower_case=True) -> List[str]:
   """The one-line descriptions of `steps(kind, do_lower_case)`, in order."""
   return [step.description for step in steps(kind, do_lower_case)]
+
+
+def app_rules(tokenizer, token_level=None) -> List[str]:
+  """The text rules an app applies before the model (albert_export.json's
+  `normalization`): this table's steps, then tokenizing and packing.
+
+  token_level: a tagger's ("char"/"word"): the text is split into tokens
+  first and each token goes through the rules on its own
+  (`tagging_graph.TextTagger`).
+  """
+  rules = describe(tokenizer.kind, tokenizer.do_lower_case) + [
+      "SentencePiece encode (the model's own normalizer runs inside); a "
+      "piece ending in <digit>',' is re-encoded without the ',' and "
+      "followed by ','" if tokenizer.kind == "sentencepiece" else
+      "split on whitespace, punctuation (ASCII symbols + Unicode P*) and "
+      "CJK ideographs (each its own word); WordPiece longest-match-first "
+      "with '##' continuations; a word over 100 characters or with an "
+      "unknown piece is [UNK]"]
+  if not token_level:
+    return rules + ["pack [CLS] a [SEP] (b [SEP]); truncate the longer "
+                    "segment first to max_seq_length; pad with the pad id; "
+                    "input_mask 1 for real tokens; segment_ids 0 for a, 1 "
+                    "for b"]
+  split = ("every non-whitespace character (not str.isspace) is a token"
+           if token_level == "char" else
+           "a run of letters, digits and combining marks outside the CJK "
+           "ideographs is one token; every other non-whitespace character "
+           "(each CJK ideograph, each punctuation mark) is a token alone")
+  return ([f"split the raw text into tokens (token_level={token_level}): "
+           f"{split}; keep each token's code-point offsets",
+           "each token on its own:"] + [f"  {rule}" for rule in rules] +
+          ["  SentencePiece: drop a bare leading '\u2581' piece when other "
+           "pieces follow; a token with no piece is the unknown piece",
+           "pack [CLS] the pieces of every token [SEP], cut after "
+           "max_seq_length - 2 pieces; pad; tokens whose first piece is past "
+           "the cut are not tagged",
+           "a token's tag is tag_ids at its first piece; entities as "
+           "conlleval reads BIO tags, from the first character of the first "
+           "token to the last character of the last token"])

@@ -1,44 +1,31 @@
 r"""A SavedModel version checked in its own runtime before it is handed over.
 
 export_saved_model writes a version into a hidden scratch folder; `verify`
-loads it back from there and runs it on a few held-out examples before
-`saved_model.write_version` renames it into place:
+loads it back from there, runs it on a few held-out examples and compares
+its outputs with the signatures' own tf.functions in memory, before
+`saved_model.write_version` renames it into place. serving_default alone
+(`--signatures=serving_default`) is run by a child process, `python -m
+albert_tf.serving.saved_model_check`, that never imports tensorflow_text
+(it checks `sys.modules`), as stock TensorFlow or a TF Serving without TF
+Text would; with serve_text (or serve_fill_mask), every signature is run
+in this process, TF Text's ops loaded.
 
-  * serving_default alone (`--signatures=serving_default`): in a child
-    process, `python -m albert_tf.serving.saved_model_check`, that imports
-    TensorFlow and never tensorflow_text (it checks `sys.modules`), as a
-    stock TensorFlow, `saved_model_cli` or a TF Serving without TF Text
-    loads it. The ids go in and the outputs come back through .npz files
-    in a temporary folder.
-  * with serve_text (or the pretrainer's serve_fill_mask): in this process,
-    TF Text's ops loaded, every signature saved.
+Each float output's largest absolute difference, relative to its largest
+|value|, must be within TOLERANCE (BF16_TOLERANCE for bfloat16), and the
+other outputs equal; else, or when the version does not load or run, a
+one-line CheckError. Loaded back, a graph runs the same kernels on the same
+inputs (every family measured 0, float32, bfloat16 and XLA, AMD EPYC
+avx512_bf16): the tolerance leaves room for a runtime that orders sums
+otherwise, far below what a wrong weight or a lost head moves.
 
-The loaded signatures' outputs are compared with the in-process model's:
-the signatures' own tf.functions (the Keras model and its family's
-outputs) on the same inputs. Each float output's largest absolute
-difference, relative to the output's largest |value|, must be within
-TOLERANCE (BF16_TOLERANCE for --mixed_precision=bfloat16); integer and
-string outputs must be equal. Otherwise, or when the version does not load
-or run, `verify` raises a CheckError of one line (export_saved_model's
-ExportError), and nothing is renamed into place. Loaded back, a graph runs
-the same kernels on the same inputs: every family measured 0 difference,
-float32, bfloat16 and XLA (AMD EPYC, avx512_bf16); the tolerance leaves
-room for a runtime that orders sums otherwise, and is far below what a
-wrong weight or a lost head moves.
-
-Held-out examples, at most MAX_EXAMPLES: the run's dev split, when the
-export record names a dev file that still exists and the family reads it
-back (`Task.held_out_inputs`), encoded as the family encodes raw inputs
-(`Task.encode_inputs`); else texts made of the tokenizer's own pieces
-(`vocabulary_texts`), and the figures' "source" says so.
-
-The figures (`verify`'s return; albert_export.json's `verification` and the
-model card's verified section): runtime, examples, source, the largest
-absolute and relative differences over the checked signatures (and per
-signature), the tolerance, the predicted class's agreement for a
-classifier, a one-line verdict, and `ops_outside_core_tf`: the op types of
-the saved graph that core TensorFlow does not register (TF Text's), which
-a TF Serving build must register to load the version at all.
+Held-out examples, at most MAX_EXAMPLES: the run's dev split when the
+record names a dev file that still exists and the family reads it back
+(`Task.held_out_inputs`), encoded as the family encodes raw inputs
+(`Task.encode_inputs`); else texts of the tokenizer's own pieces
+(`verify.vocabulary_texts`), and the figures' "source" says so. The
+figures (albert_export.json's `verification`, the card's verified section)
+also hold `ops_outside_core_tf`: the saved graph's op types core
+TensorFlow does not register (TF Text's).
 
 No TensorFlow at import: the child process imports this module first.
 """
@@ -71,49 +58,27 @@ class CheckError(ValueError):
 # ------------------------------------------------------------ held-out data
 @dataclasses.dataclass
 class HeldOut:
-  """Raw inputs {serve_text input name: one value per example}, the plain
-  texts they were made of, and where they came from."""
+  """Raw inputs {serve_text input: a value per example}, the first input's
+  texts, and where they came from."""
   raw: Dict[str, list]
   texts: List[str]
   source: str
 
 
-def vocabulary_texts(tokenizer, n: int, seed: int = 0) -> List[str]:
-  """n deterministic texts of 3-12 of the tokenizer's ordinary pieces
-  (no special piece; SentencePiece's '▁' and WordPiece's '##' dropped)."""
-  special = {tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id,
-             tokenizer.sep_id, tokenizer.mask_id}
-  words = []
-  for i, piece in enumerate(tokenizer.convert_ids_to_tokens(
-      range(tokenizer.vocab_size))):
-    word = piece.replace("\u2581", "").replace("##", "").strip()
-    if i not in special and word and not (
-        word.startswith(("[", "<")) and word.endswith(("]", ">"))):
-      words.append(word)
-  words = words or ["a"]
-  rng = np.random.default_rng(seed)
-  return [" ".join(rng.choice(words, int(rng.integers(3, 13))))
-          for _ in range(n)]
-
-
 def held_out(record, task, tokenizer, max_examples: int = MAX_EXAMPLES
              ) -> HeldOut:
-  """The examples a version is checked on (the module docstring's order).
-
-  record: the export's record (`record.training["data"]["dev"]["file"]`
-  names the run's dev file); task: the family's Task class (the base
-  `Task` for an encoder).
-  """
+  """The examples a version is checked on (module docstring). record: the
+  export's (`training["data"]["dev"]["file"]` names the run's dev file);
+  task: the family's Task class (the base `Task` for an encoder)."""
   names = list(task.serve_text_inputs(record))
   dev = (((record.training or {}).get("data") or {}).get("dev") or {}).get(
       "file")
   source = NO_HELD_OUT
   if dev and os.path.exists(dev):
-    read_back = getattr(task, "held_out_inputs", None)
     found, why = None, "the family does not read it back"
-    if read_back is not None and not getattr(task, "fills_masks", False):
+    if not task.fills_masks:
       try:
-        found = read_back(record, max_examples)
+        found = task.held_out_inputs(record, max_examples)
       except Exception as e:  # pylint: disable=broad-except
         why = " ".join(str(e).split())[:200] or type(e).__name__
     source = f"vocabulary pieces: the dev file {dev} was not read ({why})"
@@ -128,18 +93,11 @@ def held_out(record, task, tokenizer, max_examples: int = MAX_EXAMPLES
 
 def vocabulary_held_out(names, tokenizer, max_examples: int = MAX_EXAMPLES,
                         source: str = NO_HELD_OUT) -> HeldOut:
-  """`vocabulary_texts` as the raw inputs `names` (serve_text's): each
-  input its own rotation of the texts (text_b is not text), options four
-  of them."""
-  texts = vocabulary_texts(tokenizer, max_examples)
-  raw = {}
-  for k, name in enumerate(names):
-    if name == "options":
-      raw[name] = [[texts[(i + j + 1) % len(texts)] for j in range(4)]
-                   for i in range(len(texts))]
-    else:
-      raw[name] = texts[k:] + texts[:k]
-  return HeldOut(raw, texts, source)
+  """`verify.vocabulary_texts` as the raw inputs `names` (serve_text's;
+  options: four texts each)."""
+  from albert_tf.serving import verify  # pylint: disable=g-import-not-at-top
+  raw = verify.vocabulary_texts(tokenizer, names, max_examples, 4)
+  return HeldOut(raw, next(raw[n] for n in names if n != "options"), source)
 
 
 def _positions(n, length, count=3):
@@ -229,20 +187,12 @@ def compare(reference: Dict[str, np.ndarray], got: Dict[str, np.ndarray]
         figures["max_relative_difference"] = max(
             figures["max_relative_difference"],
             largest / scale if scale > 0 else largest)
-    else:
-      figures["mismatched_values"] += int(np.sum(ref != out))
+    elif np.any(ref != out):
+      mismatched = int(np.sum(ref != out))
+      figures["mismatched_values"] += mismatched
+      figures["problems"].append(f"{mismatched} integer or string values "
+                                 "differ")
   return figures
-
-
-def _agreement(reference, got) -> Optional[float]:
-  """The predicted class's agreement (probabilities, or 2-D logits of
-  several classes); None for other outputs."""
-  for name in ("probabilities", "logits"):
-    ref, out = reference.get(name), got.get(name)
-    if ref is not None and out is not None and ref.ndim == 2 and (
-        ref.shape[-1] > 1) and ref.shape == out.shape:
-      return float(np.mean(ref.argmax(-1) == out.argmax(-1)))
-  return None
 
 
 # ------------------------------------------------------------ the graph's ops
@@ -272,7 +222,7 @@ def ops_outside_core_tf(folder: str) -> List[str]:
 # ------------------------------------------------------------ running
 def _stock_outputs(folder: str, inputs: Dict[str, np.ndarray]):
   """serving_default of the SavedModel in folder run by a child process
-  that never imports tensorflow_text: (outputs, info)."""
+  that never imports tensorflow_text (`main`): (outputs, info)."""
   package_root = os.path.dirname(os.path.dirname(os.path.dirname(
       os.path.abspath(__file__))))
   with tempfile.TemporaryDirectory(prefix="albert_tf-check-") as scratch:
@@ -308,35 +258,14 @@ def _stock_outputs(folder: str, inputs: Dict[str, np.ndarray]):
   return outputs, info
 
 
-def _child(folder, inputs_path, outputs_path, info_path) -> None:
-  """The child of `_stock_outputs`: load, run serving_default, save."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  loaded = tf.saved_model.load(folder)
-  with np.load(inputs_path) as f:
-    inputs = {k: tf.constant(f[k]) for k in f.files}
-  outputs = loaded.signatures["serving_default"](**inputs)
-  if "tensorflow_text" in sys.modules:
-    raise RuntimeError("tensorflow_text was imported")
-  np.savez(outputs_path, **{k: v.numpy() for k, v in outputs.items()})
-  with open(info_path, "w", encoding="utf-8") as f:
-    json.dump({"tensorflow": tf.__version__,
-               "signatures": sorted(loaded.signatures),
-               "tensorflow_text_imported": "tensorflow_text" in sys.modules},
-              f)
-
-
 def verify(folder: str, signatures: Dict[str, Callable], held: HeldOut,
            record, task, tokenizer, max_seq_length: int,
            mixed_precision: str = "none") -> dict:
-  """Loads the version written in folder, runs its signatures on held's
-  examples, compares them with the in-process `signatures` (the
-  tf.functions saved there, all of them). task: the family's Task class
-  (the base `Task` for an encoder). Returns the figures (module
-  docstring); raises CheckError (one line) when it does not load or run,
-  or differs beyond the tolerance.
-
-  serving_default alone is run by a child process without tensorflow_text
-  (`runtime` "stock"); otherwise every signature is run in this process.
+  """Loads the version written in folder and checks it against the
+  in-process `signatures` (the tf.functions saved there, all of them) on
+  held's examples, as the module docstring says. task: the family's Task
+  class (the base `Task` for an encoder). Returns the figures; raises a
+  one-line CheckError.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   start = time.time()
@@ -356,17 +285,12 @@ def verify(folder: str, signatures: Dict[str, Callable], held: HeldOut,
         f"vocabulary pieces: {held.source} did not encode ({why})")
     ids = ids_inputs(signatures["serving_default"], held, record, task,
                      tokenizer, max_seq_length)
-  calls = {"serving_default": ids}
-  for name, fn in signatures.items():
-    if name != "serving_default":
-      calls[name] = text_inputs(fn, name, held, tokenizer, max_seq_length)
-
-  def in_process(name):
-    fn, inputs = signatures[name], calls[name]
-    return _numpy(fn(*[tf.constant(inputs[s.name], s.dtype)
-                       for s in fn.input_signature]))
-
-  reference = {name: in_process(name) for name in calls}
+  first = sorted(signatures, key=lambda n: n != "serving_default")
+  calls = {n: ids if n == "serving_default" else text_inputs(
+      signatures[n], n, held, tokenizer, max_seq_length) for n in first}
+  reference = {n: _numpy(signatures[n](*[
+      tf.constant(calls[n][s.name], s.dtype)
+      for s in signatures[n].input_signature])) for n in first}
   outside = ops_outside_core_tf(folder)
   if stock:
     if outside:
@@ -381,7 +305,7 @@ def verify(folder: str, signatures: Dict[str, Callable], held: HeldOut,
       raise CheckError(f"--signatures=serving_default: the SavedModel "
                           f"holds {', '.join(info['signatures'])}")
   else:
-    import tensorflow_text  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+    import tensorflow_text  # pylint: disable=g-import-not-at-top
     try:
       loaded = tf.saved_model.load(folder)
       got = {name: _numpy(loaded.signatures[name](**{
@@ -393,7 +317,7 @@ def verify(folder: str, signatures: Dict[str, Callable], held: HeldOut,
                           f"({', '.join(calls)}): {first}") from e
     del loaded
     runtime = (f"TensorFlow {tf.__version__} with tensorflow_text "
-               f"{_version('tensorflow_text')}, in the exporting process")
+               f"{tensorflow_text.__version__}, in the exporting process")
   per_signature = {name: compare(reference[name], got[name])
                    for name in calls}
   figures = {
@@ -410,15 +334,8 @@ def verify(folder: str, signatures: Dict[str, Callable], held: HeldOut,
                         for n, f in per_signature.items()},
       "ops_outside_core_tf": outside,
   }
-  agreement = _agreement(reference["serving_default"],
-                         got["serving_default"])
-  if agreement is not None:
-    figures.update(agreement=agreement, compared="the predicted class")
   problems = [f"{name}: {p}" for name, f in per_signature.items()
               for p in f["problems"]]
-  problems += [f"{name}: {f['mismatched_values']} integer or string values "
-               "differ" for name, f in per_signature.items()
-               if f["mismatched_values"]]
   if figures["max_relative_difference"] > tolerance:
     problems.append(f"outputs differ from the in-process model's by "
                     f"{figures['max_relative_difference']:.2e} of their "
@@ -426,42 +343,52 @@ def verify(folder: str, signatures: Dict[str, Callable], held: HeldOut,
   where = ("loaded by TensorFlow without tensorflow_text" if stock else
            "loaded back")
   checked = " and ".join(calls)
-  figures["passed"] = not problems
-  figures["degraded"] = False
-  figures["seconds"] = round(time.time() - start, 2)
+  figures.update(passed=not problems, degraded=False,
+                 seconds=round(time.time() - start, 2))
   if problems:
     raise CheckError(
         f"the written SavedModel's {checked}, {where}, on "
         f"{figures['examples']} examples ({held.source}): "
         f"{'; '.join(problems)}; nothing was written")
+  # A classifier's figures say how often the predicted class is the same.
+  from albert_tf.serving import verify as artifacts  # pylint: disable=g-import-not-at-top
+  what, decide, _ = artifacts.decisions(reference["serving_default"], ids)
+  if what == "the predicted class":
+    figures.update(compared=what, agreement=float(np.mean(
+        decide(reference["serving_default"]) ==
+        decide(got["serving_default"]))))
   figures["verdict"] = (
       f"{checked} {where}: outputs within "
       f"{figures['max_relative_difference']:.1e} of the in-process model's, "
       f"relative to their scale (tolerance {tolerance:.0e}), on "
       f"{figures['examples']} examples" +
-      (f"; predicted class agreement {agreement:.1%}"
-       if agreement is not None else ""))
+      (f"; predicted class agreement {figures['agreement']:.1%}"
+       if "agreement" in figures else ""))
   return figures
-
-
-def _version(module: str) -> str:
-  try:
-    import importlib.metadata  # pylint: disable=g-import-not-at-top
-    return importlib.metadata.version(module.replace("_", "-"))
-  except Exception:  # pylint: disable=broad-except
-    return "?"
 
 
 def main(argv: Sequence[str]) -> int:
   """python -m albert_tf.serving.saved_model_check FOLDER INPUTS.npz
-  OUTPUTS.npz INFO.json: the child of `_stock_outputs` (one `error:` line
-  on stderr and exit 1 when the SavedModel does not load or run)."""
+  OUTPUTS.npz INFO.json, the child of `_stock_outputs`: loads FOLDER, runs
+  serving_default, saves its outputs and INFO (one `error:` line on
+  stderr and exit 1 when the SavedModel does not load or run)."""
   if len(argv) != 5:
     print("error: usage: python -m albert_tf.serving.saved_model_check "
           "FOLDER INPUTS.npz OUTPUTS.npz INFO.json", file=sys.stderr)
     return 2
+  folder, inputs_path, outputs_path, info_path = argv[1:]
   try:
-    _child(*argv[1:])
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    loaded = tf.saved_model.load(folder)
+    with np.load(inputs_path) as f:
+      inputs = {k: tf.constant(f[k]) for k in f.files}
+    outputs = loaded.signatures["serving_default"](**inputs)
+    if "tensorflow_text" in sys.modules:
+      raise RuntimeError("tensorflow_text was imported")
+    np.savez(outputs_path, **{k: v.numpy() for k, v in outputs.items()})
+    with open(info_path, "w", encoding="utf-8") as f:
+      json.dump({"tensorflow": tf.__version__,
+                 "signatures": sorted(loaded.signatures)}, f)
   except Exception as e:  # pylint: disable=broad-except
     print("error: " + (" ".join(str(e).split()) or type(e).__name__),
           file=sys.stderr)

@@ -88,7 +88,7 @@ class HeldOut:
 
 
 # ------------------------------------------------------------ held-out data
-def _vocabulary_texts(tokenizer, inputs, n, num_choices, seed=0):
+def vocabulary_texts(tokenizer, inputs, n, num_choices, seed=0):
   """Raw inputs {serve_text name: n values} of made-up text: runs of the
   tokenizer's ordinary pieces, spelled as text ("▁" a space, "##" glued)."""
   special = {tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id,
@@ -131,7 +131,7 @@ def held_out(record, tokenizer, task, given=None,
       raw, gold, source = found
   if raw is None:
     n = min(64, max_examples)
-    raw = _vocabulary_texts(tokenizer, task.serve_text_inputs(record), n,
+    raw = vocabulary_texts(tokenizer, task.serve_text_inputs(record), n,
                             record.task_config.get("num_choices", 4))
     source = (f"{n} texts made of the vocabulary's own pieces (no held-out "
               "text: give --verify_data)")
@@ -192,7 +192,7 @@ def _softmax(x):
   return e / e.sum(axis=-1, keepdims=True)
 
 
-def _decisions(outputs, features):
+def decisions(outputs, features):
   """(what is compared, [m] reference-side values per decision: a function
   of one output dict -> array, and the weights of each decision)."""
   if F.PROBABILITIES in outputs:
@@ -234,7 +234,7 @@ def compare(reference, artifact, features, gold=None, metric=None) -> dict:
     rel = max(rel, float(np.abs(got - ref).max() / max(np.abs(ref).max(),
                                                        1e-6)))
   figures["max_relative_difference"] = rel
-  what, decide, weights = _decisions(reference, features)
+  what, decide, weights = decisions(reference, features)
   if what is not None:
     same = decide(reference) == decide(artifact)
     if weights is not None:

@@ -6,14 +6,15 @@ way: the family its task_record.json names (`albert_tf.registry`), the
 config and tokenizer by the rules of every command
 (`resolution.resolve_model`), the family's `export_model` with the
 checkpoint's weights, refused when a head is missing or a weight is not
-finite. The commands add their flags and files; this module has none.
+finite. Which signatures an export keeps is `select_signatures`'. The
+commands add their flags and files; this module has none.
 
 TensorFlow and what imports it are imported by the functions that run, so
 that the commands' --help answers before TF loads.
 """
 
 import dataclasses
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from albert_tf import features as F
 from albert_tf.data.tokenization import MASK_TOKEN
 
 ENCODER = "encoder"  # --model without a task: the encoder's outputs
+SERVING_DEFAULT = "serving_default"  # TF Serving's default; always saved
 DEFAULT_SEQ_LENGTH = 128  # the export length when nothing is recorded
 FILL_MASK_BATCH_SIZE = 32
 
@@ -124,6 +126,67 @@ def restore(checkpoint, keras_model, model):
         "checkpoint written by the matching training script)")
   check_finite(keras_model, f"--checkpoint={report['prefix']}")
   return report
+
+
+def requested_signatures(value) -> Optional[List[str]]:
+  """--signatures as a list of names (None: all the family's).
+
+  value: None, a comma string or a sequence of names. The names are
+  checked against the family's by `select_signatures`.
+  """
+  if value is None:
+    return None
+  if isinstance(value, str):
+    value = value.split(",")
+  return list(dict.fromkeys(str(v).strip() for v in value if str(v).strip()))
+
+
+def needed_signatures(task) -> Tuple[str, ...]:
+  """What albert_tf.load predicts through beside serving_default, which a
+  family's SavedModel must keep: serve_fill_mask for a family that fills
+  masks, serve_text for one whose results serve_text decodes in the graph
+  (a tagger's entities, span QA's answers); nothing for an encoder or a
+  family decoded from serving_default's outputs
+  (`Task.decodes_serving_default`: classifiers, multiple choice)."""
+  if task is None or task.decodes_serving_default:
+    return ()
+  return ("serve_fill_mask",) if task.fills_masks else ("serve_text",)
+
+
+def select_signatures(family, wanted, task, model):
+  """The family's signatures ({name: tf.function}) that --signatures names
+  (wanted: `requested_signatures`'s list; None: all), in its order.
+
+  Raises:
+    ExportError (one line, naming --signatures and the family's names):
+      an empty list, a name the family does not serve, a list without
+      serving_default, or one without the signature albert_tf.load
+      predicts the family's results through (`needed_signatures`).
+  """
+  if wanted is None:
+    return dict(family)
+  valid = ",".join([SERVING_DEFAULT] + sorted(set(family) - {SERVING_DEFAULT}))
+  given = ",".join(wanted)
+  names = f"the {model}'s signatures are {valid}"
+  if not wanted:
+    raise ExportError(f"--signatures is empty: {names} (serving_default "
+                      "alone has core TF ops only)")
+  unknown = [n for n in wanted if n not in family]
+  if unknown:
+    raise ExportError(f"--signatures={given}: no signature "
+                      f"{', '.join(unknown)}; {names}")
+  if SERVING_DEFAULT not in wanted:
+    raise ExportError(f"--signatures={given}: serving_default is required "
+                      f"(TF Serving's default signature); {names}")
+  missing = [n for n in needed_signatures(task)
+             if n in family and n not in wanted]
+  if missing:
+    raise ExportError(
+        f"--signatures={given}: the {model}'s results come from "
+        f"{', '.join(missing)} (albert_tf.load predicts through it), so its "
+        f"SavedModel keeps it; {names}. For ids in and core TF ops only, "
+        "export_onnx or export_tflite serve its serving_default")
+  return {n: family[n] for n in family if n in wanted}
 
 
 class Restored(NamedTuple):
