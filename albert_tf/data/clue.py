@@ -103,6 +103,16 @@ def json_lines(path: str) -> Iterator[Tuple[str, Optional[dict]]]:
     yield where, value
 
 
+def require_fields(obj: dict, fields: Sequence[str], where: str,
+                   expected: str) -> None:
+  """DataError "where: missing field(s) ... (expected)" unless obj has
+  every one of `fields`."""
+  missing = [k for k in fields if k not in obj]
+  if missing:
+    raise DataError(f"{where}: missing field(s) "
+                    f"{', '.join(map(repr, missing))} ({expected})")
+
+
 def string_field(obj: dict, key: str, where: str) -> str:
   value = obj[key]
   if not isinstance(value, str):
@@ -241,11 +251,8 @@ class JsonReader:
         stats["empty_lines_skipped"] += 1
         continue
       index, records = records, records + 1
-      missing = [k for k in self.fields if k not in obj]
-      if missing:
-        raise DataError(
-            f"{where}: missing field(s) {', '.join(map(repr, missing))} "
-            f"(task {spec.name} reads {', '.join(self.fields)} and label)")
+      require_fields(obj, self.fields, where, f"task {spec.name} reads "
+                     f"{', '.join(self.fields)} and label")
       label = _label(obj, where)
       if label is None and split in _LABELLED_SPLITS:
         raise DataError(f"{where}: no 'label' (every line of the {split} "
@@ -384,10 +391,6 @@ def unlabeled_texts(path: str, fields: Sequence[str]
   for where, obj in json_lines(path):
     if obj is None:
       continue
-    missing = [k for k in fields if k not in obj]
-    if missing:
-      raise DataError(f"{where}: missing field(s) "
-                      f"{', '.join(map(repr, missing))} (reading "
-                      f"{', '.join(fields)})")
+    require_fields(obj, fields, where, f"reading {', '.join(fields)}")
     texts = [string_field(obj, k, where).strip() for k in fields]
     yield where, [t for t in texts if t]

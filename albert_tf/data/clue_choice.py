@@ -42,7 +42,8 @@ import numpy as np
 from albert_tf import features as F
 from albert_tf.data import race
 from albert_tf.data.classifier_data import DataError, write_submission
-from albert_tf.data.clue import json_lines
+from albert_tf.data.tsv_reader import first_places
+from albert_tf.data.clue import json_lines, require_fields
 from albert_tf.file_io import atomic_writer
 
 C3_CHOICES = 4
@@ -57,8 +58,8 @@ C3_FILES = {
     "test": (("test1.1.json",), ("test.json",),
              ("c3-d-test.json", "c3-m-test.json")),
 }
-CHID_FILES = {"train": ("train.json",), "dev": ("dev.json",),
-              "test": ("test1.1.json", "test.json")}
+CHID_FILES = {"train": (("train.json",),), "dev": (("dev.json",),),
+              "test": (("test1.1.json",), ("test.json",))}
 BLANK_RE = re.compile(r"#idiom\d+#")
 # The target blank's marker in CLUE's CHID baseline.
 CHID_MARKER = "[unused1]"
@@ -226,9 +227,7 @@ def read_chid(data_dir: str, split: str) -> race.RaceData:
   """CHID's blanks of a split (`CHID_FILES`, answers from <file>_answer.json
   where it exists), in file order; each a race.Question whose id and
   question are the blank's tag and whose article is its passage."""
-  (path,) = _find(data_dir, {k: tuple((v,) for v in names)
-                             for k, names in CHID_FILES.items()},
-                  "chid", split)
+  (path,) = _find(data_dir, CHID_FILES, "chid", split)
   answer_path = _answer_file(path)
   answers = (_read_answers(answer_path) if os.path.isfile(answer_path)
              else None)
@@ -242,11 +241,8 @@ def read_chid(data_dir: str, split: str) -> race.RaceData:
     if obj is None:
       continue
     lines += 1
-    missing = [k for k in ("content", "candidates") if k not in obj]
-    if missing:
-      raise DataError(f"{where}: missing field(s) "
-                      f"{', '.join(map(repr, missing))} (expected content "
-                      "and candidates)")
+    require_fields(obj, ("content", "candidates"), where,
+                   "expected content and candidates")
     content, candidates = obj["content"], obj["candidates"]
     if isinstance(content, str):
       content = [content]
@@ -282,8 +278,8 @@ def read_chid(data_dir: str, split: str) -> race.RaceData:
         examples.append(race.Question(tag, "", passage, tag,
                                       list(candidates), label))
   if no_blank:
-    race.warn_places("CHID passage(s) without a #idiom...# blank skipped",
-                     no_blank)
+    logging.warning("%d CHID passage(s) without a #idiom...# blank skipped "
+                    "(%s)", len(no_blank), first_places(no_blank))
   unused = len(set(answers or ()) - set(seen))
   counts = {"lines": lines, "passages": passages, "blanks": len(examples),
             "passages_without_blank": len(no_blank),

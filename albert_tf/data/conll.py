@@ -31,6 +31,8 @@ from typing import List, Optional, Sequence, Tuple
 
 from absl import logging
 
+from albert_tf.data.tsv_reader import first_places
+
 # run_ner's --task_name values: the corpus data_prep.corpora writes
 # (People's Daily BIO files), and any CoNLL files.
 TASK_NAMES = ("peoples_daily_ner", "conll")
@@ -309,14 +311,13 @@ def read_conll(path: str, tag_scheme: Optional[str] = None,
                         f"{problems[0][1]}")
       stray.extend((s.line + i, s.tags[i]) for i, _ in problems)
   if stray:
-    places = ", ".join(f"{path}:{line} {tag!r}" for line, tag in stray[:3])
-    more = f", and {len(stray) - 3} more" if len(stray) > 3 else ""
+    places = first_places([f"{path}:{line} {tag!r}" for line, tag in stray])
     logging.warning(
-        "%s: %d %s tag(s) do not continue or close an entity (%s%s); read "
+        "%s: %d %s tag(s) do not continue or close an entity (%s); read "
         "as conlleval and seqeval read them: an inside tag that continues "
         "no entity starts one, and an entity left open ends at its last "
         "tag (--strict_tags makes this an error)", path, len(stray), scheme,
-        places, more)
+        places)
   return ConllData(path, sentences, scheme or "BIO", has_tags, docstarts,
                    len(stray))
 

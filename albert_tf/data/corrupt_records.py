@@ -1,18 +1,11 @@
 """Corrupt pretraining records: find them, count them, bound the share skipped.
 
 A record that goes bad later in a file surfaces while training as a
-`tf.errors.DataLossError` without a file name; `scan_tfrecords` then finds
-the file and offset (`run_pretraining` calls it for you). With
-`skip_corrupt_records=True` the pipeline skips bad records instead: a
-TFRecord reader cannot re-synchronise after a damaged record, so the rest of
-that file is skipped; records that do not parse as pretraining examples are
-skipped one by one. `count_corrupt_records` counts exactly those, per file,
-before training (two passes over the files, and a walk over the record
-headers after a damaged record), and `check_corrupt_fraction` stops a run
-that would skip more than a given share of them.
-
-The checks before the first step (data prep's markers, the first record of
-every shard) are `albert_tf.data.record_checks`.
+`tf.errors.DataLossError` without a file name; `scan_tfrecords` finds the
+file and offset. `--skip_corrupt_records` skips what `count_corrupt_records`
+counts before training (a TFRecord reader cannot re-synchronise, so the
+rest of a file after a damaged record goes too), and
+`check_corrupt_fraction` stops a run that would skip more than a share.
 """
 
 import dataclasses
@@ -47,17 +40,19 @@ class ScanResult:
   error: Optional[str] = None  # the reader's message, e.g. "corrupted record at 123"
 
 
+def _count(dataset: tf.data.Dataset) -> int:
+  return int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+
+
 def scan_tfrecords(files: Sequence[str]) -> List[ScanResult]:
   """Reads every file once (CRC checks in C++); one ScanResult per file."""
   results = []
   for path in files:
     dataset = tf.data.TFRecordDataset(path)
-    count = lambda ds: int(ds.reduce(tf.constant(0, tf.int64),
-                                     lambda n, _: n + 1))
     try:
-      results.append(ScanResult(path, count(dataset)))
+      results.append(ScanResult(path, _count(dataset)))
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-      results.append(ScanResult(path, count(dataset.ignore_errors()),
+      results.append(ScanResult(path, _count(dataset.ignore_errors()),
                                 reader_message(e)))
   return results
 
@@ -148,8 +143,6 @@ def count_corrupt_records(files: Sequence[str], max_seq_length: int,
   on_file(path) is called before each file (see check_shards).
   """
   counts = []
-  count = lambda ds: int(ds.reduce(tf.constant(0, tf.int64),
-                                   lambda n, _: n + 1))
   for path in files:
     if on_file:
       on_file(path)
@@ -157,7 +150,7 @@ def count_corrupt_records(files: Sequence[str], max_seq_length: int,
     parsed = tf.data.TFRecordDataset(scan.path).take(scan.good_records).map(
         lambda s: decode_record(s, max_seq_length, max_predictions_per_seq)
     ).ignore_errors()
-    parsable = count(parsed)
+    parsable = _count(parsed)
     unreadable = unaccounted = 0
     if scan.error:
       frames, unaccounted = _count_frames(scan.path)

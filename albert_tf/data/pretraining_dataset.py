@@ -11,15 +11,10 @@ every integer feature cast to int32: `input_ids`, `input_mask`,
 `masked_lm_positions`, `masked_lm_ids` [batch, P] int32,
 `masked_lm_weights` [batch, P] float32; `next_sentence_labels` [batch, 1].
 
-Training order: the file list is shuffled and repeats forever, files are
-interleaved (cycle of `cycle_length` open files), records are shuffled in a
-buffer, and the stream is batched with `drop_remainder=True` (eval keeps the
-last partial batch except on TPU). Under
-`tf.distribute` the pipeline is built once per input pipeline (worker) by
-`make_distributed_dataset` and shards by FILE: worker i reads files
-i, i + n, i + 2n, ... (by record when there are fewer files than workers).
-
-The checks that run before the first batch are `albert_tf.data.record_checks`.
+Training order, sharding by file under `tf.distribute`
+(`make_distributed_dataset`) and the checks before the first batch
+(`albert_tf.data.record_checks`): see `make_dataset` and
+docs/CONTRACTS.md (b).
 """
 
 from typing import Dict, Optional, Sequence
@@ -29,6 +24,7 @@ import tensorflow as tf
 from albert_tf import features as F
 from albert_tf.data.input_timeout import InputFileError
 from albert_tf.data.length_buckets import bucket_widths, cut_to_width
+
 
 # ------------------------------------------------------------------ parsing
 def files_with_ids_over(files: Sequence[str], vocab_size: int,
@@ -90,7 +86,7 @@ def make_dataset(files: Sequence[str],
       (files are then read in order and interleaved round-robin).
     cycle_length: files read concurrently.
     skip_corrupt_records: skip unreadable / unparsable records instead of
-      failing (see the module docstring).
+      failing (`albert_tf.data.corrupt_records`).
     input_context: from `distribute_datasets_from_function`; shards by file.
     drop_remainder: drop a last partial batch. Default: when training (the
       stream repeats, so only static shapes matter); eval keeps every record

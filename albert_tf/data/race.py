@@ -23,6 +23,9 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
+
+from albert_tf.data.tsv_reader import first_places
+
 # run_race's --task_name values.
 TASK_NAMES = ("race",)
 
@@ -204,13 +207,6 @@ def _questions(where: str, data, default_id: str, levels: Sequence[str]
   return out
 
 
-def warn_places(what: str, places: Sequence[str]) -> None:
-  """One warning: the count, what they are, the first three places."""
-  more = f", and {len(places) - 3} more" if len(places) > 3 else ""
-  logging.warning("%d %s (%s%s)", len(places), what, ", ".join(places[:3]),
-                  more)
-
-
 def read_race(path: str, split: Optional[str] = None) -> RaceData:
   """RACE questions from any of the layouts in `LAYOUTS`; `split` (train,
   dev, test) is needed when `path` is the RACE root. Articles without
@@ -232,12 +228,14 @@ def read_race(path: str, split: Optional[str] = None) -> RaceData:
         empty.append(where)
       examples.extend(questions)
   if empty:
-    warn_places("articles have no questions", empty)
+    logging.warning("%d articles have no questions (%s)", len(empty),
+                    first_places(empty))
   seen = collections.Counter(q.id for q in examples)
   repeated = [i for i, c in seen.items() if c > 1]
   if repeated:
-    warn_places("question ids occur more than once (the same article read "
-                 "twice?)", repeated)
+    logging.warning("%d question ids occur more than once (the same "
+                    "article read twice?) (%s)", len(repeated),
+                    first_places(repeated))
   counts = {"files": len(files), "articles": articles,
             "questions": len(examples)}
   for level in LEVELS:

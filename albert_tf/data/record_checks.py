@@ -1,34 +1,13 @@
-"""Checks of pretraining TFRecords before the first step (data prep's markers,
-the first record of every shard).
+"""Checks of pretraining TFRecords before the first step, in the order
+`run_pretraining` runs them: `expand_input_files` (never hidden `.tmp-*`
+shards), `check_records_dirs` (data prep's `_SUCCESS` and manifest against
+the flags), `check_shards` (the first record of every file),
+`require_records` and `first_batch`, all under
+`albert_tf.data.input_timeout.with_input_timeout`, so a read that blocks
+is an error naming the file, not a hang.
 
-Just over 400 lines on purpose: every check that runs before the first step,
-in the order run_pretraining calls them, reads best in one place (the
-corrupt-record scan is `corrupt_records`).
-
-Checks before the first step (`run_pretraining` runs them in this order):
-  * `expand_input_files` never matches hidden files (".tmp-*" shards that a
-    data prep run is still writing, or left when killed), as a shell glob.
-  * `check_records_dirs`: a directory of input files in data prep's layout
-    must hold its `_SUCCESS` and `manifest.json` (else the run was killed,
-    failed or is still running), every file must be listed in the manifest
-    with its size, and the manifest's max_seq_length,
-    max_predictions_per_seq and tokenizer sha256 must match the run.
-    `allow_incomplete` (the --allow_incomplete_input flag) lets such a
-    directory without its markers through, with a warning. Records with no
-    data prep file beside them were written elsewhere (google-research/
-    albert's create_pretraining_data.py, data prep's --output_file): they
-    are read, with one warning.
-  * `check_shards` reads the first record of every file (cheap) and names
-    the file whose record is unreadable or whose lengths disagree with the
-    flags; `require_records` turns "no file holds a record" into an error
-    (training on it would wait forever for a first batch).
-  * `albert_tf.data.input_timeout.with_input_timeout` runs those checks
-    and `first_batch` so that a read that blocks (a named pipe, a hung
-    mount) is an error naming the file after --input_timeout_secs instead
-    of a hang; it watches nothing after the first batch.
-
-Records that go bad later in a file (a `tf.errors.DataLossError` while
-training, `--skip_corrupt_records`) are `albert_tf.data.corrupt_records`.
+Records that go bad later in a file (`--skip_corrupt_records`) are
+`albert_tf.data.corrupt_records`.
 """
 
 
@@ -50,7 +29,6 @@ from albert_tf.features import (MANIFEST_FILE, MANIFEST_FORMAT, SHARD_GLOB,
                                 SUCCESS_FILE, SUMMARY_FILE, TEMP_PREFIX)
 
 _INCOMPLETE_HINT = "pass --allow_incomplete_input to read the files as they are"
-
 
 
 def _hidden_match(pattern: str, path: str) -> bool:
@@ -147,21 +125,17 @@ def check_records_dirs(files: Sequence[str], max_seq_length: int,
 
   A directory with no data prep file (`data_prep_files`) holds records
   written elsewhere (google-research/albert's create_pretraining_data.py,
-  data prep's --output_file): nothing here says how, so they are read, with
-  one warning for all such directories (check_shards still checks their
-  first records' lengths). Any other directory is data prep's: it must hold
-  `_SUCCESS` and `manifest.json` (data prep writes them last: without them
-  the run was killed, failed or is still writing), list every file with its
-  size, and have been written with this max_seq_length and
-  max_predictions_per_seq, and, when spm_model_file is given, with the
-  SentencePiece model of that sha256.
+  data prep's --output_file): read, with one warning for all of them. Any
+  other must hold `_SUCCESS` and `manifest.json` (written last: without
+  them the run was killed, failed or is still writing), list every file
+  with its size, and match max_seq_length, max_predictions_per_seq and,
+  when given, spm_model_file's sha256.
 
   Args:
     files: the input files (expand_input_files).
-    allow_incomplete: in a data prep directory, missing markers, unlisted
-      files and size differences are warnings instead of errors
-      (--allow_incomplete_input). Length and tokenizer mismatches stay
-      errors.
+    allow_incomplete: missing markers, unlisted files and size differences
+      are warnings instead of errors (--allow_incomplete_input); length and
+      tokenizer mismatches stay errors.
     flag: the flag that named the files, for the messages.
   Returns:
     {directory: manifest dict} of the directories that have one.

@@ -30,6 +30,8 @@ from albert_tf.data.clue import (BINARY_LABELS, CSL, IFLYTEK_LABELS,
 
 
 def _json_spec(name, layout, labels, files, submission, no_consensus=None):
+  """A classification TaskSpec reading `files` (split -> names) as JSON
+  lines of `layout` (`clue.single`, `clue.pair`, `clue.CSL`, `clue.WSC`)."""
   fields, texts, has_pair = layout
   columns = ("text_a", "text_b" if has_pair else None, "label")
   return cd.TaskSpec(
@@ -43,29 +45,26 @@ def clue_spec(name: str, layout, labels, submission_file: str,
               no_consensus: Optional[str] = None,
               train_files=("train.json",)) -> cd.TaskSpec:
   """A CLUE 1.1 task: train.json, dev.json, test.json; the submission
-  (`submission_file`) predicts test.json."""
-  files = {"train": tuple(train_files), "dev": ("dev.json",),
-           "test": ("test.json",)}
-  return _json_spec(name, layout, labels, files,
-               cd.Submission(submission_file, "test"), no_consensus)
+  predicts test.json."""
+  return _json_spec(name, layout, labels,
+                    {"train": tuple(train_files), "dev": ("dev.json",),
+                     "test": ("test.json",)},
+                    cd.Submission(submission_file, "test"), no_consensus)
 
 
 def fewclue_spec(name: str, layout, labels, submission_stem: str,
                  split: str, no_consensus: Optional[str] = None
                  ) -> cd.TaskSpec:
-  """A FewCLUE task on one of its splits (`clue.FEWCLUE_SPLITS`):
-  train_<k>.json / dev_<k>.json (all: train_few_all.json ...);
-  test_public.json is the test split (labelled); the submission
-  `<stem>_predict_<k>.json` predicts test.json."""
-  if split not in clue.FEWCLUE_SPLITS:
-    raise ValueError(f"FewCLUE split must be one of "
-                     f"{', '.join(clue.FEWCLUE_SPLITS)}, got {split!r}")
+  """A FewCLUE task on one of `clue.FEWCLUE_SPLITS`: train_<k>.json /
+  dev_<k>.json (all: train_few_all.json ...); test_public.json is the test
+  split (labelled); `<stem>_predict_<k>.json` predicts test.json."""
   k = "few_all" if split == "all" else split
-  files = {"train": (f"train_{k}.json",), "dev": (f"dev_{k}.json",),
-           "test": ("test_public.json",), "submit": ("test.json",)}
-  return _json_spec(name, layout, labels, files,
-               cd.Submission(f"{submission_stem}_predict_{split}.json",
-                             "submit"), no_consensus)
+  return _json_spec(
+      name, layout, labels,
+      {"train": (f"train_{k}.json",), "dev": (f"dev_{k}.json",),
+       "test": ("test_public.json",), "submit": ("test.json",)},
+      cd.Submission(f"{submission_stem}_predict_{split}.json", "submit"),
+      no_consensus)
 
 
 # name: (help, then `clue_spec`'s arguments after the name).
