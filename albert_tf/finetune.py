@@ -56,7 +56,8 @@ def run(task: str, task_module: Iterable[str] = (), **kwargs) -> dict:
   when labelled), "best_step", "num_train_steps", "train_wall_s", "data"
   (split stats), "output_dir".
   """
-  from albert_tf.training import finetuning, runtime  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.training import fast_path, finetuning, runtime
   for module in task_module or ():
     registry.import_task_module(module)
   family, dataset = registry.resolve(task)
@@ -65,7 +66,7 @@ def run(task: str, task_module: Iterable[str] = (), **kwargs) -> dict:
                      "fine-tuned by this command")
   o = family.options(**{**(dataset.defaults if dataset else {}), **kwargs})
   finetuning.check_options(o)
-  o = finetuning.resolve_fast_path(o)
+  o = fast_path.resolve_options(o)
   with runtime.dtype_policy(o.mixed_precision):
     return _run(family, o)
 

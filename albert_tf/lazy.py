@@ -7,12 +7,10 @@
       return models.AlbertClassifier(config, ...)   # imports here
 
 `albert_tf.registry` imports every family file to list the families (for
-`albert-finetune --help`, the console scripts and the error that names
-them); the family files name TensorFlow, Keras and the model modules through
-this, and the import happens when a method first uses them. The standard
-library's `importlib.util.LazyLoader` does the same for one module but
-swaps the module's class while TensorFlow's own lazy loaders run; a proxy
-that imports by name and forwards attribute access is the simpler rule.
+--help); the import of what they name through this happens when a method
+first uses it. The standard library's `importlib.util.LazyLoader` swaps the
+module's class while TensorFlow's own lazy loaders run; a proxy that
+imports by name and forwards attribute access is the simpler rule.
 """
 
 import importlib

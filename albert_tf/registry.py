@@ -14,21 +14,13 @@ AFQMC) says, in the file that reads it,
     registry.register_dataset("afqmc", "classification", spec=AFQMC_SPEC,
                               help="CLUE AFQMC: ...")
 
-Nothing else lists families or datasets: `albert-finetune --task=<family or
-dataset>`, the console scripts, export_saved_model, export_tflite and
-`albert_tf.load` find them here. The built-in ones are the modules of the
-`albert_tf.tasks` and `albert_tf.datasets` packages, imported by
-`load_builtins` (pkgutil, no list); a family outside the package is a
-module named by `--task_module` (or a `.py` file), or an installed
-package's `albert_tf.tasks` entry point, or any module imported before the
-lookup. The family files import TensorFlow lazily (`albert_tf.lazy`), so
-that listing them for --help loads no TF.
-
-No TensorFlow import here, and no albert_tf module imported when this one
-loads, so every layer may import it; but `load_builtins`, on the first
-lookup, imports the modules of albert_tf.tasks and albert_tf.datasets by
-name, which import this module to register: an arrow up from the base
-layer and a cycle, listed as known in tests/test_import_direction.py.
+Nothing else lists families or datasets. The built-in ones are the modules
+of BUILTIN_PACKAGES, imported by `load_builtins` on the first lookup (an
+arrow up from the base layer, listed as known in
+tests/test_import_direction.py); a family outside the package is a module
+named by `--task_module` (or a `.py` file), an installed package's
+ENTRY_POINT_GROUP entry point, or any module imported before the lookup.
+No TensorFlow here (the family files import it lazily, `albert_tf.lazy`).
 """
 
 import dataclasses
@@ -122,20 +114,14 @@ def _same_definition(known, task_cls):
           _module_file(known.__module__) == _module_file(task_cls.__module__))
 
 
-def _shown_module(cls):
-  """A class's module as a user names it: the .py file of a task module
-  imported from one (its import name is made up), else the dotted name."""
-  return module_source(cls.__module__)
-
-
 def register_family(name: str, *, options: Optional[type] = None,
                     command: Optional[str] = None, help: str = "",  # pylint: disable=redefined-builtin
                     aliases: Iterable[str] = (), modules: Iterable[str] = ()):
   """Class decorator: registers a Task subclass as family `name`.
 
-  aliases: other names of the same class (regression is classification's
-  scores variant). modules: the family's other modules (`Family.modules`). Registering a name twice with another class is an
-  error; the same class again (a module reloaded) replaces it.
+  aliases: other names of the same class. modules: `Family.modules`.
+  Registering a name twice with another class is an error; the same class
+  again (a module reloaded) replaces it.
   """
   def decorate(task_cls):
     for n in (name, *aliases):
@@ -143,8 +129,9 @@ def register_family(name: str, *, options: Optional[type] = None,
       if known and not _same_definition(known.task, task_cls):
         raise RegistryError(
             f"task family {n!r}: already registered by "
-            f"{_shown_module(known.task)}.{known.task.__qualname__}; "
-            f"{_shown_module(task_cls)}.{task_cls.__qualname__} cannot take "
+            f"{module_source(known.task.__module__)}."
+            f"{known.task.__qualname__}; {module_source(task_cls.__module__)}"
+            f".{task_cls.__qualname__} cannot take "
             "the name")
       _FAMILIES[n] = Family(n, task_cls, options, command if n == name
                             else None, task_cls.__module__,

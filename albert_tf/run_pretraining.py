@@ -78,41 +78,12 @@ def _check_params(p: Params):
 
 
 def _resolve_auto(p: Params) -> Params:
-  """p with --mixed_precision=auto decided (`runtime.auto_precision`; a run
-  being resumed keeps the precision its fingerprint records),
-  --length_buckets off where shapes must be static and --micro_batches
-  decided (training.micro_batches, TF's thread pools set for it); each
-  said in a line."""
-  # pylint: disable=g-import-not-at-top
-  from albert_tf.training import micro_batches
-  from albert_tf.training import output_dir
-  from albert_tf.training import runtime
-  if p.mixed_precision == runtime.AUTO:
-    recorded = None if p.overwrite else output_dir.recorded_precision(
-        p.output_dir)
-    if recorded:
-      precision, why = recorded, f"as the run in --output_dir={p.output_dir}"
-    else:
-      tpu = p.use_tpu or p.distribution_strategy == "tpu"
-      precision, why = runtime.auto_precision(tpu=tpu)
-    logging.info("--mixed_precision=auto: %s (%s)", precision, why)
-    p = dataclasses.replace(p, mixed_precision=precision)
-  if p.length_buckets > 1 and (p.use_tpu or p.distribution_strategy == "tpu"):
-    logging.warning("--length_buckets=%d ignored: a TPU compiles one static "
-                    "sequence length", p.length_buckets)
-    p = dataclasses.replace(p, length_buckets=0)
+  """p with the fast path's flags decided (`fast_path.resolve_options`),
+  the widths of --length_buckets said."""
   from albert_tf.training import fast_path  # pylint: disable=g-import-not-at-top
+  p = fast_path.resolve_options(p)
   fast_path.say_length_buckets(p.length_buckets, p.max_seq_length)
-  import tensorflow as tf
-  count, why = micro_batches.resolve(
-      p.micro_batches, tpu=p.use_tpu or p.distribution_strategy == "tpu",
-      gpus=max(p.num_gpus, len(tf.config.list_physical_devices("GPU"))),
-      strategy=p.distribution_strategy, batch_size=p.train_batch_size)
-  logging.info("--micro_batches=%s: %d (%s)", p.micro_batches, count, why)
-  line = micro_batches.configure_threads(count)
-  if line:
-    logging.info("%s", line)
-  return dataclasses.replace(p, micro_batches=str(count))
+  return p
 
 
 def trainer_settings(p: Params, started: float = 0.0):

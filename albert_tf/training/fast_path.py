@@ -17,7 +17,7 @@
     cores (`training.micro_batches`, whose thread pools are set here).
 
 One log line says what each became and why. run_pretraining and every
-fine-tuning family (`albert_tf.finetune`) call these two functions.
+fine-tuning family (`albert_tf.finetune`) call `check` and `resolve_options`.
 """
 
 import dataclasses
@@ -99,3 +99,16 @@ def resolve(mixed_precision: str, length_buckets: int, micro_batches: str,
   if line:
     logging.info("%s", line)
   return FastPath(precision, length_buckets, count)
+
+
+def resolve_options(o):
+  """A training command's options `o` (options.FinetuneOptions or
+  PretrainingOptions) with the three flags decided (`resolve`)."""
+  decided = resolve(
+      o.mixed_precision, o.length_buckets, o.micro_batches,
+      output_dir=o.output_dir, overwrite=o.overwrite,
+      tpu=o.use_tpu or o.distribution_strategy == "tpu", num_gpus=o.num_gpus,
+      strategy=o.distribution_strategy, batch_size=o.train_batch_size)
+  return dataclasses.replace(o, mixed_precision=decided.mixed_precision,
+                             length_buckets=decided.length_buckets,
+                             micro_batches=str(decided.micro_batches))

@@ -6,7 +6,6 @@ parse before TF loads), builds its task (`albert_tf.tasks`), and hands it
 to the trainer through `train_and_evaluate`.
 """
 
-import dataclasses
 import json
 import os
 import shutil
@@ -78,21 +77,6 @@ def check_test_split(o: FinetuneOptions, data_stats: dict) -> None:
       f"--do_predict: {where} holds no examples{header}: nothing to "
       f"predict, so the predictions in --output_dir={o.output_dir} are left "
       "as they are; fix the test file, or leave out --do_predict")
-
-
-def resolve_fast_path(o: FinetuneOptions) -> FinetuneOptions:
-  """o with --mixed_precision=auto, --length_buckets and --micro_batches
-  decided for this machine and output_dir (`fast_path.resolve`; a resumed
-  run keeps its precision)."""
-  tpu = o.use_tpu or o.distribution_strategy == "tpu"
-  decided = fast_path.resolve(
-      o.mixed_precision, o.length_buckets, o.micro_batches,
-      output_dir=o.output_dir, overwrite=o.overwrite, tpu=tpu,
-      num_gpus=o.num_gpus, strategy=o.distribution_strategy,
-      batch_size=o.train_batch_size)
-  return dataclasses.replace(o, mixed_precision=decided.mixed_precision,
-                             length_buckets=decided.length_buckets,
-                             micro_batches=str(decided.micro_batches))
 
 
 def recorded_info(o: FinetuneOptions) -> Optional[record.ModelInfo]:

@@ -21,9 +21,7 @@ def skip_fit_symbolic_build(model: keras.Model):
   instance's method is replaced by one that does nothing.
 
   Raises:
-    RuntimeError: this Keras has no `Model._maybe_symbolic_build`; without
-      the override a multi-worker fit fails on its first batch, so this is
-      loud, not silent.
+    RuntimeError: this Keras has no `Model._maybe_symbolic_build`.
   """
   if not callable(getattr(type(model), "_maybe_symbolic_build", None)):
     raise RuntimeError(
@@ -36,12 +34,9 @@ def skip_fit_symbolic_build(model: keras.Model):
 def reduce_per_replica(values, strategy):
   """Keras's own reduction of a step's per-replica outputs ("auto").
 
-  The trainer's multi-step loop (training.step_loop) replaces the
-  one Keras builds around `train_step`/`test_step`, and must hand `fit`'s
-  callbacks the same logs: the mean over replicas (the first replica's
-  value on a TPU; a cross-worker MEAN under MultiWorkerMirrored). Keras
-  exports no public name for it, so its module-level function is used
-  rather than a copy that could drift from it.
+  The trainer's multi-step loop (training.step_loop) must hand `fit`'s
+  callbacks the logs Keras's would. Keras exports no public name for it,
+  so its module-level function is used rather than a copy that could drift.
 
   Raises:
     RuntimeError: this Keras has no

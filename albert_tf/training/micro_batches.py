@@ -19,7 +19,6 @@ AMD EPYC with avx512_bf16, 2 parts took the step from 791-803 to 1,016-
 import os
 from typing import Tuple
 
-from absl import logging
 
 AUTO = "auto"
 # Fewer examples per part than this and the per-op overhead wins.

@@ -37,8 +37,6 @@ def _fit_under_any_strategy(model, strategy):
   2. Step outputs are reduced across workers with axis=0, which fails on
      scalar metrics: under MultiWorkerMirrored they are handed over as
      [1]-vectors (the reduction returns scalars).
-  Tested by tests/test_trainer.py and tests/test_run_pretraining.py (losses
-  equal to the default strategy's under mirrored and multi-worker).
   """
   if not tf.distribute.has_strategy():  # the default strategy (in scope)
     return
@@ -64,9 +62,8 @@ def install(model):
   (FuncGraph.capture_call_time_value, one fresh key per call). A call-time
   capture of a nested function called inside a cond or while branch
   becomes a placeholder of the branch graph that nothing feeds, and the
-  first call fails: "You must feed a value for placeholder tensor
-  'while/body/_1/while/cond/then/_N/while/cond/Placeholder' with dtype
-  int32" (the same for a plain Dense model; keras-team/keras#19246).
+  first call fails: "You must feed a value for placeholder tensor ..."
+  (keras-team/keras#19246).
 
   Here the step is traced inline in the loop's branches, not as a nested
   function: TF then lifts each key's capture out of the control flow to
@@ -79,8 +76,6 @@ def install(model):
   Keras's own function is kept: XLA needs the step as a function of its own
   (no fix here for XLA under a collective strategy), and a single step has
   no control flow around it.
-  Tested by tests/test_run_pretraining.py (mirrored with several steps per
-  call matches the default strategy).
   """
   check_jit_compile(model)
   _fit_under_any_strategy(model, model.distribute_strategy)
