@@ -1,28 +1,19 @@
 """Sentence(-pair) classification and regression: sentiment, lcqmc, GLUE, tsv.
 
 The TSV readers, the metrics and the prediction files are
-`albert_tf.data.classifier_data`; this file is what the trainer needs on top:
-
-  * inputs: each split encoded once by serve_text's own graph
-    (`encode_examples`, `text_graph.encode_texts`: [CLS] a [SEP] (b [SEP])),
-    kept in memory and batched as a pure function of (seed, step) by
-    `tasks.base.step_indexed_inputs` (a resumed run trains on exactly the
-    batches an uninterrupted run would have).
-  * loss: softmax cross-entropy (classes) or squared error (regression).
-  * metrics (`classifier_data.compute_metrics`): accuracy, plus F1 (mrpc,
-    qqp) and Matthews correlation (CoLA, its official metric) from
-    scikit-learn; Pearson and Spearman from SciPy for regression.
-    `eval_metric` is the one that picks the best checkpoint.
-  * predictions: test_results.tsv and, for a benchmark's dataset (CLUE,
-    FewCLUE: `albert_tf.data.clue`), its submission file
-    (`classifier_data.Submission`, e.g. afqmc_predict.json).
-  * record and export (`--model=classifier`): labels, length, tokenizer and
-    whether serve_text takes pairs; serving_default and serve_text return
-    `logits` and softmax `probabilities` (regression: `logits`, the score).
+`albert_tf.data.classifier_data`. Each split is encoded once by serve_text's
+own graph (`encode_examples`: [CLS] a [SEP] (b [SEP])) and trained on by
+`Task.build_inputs`; the loss is softmax cross-entropy, or squared error for
+regression; `classifier_data.compute_metrics`' `eval_metric` picks the best
+checkpoint. Predictions: test_results.tsv and a benchmark's submission file
+(CLUE, FewCLUE: `albert_tf.data.clue`). Export (`--model=classifier`):
+serving_default and serve_text return `logits` and softmax `probabilities`
+(regression: `logits`, the score).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from typing import Dict, Optional
@@ -97,10 +88,8 @@ class ClassificationTask(Task):
 
   @classmethod
   def dataset_output_files(cls, dataset):
-    submission = getattr(dataset.spec, "submission", None)
-    return ((submission.file_name,
-             cd.partial_file_name(submission.file_name)) if submission
-            else ())
+    sub = getattr(dataset.spec, "submission", None)
+    return (sub.file_name, cd.partial_file_name(sub.file_name)) if sub else ()
   output_files = (PREDICTIONS_FILE,)
 
   @classmethod
@@ -111,12 +100,10 @@ class ClassificationTask(Task):
 
   @classmethod
   def read_dataset(cls, dataset, data_dir):
-    spec, found = dataset.spec, {}
-    for split in spec.files:
-      try:
-        found[split] = cd.read_examples(spec, data_dir, split)
-      except FileNotFoundError:
-        continue
+    found = {}
+    for split in dataset.spec.files:
+      with contextlib.suppress(FileNotFoundError):
+        found[split] = cd.read_examples(dataset.spec, data_dir, split)
     return found
 
   def __init__(self, spec: cd.TaskSpec, tokenizer, data_dir: str,
@@ -164,8 +151,7 @@ class ClassificationTask(Task):
     """(examples, features, stats, has_labels) of a split, read once."""
     if split not in self._splits:
       path = cd.find_split_file(self.spec, self.data_dir, split)
-      # A named pipe without a writer, a hung mount: an error naming the
-      # file after --input_timeout_secs, not a wait forever.
+      # A named pipe without a writer, a hung mount: an error, not a wait.
       examples, read_stats = input_timeout.read_within(
           f"the {split} file {path}", lambda: cd.read_examples(
               self.spec, self.data_dir, split,
@@ -178,8 +164,7 @@ class ClassificationTask(Task):
           name_truncated=3)
       stats = dict(read_stats, **{k: v for k, v in enc_stats.items()
                                   if k != "examples"})
-      # A cut text is a warning that says where: the user may want a longer
-      # --max_seq_length, or to fix those lines.
+      # A cut text warns, saying where (a longer --max_seq_length, or fix it).
       where = stats["truncated_at"]
       logging.log(
           logging.WARNING if where else logging.INFO,
@@ -210,16 +195,12 @@ class ClassificationTask(Task):
         classifier_dropout=self.classifier_dropout))
 
   def build_losses(self):
-    if self.spec.is_regression:
-      return {F.LOGITS: keras.losses.MeanSquaredError()}
-    return {F.LOGITS: keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True)}
+    return {F.LOGITS: keras.losses.MeanSquaredError() if self.spec.is_regression
+            else keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
 
   def build_metrics(self):
-    if self.spec.is_regression:
-      return None
-    return {F.LOGITS: [keras.metrics.SparseCategoricalAccuracy(
-        name="accuracy")]}
+    return None if self.spec.is_regression else {F.LOGITS: [
+        keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
 
   # --------------------------------------------------------- eval / predict
   def logits(self, model, features) -> np.ndarray:
@@ -323,8 +304,7 @@ class ClassificationTask(Task):
                           "has_header": spec.has_header}
     return record_lib.ModelInfo(
         task=self.name, task_name=spec.name, num_labels=spec.num_labels,
-        task_config=own,
-        label_list=list(spec.label_list or []),
+        task_config=own, label_list=list(spec.label_list or []),
         max_seq_length=self.max_seq_length,
         text_pair=spec.columns["train"][1] is not None,
         **record_lib.tokenizer_fields(self.tokenizer))
@@ -374,10 +354,8 @@ class ClassificationTask(Task):
   def export_outputs(outputs, regression=False):
     """Serving outputs: `logits`, and `probabilities` unless regression."""
     logits = tf.cast(outputs[F.LOGITS], tf.float32)
-    if regression:  # the logit is the score
-      return {F.LOGITS: logits}
-    return {F.LOGITS: logits,
-            F.PROBABILITIES: tf.nn.softmax(logits, axis=-1)}
+    return {F.LOGITS: logits} if regression else {  # the logit is the score
+        F.LOGITS: logits, F.PROBABILITIES: tf.nn.softmax(logits, axis=-1)}
 
   # --------------------------------------------- serving from raw inputs
   # (Task's encode_inputs, tflite_input_shapes and calibration: the default
@@ -417,8 +395,7 @@ class ClassificationTask(Task):
     if record.task == "regression" or F.PROBABILITIES not in outputs:
       return [{"score": float(outputs[F.LOGITS][i, 0])} for i in range(n)]
     probs = outputs[F.PROBABILITIES]
-    labels = list(record.label_list) or [str(i)
-                                         for i in range(probs.shape[-1])]
+    labels = list(record.label_list) or list(map(str, range(probs.shape[-1])))
     return [{"label": labels[int(p.argmax())],
              "probabilities": dict(zip(labels, map(float, p)))}
             for p in probs[:n]]
@@ -467,45 +444,35 @@ def _labels_as_recorded(spec: cd.TaskSpec, o, info):
   new classifier head, said in one line.
   """
   families = ("classification", "regression")
-  mine = record_lib.ModelInfo(
-      task="regression" if spec.is_regression else "classification",
-      label_list=list(spec.label_list or ()))
-  here = None
+  task = "regression" if spec.is_regression else "classification"
+  mine = list(spec.label_list or ())
+  names = lambda labels: ",".join(labels) or "(scores)"
+  model = where = None
   if not o.overwrite and tf.io.gfile.exists(
       os.path.join(o.output_dir, record_lib.RECORD_FILE)):
-    here = record_lib.read_beside(o.output_dir)
-  if here is not None and here.task in families:
-    if (here.task, sorted(here.label_list)) != (mine.task,
-                                                sorted(mine.label_list)):
+    model = record_lib.read_beside(o.output_dir)
+    where = f"the model in --output_dir={o.output_dir}"
+  if model is None or model.task not in families:
+    model = info if o.init_checkpoint else None
+    where = f"--init_checkpoint={o.init_checkpoint}"
+  if model is None or model.task not in families:
+    return spec, ()
+  if (model.task, sorted(model.label_list)) != (task, sorted(mine)):
+    if where.startswith("the model"):
       raise cd.DataError(
-          f"--output_dir={o.output_dir} holds a {here.task} model of labels "
-          f"{','.join(here.label_list) or '(scores)'}; this run's are "
-          f"{','.join(mine.label_list) or '(scores)'}: give the same labels "
-          "(--label_list), or --overwrite to start over")
-    if here.label_list != mine.label_list:
-      logging.warning(
-          "Labels in the order of the model in --output_dir=%s (%s), not "
-          "this run's (%s): remapped by name", o.output_dir,
-          ",".join(here.label_list), ",".join(mine.label_list))
-      return dataclasses.replace(spec, label_list=tuple(here.label_list)), ()
-    return spec, ()
-  init = info if o.init_checkpoint and info is not None else None
-  if init is None or init.task not in families:
-    return spec, ()
-  if (init.task, sorted(init.label_list)) != (mine.task,
-                                              sorted(mine.label_list)):
+          f"--output_dir={o.output_dir} holds a {model.task} model of labels "
+          f"{names(model.label_list)}; this run's are {names(mine)}: give the "
+          "same labels (--label_list), or --overwrite to start over")
     logging.warning(
         "--init_checkpoint=%s is a %s of labels %s; this run's are %s: its "
         "classifier head is not restored (a new one is trained)",
-        o.init_checkpoint, init.task, ",".join(init.label_list) or
-        "(scores)", ",".join(mine.label_list) or "(scores)")
+        o.init_checkpoint, model.task, names(model.label_list), names(mine))
     return spec, ("classifier_head",)
-  if init.label_list != mine.label_list:
-    logging.warning(
-        "Labels in the order of --init_checkpoint=%s (%s), not this run's "
-        "(%s): remapped by name", o.init_checkpoint,
-        ",".join(init.label_list), ",".join(mine.label_list))
-    return dataclasses.replace(spec, label_list=tuple(init.label_list)), ()
+  if model.label_list != mine:
+    logging.warning("Labels in the order of %s (%s), not this run's (%s): "
+                    "remapped by name", where, ",".join(model.label_list),
+                    ",".join(mine))
+    return dataclasses.replace(spec, label_list=tuple(model.label_list)), ()
   return spec, ()
 
 

@@ -1,24 +1,16 @@
 """Token tagging (NER): People's Daily 1998 NER and any CoNLL file.
 
 Reading and tag schemes are `albert_tf.data.conll`, windows and the entity
-metric `albert_tf.data.ner_data`; this file is what the trainer needs on top:
-
-  * inputs: every window of the train split in memory, batched as a pure
-    function of (seed, step) (`tasks.base.step_indexed_inputs`);
-  * model: `AlbertTagger` (a dense layer over sequence_output), trained on
-    BIO tags whatever the file's scheme;
-  * loss: softmax cross-entropy over the first piece of each token (the
-    other positions carry `ner_data.IGNORE` and count for nothing);
-  * metrics: entity precision/recall/F1 by seqeval (exact span and type,
-    conlleval semantics), overall and per type; `entity_f1` picks the best
-    checkpoint;
-  * predictions: `test_predictions.txt`, one line per input token (token,
-    gold tag when the file has one, predicted tag) in the file's scheme;
-  * record: the tags, and in task_config tag_scheme, doc_stride and
-    token_level (how serve_text splits raw text);
-  * export (`--model=tagger`): serving_default returns `logits` and
-    `tag_ids`; serve_text takes raw text and returns entities with
-    character offsets (`albert_tf.serving.tagging_graph.TextTagger`).
+metric `albert_tf.data.ner_data`. Every window of the train split is kept
+in memory for `Task.build_inputs`; `AlbertTagger` (a dense layer over
+sequence_output) is trained on BIO tags whatever the file's scheme, with
+softmax cross-entropy over each token's first piece (other positions carry
+`ner_data.IGNORE`); seqeval's entity F1 (conlleval semantics) picks the
+best checkpoint. Predictions: `test_predictions.txt`, a line per token
+(token, gold tag if any, predicted tag) in the file's scheme. Export
+(`--model=tagger`): serving_default returns `logits` and `tag_ids`;
+serve_text takes raw text and returns entities with character offsets
+(`albert_tf.serving.tagging_graph.TextTagger`).
 """
 
 from __future__ import annotations
@@ -157,8 +149,7 @@ class TaggingTask(Task):
     if not os.path.exists(path):
       raise conll.DataError(f"{path}: no such file (--data_dir needs "
                             f"{SPLIT_FILES[split]} for the {split} split)")
-    # A named pipe without a writer, a hung mount: an error naming the file
-    # after --input_timeout_secs, not a wait forever.
+    # A named pipe without a writer, a hung mount: an error, not a wait.
     data = input_timeout.read_within(
         f"the {split} file {path}",
         lambda: conll.read_conll(path, self.tag_scheme, self.strict_tags),
@@ -456,8 +447,7 @@ class TaggingTask(Task):
 
   @classmethod
   def calibration_inputs(cls, record, fields, text_column, text_b_column):
-    """One text per line (text_column); a tagger takes no text_b."""
-    return {"text": fields[text_column]}
+    return {"text": fields[text_column]}  # a tagger takes no text_b
 
   @classmethod
   def legacy_record_task(cls, file_name, values):
