@@ -4,20 +4,13 @@
     tags = EntityDictionary.fit(train_tokens, train_bio).tag(dev_tokens)
     text = sliding_window_answer(question, context, answer_words=2)
 
-Classification, fitted on the train split in seconds (scikit-learn):
-  * majority: every example gets the train split's most frequent label;
-  * tfidf: character 1-3-gram TF-IDF and logistic regression. For a pair
-    the two texts are joined by a separator no text holds, and the share of
-    text_a's characters found in text_b is one more feature (matching pairs
-    overlap: question/answer, paraphrase).
-Tagging: all-O (no entity at all) and `EntityDictionary` (every entity
-string of the train split tagged with its most frequent type, longest match
-first). Span QA: `sliding_window_answer`, the sliding-window word-overlap
-baseline of the SQuAD paper (after MCTest's).
-Each returns predictions (label ids, BIO tags, answer texts) that the family
-scores with its own metric. Why here: the libraries have the models but no
-"baseline for this split" rule; the numbers sit beside the model's in
-eval_results.json (`baseline_*`).
+Classification (`majority`, `tfidf`: character n-grams and logistic
+regression, fitted on the train split in seconds), tagging (all-O and
+`EntityDictionary`) and span QA (`sliding_window_answer`, the SQuAD
+paper's). Each returns predictions (label ids, BIO tags, answer texts)
+that the family scores with its own metric. Why here: the libraries have
+the models but no "baseline for this split" rule; the numbers sit beside
+the model's in eval_results.json (`baseline_*`).
 """
 
 import collections
@@ -54,7 +47,10 @@ def tfidf(train: Tuple[Sequence[str], Sequence[Optional[str]], Sequence[int]],
           seed: int = 0) -> List[np.ndarray]:
   """Label ids predicted for each of `splits` ((text_a, text_b) lists) by
   char 1-3-gram TF-IDF + logistic regression fitted on `train` (text_a,
-  text_b, label ids); a single-class train split predicts that class."""
+  text_b, label ids); a single-class train split predicts that class. A
+  pair's texts are joined by a separator no text holds, and the share of
+  text_a's characters found in text_b (matching pairs overlap) is one
+  more feature."""
   # pylint: disable=g-import-not-at-top
   from scipy import sparse
   from sklearn.feature_extraction.text import TfidfVectorizer

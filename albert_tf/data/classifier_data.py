@@ -34,6 +34,7 @@ from albert_tf.data.tsv_reader import (  # noqa: F401  (text_lines: API)
     same_numbers, text_lines)
 from albert_tf.file_io import atomic_writer
 
+
 @dataclasses.dataclass(frozen=True)
 class Submission:
   """A benchmark's own prediction file (CLUE's `<task>_predict.json`) of
@@ -303,19 +304,6 @@ def write_submission(path, examples: Sequence[InputExample], labels) -> None:
   with atomic_writer(path) as f:
     for example, label in zip(examples, labels):
       f.write(json.dumps({"id": example.id, "label": label}) + "\n")
-
-
-def truncate_seq_pair(tokens_a, tokens_b, max_length):
-  """Pops from the longer list (ties: b) until the total fits, in place, as
-  the original `_truncate_seq_pair`; returns the number of tokens removed."""
-  removed = 0
-  while len(tokens_a) + len(tokens_b) > max_length:
-    if len(tokens_a) > len(tokens_b):
-      tokens_a.pop()
-    else:
-      tokens_b.pop()
-    removed += 1
-  return removed
 
 
 def label_to_value(spec, label):

@@ -19,22 +19,13 @@ As CLUE's baseline (classifier_utils.py): CLUEWSC2020's text gets "_"
 around span1 and "[" "]" around span2 ("这时候放在_床_上 ... 现在[它]突然响了");
 a label written as a JSON number (102) is read as its string ("102").
 
-Files: CLUE's train.json (OCNLI: or train.50k.json), dev.json, test.json;
-FewCLUE's train_<k>.json / dev_<k>.json (k = 0..4 or few_all),
-test_public.json (labelled) and test.json (the submission's); the task
-specs are `albert_tf.datasets.clue`'s. labels.json beside them, where CLUE
-ships one, is compared with the task's labels.
-
-Nothing is dropped silently. Empty lines are counted; the label "-" (no
-annotator consensus) is skipped in train and dev as CLUE's baseline does,
-kept unlabelled in test (a submission needs every id), counted and named
-in one warning. A line that is not JSON, lacks a field, has one of the
-wrong type, an unknown label, or a WSC span not at its index is a
-`DataError` naming file:line, as is a train or dev line without a label.
-An example's "id" (else its 0-based place among the JSON lines, as CLUE's
-baseline) names its submission line; an id twice in the file a submission
-predicts is a DataError (`check_submission_ids`). `unlabeled_texts` reads
-FewCLUE's unlabeled.json for pretraining (`data_prep.fewclue_unlabeled`).
+The files of each task are `albert_tf.datasets.clue`'s specs; labels.json
+beside them, where CLUE ships one, is compared with the task's labels.
+Nothing is dropped silently (`JsonReader`): empty lines are counted; the
+label "-" (no annotator consensus) is skipped in train and dev as CLUE's
+baseline does, kept unlabelled in test; bad lines are a `DataError` naming
+file:line. `unlabeled_texts` reads FewCLUE's unlabeled.json for
+pretraining (`data_prep.fewclue_unlabeled`).
 """
 
 import dataclasses
@@ -78,7 +69,6 @@ CSLDCP_LABELS = (
 NO_CONSENSUS = "-"
 LABEL_FILE = "labels.json"
 FEWCLUE_SPLITS = ("0", "1", "2", "3", "4", "all")
-SPLITS = ("train", "dev", "test", "submit")
 _LABELLED_SPLITS = ("train", "dev")
 
 
@@ -225,7 +215,9 @@ class JsonReader:
 
   fields: the text fields every line must have; texts(obj, where) ->
   (text_a, text_b or None); no_consensus: a label that means "no gold
-  label" (skipped, counted and named).
+  label" (skipped, counted and named). An example's "id" (else its 0-based
+  place among the JSON lines, as CLUE's baseline) names its submission
+  line (`check_submission_ids`).
   """
   fields: Tuple[str, ...]
   texts: Callable

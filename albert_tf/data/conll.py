@@ -10,16 +10,12 @@ between sentences. A file without a tag column is unlabelled (prediction
 input). CRLF endings and a UTF-8 BOM are accepted; CoNLL-2003's
 `-DOCSTART-` lines are document markers and are skipped (counted).
 
-Tag schemes (`SCHEMES`): BIO (IOB2), IOB1, BIOES (IOBES) and BMES. Every
-scheme is turned into entity spans and back without loss; the model is
-always trained on BIO tags, and predictions are written in the file's own
-scheme. A gold tag the scheme does not have is an error naming file:line;
-a stray one (an `I-` after `O` under BIO, an `M-PER` at the sentence start
-under BMES, an entity that BIOES leaves open: what a sentence split inside
-a name leaves) is read as conlleval and seqeval read it (an `I-X` that does
-not continue an X starts one), counted and named in one warning per file,
-or with strict_tags an error. Predicted tags are read the same way, so the
-F1 here is seqeval's (conlleval's, for BIO).
+Tag schemes (`SCHEMES`): BIO (IOB2), IOB1, BIOES (IOBES) and BMES, each
+turned into entity spans and back without loss; the model is trained on
+BIO tags, and predictions are written in the file's own scheme. A tag the
+scheme does not have is an error naming file:line; a stray one
+(`stray_tags`) is read as seqeval reads it (`spans`), so the F1 here is
+seqeval's (conlleval's, for BIO).
 
 How sentences become model windows, the entity metric and the predictions
 file are `albert_tf.data.ner_data`.
@@ -179,16 +175,11 @@ def spans(tags: Sequence[str], scheme: str, strict: bool = True
     stray = stray_tags(tags, scheme)
     if stray:
       raise ValueError(f"token {stray[0][0] + 1}: {stray[0][1]}")
-  # One reader for every scheme (M read as I): seqeval's default reading,
-  # which is conlleval's for BIO and IOB1 (an I-X that continues no X
-  # starts one, an entity ends where the next tag does not continue it) and
-  # extends it to S- and E-, which conlleval.pl does not have (its E- is
-  # IOE's, and it runs S-X S-X together into one entity). seqeval it is,
-  # because the dev metric is seqeval's: the gold entities the model trains
-  # on are the ones it is scored against. Under BIOES `O E-PER E-PER` is two
-  # one-token entities (B-PER B-PER), and BMES `M-PER E-PER` at the sentence
-  # start one two-token entity (B-PER I-PER). Well-formed tags of every
-  # scheme read the same either way.
+  # One reader for every scheme (M read as I): seqeval's, which is
+  # conlleval's for BIO and IOB1 (an I-X that continues no X starts one)
+  # and extends it to S- and E-, which conlleval.pl lacks; seqeval because
+  # the dev metric is seqeval's. BIOES `O E-PER E-PER` is two one-token
+  # entities, BMES `M-PER E-PER` at the start one two-token entity.
   plain = ["O" if p == "O" else f"{'I' if p == 'M' else p}-{k}"
            for p, k in parsed]
   # Here, not at the top: seqeval loads scikit-learn (2 s), which

@@ -160,29 +160,24 @@ def entity_metrics(gold: Sequence[Sequence[str]],
   gold, predicted = [list(g) for g in gold], [list(p) for p in predicted]
   if [len(g) for g in gold] != [len(p) for p in predicted]:
     raise ValueError("gold and predicted tags differ in length")
-  result = {
-      "entity_precision": float(metrics.precision_score(
-          gold, predicted, zero_division=0)),
-      "entity_recall": float(metrics.recall_score(gold, predicted,
-                                                  zero_division=0)),
-      "entity_f1": float(metrics.f1_score(gold, predicted, zero_division=0)),
-  }
   report = metrics.classification_report(gold, predicted, output_dict=True,
                                          zero_division=0)
+  result = {}
   for kind, values in report.items():
-    if kind.endswith(" avg"):
+    if kind.endswith(" avg") and kind != "micro avg":
       continue
+    kind = "entity" if kind == "micro avg" else kind
     for key in ("precision", "recall", "f1-score", "support"):
       name = "f1" if key == "f1-score" else key
       result[f"{kind}_{name}"] = (int(values[key]) if key == "support" else
                                   float(values[key]))
+  result["num_gold_entities"] = result.pop("entity_support")
   flat_gold = [t for g in gold for t in g]
   flat_pred = [t for p in predicted for t in p]
   result["token_accuracy"] = (float(np.mean([a == b for a, b in zip(
       flat_gold, flat_pred)])) if flat_gold else 0.0)
   result["num_sentences"] = len(gold)
   result["num_tokens"] = len(flat_gold)
-  result["num_gold_entities"] = len(get_entities(gold))
   result["num_predicted_entities"] = len(get_entities(predicted))
   return result
 
