@@ -16,12 +16,9 @@ from absl import flags
 
 class CtrlC:
   """Whether Ctrl-C (SIGINT) came during this command, noted by the
-  handler `cli_errors.one_line_errors` installs before the interpreter
-  raises KeyboardInterrupt. A library that turns a KeyboardInterrupt into
-  an error of its own and goes on (TensorFlow's C++ layers below a Python
-  callback, then tf2onnx's `except Exception`) loses the exception, not
-  this note: a command checks it before it puts its output in place
-  (`stop_if_ctrl_c`), and the wrapper at its end."""
+  handler `cli_errors.one_line_errors` installs. A library that turns a
+  KeyboardInterrupt into an error of its own and goes on (tf2onnx's
+  `except Exception`) loses the exception, not this note."""
   received = False
 
 

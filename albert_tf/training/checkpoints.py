@@ -196,15 +196,11 @@ def check_finite(model_or_variables, where):
 def write_checkpoint_state(directory, latest, all_paths=None,
                            timestamps=None, last_preserved=None):
   """The `checkpoint` index file of directory, naming `latest` (and
-  all_paths, their mtimes and CheckpointManager's last_preserved_timestamp;
-  names relative to directory, or absolute), written to checkpoint.tmp and
-  renamed into place.
-
-  Written here because tf.compat.v1.train.update_checkpoint_state, which
-  does this, is deprecated (a warning at every call), and
-  tf.train.CheckpointManager, its successor, would also delete checkpoints
-  in its own order. The proto is TF's own (generate_checkpoint_state_proto).
-  """
+  all_paths, their mtimes and CheckpointManager's last_preserved_timestamp),
+  written to checkpoint.tmp and renamed into place. Not
+  tf.compat.v1.train.update_checkpoint_state (deprecated: a warning at every
+  call) nor tf.train.CheckpointManager (it deletes checkpoints in its own
+  order)."""
   from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
   # The names are relative to directory already. An absolute save_dir (its
   # only use) keeps TF from making them relative to a relative directory

@@ -17,11 +17,6 @@ from albert_tf.training.runtime import RunConfigError
 from albert_tf.record import ModelInfo
 
 
-# ------------------------------------------------------------ model + tokenizer
-# Config fields that change the weights' shapes or the math; dropout and
-# initializer_range may differ between pretraining and fine-tuning.
-
-
 def architecture_diff(a: AlbertConfig, b: AlbertConfig) -> List[str]:
   return [f"{k}: {getattr(a, k)!r} vs {getattr(b, k)!r}"
           for k in ARCHITECTURE_FIELDS if getattr(a, k) != getattr(b, k)]
@@ -144,10 +139,8 @@ def _check_tokenizer_of_checkpoint(tokenizer, init_checkpoint, flag, given):
     return
   sha = file_sha256(tokenizer.model_file)
   if sha != recorded:
-    flag_name = "--vocab_file" if tokenizer.kind == "wordpiece" else (
-        "--spm_model_file")
     raise RunConfigError(
-        f"{flag_name}={given} (sha256 {sha[:12]}…) is not the tokenizer "
+        f"{_tokenizer_flag(tokenizer.kind)}={given} (sha256 {sha[:12]}…) is not the tokenizer "
         f"{flag}={init_checkpoint} was trained with (sha256 "
         f"{recorded[:12]}…, in {path}): pass the tokenizer it was "
         "pretrained with")
@@ -156,44 +149,46 @@ def _check_tokenizer_of_checkpoint(tokenizer, init_checkpoint, flag, given):
 CONVERSION_REPORT = "conversion_report.json"  # convert_checkpoint's
 
 
+def _tokenizer_flag(kind):
+  return "--vocab_file" if kind == "wordpiece" else "--spm_model_file"
+
+
 def _converted_tokenizer(init_checkpoint):
-  """(file name, kind, sha256, report path) of the tokenizer a conversion
-  copied beside the checkpoint (conversion_report.json), else Nones."""
+  """(file name, kind, sha256) of the tokenizer a conversion copied beside
+  the checkpoint (conversion_report.json), else Nones."""
   import json  # pylint: disable=g-import-not-at-top
   path = os.path.join(checkpoints.checkpoint_dir(init_checkpoint),
                       CONVERSION_REPORT)
-  if not tf.io.gfile.exists(path):
-    return None, None, None, None
-  try:
-    with tf.io.gfile.GFile(path) as f:
-      report = json.loads(f.read())
-  except ValueError:
-    return None, None, None, None
+  report = None
+  if tf.io.gfile.exists(path):
+    try:
+      with tf.io.gfile.GFile(path) as f:
+        report = json.loads(f.read())
+    except ValueError:
+      pass
   if not isinstance(report, dict) or not report.get("tokenizer_sha256"):
-    return None, None, None, None
+    return None, None, None
   return (report.get("tokenizer_file"), report.get("tokenizer_kind"),
-          report["tokenizer_sha256"], path)
+          report["tokenizer_sha256"])
 
 
 def _check_converted_tokenizer(tokenizer, init_checkpoint, flag, given):
   """A converted checkpoint's tokenizer is the one its source shipped
   (copied beside it by convert_checkpoint): another one is refused."""
   from albert_tf.data.tokenization import file_sha256  # pylint: disable=g-import-not-at-top
-  name, kind, recorded, _ = _converted_tokenizer(init_checkpoint)
+  name, kind, recorded = _converted_tokenizer(init_checkpoint)
   if not recorded:
     return
   sha = file_sha256(tokenizer.model_file)
   if sha == recorded:
     return
-  flag_name = "--vocab_file" if tokenizer.kind == "wordpiece" else (
-      "--spm_model_file")
-  own_flag = "--vocab_file" if kind == "wordpiece" else "--spm_model_file"
+  flag_name = _tokenizer_flag(tokenizer.kind)
   own = os.path.join(checkpoints.checkpoint_dir(init_checkpoint), name or "")
   raise RunConfigError(
       f"{flag_name}={given} (sha256 {sha[:12]}…) is not the tokenizer "
       f"{flag}={init_checkpoint} was converted with ({own}, sha256 "
       f"{recorded[:12]}…): leave out {flag_name} to use it, or pass "
-      f"{own_flag}={own}")
+      f"{_tokenizer_flag(kind)}={own}")
 
 
 def check_seq_length(max_seq_length: int, config: AlbertConfig) -> None:
@@ -202,6 +197,3 @@ def check_seq_length(max_seq_length: int, config: AlbertConfig) -> None:
     raise RunConfigError(
         f"--max_seq_length={max_seq_length} must be in [3, the config's "
         f"max_position_embeddings={config.max_position_embeddings}]")
-
-
-
