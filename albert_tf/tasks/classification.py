@@ -260,23 +260,21 @@ class ClassificationTask(Task):
     cd.write_predictions(os.path.join(output_dir, PREDICTIONS_FILE), self.spec,
                       logits)
     if self.spec.submission is not None:
-      self._write_submission(model, output_dir, examples, logits,
-                             stats["file"])
+      self._write_submission(model, output_dir, examples, logits, stats)
     if not has_labels:
       return {}
     scored = _scored(examples)
     return cd.compute_metrics(self.spec, features[F.LABEL_IDS][scored],
                            logits[scored])
 
-  def _write_submission(self, model, output_dir, test_examples, test_logits,
-                        test_file):
+  def _write_submission(self, model, output_dir, examples, logits, stats):
     """The benchmark's prediction file (CLUE's `<task>_predict.json`) of
-    its submission split: the test split's predictions, or another file's
-    (FewCLUE's test.json beside the labelled test_public.json)."""
+    its submission split: the test split's predictions (examples, logits,
+    stats), or another file's (FewCLUE's test.json beside the labelled
+    test_public.json)."""
     submission = self.spec.submission
-    examples, logits = test_examples, test_logits
-    stats = self.load_split("test")[2]
     if submission.split != "test":
+      test_file = stats["file"]
       try:
         examples, features, stats, _ = self.load_split(submission.split)
       except FileNotFoundError as e:

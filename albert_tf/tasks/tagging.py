@@ -200,11 +200,9 @@ class TaggingTask(Task):
               raise conll.DataError(
                   f"{data.file}:{s.line + i}: entity type {tag[2:]!r} is "
                   f"not among the model's ({', '.join(sorted(known))})")
-      # The graph preprocessor's pieces (any level; no tags needed).
-      tagger = _shared_tagger(self.tokenizer, self.max_seq_length)
       windows = ner_data.encode_sentences(
-          data.sentences, tagger, label_map, self.doc_stride, data.scheme,
-          cache=self._pieces)
+          data.sentences, _tagger(None, self.tokenizer, self.max_seq_length),
+          label_map, self.doc_stride, data.scheme, cache=self._pieces)
       stats = {"file": data.file, "sentences": len(data.sentences),
                "tokens": sum(len(s.tokens) for s in data.sentences),
                "windows": windows.num_windows,
@@ -471,18 +469,15 @@ class TaggingTask(Task):
 
 
 def _tagger(record, tokenizer, max_seq_length):
-  """The recorded tagger's serve_text preprocessor (`TextTagger`)."""
-  return _shared_tagger(tokenizer, max_seq_length, record.task_config.get(
-      "token_level"), tuple(record.label_list))
-
-
-def _shared_tagger(tokenizer, max_seq_length, token_level="char",
-                   label_list=("O",)):
-  """One `TextTagger` per arguments in a process (`text_graph.kept`)."""
+  """The recorded tagger's serve_text preprocessor (`TextTagger`), one per
+  arguments in a process (`text_graph.kept`); record None: fine-tuning's,
+  whose pieces need no level nor tags."""
+  level, labels = ((record.task_config.get("token_level"),
+                    tuple(record.label_list)) if record else ("char", ("O",)))
   return tagging_graph.text_graph.kept(
-      ("tagger", tokenizer.fingerprint, max_seq_length, token_level,
-       label_list), lambda: tagging_graph.TextTagger.from_tokenizer(
-           tokenizer, max_seq_length, token_level, label_list))
+      ("tagger", tokenizer.fingerprint, max_seq_length, level, labels),
+      lambda: tagging_graph.TextTagger.from_tokenizer(
+          tokenizer, max_seq_length, level, labels))
 
 
 class TagScorer(scoring.Scorer):
