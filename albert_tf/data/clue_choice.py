@@ -1,29 +1,21 @@
 """CLUE 1.1's choice tasks, C3 and CHID, for the multiple_choice family.
 
-C3 (CLUE's c3_public.zip): {d,m}-{train,dev}.json and test1.1.json (else
-test.json; the C3 repository's c3-{d,m}-{split}.json too), each one JSON
-array of documents [[sentences], [{"question", "choice" (2-4), "answer"}],
-id], the answer the text of one choice. A question is one example, encoded
-as RACE's (`albert_tf.serving.choice_graph`) with its document's
-sentences joined by newlines and 4 choices, missing ones padded and masked.
-Its id is its "id", else its 0-based place among the split's questions (as
-CLUE's baseline).
-Submission: c311_predict.json, one line {"id", "label": choice index} each.
+C3 (CLUE's c3_public.zip; files `C3_FILES`): each file one JSON array of
+documents [[sentences], [{"question", "choice" (2-4), "answer"}], id], the
+answer the text of one choice. A question is one example, encoded as
+RACE's (`albert_tf.serving.choice_graph`): its document's sentences joined
+by newlines, 4 choices, missing ones padded and masked. Its id is its
+"id", else its 0-based place among the split's questions (as CLUE's
+baseline). Submission: c311_predict.json, one line {"id", "label": choice
+index} each.
 
-CHID (idiom cloze; CLUE's chid_public.zip): train.json with
-train_answer.json, dev.json with dev_answer.json, test1.1.json (else
-test.json). One JSON object per line: {"content": [passages], "candidates":
-[7-10 idioms]} (a content string is read as one passage); each passage has
-blanks "#idiom000378#", and the answer file is one JSON object {blank:
-index of its idiom among the candidates}. Each blank is one example whose
-choices are its line's candidates, padded to 10 and masked. Encoding, as
-CLUE's baseline (mrc_pytorch/preprocess/CHID_preprocess.py):
-[CLS] idiom [SEP] left context, a marker at the blank, right context [SEP]
-with the passage's other blanks as four [MASK]s each; the context is the
-window of pieces around the blank that fits (max_seq_length 64 in CLUE's
-runs); the marker is "[unused1]" where the vocabulary has it (CLUE's
-baseline), else [MASK]. Submission: chid11_predict.json, one JSON object
-{blank: index of the predicted idiom}.
+CHID (idiom cloze; CLUE's chid_public.zip; files `CHID_FILES`, answers in
+<file>_answer.json, one JSON object {blank: index of its idiom}): one JSON
+object per line {"content": [passages] (or one string), "candidates":
+[7-10 idioms]}, each passage with blanks "#idiom000378#". Each blank is
+one example, encoded by `encode_chid`; its choices are its line's
+candidates, padded to 10 and masked. Submission: chid11_predict.json, one
+JSON object {blank: index of the predicted idiom}.
 
 Errors name file:line (C3: where the document starts) and what was
 expected; a CHID passage without a blank is skipped, counted and named in
@@ -299,13 +291,17 @@ def _window(n_left: int, n_right: int, room: int) -> Tuple[int, int]:
 def encode_chid(examples: Sequence[race.Question], tokenizer,
                 max_seq_length: int = 64, max_qa_length: int = 16,
                 num_choices: int = CHID_CHOICES):
-  """Model inputs of CHID blanks (see the module doc); missing candidates
-  are all-zero rows. Returns (features, counts) as RACE's encoding
-  (`choice_graph.encode_questions`); counts: questions, contexts_truncated
-  (passage not whole), idioms_truncated (cut to max_qa_length),
-  choices_padded. Raises
-  ValueError when max_qa_length leaves no room, DataError for more
-  candidates than num_choices.
+  """Model inputs of CHID blanks, as CLUE's baseline
+  (mrc_pytorch/preprocess/CHID_preprocess.py): [CLS] idiom [SEP] left
+  context, a marker at the blank, right context [SEP], the passage's other
+  blanks four [MASK]s each; the context is the window of pieces around the
+  blank that fits (`_window`); the marker is "[unused1]" where the
+  vocabulary has it, else [MASK]. Missing candidates are all-zero rows.
+
+  Returns (features, counts) as `choice_graph.encode_questions`; counts:
+  questions, contexts_truncated (passage not whole), idioms_truncated (cut
+  to max_qa_length), choices_padded. Raises ValueError when max_qa_length
+  leaves no room, DataError for more candidates than num_choices.
   """
   if not 1 <= max_qa_length <= max_seq_length - 4:
     raise ValueError(f"max_qa_length (the idiom's pieces) must be between 1 "

@@ -11,14 +11,9 @@ longest row, it computes the same outputs at the real positions (the
 attention mask already kept the padding out), in a fraction of the time;
 a few widths, not every length, so that a traced step meets few shapes.
 
-Two ways to put rows of like length in one batch:
-  * pretraining's stream (`pretraining_dataset.group_by_length`): a batch
-    is formed when one bucket has filled it;
-  * fine-tuning's step-indexed batches (`tasks.base.step_indexed_inputs`):
-    `window_sorted` reorders the rows within each window of WINDOW_STEPS
-    steps by length, so the batches stay a pure function of (seed, step)
-    and a window trains on the same examples as without buckets (as HF's
-    group_by_length sorts within mega-batches).
+Pretraining's stream batches by bucket
+(`pretraining_dataset.group_by_length`); fine-tuning's step-indexed batches
+(`tasks.base.step_indexed_inputs`) are regrouped by `window_sorted`.
 """
 
 from typing import Dict, Sequence

@@ -31,6 +31,10 @@ from albert_tf.features import (MANIFEST_FILE, MANIFEST_FORMAT, SHARD_GLOB,
 _INCOMPLETE_HINT = "pass --allow_incomplete_input to read the files as they are"
 
 
+def _first3(names: Sequence[str]) -> str:
+  return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+
 def _hidden_match(pattern: str, path: str) -> bool:
   """A path component that starts with "." where the pattern's is a glob.
 
@@ -157,12 +161,12 @@ def check_records_dirs(files: Sequence[str], max_seq_length: int,
     missing = [name for name in (SUCCESS_FILE, MANIFEST_FILE)
                if name not in own]
     if missing:
-      shown = ", ".join(own[:3]) + (", ..." if len(own) > 3 else "")
       message = (
           f"{directory}: no {' and no '.join(missing)} (the files data prep "
-          f"writes last) beside data prep's {shown}, so its run there was "
-          f"killed, failed or is still writing, and the shards may be "
-          f"partial or missing ({flag} matched {len(paths)} file(s) there)")
+          f"writes last) beside data prep's {_first3(own)}, so its run "
+          f"there was killed, failed or is still writing, and the shards may "
+          f"be partial or missing ({flag} matched {len(paths)} file(s) "
+          "there)")
       if not allow_incomplete:
         raise InputFileError(f"{message}. Rerun data prep with --overwrite, "
                              f"or {_INCOMPLETE_HINT}")
@@ -213,14 +217,12 @@ def check_records_dirs(files: Sequence[str], max_seq_length: int,
       if problem:
         logging.warning("--allow_incomplete_input: %s", problem)
   if elsewhere:
-    shown = ", ".join(d for d, _ in elsewhere[:3]) + (
-        ", ..." if len(elsewhere) > 3 else "")
     logging.warning(
         "%s: %d file(s) of %s with no data prep file beside them (no %s, "
         "%s, %s or %s shard): read as records written elsewhere (e.g. "
         "google-research/albert's create_pretraining_data.py, or data "
         "prep's --output_file); only their first records' lengths are "
-        "checked, not their tokenizer", shown,
+        "checked, not their tokenizer", _first3([d for d, _ in elsewhere]),
         sum(n for _, n in elsewhere), flag, SUCCESS_FILE, MANIFEST_FILE,
         SUMMARY_FILE, SHARD_GLOB)
   return manifests
@@ -307,9 +309,9 @@ def require_records(files: Sequence[str], non_empty: Sequence[str],
   """
   if not files or set(files) & set(non_empty):
     return
-  shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
   raise InputFileError(
-      f"no records at all in the {len(files)} file(s) of {flag} ({shown}): "
+      f"no records at all in the {len(files)} file(s) of {flag} "
+      f"({_first3(files)}): "
       "every shard is empty, and training would wait forever for a first "
       "batch. Data prep writes empty shards when it makes no instance (an "
       "empty, unreadable or one-sentence-per-document corpus): see its "

@@ -194,18 +194,14 @@ def read_tsv_examples(path, spec, split, max_examples=None,
   """Reads `path` with the columns `spec` gives for `split`; see read_examples.
 
   check_labels=False reads labels as they are (to find a task's label set),
-  and warns of nothing.
-
-  stats also counts `empty_text` rows (text_a, or text_b of a pair, empty
-  or only whitespace; `empty_text_skipped` of them in the train split,
-  the first three at `empty_text_at`) and `labels_respelled` (a number
-  spelled otherwise than its class, read as it).
+  and warns of nothing. stats also has `count_empty_text`'s keys and
+  `labels_respelled` (a number spelled otherwise than its class, read as
+  it).
   """
   text_a_col, text_b_col, label_col = spec.columns[split]
   has_header = spec.header_for(split)
   stats = {"file": path, "lines": 0, "examples": 0, "empty_lines_skipped": 0,
-           "header_lines": 0, "empty_text": 0, "empty_text_skipped": 0,
-           "labels_respelled": 0}
+           "header_lines": 0}
   examples = []
   empty_text, respelled = [], []
   skip_empty_text = skips_empty_text(split)

@@ -8,15 +8,12 @@
         # eprstmt_predict_0.json from test.json
     albert-finetune --task=c3 --data_dir=c3_public ...   # c311_predict.json
 
-CLUE's classification sets (afqmc, tnews, iflytek, cmnli, ocnli, csl,
-cluewsc2020) take the hyperparameters of CLUE's albert_tiny runs as their
-defaults (batch 16, lr 2e-5, 3 epochs; IFLYTEK 10); FewCLUE's (eprstmt,
-bustm, csldcp, tnewsf, iflytekf, ocnlif, cslf, cluewscf; FewCLUE's own
-names, tnewsf being its TNEWS) those of its BERT fine-tuning baseline
-(batch 32, lr 2e-5, 3 epochs). A FewCLUE set is one dataset per split:
-`<task>` trains on train_few_all.json and selects on dev_few_all.json,
-`<task>_0` .. `<task>_4` on train_k.json and dev_k.json. docs/clue.md has
-the commands and CLUE's published figures.
+CLUE's classification sets default to the hyperparameters of CLUE's
+albert_tiny runs, FewCLUE's (FewCLUE's own names; tnewsf is its TNEWS) to
+those of its BERT fine-tuning baseline. A FewCLUE set is one dataset per
+split: `<task>` trains on train_few_all.json and selects on
+dev_few_all.json, `<task>_0` .. `<task>_4` on train_k.json and dev_k.json.
+docs/clue.md has the commands and CLUE's published figures.
 """
 
 from typing import Optional
