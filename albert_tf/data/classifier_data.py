@@ -364,9 +364,7 @@ def write_predictions(path: str, spec: TaskSpec, logits) -> None:
       return
     f.write("index\tprediction\t" + "\t".join(
         f"prob_{label}" for label in spec.label_list) + "\n")
-    logits = np.asarray(logits, np.float64)
-    probs = np.exp(logits - logits.max(-1, keepdims=True))
-    probs /= probs.sum(-1, keepdims=True)
-    for i, row in enumerate(probs):
+    from scipy.special import softmax  # pylint: disable=g-import-not-at-top
+    for i, row in enumerate(softmax(np.asarray(logits, np.float64), -1)):
       f.write(f"{i}\t{spec.label_list[int(row.argmax())]}\t" +
               "\t".join(f"{p:.6f}" for p in row) + "\n")

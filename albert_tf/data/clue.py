@@ -261,11 +261,8 @@ class JsonReader:
         raise DataError(f"{where}: unknown label {label!r}; task {spec.name} "
                         f"labels are {_show_labels(spec.label_list)}")
       text_a, text_b = self.texts(obj, where)
-      blank = tsv_reader.blank_texts(text_a, text_b)
-      if blank:
-        empty_text.append(f"{where} {' and '.join(blank)}")
-        if tsv_reader.skips_empty_text(split):
-          continue
+      if tsv_reader.skip_blank(where, text_a, text_b, split, empty_text):
+        continue
       if "id" in obj:
         given_ids.setdefault(str(obj["id"]), []).append(where)
       else:

@@ -65,12 +65,8 @@ class ConllData:
 
   @property
   def entity_types(self) -> List[str]:
-    types = set()
-    for s in self.sentences:
-      for tag in s.tags or ():
-        if tag != "O":
-          types.add(tag[2:])
-    return sorted(types)
+    return sorted({tag[2:] for s in self.sentences for tag in s.tags or ()
+                   if tag != "O"})
 
 
 def canonical_scheme(name: Optional[str]) -> Optional[str]:

@@ -3,7 +3,7 @@
 `read_tsv_examples` reads one split of a `classifier_data.TaskSpec` (see
 that module for what is counted, warned about and refused); the line
 readers (`raw_lines`, `text_lines`) and the noise accounting
-(`blank_texts`, `count_empty_text`, `first_places`) serve the JSON-lines
+(`skip_blank`, `count_empty_text`, `first_places`) serve the JSON-lines
 readers (`clue`) too.
 """
 
@@ -74,22 +74,22 @@ def first_places(places, limit=3):
   return ", ".join(places[:limit]) + (f", and {more} more" if more > 0 else "")
 
 
-def blank_texts(text_a, text_b):
-  """Which of text_a / text_b (None: not read) is empty or only whitespace."""
-  return [name for name, text in (("text_a", text_a), ("text_b", text_b))
-          if text is not None and not text.strip()]
-
-
-def skips_empty_text(split):
-  """Train skips rows without text (they teach only a label's frequency);
-  dev and test keep every row, all scored and predicted."""
-  return split == "train"
+def skip_blank(where, text_a, text_b, split, places):
+  """Notes a row whose text_a or text_b (None: not read) is empty or only
+  whitespace in `places` ("file:line text_a"); True when `split` skips it:
+  train does (such a row teaches only its label's frequency), dev and test
+  keep every row, all scored and predicted."""
+  blank = [name for name, text in (("text_a", text_a), ("text_b", text_b))
+           if text is not None and not text.strip()]
+  if blank:
+    places.append(f"{where} {' and '.join(blank)}")
+  return bool(blank) and split == "train"
 
 
 def count_empty_text(path, split, stats, places, warn=True):
   """Stats `empty_text`, `empty_text_skipped`, `empty_text_at` of a split's
-  rows without text (places: "file:line text_a" ...), and one warning."""
-  skipped = skips_empty_text(split)
+  rows without text (`skip_blank`'s places), and one warning."""
+  skipped = split == "train"
   stats["empty_text"] = len(places)
   stats["empty_text_skipped"] = len(places) if skipped else 0
   stats["empty_text_at"] = places[:3]
@@ -204,7 +204,6 @@ def read_tsv_examples(path, spec, split, max_examples=None,
            "header_lines": 0}
   examples = []
   empty_text, respelled = [], []
-  skip_empty_text = skips_empty_text(split)
   known_labels = set(spec.label_list or ())
   # Column indices; with a header they are resolved from its first line.
   cols = None if has_header else [_resolve(c, None, path) for c in (
@@ -288,11 +287,8 @@ def read_tsv_examples(path, spec, split, max_examples=None,
         label, spelled = canonical, label
     text_a = fields[cols[0]]
     text_b = fields[cols[1]] if cols[1] is not None else None
-    blank = blank_texts(text_a, text_b)
-    if blank:
-      empty_text.append(f"{where} {' and '.join(blank)}")
-      if skip_empty_text:
-        continue
+    if skip_blank(where, text_a, text_b, split, empty_text):
+      continue
     if spelled != label:
       respelled.append(f"{where} {spelled!r} as {label!r}")
     examples.append(InputExample(
