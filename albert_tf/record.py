@@ -165,7 +165,6 @@ def _legacy_task(file_name: str, values: dict) -> Optional[str]:
               None)
 
 
-# The one reader, also as a function: record.read_beside(checkpoint_or_dir).
 read_beside = ModelInfo.read_beside
 
 

@@ -24,13 +24,10 @@ is worked out later (from a checkpoint, from other flags) keeps. A required
 field has no Python default (it is keyword-only, so it may come anywhere in
 the class) and its flag is marked required.
 
-Why this is written here: absl has no dataclass binding. ml_collections'
-`config_flags.DEFINE_config_dataclass` binds a dataclass to a single flag
-(`--config.train_batch_size=...`), which would rename every flag of the
-original ALBERT scripts; fiddle configures by building call graphs
-(`fdl.Config`), a heavier model than a flat set of flags. Both would be new
-dependencies (neither is in requirements.txt). No TensorFlow here: data_prep
-imports this.
+Why this is written here: absl has no dataclass binding; ml_collections'
+`DEFINE_config_dataclass` would rename every flag of the original scripts
+(`--config.train_batch_size=...`), and fiddle's call graphs are a heavier
+model than a flat set of flags. No TensorFlow here: data_prep imports this.
 """
 
 import dataclasses
@@ -171,15 +168,13 @@ def define_flags(cls, flag_values=flags.FLAGS, group=None, defaults=None,
                  helps=None, if_missing=False):
   """Defines one absl flag per `field` of dataclass `cls` on flag_values.
 
-  group: the module name the flags are listed under in --helpfull (absl
-  groups flags by module; a field's purpose is its `field(group=)`);
-  default: the caller's module, so flags defined from a command's
-  `__main__` block are that command's key flags. `flag_groups` lists them.
+  group: the module name --helpfull lists the flags under (default: the
+  caller's, so a command's `__main__` block defines its key flags).
   defaults: {field name: value} replacing fields' defaults (a dataset's
-  values under `albert-finetune --task=<dataset>`); such a flag is not
-  required. helps: {field name: help text} replacing fields' help.
-  if_missing: skip the fields whose flag flag_values has already.
-  Raises TypeError naming the field whose annotation has no flag kind.
+  values); such a flag is not required. helps: {field name: help text}
+  replacing fields' help. if_missing: skip the fields whose flag
+  flag_values has already. Raises TypeError naming the field whose
+  annotation has no flag kind.
   """
   hints = typing.get_type_hints(cls)
   fields = [f for f in flag_fields(cls)

@@ -36,7 +36,6 @@ import tensorflow as tf
 
 from albert_tf.training import callbacks
 from albert_tf.training import output_dir as output_dir_lib
-from albert_tf.training.callbacks import agree_max
 from albert_tf.training.runtime import RunConfigError
 
 PLAN_KEY = "budget_plan"  # its section of run_fingerprint.json
@@ -177,6 +176,27 @@ class PlannedSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
   def get_config(self):
     return {"peak": self.peak, "power": self.power}
+
+
+_AGREE = {}
+
+
+def agree_max(strategy, value: float) -> float:
+  """The largest of the workers' values: every worker of a multi-worker
+  run then plans, stops and saves alike (elsewhere, the value itself)."""
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return value
+  if id(strategy) not in _AGREE:
+    @tf.function
+    def reduce_max(x):
+      # Made on each replica's device (the collective refuses an input
+      # from outside, which has none).
+      return strategy.run(lambda: tf.distribute.get_replica_context()
+                          .all_reduce(tf.distribute.ReduceOp.MAX,
+                                      tf.identity(x)))
+    _AGREE[id(strategy)] = reduce_max
+  out = _AGREE[id(strategy)](tf.constant(float(value)))
+  return float(strategy.experimental_local_results(out)[0])
 
 
 class Probe(keras.callbacks.Callback):

@@ -12,13 +12,11 @@ plus what a resumed run does with what an interrupted one left: log lines
 past its checkpoint, temporaries of a save that was killed.
 """
 
-import contextlib
 import datetime
 import json
 import math
 import os
 import signal
-import threading
 import time
 from typing import Dict, List
 
@@ -29,6 +27,7 @@ import tensorflow as tf
 
 from albert_tf.file_io import atomic_writer
 from albert_tf.training import checkpoints
+from albert_tf.training import runtime
 
 TRAIN_LOG = "train_log.jsonl"
 EVAL_LOG = "eval_log.jsonl"
@@ -162,27 +161,6 @@ def _saved_at(manager, step) -> bool:
   return bool(latest and latest.endswith(f"-{step}"))
 
 
-_AGREE = {}
-
-
-def agree_max(strategy, value: float) -> float:
-  """The largest of the workers' values: every worker of a multi-worker
-  run then plans, stops and saves alike (elsewhere, the value itself)."""
-  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-    return value
-  if id(strategy) not in _AGREE:
-    @tf.function
-    def reduce_max(x):
-      # Made on each replica's device (the collective refuses an input
-      # from outside, which has none).
-      return strategy.run(lambda: tf.distribute.get_replica_context()
-                          .all_reduce(tf.distribute.ReduceOp.MAX,
-                                      tf.identity(x)))
-    _AGREE[id(strategy)] = reduce_max
-  out = _AGREE[id(strategy)](tf.constant(float(value)))
-  return float(strategy.experimental_local_results(out)[0])
-
-
 def _not_saved(manager) -> str:
   """What is left on disk when training stops on non-finite values."""
   latest = manager.latest_checkpoint
@@ -271,18 +249,11 @@ class SaveOnSignal(keras.callbacks.Callback):
     self.signals = signals
     self.received = None   # the signal's name, once one came
     self.saved = None      # the path saved after it
+    self._any_worker = None
 
-  @contextlib.contextmanager
   def watch(self):
-    """The handler is ours inside the block (main thread only)."""
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-      previous = {n: signal.signal(n, self._handle) for n in self.signals}
-    try:
-      yield
-    finally:
-      for number, handler in previous.items():
-        signal.signal(number, handler)
+    """Context manager: the handler is ours inside it (main thread only)."""
+    return runtime.handling(self.signals, self._handle)
 
   def _handle(self, number, frame):
     del frame
@@ -293,9 +264,25 @@ class SaveOnSignal(keras.callbacks.Callback):
       logging.warning("Ctrl-C: saving at the end of this step (press it "
                       "again to stop without saving)")
 
+  def _agreed(self) -> bool:
+    if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+      return self.received is not None
+    if self._any_worker is None:
+      strategy = self.strategy
+
+      @tf.function
+      def any_worker(flag):
+        # The value is made on each replica's device (an input from outside
+        # has none, which the collective refuses).
+        return strategy.run(lambda: tf.distribute.get_replica_context()
+                            .all_reduce(tf.distribute.ReduceOp.SUM,
+                                        tf.identity(flag)))
+      self._any_worker = any_worker
+    flag = self._any_worker(tf.constant(float(self.received is not None)))
+    return float(self.strategy.experimental_local_results(flag)[0]) > 0
+
   def on_train_batch_end(self, batch, logs=None):
-    if self.saved or not agree_max(self.strategy,
-                                   float(self.received is not None)):
+    if self.saved or not self._agreed():
       return
     step = step_of(self.model)
     latest = self.manager.latest_checkpoint

@@ -231,26 +231,28 @@ def _listen_meanwhile(address: Optional[str]):
 
 
 @contextlib.contextmanager
+def handling(signals, handler):
+  """`handler` for `signals` during the block, the previous handlers after
+  it; in the main thread only (elsewhere the signals keep their handlers)."""
+  previous = {}
+  if threading.current_thread() is threading.main_thread():
+    previous = {s: signal.signal(s, handler) for s in signals}
+  try:
+    yield
+  finally:
+    for s, old in previous.items():
+      signal.signal(s, old)
+
+
 def _signals_end_wait(waiting_for: Callable):
   """SIGTERM / SIGINT during the block: errors.Interrupted (one line, exit
-  143 / 130) naming whom it waited for. Main thread only (elsewhere the
-  signals keep their handlers)."""
-  if threading.current_thread() is not threading.main_thread():
-    yield
-    return
-
+  143 / 130) naming whom it waited for (main thread only)."""
   def stop(signum, frame):
     del frame
     name = signal.Signals(signum).name
     raise errors.Interrupted(f"stopped by {name} while waiting for "
                              f"{waiting_for()}", name)
-  previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM,
-                                                  signal.SIGINT)}
-  try:
-    yield
-  finally:
-    for s, handler in previous.items():
-      signal.signal(s, handler)
+  return handling((signal.SIGTERM, signal.SIGINT), stop)
 
 
 def wait_for_workers(timeout_secs: float, tf_config: Optional[str] = None,
