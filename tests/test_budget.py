@@ -4,7 +4,11 @@ runs (slow: a one-minute run against the clock, a resume of a plan)."""
 
 import json
 import math
+import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -262,3 +266,39 @@ def test_resumed_budget_run_keeps_its_plan(tmp_path):
     np.testing.assert_allclose(record["learning_rate"],
                                float(schedule(record["step"] - 1)),
                                rtol=1e-5, atol=1e-9)
+
+
+_AGREE_MAX = """
+import json, sys
+import tensorflow as tf
+from albert_tf.training import budget
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+print(json.dumps(budget.agree_max(strategy, float(sys.argv[1]))))
+"""
+
+
+@pytest.mark.slow
+def test_agree_max_gives_every_worker_the_largest_value(tmp_path):
+  """Two workers on 127.0.0.1 (tf.distribute has no MAX reduce: the
+  budget's probe, stop and save decisions would raise AttributeError)."""
+  ports = []
+  for _ in range(2):
+    with socket.socket() as s:
+      s.bind(("127.0.0.1", 0))
+      ports.append(s.getsockname()[1])
+  cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+  procs = [subprocess.Popen(
+      [sys.executable, "-c", _AGREE_MAX, value], stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True, env=dict(
+          os.environ, TF_CONFIG=json.dumps(
+              {"cluster": cluster, "task": {"type": "worker", "index": i}})))
+           for i, value in enumerate(("1.5", "7.25"))]
+  try:
+    outs = [p.communicate(timeout=240) for p in procs]
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+  for p, (out, err) in zip(procs, outs):
+    assert p.returncode == 0, err[-3000:]
+    assert json.loads(out.strip().splitlines()[-1]) == 7.25

@@ -189,11 +189,12 @@ def agree_max(strategy, value: float) -> float:
   if id(strategy) not in _AGREE:
     @tf.function
     def reduce_max(x):
-      # Made on each replica's device (the collective refuses an input
-      # from outside, which has none).
-      return strategy.run(lambda: tf.distribute.get_replica_context()
-                          .all_reduce(tf.distribute.ReduceOp.MAX,
-                                      tf.identity(x)))
+      # tf.distribute reduces by SUM or MEAN only: every worker's value
+      # gathered, then the largest. Made on each replica's device (the
+      # collective refuses an input from outside, which has none).
+      return strategy.run(lambda: tf.reduce_max(
+          tf.distribute.get_replica_context().all_gather(
+              tf.reshape(tf.identity(x), [1]), axis=0)))
     _AGREE[id(strategy)] = reduce_max
   out = _AGREE[id(strategy)](tf.constant(float(value)))
   return float(strategy.experimental_local_results(out)[0])
