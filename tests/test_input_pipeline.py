@@ -131,6 +131,24 @@ def test_mismatched_shard_names_file_and_flag(tmp_path):
   with pytest.raises(record_checks.InputFileError,
                      match=r"preds\.tfrecord.*max_predictions_per_seq=4"):
     record_checks.check_shards([good, preds], SEQ, PRED)
+  # Equal flags: the message names the flag the feature's length comes from.
+  with pytest.raises(record_checks.InputFileError, match=(
+      rf"input_ids' has length {SEQ} but --max_seq_length={PRED}:")):
+    record_checks.check_shards([good], PRED, PRED)
+  with pytest.raises(record_checks.InputFileError, match=(
+      rf"masked_lm_positions' has length {PRED} but "
+      rf"--max_predictions_per_seq={SEQ}:")):
+    record_checks.check_shards([good], SEQ, SEQ)
+  two = tmp_path / "two_labels.tfrecord"
+  example = tf.train.Example.FromString(next(iter(
+      tf.data.TFRecordDataset(good).take(1).as_numpy_iterator())))
+  example.features.feature[F.NEXT_SENTENCE_LABELS].int64_list.value.append(1)
+  with tf.io.TFRecordWriter(str(two)) as w:
+    w.write(example.SerializeToString())
+  with pytest.raises(record_checks.InputFileError, match=(
+      r"two_labels\.tfrecord: feature 'next_sentence_labels' has length 2, "
+      r"not 1")):
+    record_checks.check_shards([str(two)], SEQ, PRED)
   other = tmp_path / "other.tfrecord"
   with tf.io.TFRecordWriter(str(other)) as w:
     w.write(tf.train.Example().SerializeToString())

@@ -256,8 +256,6 @@ def check_shards(files: Sequence[str], max_seq_length: int,
   expected.update({name: max_predictions_per_seq
                    for name in F.PREDICTION_FEATURES})
   expected[F.NEXT_SENTENCE_LABELS] = 1
-  flag_of = {max_seq_length: "--max_seq_length",
-             max_predictions_per_seq: "--max_predictions_per_seq"}
   non_empty = []
   for path in files:
     if on_file:
@@ -290,13 +288,17 @@ def check_shards(files: Sequence[str], max_seq_length: int,
           f"{path}: not a pretraining record: missing feature(s) {missing}")
     for name, length in expected.items():
       found = _feature_length(feature_map[name])
+      if found != length and name == F.NEXT_SENTENCE_LABELS:
+        raise InputFileError(
+            f"{path}: feature '{name}' has length {found}, not 1 (one "
+            "sentence-order label per example): not a pretraining record")
       if found != length:
         what = ("max_seq_length" if name in F.SEQUENCE_FEATURES else
                 "max_predictions_per_seq")
         raise InputFileError(
             f"{path}: feature '{name}' has length {found} but "
-            f"{flag_of.get(length, what)}={length}: the shard was written "
-            f"with {what}={found}; pass --{what}={found} or regenerate it")
+            f"--{what}={length}: the shard was written with {what}={found}; "
+            f"pass --{what}={found} or regenerate it")
   return non_empty
 
 
