@@ -42,9 +42,13 @@ span_graph = lazy.module("albert_tf.serving.span_graph")
 TRAIN_JSON, DEV_JSON = "train.json", "dev.json"
 # The original run_squad's defaults (a fine-tuned model's own come first).
 MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH = 384, 128, 64
-# The options the record's task_config holds (export and serving read them).
-CONFIG_KEYS = ("version_2_with_negative", "doc_stride", "max_query_length",
-               "max_answer_length", "n_best_size", "start_n_top", "end_n_top")
+# The options the record's task_config holds (export and serving read
+# them), each with its default.
+CONFIG_DEFAULTS = dict(
+    version_2_with_negative=False, doc_stride=DOC_STRIDE,
+    max_query_length=MAX_QUERY_LENGTH, max_answer_length=30, n_best_size=20,
+    start_n_top=F.START_N_TOP, end_n_top=F.END_N_TOP)
+CONFIG_KEYS = tuple(CONFIG_DEFAULTS)
 
 
 @dataclasses.dataclass
@@ -153,7 +157,7 @@ class SpanQATask(Task):
   @classmethod
   def from_options(cls, o: SquadOptions, tokenizer, info, dataset):
     return cls(o.task_name, tokenizer, o.train_file, o.predict_file,
-               {k: getattr(o, k) for k in CONFIG_KEYS},
+               **{k: getattr(o, k) for k in CONFIG_KEYS},
                **cls.option_fields(o))
 
   def read_splits(self, o) -> Dict[str, dict]:
@@ -167,13 +171,14 @@ class SpanQATask(Task):
             f"v{2 if self.v2 else 1}")
 
   def __init__(self, task_name: str, tokenizer, train_file: Optional[str],
-               predict_file: Optional[str], task_config: dict, **fields):
-    """task_config: the record's, a value for each of CONFIG_KEYS; fields:
+               predict_file: Optional[str], **fields):
+    """fields: the task_config's (CONFIG_DEFAULTS when not given), and
     `Task.__init__`'s, max_seq_length among them."""
     if task_name not in squad_metrics.TASK_NAMES:
       raise ValueError(f"--task_name must be one of "
                        f"{', '.join(squad_metrics.TASK_NAMES)}, "
                        f"got {task_name!r}")
+    task_config = {k: fields.pop(k, v) for k, v in CONFIG_DEFAULTS.items()}
     super().__init__(tokenizer, **fields)
     self.task_name, self.task_config = task_name, task_config
     self.v2 = task_config["version_2_with_negative"]
