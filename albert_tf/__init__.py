@@ -8,9 +8,9 @@ Public API:
     output_dir, an export_saved_model export or a keras-hub preset:
     .predict(texts), .encode(texts), .embed(texts) (albert_tf.inference)
 
-The model classes are imported on first use (PEP 562), so light modules such
-as `albert_tf.data.tokenization` and `albert_tf.features` load without Keras: Beam
-workers that only tokenize start in a fraction of a second.
+The model classes are imported on first use (PEP 562), so light modules
+such as `albert_tf.data.tokenization` and `albert_tf.core.features` load
+without Keras: Beam workers that only tokenize start in a fraction of a second.
 """
 
 import importlib
@@ -20,8 +20,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 _LAZY = {
-    "AlbertConfig": "albert_tf.config",
-    "PRESETS": "albert_tf.config",
+    "AlbertConfig": "albert_tf.core.config",
+    "PRESETS": "albert_tf.core.config",
     "AlbertEncoder": "albert_tf.modeling.encoder",
     "AlbertPretrainer": "albert_tf.modeling.models",
     "AlbertClassifier": "albert_tf.modeling.models",

@@ -46,8 +46,8 @@ from typing import Optional
 
 from absl import logging
 
-from albert_tf import file_io
-from albert_tf import settings
+from albert_tf.core import file_io
+from albert_tf.core import settings
 from albert_tf.converters import SOURCES
 
 # The CLI and `convert` (the docstring is --help); the readers live in
@@ -392,6 +392,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   settings.define_flags(ConvertSettings)
   cli_errors.run_main(main)

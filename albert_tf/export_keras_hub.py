@@ -53,8 +53,8 @@ from typing import Optional
 
 from absl import logging
 
-from albert_tf import file_io
-from albert_tf import settings
+from albert_tf.core import file_io
+from albert_tf.core import settings
 
 # TensorFlow and what imports it (checkpoints, converters, resolution,
 # modeling) are imported by `export`, not here: --help and a flag mistake
@@ -226,9 +226,9 @@ def export(checkpoint, output_dir, albert_config_file=None,
       remove_stale_temporaries(output_dir)
     _check_output_dir(output_dir, overwrite)
 
-    from albert_tf.record import ModelInfo  # pylint: disable=g-import-not-at-top
+    from albert_tf.core.record import ModelInfo  # pylint: disable=g-import-not-at-top
     record = ModelInfo.read_beside(checkpoint)
-    from albert_tf import registry  # pylint: disable=g-import-not-at-top
+    from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
     # A family says whether it is keras-hub's AlbertTextClassifier, head
     # included (`Task.keras_hub_text_classifier`); else the backbone only.
     family = record.task if record else None
@@ -299,11 +299,11 @@ def _verify_preset(preset_dir, model, whole, tokenizer, record, config):
   import dataclasses as dc
   import keras_hub
   import numpy as np
-  from albert_tf import registry
-  from albert_tf.record import ModelInfo
+  from albert_tf.core import registry
+  from albert_tf.core.record import ModelInfo
   from albert_tf.serving import verify
   from albert_tf.training.export import default_seq_length
-  from albert_tf import features as F
+  from albert_tf.core import features as F
   length = min(default_seq_length(record, config),
                config.max_position_embeddings)
   info = dc.replace(record, max_seq_length=length) if record else ModelInfo(
@@ -378,6 +378,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   settings.define_flags(KerasHubExportSettings)
   cli_errors.run_main(main)

@@ -54,14 +54,14 @@ import hashlib
 import json
 import os
 
-from albert_tf import settings
+from albert_tf.core import settings
 from albert_tf.data.tokenization import write_synced
 from albert_tf.export_tflite import (held_out_examples, serve_inputs_of,
                                      VerifySettings)
 from albert_tf.serving.export_files import (
     check_tokenizer_copy, read_export_record, rename_into_place,
     scratch_folder, sidecar_names, tokenizer_of, version_dir)
-from albert_tf.features import ENCODER_INPUTS
+from albert_tf.core.features import ENCODER_INPUTS
 from albert_tf.serving import verify
 
 # TensorFlow, onnx and tf2onnx are imported by the functions that run: --help
@@ -336,6 +336,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   settings.define_flags(OnnxSettings)
   cli_errors.run_main(main)

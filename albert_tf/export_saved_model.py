@@ -6,7 +6,7 @@ r"""Export a checkpoint as a versioned SavedModel for TF Serving.
 
 writes `saved_models/sentiment/<version>/` (the next free integer unless
 --version is given). What is served is the task's: the task_record.json
-beside the checkpoint names its family (`albert_tf.registry`), whose
+beside the checkpoint names its family (`albert_tf.core.registry`), whose
 `export_model` and `export_signatures` say what to restore and serve.
 --model (encoder | classifier | pretrainer | tagger | ...) defaults to that
 family's `export_name`, or to encoder when nothing is recorded; a family's
@@ -73,9 +73,9 @@ import inspect
 import os
 from typing import List, Optional, Sequence, Tuple, Union
 
-from albert_tf import features as F
-from albert_tf import file_io
-from albert_tf import settings
+from albert_tf.core import features as F
+from albert_tf.core import file_io
+from albert_tf.core import settings
 # TensorFlow and what imports it are imported by the functions that run
 # (the library part, training.export, imports none): --help and a flag
 # mistake answer before TF loads.
@@ -163,9 +163,9 @@ def export(checkpoint, export_dir, model=None, preset=None,
       that fails its check (`serving.saved_model_check`; nothing is left).
   """
   # pylint: disable=g-import-not-at-top
-  from albert_tf import registry
+  from albert_tf.core import registry
   from albert_tf.modeling.encoder import AlbertEncoder
-  from albert_tf.record import RECORD_FILE, ModelInfo
+  from albert_tf.core.record import RECORD_FILE, ModelInfo
   from albert_tf.training import resolution
   from albert_tf.training import runtime
   precision = export_precision(mixed_precision)
@@ -241,7 +241,7 @@ def _export_locked(checkpoint, export_dir, version, overwrite, keras_model,
                    wanted):
   """export()'s writing part, under export_dir's lock."""
   # pylint: disable=g-import-not-at-top
-  from albert_tf import quiet_logs
+  from albert_tf.core import quiet_logs
   from albert_tf.serving import model_card
   from albert_tf.serving import saved_model
   from albert_tf.serving import saved_model_check
@@ -395,6 +395,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   settings.define_flags(ExportSettings)
   cli_errors.run_main(main)

@@ -48,8 +48,8 @@ import json
 import os
 from typing import Optional
 
-from albert_tf import settings
-from albert_tf.features import ENCODER_INPUTS
+from albert_tf.core import settings
+from albert_tf.core.features import ENCODER_INPUTS
 from albert_tf.data.tokenization import write_synced
 from albert_tf.serving import verify
 # What export_onnx shares (and callers of earlier versions imported here).
@@ -74,10 +74,10 @@ INT8_FLOAT_OPS = ("ADD", "SUB", "MUL", "MEAN", "SQUARED_DIFFERENCE", "RSQRT",
 
 
 def task_of(record):
-  """The family's Task subclass of an export record (`albert_tf.registry`;
+  """The family's Task subclass of an export record (`albert_tf.core.registry`;
   the base Task, sentence packing, for an encoder export)."""
   # pylint: disable=g-import-not-at-top
-  from albert_tf import registry
+  from albert_tf.core import registry
   from albert_tf.tasks.base import Task
   if not record.task:
     return Task
@@ -105,7 +105,7 @@ def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
   """
   # pylint: disable=g-import-not-at-top
   from albert_tf.data import rows
-  from albert_tf.record import ModelInfo
+  from albert_tf.core.record import ModelInfo
   record = record or ModelInfo()
   task = task_of(record)
   read = rows.calibration_rows(
@@ -395,6 +395,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   settings.define_flags(TfliteSettings)
   cli_errors.run_main(main)

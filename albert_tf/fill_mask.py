@@ -16,7 +16,7 @@ import dataclasses
 import os
 from typing import List, Optional
 
-from albert_tf import settings
+from albert_tf.core import settings
 from albert_tf.data.tokenization import MASK_TOKEN, SPM_UNDERLINE
 from albert_tf.training import export as export_lib
 
@@ -116,6 +116,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   settings.define_flags(FillMaskArgs)
   cli_errors.run_main(main)

@@ -39,8 +39,8 @@ from typing import Iterable, List
 
 from absl import flags
 
-from albert_tf import registry
-from albert_tf import settings
+from albert_tf.core import registry
+from albert_tf.core import settings
 
 # TensorFlow and what imports it (finetuning, resolution, runtime) are
 # imported by the functions that run, not here: --help and a flag mistake
@@ -130,7 +130,7 @@ def alias(family_name: str):
 
 def alias_main(family_name: str) -> None:
   """The `__main__` block of a family's own command."""
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   settings.define_flags(registry.family(family_name).options)
   cli_errors.run_main(alias(family_name)[1])
 
@@ -174,7 +174,7 @@ class TaskChoice:
 def main_cli(argv=None) -> None:
   """`python -m albert_tf.finetune`: --task picks the family, whose flags
   are then defined (a dataset's values as their defaults)."""
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   argv = list(sys.argv if argv is None else argv)
   task, modules, verbose = _task_from_argv(argv)
   try:

@@ -30,7 +30,7 @@ per [MASK] [{"piece", "id", "probability"}], most probable first. `encode`
 gives the model inputs (`Task.encode_inputs`, int32), `embed` the
 encoder's outputs on them.
 
-Which family a folder holds is its record's (`albert_tf.registry`): this
+Which family a folder holds is its record's (`albert_tf.core.registry`): this
 module has no table of families; restoring is `albert_tf.training.export`'s.
 """
 
@@ -41,13 +41,13 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import features as F
-from albert_tf import registry
+from albert_tf.core import features as F
+from albert_tf.core import registry
 from albert_tf.serving import saved_model
 from albert_tf.serving.export_files import tokenizer_file
 from albert_tf.serving.predictor import BATCH_SIZE, LoadError, Predictor
 from albert_tf.tasks.base import Task
-from albert_tf.tasks.record import ModelInfo
+from albert_tf.core.record import ModelInfo
 from albert_tf.training import checkpoints
 from albert_tf.training import export
 

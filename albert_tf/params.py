@@ -13,9 +13,9 @@ import json
 import sys
 from typing import List, Optional
 
-from albert_tf import settings
-from albert_tf.errors import CommandLineError, error_line
-from albert_tf.config import PRESETS, AlbertConfig
+from albert_tf.core import settings
+from albert_tf.core.errors import CommandLineError, error_line
+from albert_tf.core.config import PRESETS, AlbertConfig
 
 
 @dataclasses.dataclass
@@ -25,7 +25,7 @@ class ParamsSettings:
                               "JSON.", group="output")
   presets: Optional[List[str]] = settings.field(
       None, "Only these presets (comma-separated names of "
-      "albert_tf.config.PRESETS; default: all).")
+      "albert_tf.core.config.PRESETS; default: all).")
 
 
 def count_params(model):
@@ -87,7 +87,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   # Only when run as a script, so that importing count_params (tests,
   # benchmarks) defines no flags.
   settings.define_flags(ParamsSettings)

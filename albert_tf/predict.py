@@ -54,7 +54,7 @@ import os
 import time
 from typing import List, Optional
 
-from albert_tf import settings
+from albert_tf.core import settings
 # Reading (and the names callers of earlier versions imported here).
 from albert_tf.data.rows import (  # noqa: F401  pylint: disable=unused-import
     FORMATS, GOLD, JSON_EXTENSIONS, OPTIONS, Lines, PredictError, RowReader,
@@ -124,7 +124,7 @@ def run(args: PredictArgs, log=print):
   first row read, before the output is opened. With args.task: `run_task`."""
   # pylint: disable=g-import-not-at-top
   from albert_tf import inference
-  from albert_tf.file_io import atomic_writer
+  from albert_tf.core.file_io import atomic_writer
   from albert_tf.serving.predictor import predict_batches
   if args.task or args.data_dir:
     from albert_tf import predict_dataset  # pylint: disable=g-import-not-at-top
@@ -219,6 +219,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   settings.define_flags(PredictArgs)
   cli_errors.run_main(main)

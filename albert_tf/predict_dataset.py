@@ -25,7 +25,7 @@ from albert_tf.tasks import scoring
 
 def _dataset(args):
   """(family, dataset) of --task; PredictError unless a dataset."""
-  from albert_tf import registry  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
   if not args.task or not args.data_dir:
     raise PredictError("--task=<dataset> and --data_dir=DIR go together "
                          "(a benchmark's own files)")
@@ -126,7 +126,7 @@ def run_task(args, log=print):
   {"rows", "metrics", "baselines"}} and "submission": its path or None."""
   from albert_tf.data import classifier_data as cd  # pylint: disable=g-import-not-at-top
   from albert_tf import inference  # pylint: disable=g-import-not-at-top
-  from albert_tf.file_io import atomic_writer  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.file_io import atomic_writer  # pylint: disable=g-import-not-at-top
   from albert_tf.serving.predictor import predict_batches  # pylint: disable=g-import-not-at-top
   family, dataset = _dataset(args)
   splits = _read(family, dataset, args.data_dir)

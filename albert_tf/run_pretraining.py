@@ -25,9 +25,9 @@ from absl import logging
 
 import albert_tf  # noqa: F401  (sets KERAS_BACKEND before keras is imported)
 
-from albert_tf import file_io
-from albert_tf import settings
-from albert_tf import options
+from albert_tf.core import file_io
+from albert_tf.core import settings
+from albert_tf.core import options
 
 # --train_budget_minutes counts from here (the imports above take well
 # under a second; TensorFlow loads later, inside the budget).
@@ -152,7 +152,7 @@ def _run(p: Params, started: float) -> Dict[str, float]:
   # pylint: disable=g-import-not-at-top
   import keras
   import tensorflow as tf
-  from albert_tf import registry
+  from albert_tf.core import registry
   from albert_tf.data import corrupt_records
   from albert_tf.training import output_dir
   from albert_tf.training import resolution
@@ -317,6 +317,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   settings.define_flags(Params)
   cli_errors.run_main(main)

@@ -376,7 +376,7 @@ def format_profile(preset, prof):
 def main(argv):
   del argv
   import keras  # pylint: disable=g-import-not-at-top
-  from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.config import AlbertConfig  # pylint: disable=g-import-not-at-top
   from benchmarks.common import machine, matmul_peak_gflops  # pylint: disable=g-import-not-at-top
 
   features = cpu_bf16_features()

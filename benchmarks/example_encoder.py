@@ -9,7 +9,7 @@ On the same synthetic records (seq 128, 20 prediction slots, ids below
     Beam workers use;
   - hand-written: the wire format encoded in Python, data_prep's encoder
     before protobuf's (kept here only as the peer);
-  - tf.train.Example: `albert_tf.features.make_pretraining_example`, the
+  - tf.train.Example: `albert_tf.core.features.make_pretraining_example`, the
     project's TF code path (TF's class, built through its constructors).
 protobuf and TF are serialized deterministically (map keys sorted), as the
 pipeline needs; their bytes are checked equal, and the hand-written records
@@ -28,7 +28,7 @@ import time
 from absl import app
 from absl import flags
 
-from albert_tf import features
+from albert_tf.core import features
 from benchmarks import common
 from data_prep import example_encoder
 

@@ -59,10 +59,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from albert_tf import features as F  # noqa: E402
+from albert_tf.core import features as F  # noqa: E402
 from albert_tf.training import optimization  # noqa: E402
 from albert_tf import run_classifier  # noqa: E402
-from albert_tf.config import AlbertConfig  # noqa: E402
+from albert_tf.core.config import AlbertConfig  # noqa: E402
 from albert_tf.modeling.models import AlbertClassifier  # noqa: E402
 from albert_tf.tasks.classification import ClassificationTask  # noqa: E402
 from albert_tf.data.classifier_data import get_task  # noqa: E402

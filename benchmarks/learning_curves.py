@@ -51,7 +51,7 @@ import platform
 import statistics
 import time
 
-from albert_tf.file_io import atomic_writer
+from albert_tf.core.file_io import atomic_writer
 
 from absl import app
 from absl import flags

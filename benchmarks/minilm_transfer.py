@@ -233,7 +233,7 @@ def parity(model_dir, converted_dir, texts):
   `texts` (WordPiece, [CLS] text [SEP], padded to MAX_SEQ_LENGTH)."""
   # pylint: disable=g-import-not-at-top
   import safetensors.numpy
-  from albert_tf.config import AlbertConfig
+  from albert_tf.core.config import AlbertConfig
   from albert_tf.data.tokenization import load_tokenizer
   from albert_tf.modeling.encoder import AlbertEncoder
   from albert_tf.training import checkpoints

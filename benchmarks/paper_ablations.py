@@ -604,7 +604,7 @@ class Ablations:
 def param_counts(variants, vocab_size):
   """{variant: encoder parameters} (albert_tf.params, no training)."""
   # pylint: disable=g-import-not-at-top
-  from albert_tf.config import AlbertConfig
+  from albert_tf.core.config import AlbertConfig
   from albert_tf.params import preset_param_counts
   return {v: preset_param_counts(AlbertConfig.from_dict(
       variant_config(v, vocab_size)))["encoder"] for v in variants}
@@ -676,7 +676,7 @@ def _define_flags():
 
 def main(argv):
   del argv
-  from albert_tf.errors import CommandLineError, error_line  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.errors import CommandLineError, error_line  # pylint: disable=g-import-not-at-top
   mode = "smoke" if FLAGS.smoke else "full"
   unknown = [v for v in FLAGS.variants or () if v not in VARIANTS]
   if unknown:
@@ -753,6 +753,6 @@ def write_doc(path, tables):
 
 if __name__ == "__main__":
   _define_flags()
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   from benchmarks.commands import StageError  # pylint: disable=g-import-not-at-top
   cli_errors.run_main(main, also=(StageError,))

@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from albert_tf.training import optimization  # noqa: E402
-from albert_tf.config import AlbertConfig  # noqa: E402
+from albert_tf.core.config import AlbertConfig  # noqa: E402
 from albert_tf.modeling.models import AlbertPretrainer, pretraining_losses  # noqa: E402
 
 SEQ = 128

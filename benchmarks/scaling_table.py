@@ -3,7 +3,7 @@ r"""The scale-out plan on paper: FLOPs, memory, step time, input rate per preset
     python -m benchmarks.scaling_table            # docs/scaling.md's tables
     python -m benchmarks.scaling_table --measure  # measure this CPU first
 
-The tables are arithmetic on the configs (`albert_tf.config.PRESETS`, the
+The tables are arithmetic on the configs (`albert_tf.core.config.PRESETS`, the
 parameter counts of `albert_tf.params`) and on figures measured on a CPU:
 the float32 2048^2 matmul rate ("peak"), the FLOP rate of our own training
 step (AlbertPretrainer + LAMB under Keras `fit`, sequence 512), the peak
@@ -162,7 +162,7 @@ def max_batch(memory, replica_gb, overhead=1.0, headroom=0.9):
 # ----------------------------------------------------------------- tables
 def _presets(names):
   """({name: config}, {name: parameters of the pretrainer}) of `names`."""
-  from albert_tf.config import PRESETS  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.config import PRESETS  # pylint: disable=g-import-not-at-top
   from albert_tf.params import parameter_table  # pylint: disable=g-import-not-at-top
   return ({name: PRESETS[name] for name in names},
           {name: c["pretrainer"] for name, c in parameter_table(names).items()})
@@ -184,7 +184,7 @@ def flops_table(configs, params):
 
 def memory_overhead(measured):
   """Measured float32 step peak per sequence / the formula's at 4 bytes."""
-  from albert_tf.config import PRESETS  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.config import PRESETS  # pylint: disable=g-import-not-at-top
   return measured["step_memory"]["per_sequence"] / activation_bytes_per_sequence(
       PRESETS[measured["step"]["preset"]], dtype_bytes=4)
 
@@ -253,7 +253,7 @@ def write_records(path, num, seed=0):
   their varint sizes decide the parse cost."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from albert_tf import features  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import features  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(seed)
   with tf.io.TFRecordWriter(path) as writer:
     for _ in range(num):
@@ -305,7 +305,7 @@ def decode_rate_one_core(files):
 def _pretrainer(preset, batch, files):
   """(compiled AlbertPretrainer, its make_dataset input, FLOPs per step)."""
   import keras  # pylint: disable=g-import-not-at-top
-  from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.config import AlbertConfig  # pylint: disable=g-import-not-at-top
   from albert_tf.data import pretraining_dataset  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.models import AlbertPretrainer  # pylint: disable=g-import-not-at-top
   from albert_tf.training import optimization  # pylint: disable=g-import-not-at-top

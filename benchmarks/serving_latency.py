@@ -147,7 +147,7 @@ def _inputs(tokenizer):
 
 def restored_classifier(checkpoint):
   # pylint: disable=g-import-not-at-top
-  from albert_tf.config import AlbertConfig
+  from albert_tf.core.config import AlbertConfig
   from albert_tf.modeling.models import AlbertClassifier
   from albert_tf.training import checkpoints
   model = AlbertClassifier(AlbertConfig.from_preset("albert_tiny_zh"), 2)
@@ -335,7 +335,7 @@ def implementations(plan, case, threads, cache):
            signature(saved, "serve_text"))]
   for mode, path in plan["tflite"][str(case["length"])].items():
     # LiteRT prints "INFO: Created TensorFlow Lite XNNPACK delegate" on fd 2.
-    from albert_tf.quiet_logs import _stderr_to_devnull  # pylint: disable=g-import-not-at-top,protected-access
+    from albert_tf.core.quiet_logs import _stderr_to_devnull  # pylint: disable=g-import-not-at-top,protected-access
     with _stderr_to_devnull():
       runner = TFLiteRunner(path, threads)
     ours.append((f"albert_tf LiteRT {QUANT_NAMES.get(mode, mode)}",
@@ -413,7 +413,7 @@ def _tf_warnings_off(tf):
 def worker(plan_file, threads, calls, warmup):
   """Rows of every implementation at every length, `threads` threads."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   cli_errors.import_tensorflow_quietly()  # its start-up lines hidden
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.threading.set_intra_op_parallelism_threads(threads)
@@ -503,7 +503,7 @@ def report(result):
 def run(args):
   # The tables, not the converters' INFO lines (TF's SavedModel builder,
   # tf2onnx, the ONNX quantizer), as the commands print.
-  from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
   cli_errors.import_tensorflow_quietly()
   load_start, uptime = os.getloadavg(), subprocess.run(
       ["uptime"], capture_output=True, text=True, check=False).stdout.strip()
@@ -588,7 +588,7 @@ def main(argv=None):
   if args.check_peers:
     print("\n".join(skipped + [f"run {p}" for p in peers]))
   elif args.model:
-    from albert_tf import cli_errors  # pylint: disable=g-import-not-at-top
+    from albert_tf.core import cli_errors  # pylint: disable=g-import-not-at-top
     from benchmarks import serving_latency_model  # pylint: disable=g-import-not-at-top
     cli_errors.import_tensorflow_quietly()
     serving_latency_model.run(args.model, args.data,

@@ -64,7 +64,7 @@ def time_predictor(predictor, columns, batch, calls, warmup=2):
     index = [(start + i) % n for i in range(batch)]
     return [[columns[name][i] for i in index] for name in predictor.inputs]
 
-  from albert_tf import quiet_logs  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import quiet_logs  # pylint: disable=g-import-not-at-top
   with quiet_logs.cpp_lines_hidden():  # first kernels: oneDNN's notes
     for call in range(warmup):
       predictor.predict(*take(call * batch))

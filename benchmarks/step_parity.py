@@ -764,7 +764,7 @@ def main(argv=None):
   # pylint: disable=g-import-not-at-top
   import importlib.metadata
   import torch
-  from albert_tf.config import AlbertConfig
+  from albert_tf.core.config import AlbertConfig
   from benchmarks.serving_latency import cpu_info
   torch.set_num_threads(args.threads)
   cpu = cpu_info()

@@ -57,10 +57,10 @@ from typing import Optional
 
 from absl import logging
 
-from albert_tf import cli_errors
-from albert_tf import settings
-from albert_tf.errors import CommandLineError, error_line
-from albert_tf.file_io import atomic_writer
+from albert_tf.core import cli_errors
+from albert_tf.core import settings
+from albert_tf.core.errors import CommandLineError, error_line
+from albert_tf.core.file_io import atomic_writer
 from data_prep import corpora
 
 # corpora's word reader and surname list: the same words as the NER corpus.

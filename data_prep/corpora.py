@@ -91,10 +91,10 @@ import random
 import re
 from typing import Optional
 
-from albert_tf import cli_errors
-from albert_tf import settings
-from albert_tf.errors import CommandLineError, error_line
-from albert_tf.file_io import atomic_writer
+from albert_tf.core import cli_errors
+from albert_tf.core import settings
+from albert_tf.core.errors import CommandLineError, error_line
+from albert_tf.core.file_io import atomic_writer
 
 CORPORA = ("peoples_daily_1998", "peoples_daily_ner", "sentiment_reviews")
 

@@ -40,9 +40,9 @@ if __name__ == "__main__":
       lambda record: "apitools not found" not in record.getMessage())
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from albert_tf import cli_errors
-from albert_tf import errors
-from albert_tf import settings
+from albert_tf.core import cli_errors
+from albert_tf.core import errors
+from albert_tf.core import settings
 from data_prep import instances as instances_lib
 from data_prep import outputs
 from data_prep import pipeline

@@ -38,8 +38,8 @@ from apache_beam.runners.dask.dask_runner import DaskOptions
 from apache_beam.runners.dask.dask_runner import DaskRunner
 from apache_beam.runners.dask.dask_runner import DaskRunnerResult
 
-from albert_tf import errors
-from albert_tf.errors import ClusterError
+from albert_tf.core import errors
+from albert_tf.core.errors import ClusterError
 from data_prep import beam_compat
 
 _LOGGER = logging.getLogger(__name__)

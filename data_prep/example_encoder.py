@@ -6,7 +6,7 @@ The class is built here instead from the message definitions of
 tensorflow/core/example/{feature,example}.proto, written out as a
 FileDescriptorProto, with the plain `protobuf` package (its upb C backend
 does the encoding). Only the wire format matters to a reader, and the
-field numbers below are TF's. Feature names come from `albert_tf.features`.
+field numbers below are TF's. Feature names come from `albert_tf.core.features`.
 `benchmarks/example_encoder.py` times this against a hand-written wire
 encoder and TF's own class; `tests/test_example_encoder.py` checks the bytes
 equal TF's.
@@ -16,7 +16,7 @@ from google.protobuf import descriptor_pb2
 from google.protobuf import descriptor_pool
 from google.protobuf import message_factory
 
-from albert_tf import features
+from albert_tf.core import features
 
 _FIELD = descriptor_pb2.FieldDescriptorProto
 

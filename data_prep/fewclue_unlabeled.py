@@ -28,10 +28,10 @@ import json
 import os
 from typing import Dict, Iterable, List, Optional
 
-from albert_tf import cli_errors
-from albert_tf import settings
-from albert_tf.errors import CommandLineError, error_line
-from albert_tf.file_io import atomic_writer
+from albert_tf.core import cli_errors
+from albert_tf.core import settings
+from albert_tf.core.errors import CommandLineError, error_line
+from albert_tf.core.file_io import atomic_writer
 from albert_tf.data import clue
 from data_prep import corpora
 

@@ -319,7 +319,7 @@ def padded_features(instance, options):
   """Feature lists of one instance padded to the record's fixed lengths.
 
   Returns a dict with the keyword arguments of
-  `albert_tf.features.make_pretraining_example`.
+  `albert_tf.core.features.make_pretraining_example`.
   """
   seq_pad = [0] * (options.max_seq_length - len(instance.input_ids))
   pred_pad = [0] * (options.max_predictions_per_seq -

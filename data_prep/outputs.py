@@ -16,10 +16,10 @@ import uuid
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from albert_tf import errors
-from albert_tf import file_io
+from albert_tf.core import errors
+from albert_tf.core import file_io
 from albert_tf.data.tokenization import file_sha256
-from albert_tf.features import (MANIFEST_FILE, MANIFEST_FORMAT,
+from albert_tf.core.features import (MANIFEST_FILE, MANIFEST_FORMAT,
                                 MANIFEST_VERSION, SHARD_PREFIX, SHARD_SUFFIX,
                                 SUCCESS_FILE, SUMMARY_FILE, TEMP_PREFIX)
 from data_prep.reading import MAX_PLACES, SKIP_REASONS, input_sizes

@@ -29,7 +29,7 @@ import uuid
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from albert_tf import errors
+from albert_tf.core import errors
 from albert_tf.data import tokenization
 from data_prep import instances as instances_lib
 from data_prep import outputs

@@ -21,7 +21,7 @@ import zlib
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from albert_tf import errors
+from albert_tf.core import errors
 
 # Why a document is skipped: by classify_raw_document (the first three) and
 # after tokenizing (data_prep.transforms.tokenize_raw_document).

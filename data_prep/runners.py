@@ -16,7 +16,7 @@ import sys
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from albert_tf import errors
+from albert_tf.core import errors
 from data_prep import beam_compat
 from data_prep import progress as progress_lib
 

@@ -23,13 +23,13 @@ import json
 import os
 from typing import List, Optional
 
-from albert_tf import cli_errors
-from albert_tf import registry
-from albert_tf import settings
-from albert_tf.errors import CommandLineError, error_line
+from albert_tf.core import cli_errors
+from albert_tf.core import registry
+from albert_tf.core import settings
+from albert_tf.core.errors import CommandLineError, error_line
 from albert_tf.data import clue
 from albert_tf.data import tokenization
-from albert_tf.file_io import atomic_writer
+from albert_tf.core.file_io import atomic_writer
 from data_prep import fewclue_unlabeled
 
 

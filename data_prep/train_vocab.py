@@ -39,12 +39,12 @@ from typing import Optional
 
 from absl import logging
 
-from albert_tf import cli_errors
-from albert_tf import file_io
-from albert_tf import settings
+from albert_tf.core import cli_errors
+from albert_tf.core import file_io
+from albert_tf.core import settings
 from albert_tf.data import tokenization
 from albert_tf.data.tokenization import write_synced
-from albert_tf.errors import CommandLineError, error_line
+from albert_tf.core.errors import CommandLineError, error_line
 
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 # SentencePiece's refusal when the corpus has fewer distinct pieces than

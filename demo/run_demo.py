@@ -33,8 +33,8 @@ import time
 
 from absl import flags
 
-from albert_tf import cli_errors
-from albert_tf.errors import CommandLineError, error_line
+from albert_tf.core import cli_errors
+from albert_tf.core.errors import CommandLineError, error_line
 from benchmarks.commands import StageError, run_module, run_side_by_side
 
 MARKER = "_STAGE_DONE.json"

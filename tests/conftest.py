@@ -15,7 +15,7 @@ import pytest  # noqa: E402
 
 @pytest.fixture
 def tiny_config():
-  from albert_tf.config import AlbertConfig
+  from albert_tf.core.config import AlbertConfig
   return AlbertConfig(vocab_size=60, embedding_size=8, hidden_size=16,
                       num_hidden_layers=4, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=32)

@@ -71,7 +71,7 @@ def tiny_spm_model(directory, lines, vocab_size):
 def write_tiny_vocab_and_config(root, chars):
   """vocab.txt (the five special tokens + `chars`) and a one-layer
   config.json under `root`, for the fine-tuning fault tests."""
-  from albert_tf.config import AlbertConfig
+  from albert_tf.core.config import AlbertConfig
   vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(chars)
   (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
   AlbertConfig(vocab_size=len(vocab), embedding_size=8, hidden_size=16,

@@ -24,7 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf.training import checkpoints
 from tests.numpy_reference import assert_close_to_scale
 

@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import features
+from albert_tf.core import features
 
 VOCAB = 100
 SEQ = 16

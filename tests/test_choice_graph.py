@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops a loaded model needs)
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf.data import clue_choice
 from albert_tf.data.race import Question, RaceError
 from albert_tf.data.tokenization import load_tokenizer

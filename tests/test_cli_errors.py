@@ -229,7 +229,7 @@ def test_every_cli_reports_bad_input_in_one_line(tmp_path):
 OUT_OF_MEMORY = '''
 import sys
 from absl import flags
-from albert_tf import cli_errors
+from albert_tf.core import cli_errors
 flags.DEFINE_integer("train_batch_size", 256, "")
 flags.DEFINE_integer("max_seq_length", 512, "")
 flags.DEFINE_boolean("verbose", False, "")

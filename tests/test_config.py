@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from albert_tf.config import PRESETS, AlbertConfig, resolve_config
+from albert_tf.core.config import PRESETS, AlbertConfig, resolve_config
 
 GOOGLE_BASE_V2 = {
     "attention_probs_dropout_prob": 0, "hidden_act": "gelu",

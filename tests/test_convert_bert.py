@@ -18,7 +18,7 @@ import safetensors.numpy
 import tensorflow as tf
 
 from albert_tf import convert_checkpoint as cc
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.training import checkpoints

@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from albert_tf.training import checkpoints
 from albert_tf import convert_checkpoint as cc
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.models import AlbertPretrainer
 from tests.numpy_reference import assert_close_to_scale
 

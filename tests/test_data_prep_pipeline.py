@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 import zstandard
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf.data import tokenization
 from data_prep import instances as inst
 from data_prep import outputs
@@ -49,7 +49,7 @@ BAD_DOCUMENTS = [
 ]
 
 # The original ALBERT record format, written out here rather than imported,
-# so that a change to albert_tf.features cannot silently pass this test.
+# so that a change to albert_tf.core.features cannot silently pass this test.
 ORIGINAL_SPEC = {
     "input_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
     "input_mask": tf.io.FixedLenFeature([SEQ], tf.int64),

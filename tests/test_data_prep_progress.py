@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from data_prep import instances as inst
 from data_prep import pipeline
 from data_prep import progress

@@ -274,7 +274,7 @@ def tflite_snippets():
 def _original_checkpoint(directory):
   """A small checkpoint in the original TF1 names at albert_base_v2/."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.config import AlbertConfig  # pylint: disable=g-import-not-at-top
   from albert_tf.converters.original import original_variable_map  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.models import AlbertPretrainer  # pylint: disable=g-import-not-at-top
   config = AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=16,

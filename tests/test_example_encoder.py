@@ -13,7 +13,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from albert_tf import features
+from albert_tf.core import features
 from data_prep import example_encoder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

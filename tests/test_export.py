@@ -11,7 +11,7 @@ import tensorflow_text  # noqa: F401  (registers the ops serve_text needs)
 from albert_tf.training import checkpoints
 from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.models import AlbertClassifier, AlbertPretrainer
 from albert_tf.serving import saved_model

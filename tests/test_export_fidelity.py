@@ -110,9 +110,9 @@ def train_and_export(name, root):
   import tensorflow as tf
   from albert_tf import export_saved_model
   from albert_tf import run_classifier
-  from albert_tf.config import AlbertConfig
+  from albert_tf.core.config import AlbertConfig
   from tests import numpy_reference
-  from albert_tf.record import ModelInfo
+  from albert_tf.core.record import ModelInfo
   from albert_tf.training.export import restore_task
   spec = MODELS[name]
   train, dev = review_splits()
@@ -447,7 +447,7 @@ def test_another_tokenizer_under_the_same_stem_is_refused(beside, tmp_path):
   line, and ex/ as it was."""
   # pylint: disable=g-import-not-at-top
   from albert_tf import export_saved_model
-  from albert_tf.config import AlbertConfig
+  from albert_tf.core.config import AlbertConfig
   from albert_tf.modeling.models import AlbertClassifier
   from albert_tf.training import checkpoints
   vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(

@@ -198,10 +198,10 @@ def _deep_classifier(root, layers, hidden=H, ffn=FFN):
   """A classification model (3 labels) of `layers` layers sharing one
   block of hidden x ffn."""
   # pylint: disable=import-outside-toplevel
-  from albert_tf import registry
-  from albert_tf.config import AlbertConfig
+  from albert_tf.core import registry
+  from albert_tf.core.config import AlbertConfig
   from albert_tf.data.tokenization import load_tokenizer
-  from albert_tf.record import tokenizer_fields
+  from albert_tf.core.record import tokenizer_fields
   from albert_tf.training import checkpoints
   fs = _families()
   vocab = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
@@ -375,7 +375,7 @@ def test_pretrainer_serving_default_matches_keras(tmp_path, caplog):
   warning names export_onnx."""
   # pylint: disable=import-outside-toplevel
   from albert_tf import export_saved_model as export_lib
-  from albert_tf.config import AlbertConfig
+  from albert_tf.core.config import AlbertConfig
   from albert_tf.modeling.models import AlbertPretrainer
   from albert_tf.training import checkpoints
   fs = _families()

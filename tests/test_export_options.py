@@ -26,7 +26,7 @@ from albert_tf.modeling.models import AlbertClassifier, AlbertTagger
 from albert_tf.serving import saved_model
 from albert_tf.serving.tagging_graph import TextTagger
 from albert_tf.serving.text_graph import TextEncoder
-from albert_tf.record import ModelInfo, tokenizer_fields
+from albert_tf.core.record import ModelInfo, tokenizer_fields
 from albert_tf.training import checkpoints
 from tests import deploy_fixtures as fx
 from tests.numpy_reference import assert_close_to_scale

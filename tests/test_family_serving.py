@@ -28,11 +28,11 @@ import albert_tf
 from albert_tf import export_saved_model as export_lib
 from albert_tf import export_tflite
 from albert_tf import inference
-from albert_tf import registry
-from albert_tf.config import AlbertConfig
+from albert_tf.core import registry
+from albert_tf.core.config import AlbertConfig
 from albert_tf.data import race, span_decode, squad
 from albert_tf.data.tokenization import load_tokenizer
-from albert_tf.record import ModelInfo, tokenizer_fields
+from albert_tf.core.record import ModelInfo, tokenizer_fields
 from albert_tf.serving.tflite_runner import TFLiteRunner
 from albert_tf.training import checkpoints
 from tests import numpy_reference, tagging_reference

@@ -20,13 +20,13 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data import classifier_data as cd
-from albert_tf import cli_errors
+from albert_tf.core import cli_errors
 from albert_tf.data import record_checks
 from albert_tf import run_pretraining as rp
 from albert_tf import export_saved_model
 from albert_tf import run_classifier
 from albert_tf.training import resolution
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.tasks.classification import ClassificationTask
 from albert_tf.data.tokenization import load_tokenizer
 from tests.fixtures_data import fault_rows, write_tiny_vocab_and_config

@@ -18,11 +18,11 @@ import tempfile
 
 import pytest
 
-from albert_tf import cli_errors
+from albert_tf.core import cli_errors
 from albert_tf import export_keras_hub
 from albert_tf import export_saved_model
 from albert_tf import export_tflite
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.data import tokenization
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.training import checkpoints
@@ -356,7 +356,7 @@ def test_predict_disk_full_keeps_the_earlier_run(classifier_data, tmp_path,
 
 def test_task_record_and_config_disk_full_keep_the_previous(tmp_path,
                                                             monkeypatch):
-  from albert_tf.record import ModelInfo  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.record import ModelInfo  # pylint: disable=g-import-not-at-top
   record = tmp_path / "task_record.json"
   config = tmp_path / "albert_config.json"
   ModelInfo(task="classification", num_labels=2).write(str(record))

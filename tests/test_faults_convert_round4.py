@@ -65,7 +65,7 @@ def test_vocab_with_fewer_tokens_than_vocab_size_is_refused_unless_padded(
 
 
 # ------------------------------------------------------------ task modules
-FAMILY_FILE = '''from albert_tf import registry
+FAMILY_FILE = '''from albert_tf.core import registry
 from albert_tf.tasks.base import Task
 
 
@@ -78,7 +78,7 @@ class FamTask(Task):
 @pytest.fixture
 def registry_state(monkeypatch):
   """The registry as it was before the test (families, datasets, files)."""
-  from albert_tf import registry  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
   registry.load_builtins()
   for name in ("_FAMILIES", "_DATASETS", "_FILE_MODULES"):
     monkeypatch.setattr(registry, name, dict(getattr(registry, name)))
@@ -281,9 +281,9 @@ def test_a_pretraining_run_exports_at_its_recorded_length(tmp_path,
   must be in [3, …64]`, a value the user never passed."""
   # pylint: disable=g-import-not-at-top
   from albert_tf import export_saved_model
-  from albert_tf.config import AlbertConfig
+  from albert_tf.core.config import AlbertConfig
   from albert_tf.modeling.models import AlbertPretrainer
-  from albert_tf.record import ModelInfo
+  from albert_tf.core.record import ModelInfo
   from albert_tf.training import checkpoints
   from tests.fixtures_data import write_tiny_vocab_and_config
   write_tiny_vocab_and_config(tmp_path, "好差很不是的")
@@ -371,7 +371,7 @@ def test_the_next_command_in_the_process_starts_without_the_ctrl_c():
   """The note of a swallowed Ctrl-C belongs to its command: a script (or a
   test run) that runs another command afterwards is not stopped by it (CI
   once lost a pytest worker this way, in export_tflite.convert)."""
-  from albert_tf import cli_errors, errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import cli_errors, errors  # pylint: disable=g-import-not-at-top
   code, _ = _wrapped(_then(None))
   assert code == 130 and errors.CtrlC.received is False
   # The next command puts its output in place (no KeyboardInterrupt).
@@ -438,7 +438,7 @@ def test_ctrl_c_in_export_onnx_on_the_command_line(tmp_path):
       # background job of a non-interactive shell inherits SIGINT ignored).
       "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
       "from tests import test_faults_convert_round4 as t\n"
-      "from albert_tf import settings\n"
+      "from albert_tf.core import settings\n"
       "real = settings.from_flags\n"
       "def from_flags(cls):\n"
       "  t._ctrl_c(swallowed=True)\n"

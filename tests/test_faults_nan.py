@@ -23,7 +23,7 @@ from albert_tf import export_tflite
 from albert_tf import fill_mask
 from albert_tf import run_classifier
 from albert_tf import run_pretraining as rp
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.training import callbacks

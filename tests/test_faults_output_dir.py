@@ -322,7 +322,7 @@ def never_beats_step_0(data, tmp, caplog):
 
 
 def tokenizer_of_the_init_checkpoint(data, tmp, caplog):
-  from albert_tf.config import PRESETS  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.config import PRESETS  # pylint: disable=g-import-not-at-top
   from albert_tf.data.tokenization import load_tokenizer  # pylint: disable=g-import-not-at-top
   from albert_tf.training import resolution  # pylint: disable=g-import-not-at-top
   special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -18,8 +18,8 @@ import pytest
 from albert_tf import export_keras_hub
 from albert_tf import export_saved_model
 from albert_tf import export_tflite
-from albert_tf import file_io
-from albert_tf.config import AlbertConfig
+from albert_tf.core import file_io
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.serving import saved_model as saved_model_lib
 from albert_tf.training import checkpoints

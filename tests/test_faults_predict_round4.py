@@ -19,10 +19,10 @@ import pytest
 
 from albert_tf import inference
 from albert_tf import predict
-from albert_tf import registry
+from albert_tf.core import registry
 from albert_tf.data import classifier_data
 from albert_tf.data import tokenization
-from albert_tf.record import ModelInfo
+from albert_tf.core.record import ModelInfo
 from tests.fixtures_data import write_tiny_vocab_and_config
 
 CHARS = "好差很甲乙丙丁戊己庚辛"

@@ -21,11 +21,11 @@ import pytest
 
 from albert_tf import export_tflite
 from albert_tf import predict
-from albert_tf import registry
-from albert_tf import settings
+from albert_tf.core import registry
+from albert_tf.core import settings
 from albert_tf.data import tokenization
-from albert_tf.file_io import atomic_writer
-from albert_tf.record import ModelInfo
+from albert_tf.core.file_io import atomic_writer
+from albert_tf.core.record import ModelInfo
 from albert_tf.serving import verify
 from tests import test_faults_predict_round4 as round4
 from tests.fixtures_data import write_tiny_vocab_and_config
@@ -304,7 +304,7 @@ def test_a_fine_tuning_run_says_its_widths_at_the_length_it_takes(
   """Without --max_seq_length the length is the family's default (here)
   or the record's, decided after the fast path: the line comes then."""
   from albert_tf import run_classifier  # pylint: disable=g-import-not-at-top
-  from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.config import AlbertConfig  # pylint: disable=g-import-not-at-top
   from tests import test_finetune_fast_path as fast  # pylint: disable=g-import-not-at-top
   vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(fast.CHARS)
   (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n",

@@ -27,13 +27,13 @@ import tensorflow_text  # noqa: F401  (registers the ops serve_text needs)
 
 import albert_tf
 from albert_tf import export_saved_model as export_lib
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf import inference
-from albert_tf import registry
-from albert_tf.config import AlbertConfig
+from albert_tf.core import registry
+from albert_tf.core.config import AlbertConfig
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.modeling.models import AlbertPretrainer
-from albert_tf.record import ModelInfo
+from albert_tf.core.record import ModelInfo
 from albert_tf.serving import fill_mask_graph
 from albert_tf.serving import tflite_runner
 from albert_tf.training import checkpoints

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from tests import cli_runner
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
 from albert_tf import fill_mask as fm
 from albert_tf.serving import fill_mask_graph as fmg
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.models import AlbertPretrainer
 from tests.fixtures_data import tiny_spm_model

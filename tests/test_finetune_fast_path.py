@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf import run_classifier
 from albert_tf import run_ner
 from albert_tf import run_race
 from albert_tf import run_squad
-from albert_tf import settings
-from albert_tf.config import AlbertConfig
+from albert_tf.core import settings
+from albert_tf.core.config import AlbertConfig
 from albert_tf.data import length_buckets
 from albert_tf.data import ner_data
 from albert_tf.modeling import span_qa

@@ -30,11 +30,9 @@ PACKAGES = ("albert_tf", "data_prep", "benchmarks", "demo")
 
 # The layers, lowest first; a module may import its own layer and lower
 # ones. albert_tf's by the folder (or root module) a module is in.
-BASE = ("config", "features", "file_io", "settings", "options", "registry",
-        "lazy", "errors", "record", "quiet_logs")
-ALBERT_TF = {"modeling": 1, "serving": 2, "data": 2, "converters": 2,
+ALBERT_TF = {"core": 0, "modeling": 1, "serving": 2, "data": 2, "converters": 2,
              "tasks": 3, "datasets": 3, "training": 4, "inference": 5}
-COMMANDS = 6  # run_*, finetune, export_*, predict, cli_errors, the root
+COMMANDS = 6  # run_*, finetune, export_*, predict, the root
 LAYERS = {"data_prep": 7, "cli": 8, "benchmarks": 9, "demo": 10}
 NAMES = {0: "base", 1: "modeling", 2: "serving/data/converters",
          3: "tasks/datasets", 4: "training", 5: "inference",
@@ -48,8 +46,8 @@ KNOWN = {
     # registry.load_builtins imports the built-in family and dataset
     # modules by name, and they import the registry to register: an arrow
     # up from the base and a cycle.
-    ("albert_tf.registry", "albert_tf.datasets"),
-    ("albert_tf.registry", "albert_tf.tasks"),
+    ("albert_tf.core.registry", "albert_tf.datasets"),
+    ("albert_tf.core.registry", "albert_tf.tasks"),
 }
 
 # (module, function) of the calls that import by name; None: a builtin.
@@ -67,8 +65,6 @@ def layer_of(module: str) -> Optional[int]:
     return LAYERS[parts[0]]
   if len(parts) == 1:
     return COMMANDS  # the package root: `albert_tf.load` is inference's
-  if parts[1] in BASE:
-    return 0
   if parts[1] == "cli":
     return LAYERS["cli"]
   return ALBERT_TF.get(parts[1], COMMANDS)
@@ -258,12 +254,13 @@ def test_package_init_files_import_nothing_of_the_project_when_loaded():
 
 def test_the_layers_are_the_documented_ones():
   assert [layer_of(m) for m in (
-      "albert_tf.config", "albert_tf.registry", "albert_tf.record",
-      "albert_tf.errors", "albert_tf.modeling.encoder",
+      "albert_tf.core.config", "albert_tf.core.registry",
+      "albert_tf.core.record", "albert_tf.core.cli_errors",
+      "albert_tf.modeling.encoder",
       "albert_tf.serving.text_graph", "albert_tf.data.tokenization",
       "albert_tf.converters.bert", "albert_tf.tasks.classification",
       "albert_tf.datasets.classic", "albert_tf.training.trainer",
-      "albert_tf.inference", "albert_tf.finetune", "albert_tf.cli_errors",
+      "albert_tf.inference", "albert_tf.finetune", "albert_tf.predict",
       "albert_tf", "data_prep.pipeline", "albert_tf.cli",
       "benchmarks.commands", "demo.run_demo", "numpy")] == [
           0, 0, 0, 0, 1, 2, 2, 2, 3, 3, 4, 5, 6, 6, 6, 7, 8, 9, 10, None]
@@ -276,7 +273,7 @@ def test_deferred_imports_are_arrows():
   assert "albert_tf/tasks/classification.py:36" in found[
       ("albert_tf.tasks.classification", "albert_tf.modeling.models")]
   assert ("albert_tf", "albert_tf.inference") in found  # _LAZY[name]
-  assert ("albert_tf.registry", "albert_tf.tasks") in found  # for package in
+  assert ("albert_tf.core.registry", "albert_tf.tasks") in found  # for p in
   assert ("albert_tf.cli", "data_prep.train_vocab") in found  # runpy
   assert ("demo.report", "benchmarks.learning_curves") in found  # in a def
 
@@ -319,7 +316,7 @@ def test_a_planted_cycle_fails(tmp_path):
   """shared.py naming bert through lazy.module closes a cycle of one
   layer's modules: bert -> tf1 -> brightmart -> shared -> bert."""
   _planted(tmp_path, "albert_tf/converters/shared.py",
-           "from albert_tf import lazy\n"
+           "from albert_tf.core import lazy\n"
            "_bert = lazy.module('albert_tf.converters.bert')\n")
   assert cycles(tmp_path) == [[
       "albert_tf.converters.bert", "albert_tf.converters.brightmart",

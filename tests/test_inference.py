@@ -17,7 +17,7 @@ from albert_tf import export_saved_model as export_lib
 from albert_tf import fill_mask as fm
 from albert_tf import inference
 from albert_tf import run_classifier, run_ner
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.models import AlbertPretrainer

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf.data import corrupt_records
 from albert_tf.data import pretraining_dataset
 from albert_tf.data import record_checks

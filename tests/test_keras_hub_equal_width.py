@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from albert_tf import export_keras_hub
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.converters import keras_hub_interop
 from albert_tf.data import tokenization
 from albert_tf.modeling.encoder import AlbertEncoder

@@ -17,7 +17,7 @@ from albert_tf.converters import keras_hub_interop
 from albert_tf.data import tokenization
 from albert_tf import convert_checkpoint as cc
 from albert_tf import export_keras_hub
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from tests.fixtures_data import tiny_spm_model
 from tests.numpy_reference import assert_close_to_scale
@@ -210,7 +210,7 @@ def test_export_refuses_wordpiece_and_a_nonempty_output_dir(exported,
                                                             spm_file,
                                                             tmp_path):
   import shutil
-  from albert_tf.record import CLASSIFIER_CONFIG, ModelInfo
+  from albert_tf.core.record import CLASSIFIER_CONFIG, ModelInfo
   _, prefix, _ = exported
   # A checkpoint whose recorded tokenizer is a WordPiece vocab.txt.
   ckpt = tmp_path / "wordpiece_ckpt"
@@ -292,7 +292,7 @@ def classifier_preset(tokenizer, spm_file, tmp_path_factory):
   """(our classifier, the keras-hub task preset export_keras_hub wrote of
   its output folder, what it logged)."""
   from albert_tf.modeling.models import AlbertClassifier  # pylint: disable=g-import-not-at-top
-  from albert_tf.record import ModelInfo, tokenizer_fields  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.record import ModelInfo, tokenizer_fields  # pylint: disable=g-import-not-at-top
   directory = tmp_path_factory.mktemp("kh_cls")
   config = _config(tokenizer.vocab_size)
   model = AlbertClassifier(config, num_labels=3, classifier_dropout=0.0)
@@ -335,7 +335,7 @@ def test_fine_tuned_classifier_is_a_keras_hub_task_preset(classifier_preset,
 
 def test_tagger_preset_says_keras_hub_has_no_task_for_it(tokenizer, spm_file,
                                                          tmp_path):
-  from albert_tf.record import ModelInfo, tokenizer_fields  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.record import ModelInfo, tokenizer_fields  # pylint: disable=g-import-not-at-top
   config = _config(tokenizer.vocab_size)
   out = tmp_path / "ner"
   checkpoints.save_weights(_random_encoder(config), str(out / "ckpt-1"),

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import features as F
-from albert_tf.config import AlbertConfig
+from albert_tf.core import features as F
+from albert_tf.core.config import AlbertConfig
 from albert_tf.data import classifier_data
 from albert_tf.data import tokenization
 from albert_tf.modeling.encoder import AlbertEncoder

@@ -8,7 +8,7 @@ import pytest
 
 from albert_tf.data import conll, ner_data
 from albert_tf import run_ner
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.data.tokenization import load_tokenizer
 
 # First characters and inner characters of each type's entities.

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.training import optimization
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.models import AlbertPretrainer
 from tests import numpy_reference as ref
 from tests.pretraining_fixtures import TINY_CONFIG

@@ -164,7 +164,7 @@ def test_family_commands_are_aliases_of_the_registry():
   """Each registered family that names a command has it in the table, and
   that module's `run` is albert_tf.finetune.run with the family fixed
   (no second recipe); every table row that is a family's is one."""
-  from albert_tf import registry  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
   commands = {f.command: name for name, f in registry.families().items()
               if f.command}
   assert set(commands) <= set(cli.SCRIPTS), set(commands) - set(cli.SCRIPTS)
@@ -284,7 +284,7 @@ def test_pip_install_into_a_clean_venv(tmp_path):
   assert flagfiles and sorted(os.listdir(os.path.join(
       site_packages, "albert_tf", "configs"))) == flagfiles
   probe = ("import importlib.metadata as m\n"
-           "from albert_tf import cli_errors\n"
+           "from albert_tf.core import cli_errors\n"
            f"print(cli_errors.shipped_flagfile('configs/{flagfiles[0]}'))\n"
            "print(sorted({d.replace('_', '-').lower()\n"
            "              for d in m.packages_distributions()['data_prep']}))\n")
@@ -327,7 +327,7 @@ def test_pip_install_into_a_clean_venv(tmp_path):
   proc = subprocess.run([str(venv / "bin" / "albert-pretrain"), "--help"],
                         cwd=tmp_path, env=run_env, capture_output=True,
                         text=True, timeout=300)
-  # Help asked for is no failure (absl alone exits 1; albert_tf.cli_errors).
+  # Help asked for is no failure (absl alone exits 1; albert_tf.core.cli_errors).
   assert proc.returncode == 0, proc.stderr[-3000:]
   loaded = re.findall(r"^# code object from '(.*)'$", proc.stderr, re.M)
   ours = [p for p in loaded

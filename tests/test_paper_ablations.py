@@ -13,7 +13,7 @@ import tensorflow as tf
 from absl import flags
 
 from albert_tf import run_pretraining as rp
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.models import AlbertPretrainer, pretraining_losses
 from benchmarks import paper_ablations as pa
 from tests.pretraining_fixtures import tiny_argv

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf import run_pretraining as rp
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.data import pretraining_dataset
 from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.training import runtime

@@ -204,7 +204,7 @@ def test_quick_start_runs_as_written(tmp_path):
   # Both against the fine-tuned Keras classifier restored from clf/, fed by
   # the Python tokenizer stored in the export.
   from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
-  from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.config import AlbertConfig  # pylint: disable=g-import-not-at-top
   from albert_tf.export_tflite import read_export_metadata, tokenizer_of  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.models import AlbertClassifier  # pylint: disable=g-import-not-at-top
   from albert_tf.training.checkpoints import restore_weights  # pylint: disable=g-import-not-at-top

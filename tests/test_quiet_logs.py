@@ -164,7 +164,7 @@ def test_the_lite_interpreter_deprecation_warning_is_quiet_but_verbose():
   env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
   runs = {}
   for quiet in (True, False):
-    code = ("from albert_tf import quiet_logs\n"
+    code = ("from albert_tf.core import quiet_logs\n"
             "quiet_logs.import_tensorflow_quietly()\n" if quiet else "")
     runs[quiet] = subprocess.run(
         [sys.executable, "-c", code + issue], env=env, capture_output=True,

@@ -16,7 +16,7 @@ import pytest
 
 from albert_tf import run_race
 from albert_tf import run_squad
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.data import race, squad_metrics
 
 # Fine-tuning to memorise (hundreds of steps), exports and TFLite: `make

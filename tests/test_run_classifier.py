@@ -9,7 +9,7 @@ import pytest
 
 from albert_tf.data import classifier_data as cd
 from albert_tf import run_classifier
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.tasks.classification import encode_examples
 from albert_tf.data.tokenization import load_tokenizer
 

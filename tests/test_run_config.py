@@ -7,7 +7,7 @@ import pytest
 
 from albert_tf.training import output_dir
 from albert_tf.training import runtime
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 
 CONFIG = AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=16,
                       num_hidden_layers=2, num_attention_heads=2,

@@ -20,7 +20,7 @@ from albert_tf.data import record_checks
 from albert_tf import run_pretraining as rp
 from albert_tf.training import optimization
 from albert_tf.training import runtime
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.tasks.pretraining import PretrainingTask
 from albert_tf.training.trainer import Trainer, segments
 from tests import cli_runner

@@ -50,7 +50,7 @@ def scratch(tmp_path_factory):
       FAMILY.read_text(encoding="utf-8"), encoding="utf-8")
   vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(CHARS)
   (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-  from albert_tf.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.config import AlbertConfig  # pylint: disable=g-import-not-at-top
   AlbertConfig(vocab_size=len(vocab), embedding_size=8, hidden_size=16,
                num_hidden_layers=1, num_attention_heads=2,
                intermediate_size=32, max_position_embeddings=32,

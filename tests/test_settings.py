@@ -3,7 +3,7 @@
 Per command: its `__main__` block, run in-process with absl's app.run
 stubbed out, defines exactly the fields of one dataclass and nothing else;
 an empty (or required-only) command line parses to the dataclass's Python
-defaults, field by field. Then albert_tf.settings itself: which flag each
+defaults, field by field. Then albert_tf.core.settings itself: which flag each
 annotation makes, enum, list, required, Optional, bounds and renames.
 """
 
@@ -21,7 +21,7 @@ from absl import app
 from absl import flags
 import pytest
 
-from albert_tf import settings
+from albert_tf.core import settings
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # module -> (settings class, number of flags). The counts are the command
@@ -103,7 +103,7 @@ def test_every_flag_of_a_command_is_a_field_of_its_settings(module_name,
 def test_help_lists_the_fields_as_the_commands_own_flags():
   # --helpshort shows the fields of the command's settings class, by
   # group; --helpfull lists them under the command's module (absl's key
-  # flags), not albert_tf.settings'. Help asked for exits 0.
+  # flags), not albert_tf.core.settings'. Help asked for exits 0.
   short, full = (subprocess.run(
       [sys.executable, "-m", "albert_tf.params", flag],
       cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
@@ -118,7 +118,7 @@ def test_help_lists_the_fields_as_the_commands_own_flags():
   assert lines[start + 1:] == [
       "", "Model flags:",
       "  --presets: Only these presets (comma-separated names of",
-      "      albert_tf.config.PRESETS; default: all).",
+      "      albert_tf.core.config.PRESETS; default: all).",
       "", "Output flags:",
       "  --[no]json: Print {preset: {encoder, pretrainer}} JSON. "
       "(default: false)",
@@ -176,7 +176,8 @@ def test_the_old_import_places_still_work():
   """Names that moved to TF-free modules, so that a command parses its
   flags before TF loads, are still found where other code imports them."""
   # pylint: disable=g-import-not-at-top
-  from albert_tf import convert_checkpoint, converters, options
+  from albert_tf import convert_checkpoint, converters
+  from albert_tf.core import options
   from albert_tf.training import finetuning
   assert finetuning.FinetuneOptions is options.FinetuneOptions
   assert convert_checkpoint.read_tf1_checkpoint is (

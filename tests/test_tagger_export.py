@@ -23,7 +23,7 @@ from albert_tf.data import conll, ner_data
 from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
 from albert_tf import export_tflite
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.models import AlbertTagger
 from albert_tf.serving import saved_model
 from albert_tf.serving import tagging_graph
@@ -497,7 +497,7 @@ def test_kept_tagger_survives_a_seed(spm_model):  # pylint: disable=redefined-ou
   keras.utils.set_random_seed (as fine-tuning starts), which clears TF's
   kernels and with them its SentencePiece model."""
   import keras  # pylint: disable=g-import-not-at-top
-  from albert_tf.record import ModelInfo  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.record import ModelInfo  # pylint: disable=g-import-not-at-top
   from albert_tf.tasks.tagging import TaggingTask  # pylint: disable=g-import-not-at-top
   tokenizer = tokenization.load_tokenizer(spm_model_file=spm_model)
   record = ModelInfo(task="tagging", max_seq_length=MAX_SEQ,

@@ -21,12 +21,12 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import export_saved_model
-from albert_tf import features as F
-from albert_tf import registry
-from albert_tf.config import AlbertConfig
+from albert_tf.core import features as F
+from albert_tf.core import registry
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
 from albert_tf.tasks.base import Task
-from albert_tf.record import ModelInfo
+from albert_tf.core.record import ModelInfo
 from albert_tf.training import checkpoints
 from albert_tf.training.trainer import Trainer, TrainerSettings
 

@@ -24,7 +24,7 @@ from albert_tf.training import checkpoints
 from albert_tf.data import tokenization
 from albert_tf import export_saved_model as export_lib
 from albert_tf import export_tflite
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.models import AlbertClassifier
 from tests import deploy_fixtures as fx
 from tests import numpy_reference

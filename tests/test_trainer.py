@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from albert_tf import run_classifier
 from albert_tf import run_pretraining as rp
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from tests import cli_runner
 from tests.pretraining_fixtures import tiny_argv
 
@@ -209,7 +209,8 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from absl import flags
-from albert_tf import run_classifier, settings
+from albert_tf import run_classifier
+from albert_tf.core import settings
 settings.define_flags(run_classifier.ClassifierOptions)
 flags.FLAGS(["run_classifier"] + sys.argv[1:])
 run_classifier.main([])
@@ -446,7 +447,7 @@ def test_a_run_stopped_at_its_last_checkpoint_evaluates_it_when_rerun(
   step before. Now the rerun evaluates the last checkpoint and ends as the
   same run unbroken does: eval log, best checkpoint, eval_results.json and
   test predictions."""
-  from albert_tf import errors  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import errors  # pylint: disable=g-import-not-at-top
   from albert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   options = dict(task_name="sentiment", data_dir=str(data),
                  vocab_file=str(data / "vocab.txt"),

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from albert_tf import export_tflite
-from albert_tf.record import ModelInfo
+from albert_tf.core.record import ModelInfo
 from albert_tf.serving import verify
 from albert_tf.tasks.base import Task
 

@@ -21,7 +21,7 @@ import re
 
 import numpy as np
 
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.converters import shared
 from albert_tf.converters.errors import ConversionError
 

@@ -24,7 +24,7 @@ import numpy as np
 import safetensors
 import safetensors.numpy
 
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.converters import shared
 from albert_tf.converters.errors import ConversionError
 

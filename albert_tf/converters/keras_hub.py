@@ -17,7 +17,7 @@ import os
 import re
 
 from albert_tf.converters import keras_hub_interop
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.converters.errors import ConversionError
 from albert_tf.modeling.models import AlbertPretrainer
 

@@ -15,8 +15,8 @@ are supported both ways.
 import keras
 import numpy as np
 
-from albert_tf import features as F
-from albert_tf.config import AlbertConfig
+from albert_tf.core import features as F
+from albert_tf.core.config import AlbertConfig
 
 # keras-hub's TransformerEncoder uses gelu_approximate (tanh): our "gelu".
 _KERAS_HUB_ACTS = ("gelu", "gelu_new")

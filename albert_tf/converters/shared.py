@@ -12,7 +12,7 @@ weights under --source=huggingface).
 import json
 import re
 
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.converters.errors import ConversionError
 
 # Modules of one BERT layer (Google's names) -> the original ALBERT block's.

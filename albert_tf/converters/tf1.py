@@ -15,7 +15,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 from albert_tf.converters import brightmart
 from albert_tf.converters import shared
 from albert_tf.converters.errors import ConversionError

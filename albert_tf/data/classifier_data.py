@@ -32,7 +32,7 @@ import numpy as np
 from albert_tf.data.tsv_reader import (  # noqa: F401  (text_lines: API)
     DataError, InputExample, canonical_label, label_number, read_tsv_examples,
     same_numbers, text_lines)
-from albert_tf.file_io import atomic_writer
+from albert_tf.core.file_io import atomic_writer
 
 
 @dataclasses.dataclass(frozen=True)

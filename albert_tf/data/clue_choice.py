@@ -31,12 +31,12 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 from absl import logging
 import numpy as np
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf.data import race
 from albert_tf.data.classifier_data import DataError, write_submission
 from albert_tf.data.tsv_reader import first_places
 from albert_tf.data.clue import json_lines, require_fields
-from albert_tf.file_io import atomic_writer
+from albert_tf.core.file_io import atomic_writer
 
 C3_CHOICES = 4
 CHID_CHOICES = 10

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from albert_tf.data.input_timeout import InputFileError
 from albert_tf.data.pretraining_dataset import decode_record
-from albert_tf.features import SKIPPED_RECORDS_FILE
+from albert_tf.core.features import SKIPPED_RECORDS_FILE
 
 
 def reader_message(error: tf.errors.OpError) -> str:

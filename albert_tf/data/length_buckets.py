@@ -20,7 +20,7 @@ from typing import Dict, Sequence
 
 import numpy as np
 
-from albert_tf import lazy
+from albert_tf.core import lazy
 
 tf = lazy.module("tensorflow")
 

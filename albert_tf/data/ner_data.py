@@ -25,8 +25,8 @@ import numpy as np
 from seqeval import metrics
 from seqeval.metrics.sequence_labeling import get_entities
 
-from albert_tf import features as F
-from albert_tf.file_io import atomic_writer
+from albert_tf.core import features as F
+from albert_tf.core.file_io import atomic_writer
 from albert_tf.data.conll import Sentence, convert
 
 IGNORE = -1

@@ -5,7 +5,7 @@
     dataset = make_dataset(files, batch_size=64, max_seq_length=128,
                            max_predictions_per_seq=20, is_training=True)
 
-Each element is a dict in the TFRecord feature names (`albert_tf.features`),
+Each element is a dict in the TFRecord feature names (`albert_tf.core.features`),
 every integer feature cast to int32: `input_ids`, `input_mask`,
 `segment_ids`, `token_boundary` [batch, max_seq_length];
 `masked_lm_positions`, `masked_lm_ids` [batch, P] int32,
@@ -21,7 +21,7 @@ from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf.data.input_timeout import InputFileError
 from albert_tf.data.length_buckets import bucket_widths, cut_to_width
 

@@ -20,12 +20,12 @@ from typing import Callable, Dict, List, Optional, Sequence
 from absl import logging
 import tensorflow as tf
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf.data.corrupt_records import reader_message
 from albert_tf.data.input_timeout import InputFileError
 from albert_tf.data.pretraining_dataset import make_dataset
 from albert_tf.data.tokenization import file_sha256
-from albert_tf.features import (MANIFEST_FILE, MANIFEST_FORMAT, SHARD_GLOB,
+from albert_tf.core.features import (MANIFEST_FILE, MANIFEST_FORMAT, SHARD_GLOB,
                                 SUCCESS_FILE, SUMMARY_FILE, TEMP_PREFIX)
 
 _INCOMPLETE_HINT = "pass --allow_incomplete_input to read the files as they are"

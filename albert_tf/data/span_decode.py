@@ -49,7 +49,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from absl import logging
 import numpy as np
 
-from albert_tf import file_io
+from albert_tf.core import file_io
 
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"

@@ -25,8 +25,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from absl import logging
 
-from albert_tf import features as F
-from albert_tf import lazy
+from albert_tf.core import features as F
+from albert_tf.core import lazy
 
 tf = lazy.module("tensorflow")
 span_graph = lazy.module("albert_tf.serving.span_graph")

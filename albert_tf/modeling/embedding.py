@@ -8,8 +8,8 @@ costs V x E + E x H: for V=30000, H=1024 that is 3.97M instead of 30.7M.
 import keras
 import tensorflow as tf
 
-from albert_tf import features as F
-from albert_tf.config import AlbertConfig
+from albert_tf.core import features as F
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.ops import dense_rows, layer_norm, truncated_normal
 
 

@@ -13,9 +13,9 @@ import types
 
 import keras
 
-from albert_tf import features as F
-from albert_tf.config import AlbertConfig
-from albert_tf.features import ENCODER_INPUTS
+from albert_tf.core import features as F
+from albert_tf.core.config import AlbertConfig
+from albert_tf.core.features import ENCODER_INPUTS
 from albert_tf.modeling.embedding import FactorizedEmbedding
 from albert_tf.modeling.ops import truncated_normal
 from albert_tf.modeling.transformer import (AttentionBias, FeedForward, SelfAttention,

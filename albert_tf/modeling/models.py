@@ -4,14 +4,14 @@ and `AlbertTagger` (one label per token).
 Both wrap an `AlbertEncoder` (attribute `.encoder`) and return dicts named as
 in the original ALBERT. `AlbertPretrainer` carries its own train/test steps,
 so `model.fit(dataset)` works on batches of pretraining features straight
-from the TFRecords (see `albert_tf.features`).
+from the TFRecords (see `albert_tf.core.features`).
 """
 
 import keras
 import tensorflow as tf
 
-from albert_tf import features as F
-from albert_tf.config import AlbertConfig
+from albert_tf.core import features as F
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
 from albert_tf.modeling.heads import ClassificationHead, MaskedLMHead, SentenceOrderHead
 from albert_tf.modeling.ops import softmax_cross_entropy

@@ -16,8 +16,8 @@ no gradient through it.
 import keras
 import tensorflow as tf
 
-from albert_tf import features as F
-from albert_tf.config import AlbertConfig
+from albert_tf.core import features as F
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.heads import ClassificationHead
 from albert_tf.modeling.models import MicroBatched, model_config, model_kwargs

@@ -26,8 +26,8 @@ the model, its SavedModel and its TFLite file take the encoder inputs only.
 import keras
 import tensorflow as tf
 
-from albert_tf import features as F
-from albert_tf.config import AlbertConfig
+from albert_tf.core import features as F
+from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
 from albert_tf.modeling.models import minimize, model_config, model_kwargs
 from albert_tf.modeling.models import split_batch

@@ -21,7 +21,7 @@ Building or loading one needs `import tensorflow_text`.
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf.data import race
 from albert_tf.serving import text_graph
 from albert_tf.serving.text_graph import TextEncoder

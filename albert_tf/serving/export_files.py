@@ -20,9 +20,9 @@ from typing import List, Optional
 
 from absl import logging
 
-from albert_tf import errors
-from albert_tf import file_io
-from albert_tf import settings
+from albert_tf.core import errors
+from albert_tf.core import file_io
+from albert_tf.core import settings
 from albert_tf.data import rows
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.serving import verify
@@ -54,7 +54,7 @@ def version_dir(saved_model, error=ValueError):
 
 
 def read_export_record(saved_model_dir):
-  """The export's `serving.saved_model.ExportInfo` (a tasks.record.ModelInfo
+  """The export's `serving.saved_model.ExportInfo` (a core.record.ModelInfo
   and how the SavedModel serves; assets.extra/albert_export.json)."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.serving.saved_model import METADATA_FILE, ExportInfo

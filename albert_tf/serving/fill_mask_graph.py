@@ -15,7 +15,7 @@ pretrained on. (WordPiece: a [MASK] ends a word, as in BERT.)
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf.data.tokenization import MASK_TOKEN, AlbertTokenizer
 from albert_tf.serving import text_graph
 

@@ -16,10 +16,10 @@ import time
 from absl import logging
 import numpy as np
 
-from albert_tf import features as F
-from albert_tf import lazy
-from albert_tf import quiet_logs
-from albert_tf.record import ModelInfo
+from albert_tf.core import features as F
+from albert_tf.core import lazy
+from albert_tf.core import quiet_logs
+from albert_tf.core.record import ModelInfo
 
 tf = lazy.module("tensorflow")
 

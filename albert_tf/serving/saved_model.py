@@ -21,10 +21,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf.data import normalization
-from albert_tf.record import ModelInfo
-from albert_tf.file_io import temporary_owner_alive, temporary_prefix
+from albert_tf.core.record import ModelInfo
+from albert_tf.core.file_io import temporary_owner_alive, temporary_prefix
 
 METADATA_FILE = "albert_export.json"
 WARMUP_FILE = "tf_serving_warmup_requests"

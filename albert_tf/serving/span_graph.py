@@ -29,7 +29,7 @@ import functools
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 from albert_tf.data import normalization
 from albert_tf.modeling import span_qa as span_model
 from albert_tf.serving import text_graph

@@ -34,8 +34,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf import features as F
-from albert_tf import quiet_logs
+from albert_tf.core import features as F
+from albert_tf.core import quiet_logs
 from albert_tf.data import normalization
 from albert_tf.data import tokenization
 

@@ -40,7 +40,7 @@ from typing import Callable, Dict, Optional
 from absl import logging
 import numpy as np
 
-from albert_tf import features as F
+from albert_tf.core import features as F
 
 FLOAT_MODES = ("none",)
 ENCODER_COSINE = 0.99  # an encoder's pooled output "agrees" at or above it

@@ -1,6 +1,6 @@
-"""Task families: one file each, registered in it (`albert_tf.registry`).
+"""Task families: one file each, registered in it (`albert_tf.core.registry`).
 
-    from albert_tf import registry
+    from albert_tf.core import registry
     family = registry.family("classification")
     task = family.task(spec, tokenizer, data_dir, 128)
     trainer = Trainer(task, config, settings, strategy)
@@ -9,7 +9,7 @@ A family is one file here. Its `Task` subclass (`tasks/base.py` says what
 it declares) carries `@registry.register_family(name, options=...)`: the
 dataclass whose fields are its flags, the model whose `checkpoint_items`
 name what the trainer checkpoints, what it records beside the checkpoints
-(`record()`: task_record.json, `tasks/record.py`), what a SavedModel serves
+(`record()`: task_record.json, `core/record.py`), what a SavedModel serves
 (`export_signatures`), how raw inputs are encoded and outputs decoded for
 `albert_tf.load(...).predict`, and its TFLite inputs. `albert-finetune
 --task=<name>`, export_saved_model, export_tflite and `albert_tf.load` find
@@ -23,6 +23,6 @@ of earlier versions.
 
 def __getattr__(name):
   if name == "TASKS":
-    from albert_tf import registry  # pylint: disable=g-import-not-at-top
+    from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
     return {n: f.task for n, f in registry.families().items()}
   raise AttributeError(f"module 'albert_tf.tasks' has no attribute {name!r}")

@@ -17,11 +17,11 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 from absl import logging
 import numpy as np
 
-from albert_tf import features as F
-from albert_tf import lazy
+from albert_tf.core import features as F
+from albert_tf.core import lazy
 from albert_tf.data import input_timeout
 from albert_tf.data import length_buckets as length_buckets_lib
-from albert_tf.record import ModelInfo
+from albert_tf.core.record import ModelInfo
 from albert_tf.tasks.serving import ServingTask
 
 keras = lazy.module("keras")
@@ -31,7 +31,7 @@ tf = lazy.module("tensorflow")
 class Task(ServingTask):
   """A task family: its training and record (export, serving: ServingTask)."""
 
-  #: The registered name (`albert_tf.registry.register_family`).
+  #: The registered name (`albert_tf.core.registry.register_family`).
   name: str = ""
   #: The dev metric (higher is better) that picks the best checkpoint.
   best_metric: Optional[str] = None

@@ -21,14 +21,14 @@ from typing import Dict, Optional
 from absl import logging
 import numpy as np
 
-from albert_tf import registry
-from albert_tf import settings
+from albert_tf.core import registry
+from albert_tf.core import settings
 from albert_tf.data import classifier_data as cd
 from albert_tf.data import input_timeout
-from albert_tf.options import FinetuneOptions
-from albert_tf import features as F
-from albert_tf import lazy
-from albert_tf.tasks import record as record_lib
+from albert_tf.core.options import FinetuneOptions
+from albert_tf.core import features as F
+from albert_tf.core import lazy
+from albert_tf.core import record as record_lib
 from albert_tf.tasks.base import Task
 
 keras = lazy.module("keras")

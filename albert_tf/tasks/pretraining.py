@@ -23,10 +23,10 @@ from typing import Dict, List, Optional
 from absl import logging
 import numpy as np
 
-from albert_tf import features as F
-from albert_tf import lazy
-from albert_tf import registry
-from albert_tf import record as record_lib
+from albert_tf.core import features as F
+from albert_tf.core import lazy
+from albert_tf.core import registry
+from albert_tf.core import record as record_lib
 from albert_tf.tasks.base import Task
 
 tf = lazy.module("tensorflow")
@@ -45,7 +45,7 @@ EVAL_KEYS = ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
     modules=("albert_tf.run_pretraining", "albert_tf.data.pretraining_dataset",
              "albert_tf.fill_mask", "albert_tf.serving.fill_mask_graph"))
 class PretrainingTask(Task):
-  """MLM + SOP over TFRecord files in the `albert_tf.features` format."""
+  """MLM + SOP over TFRecord files in the `albert_tf.core.features` format."""
 
   name = "pretraining"
   best_metric = "masked_lm_accuracy"

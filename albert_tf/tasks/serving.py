@@ -15,9 +15,9 @@ from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 
-from albert_tf import features as F
-from albert_tf import lazy
-from albert_tf.record import ModelInfo
+from albert_tf.core import features as F
+from albert_tf.core import lazy
+from albert_tf.core.record import ModelInfo
 
 keras = lazy.module("keras")
 
@@ -39,7 +39,7 @@ class ServingTask:
   @classmethod
   def legacy_record_task(cls, file_name: str, values: dict) -> Optional[str]:
     """The family name of an older output's record file of this family
-    (`albert_tf.record.LEGACY_RECORD_FILES`, its parsed `values`); None
+    (`albert_tf.core.record.LEGACY_RECORD_FILES`, its parsed `values`); None
     for another's (the default)."""
     del file_name, values
     return None

@@ -19,17 +19,17 @@ from typing import Dict, Optional, Tuple
 from absl import logging
 import numpy as np
 
-from albert_tf import features as F
-from albert_tf import registry
-from albert_tf import settings
-from albert_tf.options import FinetuneOptions
-from albert_tf import lazy
+from albert_tf.core import features as F
+from albert_tf.core import registry
+from albert_tf.core import settings
+from albert_tf.core.options import FinetuneOptions
+from albert_tf.core import lazy
 from albert_tf.data import input_timeout
 from albert_tf.data import span_decode
 from albert_tf.data import squad
 from albert_tf.data import squad_metrics
 from albert_tf.data.squad_metrics import TASK_NAMES
-from albert_tf import record as record_lib
+from albert_tf.core import record as record_lib
 from albert_tf.tasks.base import Task, first_given
 from albert_tf.tasks import scoring
 

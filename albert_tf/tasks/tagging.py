@@ -21,14 +21,14 @@ from typing import Dict, List, Optional, Sequence
 
 from absl import logging
 
-from albert_tf import features as F
-from albert_tf import registry
-from albert_tf import settings
-from albert_tf.options import FinetuneOptions
-from albert_tf import lazy
+from albert_tf.core import features as F
+from albert_tf.core import registry
+from albert_tf.core import settings
+from albert_tf.core.options import FinetuneOptions
+from albert_tf.core import lazy
 from albert_tf.data import conll, input_timeout, ner_data
 from albert_tf.data.conll import TASK_NAMES
-from albert_tf import record as record_lib
+from albert_tf.core import record as record_lib
 from albert_tf.tasks.base import Task, first_given
 from albert_tf.tasks import scoring
 

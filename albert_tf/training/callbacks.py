@@ -25,7 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.file_io import atomic_writer
+from albert_tf.core.file_io import atomic_writer
 from albert_tf.training import checkpoints
 from albert_tf.training import runtime
 

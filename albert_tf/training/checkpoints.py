@@ -16,8 +16,8 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import file_io
-from albert_tf.config import AlbertConfig
+from albert_tf.core import file_io
+from albert_tf.core.config import AlbertConfig
 
 CONFIG_NAME = "albert_config.json"
 

@@ -16,16 +16,16 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from albert_tf import file_io
-from albert_tf import record
-from albert_tf import registry
+from albert_tf.core import file_io
+from albert_tf.core import record
+from albert_tf.core import registry
 from albert_tf.training import checkpoints
 from albert_tf.training import plots
 from albert_tf.training import fast_path
 from albert_tf.training import output_dir
 from albert_tf.training import resolution
 from albert_tf.training import runtime
-from albert_tf.options import FinetuneOptions
+from albert_tf.core.options import FinetuneOptions
 from albert_tf.training.trainer import Trainer, TrainerSettings
 
 

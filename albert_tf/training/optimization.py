@@ -37,7 +37,7 @@ import keras
 from keras import ops
 import tensorflow as tf
 
-from albert_tf.options import OPTIMIZERS
+from albert_tf.core.options import OPTIMIZERS
 
 BETA_1 = 0.9
 BETA_2 = 0.999

@@ -15,12 +15,12 @@ from typing import Dict, Iterable, Optional, Sequence
 from absl import logging
 import tensorflow as tf
 
-from albert_tf import features
-from albert_tf import file_io
-from albert_tf import registry
-from albert_tf.config import ARCHITECTURE_FIELDS, AlbertConfig
+from albert_tf.core import features
+from albert_tf.core import file_io
+from albert_tf.core import registry
+from albert_tf.core.config import ARCHITECTURE_FIELDS, AlbertConfig
 from albert_tf.data.tokenization import file_sha256
-from albert_tf import record
+from albert_tf.core import record
 from albert_tf.training import callbacks
 from albert_tf.training import checkpoints
 from albert_tf.training.runtime import RunConfigError, canonical_precision

@@ -59,7 +59,7 @@ def save_png(fig, path: str) -> str:
   """Writes a matplotlib figure as a PNG at 110 dpi, atomically, and closes
   it; returns path. The one writer of the project's plots."""
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  from albert_tf.file_io import atomic_writer  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.file_io import atomic_writer  # pylint: disable=g-import-not-at-top
   fig.tight_layout()
   try:
     with atomic_writer(path, "wb") as f:

@@ -11,10 +11,11 @@ from typing import List, Optional, Tuple
 import tensorflow as tf
 
 from albert_tf.training import checkpoints
-from albert_tf.config import ARCHITECTURE_FIELDS, AlbertConfig, resolve_config
+from albert_tf.core.config import (ARCHITECTURE_FIELDS, AlbertConfig,
+                                   resolve_config)
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.training.runtime import RunConfigError
-from albert_tf.record import ModelInfo
+from albert_tf.core.record import ModelInfo
 
 
 def architecture_diff(a: AlbertConfig, b: AlbertConfig) -> List[str]:

@@ -16,9 +16,9 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from albert_tf import errors
-from albert_tf.options import PRECISIONS
-from albert_tf.options import STRATEGIES
+from albert_tf.core import errors
+from albert_tf.core.options import PRECISIONS
+from albert_tf.core.options import STRATEGIES
 
 
 class RunConfigError(ValueError):

@@ -19,7 +19,7 @@ benchmark of this project divides by (benchmarks/README.md).
 
 import time
 
-from albert_tf.config import AlbertConfig
+from albert_tf.core.config import AlbertConfig
 
 
 def mean_length(files, max_seq_length: int, max_predictions: int,
@@ -30,7 +30,7 @@ def mean_length(files, max_seq_length: int, max_predictions: int,
   training read's job (record_checks, --skip_corrupt_records)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from albert_tf import features as F  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import features as F  # pylint: disable=g-import-not-at-top
   from albert_tf.data import pretraining_dataset  # pylint: disable=g-import-not-at-top
   lengths = []
   dataset = pretraining_dataset.make_dataset(

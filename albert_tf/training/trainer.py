@@ -28,7 +28,7 @@ from typing import Dict, List, Optional
 from absl import logging
 import tensorflow as tf
 
-from albert_tf import errors
+from albert_tf.core import errors
 from albert_tf.training import budget
 from albert_tf.training import callbacks
 from albert_tf.training import checkpoints

@@ -28,13 +28,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import features as F
-from albert_tf import registry
-from albert_tf import settings
-from albert_tf.file_io import atomic_writer
+from albert_tf.core import features as F
+from albert_tf.core import registry
+from albert_tf.core import settings
+from albert_tf.core.file_io import atomic_writer
 from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
-from albert_tf.options import FinetuneOptions
-from albert_tf.record import ModelInfo, tokenizer_fields
+from albert_tf.core.options import FinetuneOptions
+from albert_tf.core.record import ModelInfo, tokenizer_fields
 from albert_tf.serving import saved_model
 from albert_tf.serving import text_graph
 from albert_tf.tasks.base import Task

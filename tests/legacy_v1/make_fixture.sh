@@ -18,7 +18,7 @@ cat > albert_config.json <<'J'
 J
 $PY - <<'P'
 import numpy as np, tensorflow as tf
-from albert_tf import features
+from albert_tf.core import features
 rng = np.random.default_rng(0)
 with tf.io.TFRecordWriter("work/part-0.tfrecord") as w:
   for _ in range(16):

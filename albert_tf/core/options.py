@@ -13,7 +13,7 @@ here too (runtime.py and optimization.py, which need TF, import them).
 import dataclasses
 from typing import Optional
 
-from albert_tf import settings
+from albert_tf.core import settings
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored",
               "tpu")
@@ -168,7 +168,7 @@ class PretrainingOptions(StrategySettings):
       None, "albert_config.json of the model to train.")
   preset: Optional[str] = settings.field(
       None, "Instead of --albert_config_file: a preset name of "
-      "albert_tf.config.PRESETS.")
+      "albert_tf.core.config.PRESETS.")
   vocab_size: int = settings.field(
       0, "If > 0, overrides the config's vocab_size (e.g. a preset's shape "
       "with your own vocabulary).")

@@ -11,7 +11,7 @@ import dataclasses
 import json
 from typing import Optional
 
-from albert_tf.file_io import atomic_writer
+from albert_tf.core.file_io import atomic_writer
 
 SHARE_MODES = ("all", "attention", "ffn", "none")
 # "gelu" is the tanh approximation, as in the original modeling.py (HF calls it

@@ -29,11 +29,11 @@ import threading
 from absl import app
 from absl import flags
 
-from albert_tf import errors
-from albert_tf import settings
-from albert_tf.errors import (CommandLineError, describe_unknown_argument,
+from albert_tf.core import errors
+from albert_tf.core import settings
+from albert_tf.core.errors import (CommandLineError, describe_unknown_argument,
                               disk_error_line, error_line, out_of_memory_line)
-from albert_tf.quiet_logs import import_tensorflow_quietly
+from albert_tf.core.quiet_logs import import_tensorflow_quietly
 
 
 def _print_error_and_exit(message, code):

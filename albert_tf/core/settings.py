@@ -41,7 +41,7 @@ from absl import flags
 # under its name by --helpfull.
 flags.disclaim_key_flags()
 
-_KEY = "albert_tf.settings"
+_KEY = "albert_tf.core.settings"
 
 # The purposes --help groups flags by, in its order.
 GROUPS = ("data", "model", "training", "output", "distribution", "runtime")

@@ -2,7 +2,7 @@
 
 Every training command writes `task_record.json` beside its checkpoints:
 
-    {"task": "tagging",                 # the registered family (albert_tf.registry)
+    {"task": "tagging",                 # the registered family (core.registry)
      "task_name": "conll", "label_list": [...], "num_labels": 5,
      "max_seq_length": 128, "tokenizer_file": "spm.model",
      "tokenizer_kind": "sentencepiece", "do_lower_case": true,
@@ -26,8 +26,8 @@ import os
 from typing import List, Optional
 
 
-from albert_tf import file_io
-from albert_tf import lazy
+from albert_tf.core import file_io
+from albert_tf.core import lazy
 
 tf = lazy.module("tensorflow")
 
@@ -44,7 +44,7 @@ LEGACY_RECORD_FILES = (CLASSIFIER_CONFIG, TAGGER_CONFIG)
 class ModelInfo:
   """The task record (RECORD_FILE), and the export's albert_export.json.
 
-  `task` names the family (`albert_tf.registry`); the common fields are
+  `task` names the family (`albert_tf.core.registry`); the common fields are
   what every family serves with; `task_config` is the family's own (the
   tagger's tag_scheme, doc_stride, token_level).
   """
@@ -159,7 +159,7 @@ class ModelInfo:
 def _legacy_task(file_name: str, values: dict) -> Optional[str]:
   """The family of an older output's record file (`LEGACY_RECORD_FILES`):
   the one whose `Task.legacy_record_task` claims it."""
-  from albert_tf import registry  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
   return next((t for f in registry.families().values()
                for t in [f.task.legacy_record_task(file_name, values)] if t),
               None)

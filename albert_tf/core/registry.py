@@ -20,7 +20,7 @@ arrow up from the base layer, listed as known in
 tests/test_import_direction.py); a family outside the package is a module
 named by `--task_module` (or a `.py` file), an installed package's
 ENTRY_POINT_GROUP entry point, or any module imported before the lookup.
-No TensorFlow here (the family files import it lazily, `albert_tf.lazy`).
+No TensorFlow here (the family files import it lazily, `albert_tf.core.lazy`).
 """
 
 import dataclasses
@@ -58,7 +58,7 @@ class TaskModuleError(RegistryError):
 class Family:
   """A task family: its Task subclass and the dataclass of its flags.
 
-  options: an `albert_tf.options.FinetuneOptions` subclass whose fields are
+  options: an `albert_tf.core.options.FinetuneOptions` subclass whose fields are
     the family's flags (shared ones inherited); None for a family that is
     not fine-tuned (pretraining).
   command: the console script of the family's own command (an alias of
