@@ -11,11 +11,10 @@ run with no word. Here every wait has a bound, and its end is one line:
   --dask_connection_timeout seconds, 10 unless given): nothing listening,
   something that does not answer as a scheduler, or a scheduler without a
   worker, is a `ClusterError`;
-- the run's own client (`WatchedDaskRunner` does what Beam's DaskRunner
-  does, but creates it here) gets the same timeout, and its start as a
-  whole a bound of three times it (distributed gives its connect, its
-  scheduler info and its stream start one timeout each, its handshake
-  none), on the main thread (SIGALRM);
+- the run's own client (created here by `WatchedDaskRunner`, otherwise
+  Beam's DaskRunner) gets the same timeout, and its whole start three times
+  it (connect, scheduler info and stream start; the handshake has none), on
+  the main thread (SIGALRM);
 - while the run goes on, `RunWatch` looks at its tasks every POLL_SECS and
   asks the scheduler again (bounded): a scheduler gone (it stops answering,
   or the client's connection ends, which cancels every task) is a
@@ -44,13 +43,12 @@ from data_prep import beam_compat
 
 _LOGGER = logging.getLogger(__name__)
 
-# Seconds every connection to the scheduler may take when
-# --dask_connection_timeout is not given (distributed's own default is 30).
+# --dask_connection_timeout's default (distributed's own is 30).
 CONNECTION_TIMEOUT_SECS = 10
 # Seconds between two looks at a running pipeline's tasks and scheduler.
 POLL_SECS = 2.0
-# Looks in a row at which a running scheduler that accepts connections says
-# nothing (each within --dask_connection_timeout) before it counts as gone.
+# Silent looks in a row (each within --dask_connection_timeout) after which
+# a scheduler that accepts connections counts as gone.
 SILENT_LOOKS = 3
 _ADDRESS = re.compile(r"(?:tcp://)?\[?([^\[\]/]+?)\]?:(\d+)/?")
 
@@ -129,11 +127,8 @@ def _identity(address, timeout_secs, knock_first=True):
 def scheduler_identity(address, timeout_secs=CONNECTION_TIMEOUT_SECS):
   """The `identity` of the Dask scheduler at address (HOST:PORT or
   tcp://HOST:PORT): a dict with "id", "n_workers", "total_threads", ...
-
-  Raises:
-    ClusterError: within about timeout_secs, one line naming the address:
-      nothing listens there, or what listens does not answer as a Dask
-      scheduler (a port that accepts connections and never speaks).
+  Within about timeout_secs, a ClusterError naming the address when nothing
+  listens there or what listens does not answer as a Dask scheduler.
   """
   try:
     return _identity(address, timeout_secs)

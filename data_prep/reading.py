@@ -58,7 +58,6 @@ def match_inputs(input_file):
   return paths
 
 
-
 def iter_lines(f, max_line_bytes, limit=None):
   """Yields (line, too_long) from a binary file; memory stays bounded.
 
@@ -109,13 +108,10 @@ def _is_compressed(path):
 
 
 def _next_document_start(f, offset, scan_bytes):
-  """Offset of the first line after an empty line at or after `offset`.
-
-  Looks for "\n\n" (or "\n\r\n") in the next scan_bytes; None if there is
-  none, e.g. in a file of one huge line. Whitespace-only lines also separate
-  documents when reading, but are not used as split points, so a split never
-  depends on max_line_bytes.
-  """
+  """Offset of the first line after an empty line ("\n\n" or "\n\r\n") in
+  the scan_bytes after `offset`, else None. Whitespace-only lines separate
+  documents too but are no split points: a split never depends on
+  max_line_bytes."""
   f.seek(offset)
   window, scanned = b"", 0
   while scanned < scan_bytes:
@@ -135,9 +131,7 @@ def _next_document_start(f, offset, scan_bytes):
 
 def input_sizes(paths):
   """Sizes in bytes of the files, in order; ValueError for a vanished one."""
-  # One match call for all paths (one request per batch on remote storage);
-  # one result per path, in order.
-  sizes = []
+  sizes = []  # one match call: one request per batch on remote storage
   for path, result in zip(paths, FileSystems.match(list(paths))):
     if not result.metadata_list:
       raise ValueError(f"--input_file: {path!r} disappeared before reading")
@@ -148,13 +142,11 @@ def input_sizes(paths):
 def plan_reads(paths, split_bytes=None, sizes=None):
   """(path, start, end) byte ranges that together hold every document once.
 
-  Uncompressed files are cut about every split_bytes, each cut moved forward
-  to the start of a document (after an empty line), so a range reader needs
-  no look-back and no neighbour: the same documents come out as from one
-  pass over the file. Compressed files are one range (end None = to EOF).
-  The launcher reads only a small window at each cut. split_bytes None:
-  about _SPLITS_PER_INPUT ranges over all inputs, within the size bounds.
-  sizes: the files' sizes in bytes (input_sizes), if known.
+  Uncompressed files are cut about every split_bytes (None: about
+  _SPLITS_PER_INPUT ranges in all, within the size bounds), each cut moved
+  forward to a document start, so a range reader needs no look-back: the
+  documents of one pass over the file. A compressed file is one range (end
+  None: to EOF). sizes: the files' sizes in bytes, if known.
   """
   sizes = input_sizes(paths) if sizes is None else sizes
   if split_bytes is None:
@@ -180,12 +172,9 @@ def plan_reads(paths, split_bytes=None, sizes=None):
 
 
 class BadInputError(ValueError):
-  """A compressed input file is truncated or corrupt.
-
-  Raised in a worker; its text carries a marker (see bad_input_in) so that
-  the launcher can find the file and the reason in whatever exception the
-  runner raises for the failed pipeline.
-  """
+  """A compressed input file is truncated or corrupt. Raised in a worker;
+  its text carries a marker (find_in) so that the launcher finds the file and
+  reason in whatever exception the runner raises."""
 
   _MARK = re.compile(r"<<bad-input>>(.*?)<</bad-input>>", re.S)
 
@@ -235,9 +224,7 @@ class _StreamReader:
   For DEFLATE and zstd, which Python has no file reader for: one
   decompression step per read (as _ReadOne), concatenated streams read on,
   and EOFError when the file ends inside a stream; an empty file is empty,
-  as with gzip. (Beam's CompressedFile
-  returns what it could decompress and stops quietly where the data stops,
-  with no public way to tell.)
+  as with gzip. (Beam's CompressedFile stops quietly where the data stops.)
   """
 
   # Compressed bytes per step: small, so that one step's output stays far
@@ -279,13 +266,10 @@ def _zstd_decompressor():
 
 @contextlib.contextmanager
 def _open_input(path):
-  """A binary reader of the (decompressed) file.
-
-  gzip, bzip2 and lzma go through Python's own readers, DEFLATE and zstd
-  through _StreamReader: both raise on a truncated or corrupt stream, where
-  Beam's CompressedFile returns what it could decompress (a file cut in half
-  read as half the documents).
-  """
+  """A binary reader of the (decompressed) file: Python's own for gzip,
+  bzip2 and lzma, _StreamReader for DEFLATE and zstd. Both raise on a
+  truncated or corrupt stream, where Beam's CompressedFile would read half a
+  file as half the documents."""
   compression = CompressionTypes.detect_compression_type(path)
   openers = {CompressionTypes.GZIP: lambda raw: _ReadOne(
       gzip.GzipFile(fileobj=raw)),
@@ -304,13 +288,9 @@ def _open_input(path):
 
 
 def check_inputs_respond(paths, timeout_secs):
-  """Reads the first byte of every input, each within timeout_secs.
-
-  A named pipe without a writer or a hung network mount would otherwise
-  hang the pipeline with "running" progress lines; here it is an
-  InputTimeoutError naming the file (the pretraining command's check,
-  TensorFlow-free). timeout_secs <= 0 waits forever.
-  """
+  """Reads the first byte of every input, each within timeout_secs (<= 0:
+  forever): a named pipe without a writer or a hung mount is then an
+  InputTimeoutError naming the file, not a hung pipeline."""
   from albert_tf.data import input_timeout  # pylint: disable=g-import-not-at-top
 
   def probe(progress):
@@ -362,15 +342,13 @@ def read_raw_documents(path, max_line_bytes, start=0, end=None,
                        whitespace_lines=None):
   """Yields (lines: tuple of bytes, has_long_line: bool) per document.
 
-  Reads bytes [start, end) of the file (end None: to its end); `start` must
-  be 0 or a document start from `plan_reads`. A compressed file that turns
-  out truncated or corrupt raises BadInputError after its last complete
-  document (the partial one being read is dropped).
+  Reads bytes [start, end) of the file (end None: to its end); `start` is
+  0 or a document start from `plan_reads`. A truncated or corrupt compressed
+  file raises BadInputError after its last complete document.
 
-  A line of whitespace only (`is_blank`: Unicode whitespace, as Python's
-  str.strip) ends a document as a blank line does (it looks like one). One that ends a document is counted in `whitespace_lines`,
-  when given, a dict {"count": n, "places": ["path:line", ... the first
-  MAX_PLACES]} (1-based line numbers of the file), for the warning.
+  A whitespace-only line (`is_blank`) ends a document as a blank line does;
+  one that does is counted in `whitespace_lines`, if given: {"count": n,
+  "places": the first MAX_PLACES "path:line" (1-based)}, for the warning.
   """
   lines, long_line = [], False
   compressed = _is_compressed(path)

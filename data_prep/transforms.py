@@ -10,19 +10,13 @@ NSP (--random_next_sentence) needs the pool of random documents first: the
 ranges' tokenized documents and pool candidates go through two GroupByKeys
 (pool, then pool with each range's documents) before the instances.
 
-The pipeline is one chain of Create, ParDo and GroupByKey, the primitives
-every runner has (the DaskRunner has little more): no side inputs, no
-combiners, no tagged outputs, nothing emitted from finish_bundle. The
-summary's counts travel as elements under SUMMARY_KEY beside the records;
-Beam counters are kept only for the progress lines.
-
-Every random choice is seeded from the document's content, the dupe index
-and --random_seed, and a record's shard and position come from its bytes,
-so any runner and any number of workers write the same shard files, with
-the instances of a document (and of its dupes) scattered over them.
-
-This module and what it imports load without TensorFlow: Beam workers import
-it in every process.
+Only Create, ParDo and GroupByKey, which every runner has (the DaskRunner
+little more): no side inputs, combiners, tagged outputs or finish_bundle
+output. The summary's counts travel as elements under SUMMARY_KEY; Beam
+counters only feed the progress lines. Seeds and shard places come from the
+content (data_prep/README.md, "Behaviour worth knowing"), so any runner and
+worker count write the same shards. No TensorFlow: every worker imports
+this module.
 """
 
 import hashlib
@@ -80,13 +74,9 @@ def serialize_instance(instance, options):
 
 
 def record_sort_key(record):
-  """A record's place in the output: a 64-bit hash of its bytes.
-
-  The shard is sort_key % num_shards, and each shard is written in sort_key
-  order, so shard contents and order depend only on the records, and
-  instances of one document (and of its dupes) are scattered over all shards
-  and positions, as the original's global shuffle of instances does.
-  """
+  """A record's place in the output: a 64-bit hash of its bytes. The shard
+  is sort_key % num_shards, written in sort_key order: the original's global
+  shuffle of instances, depending only on the records."""
   digest = hashlib.blake2b(record, digest_size=8,
                            person=b"albert-shard").digest()
   return int.from_bytes(digest, "little")
@@ -110,14 +100,12 @@ def _add_counts(into, counts):
 class _RangeFn(beam.DoFn):
   """Reads and tokenizes the documents of one planned byte range.
 
-  `_documents(read_range, counts)` yields the range's tokenized documents;
-  documents read and skipped are added to the dict `counts`, and the range's report, (path,
-  {"documents", "over_max_sentences", "max_sentences", "error"}), is left in
-  self._report: what summary.json and the manifest say about each input
-  file. A truncated or corrupt compressed file raises BadInputError (the
-  pipeline fails, the launcher names the file); with skip_bad_inputs its
-  complete documents before the damage are kept and the report carries the
-  error.
+  `_documents(read_range, counts)` yields them, adds documents read and
+  skipped to `counts` and leaves the range's report, (path, {"documents",
+  "over_max_sentences", "max_sentences", "error"}), in self._report for
+  summary.json and the manifest. A truncated or corrupt compressed file
+  raises BadInputError; with skip_bad_inputs its complete documents before
+  the damage are kept and the report carries the error.
   """
 
   def __init__(self, read_options, tokenizer_args):
@@ -129,12 +117,10 @@ class _RangeFn(beam.DoFn):
     self._report = None
 
   def setup(self):
-    # setup() may run more than once per worker; loading is idempotent.
+    # May run more than once per worker; loading is idempotent.
     from albert_tf.data import tokenization
     self._tokenizer = tokenization.load_tokenizer(**self._tokenizer_args)
-    # Beam counters, for the progress lines of runners that have them; the
-    # summary's counts travel as elements (SUMMARY_KEY), on every runner.
-    self._counters = {
+    self._counters = {  # the progress lines' (module doc)
         name: Metrics.counter(progress_lib.NAMESPACE, name)
         for name in ["inputs_skipped", "documents_over_max_sentences",
                      progress_lib.INPUT_BYTES, progress_lib.DOCUMENTS_READ,
@@ -167,8 +153,8 @@ class _RangeFn(beam.DoFn):
     except reading.BadInputError as e:
       if not self._skip_bad_inputs:
         raise
-      # Logged by the launcher, from summary.json (a worker's log may be
-      # out of sight: another process or machine).
+      # The launcher logs it from summary.json (a worker's log may be
+      # out of sight).
       self._counters["inputs_skipped"].inc()
       report["error"] = e.detail
     # The planned bytes of the range, once it is read: the launcher's ETA
@@ -185,11 +171,9 @@ class _RangeFn(beam.DoFn):
 
 
 class _RecordBuffer:
-  """Serialized records of documents, held per shard and handed out in
-  (shard, [(sort key, record), ...]) groups of up to _RECORD_BUFFER_BYTES
-  (all shards together): the GroupByKey before the shard writers then moves
-  a few large elements instead of one per record, which on the DirectRunner
-  is most of Beam's cost."""
+  """Records held per shard, handed out as (shard, [(sort key, record), ...])
+  groups of up to _RECORD_BUFFER_BYTES in all: the GroupByKey then moves a
+  few large elements, not one per record (most of the DirectRunner's cost)."""
 
   def __init__(self, options, vocab, dupe_factor, num_shards, counts,
                instances_counter):
@@ -199,8 +183,7 @@ class _RecordBuffer:
     self._instances_counter = instances_counter
     self._buffer, self._buffered_bytes = {}, 0
 
-  def add(self, document, random_documents=()):
-    """Adds the records of a document; yields groups when the buffer is full."""
+  def add(self, document, random_documents=()):  # yields groups when full
     records, stats = document_to_records(document, *self._args,
                                          random_documents)
     self._instances_counter.inc(len(records))
@@ -321,15 +304,13 @@ class WriteShardFn(beam.DoFn):
   (_FINAL_KEY, ("shard", (path, records))); the summary's parts go on to
   the last step under _FINAL_KEY.
 
-  Written by hand rather than with beam.io.WriteToTFRecord, which deals
-  records to shards round-robin in arrival order: its shards differ from run
-  to run, and on the DirectRunner a document's instances and all its dupes
-  end up next to each other. Here a shard holds the records whose sort key
-  falls in it, in key order (see record_sort_key), with Beam's own TFRecord
-  framing. A shard is sorted in memory: choose --num_shards so one shard
-  fits a worker comfortably (a few hundred MB). The file is written under a
-  temporary name and renamed, so a retried or killed bundle never leaves a
-  partial shard under the final name.
+  By hand, as beam.io.WriteToTFRecord deals records round-robin in arrival
+  order (shards differ between runs; on the DirectRunner a document's
+  instances and dupes end up adjacent). A shard holds the records whose sort
+  key falls in it, in key order, with Beam's TFRecord framing, sorted in
+  memory (choose --num_shards for a few hundred MB each), written under a
+  temporary name and renamed: a retried or killed bundle leaves no partial
+  shard under the final name.
   """
 
   def __init__(self, output_dir, num_shards):
@@ -382,11 +363,8 @@ def build_pipeline(pipeline, read_ranges, output_dir, tokenizer, options,
                    dupe_factor, num_shards, max_line_bytes,
                    max_sentences_per_document=10_000, skip_bad_inputs=False,
                    file_sizes=None):
-  """Adds the transforms to `pipeline`; see the module docstring.
-
-  file_sizes: {input path: bytes}, for the input_bytes counter of a range
-  read to the end of its file.
-  """
+  """Adds the transforms to `pipeline` (module doc). file_sizes: {input
+  path: bytes}, for the input_bytes counter of a range read to its end."""
   vocab = instances_lib.Vocab.from_tokenizer(tokenizer)
   read_options = (max_line_bytes, max_sentences_per_document,
                   skip_bad_inputs, file_sizes or {})
@@ -397,9 +375,8 @@ def build_pipeline(pipeline, read_ranges, output_dir, tokenizer, options,
                   if tokenizer.kind == "wordpiece" else None),
       do_lower_case=tokenizer.do_lower_case)
   record_args = (options, vocab, dupe_factor, num_shards)
-  # Create spreads its elements over the workers, so each worker reads,
-  # tokenizes and builds instances for its ranges without moving raw text
-  # or (for SOP) documents through a shuffle.
+  # Create spreads the ranges over the workers: no raw text (nor, for SOP,
+  # documents) moves through a shuffle.
   ranges = pipeline | "PlanReads" >> beam.Create(list(enumerate(read_ranges)))
   if options.random_next_sentence:
     groups = (
