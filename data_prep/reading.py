@@ -315,9 +315,7 @@ def _lines_before(path, offset):
   return count
 
 
-# Whitespace-only lines named in the warning (the rest are counted).
-MAX_PLACES = 3
-
+MAX_PLACES = 3  # whitespace-only lines named in the warning (all counted)
 
 # First bytes of the characters str.strip() removes beyond bytes.strip()'s
 # ASCII set: \x1c-\x1f, and in UTF-8 U+0085/U+00A0 (C2), U+1680 (E1),
