@@ -11,7 +11,7 @@ same --help (absl shows the `__main__` docstring and the flags it defined),
 and nothing here has to follow changes to those blocks.
 
 SCRIPTS is the one table; tests/test_packaging.py checks it against
-pyproject.toml and against the families of `albert_tf.core.registry` (each
+pyproject.toml and against the families of `albert_tf.tasks.registry` (each
 family's own command is an alias of albert-finetune; a family without one
 runs as `albert-finetune --task=<it>`, so a new family edits nothing here). The module is imported only when its script runs, so
 importing this file loads neither TF nor Beam.

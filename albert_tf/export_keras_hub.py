@@ -226,9 +226,8 @@ def export(checkpoint, output_dir, albert_config_file=None,
       remove_stale_temporaries(output_dir)
     _check_output_dir(output_dir, overwrite)
 
-    from albert_tf.core.record import ModelInfo  # pylint: disable=g-import-not-at-top
-    record = ModelInfo.read_beside(checkpoint)
-    from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
+    from albert_tf.tasks import registry  # pylint: disable=g-import-not-at-top
+    record = registry.read_record(checkpoint)
     # A family says whether it is keras-hub's AlbertTextClassifier, head
     # included (`Task.keras_hub_text_classifier`); else the backbone only.
     family = record.task if record else None
@@ -299,7 +298,7 @@ def _verify_preset(preset_dir, model, whole, tokenizer, record, config):
   import dataclasses as dc
   import keras_hub
   import numpy as np
-  from albert_tf.core import registry
+  from albert_tf.tasks import registry
   from albert_tf.core.record import ModelInfo
   from albert_tf.serving import verify
   from albert_tf.training.export import default_seq_length

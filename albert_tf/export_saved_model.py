@@ -6,7 +6,7 @@ r"""Export a checkpoint as a versioned SavedModel for TF Serving.
 
 writes `saved_models/sentiment/<version>/` (the next free integer unless
 --version is given). What is served is the task's: the task_record.json
-beside the checkpoint names its family (`albert_tf.core.registry`), whose
+beside the checkpoint names its family (`albert_tf.tasks.registry`), whose
 `export_model` and `export_signatures` say what to restore and serve.
 --model (encoder | classifier | pretrainer | tagger | ...) defaults to that
 family's `export_name`, or to encoder when nothing is recorded; a family's
@@ -163,7 +163,7 @@ def export(checkpoint, export_dir, model=None, preset=None,
       that fails its check (`serving.saved_model_check`; nothing is left).
   """
   # pylint: disable=g-import-not-at-top
-  from albert_tf.core import registry
+  from albert_tf.tasks import registry
   from albert_tf.modeling.encoder import AlbertEncoder
   from albert_tf.core.record import RECORD_FILE, ModelInfo
   from albert_tf.training import resolution
@@ -173,7 +173,7 @@ def export(checkpoint, export_dir, model=None, preset=None,
   if os.path.exists(export_dir) and not os.path.isdir(export_dir):
     raise ExportError(f"--export_dir={export_dir} is a file, not a folder "
                       "(the export writes numbered version folders under it)")
-  record = ModelInfo.read_beside(checkpoint)
+  record = registry.read_record(checkpoint)
   recorded = record  # its length is the default even for the encoder
   task_name, model = resolve_task(checkpoint, model, record)
   task = registry.family(task_name).task if task_name else None

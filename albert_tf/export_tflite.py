@@ -74,10 +74,10 @@ INT8_FLOAT_OPS = ("ADD", "SUB", "MUL", "MEAN", "SQUARED_DIFFERENCE", "RSQRT",
 
 
 def task_of(record):
-  """The family's Task subclass of an export record (`albert_tf.core.registry`;
+  """The family's Task subclass of an export record (`albert_tf.tasks.registry`;
   the base Task, sentence packing, for an encoder export)."""
   # pylint: disable=g-import-not-at-top
-  from albert_tf.core import registry
+  from albert_tf.tasks import registry
   from albert_tf.tasks.base import Task
   if not record.task:
     return Task

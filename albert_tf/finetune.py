@@ -39,7 +39,7 @@ from typing import Iterable, List
 
 from absl import flags
 
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.core import settings
 
 # TensorFlow and what imports it (finetuning, resolution, runtime) are

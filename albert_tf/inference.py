@@ -30,7 +30,7 @@ per [MASK] [{"piece", "id", "probability"}], most probable first. `encode`
 gives the model inputs (`Task.encode_inputs`, int32), `embed` the
 encoder's outputs on them.
 
-Which family a folder holds is its record's (`albert_tf.core.registry`): this
+Which family a folder holds is its record's (`albert_tf.tasks.registry`): this
 module has no table of families; restoring is `albert_tf.training.export`'s.
 """
 
@@ -42,7 +42,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.core import features as F
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.serving import saved_model
 from albert_tf.serving.export_files import tokenizer_file
 from albert_tf.serving.predictor import BATCH_SIZE, LoadError, Predictor
@@ -100,7 +100,7 @@ def load(path, spm_model_file=None, vocab_file=None, do_lower_case=None):
         f"{path} is not a model folder albert_tf.load reads: looked for "
         f"{LOOKED_FOR}" if os.path.exists(path) else
         f"{path} does not exist (albert_tf.load reads {LOOKED_FOR})") from None
-  record = ModelInfo.read_beside(path)
+  record = registry.read_record(path)
   task_name, model_name = export.resolve_task(path, None, record)
   task = _family(record) if task_name else None
   if task is None or task.fills_masks:

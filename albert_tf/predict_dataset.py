@@ -25,7 +25,7 @@ from albert_tf.tasks import scoring
 
 def _dataset(args):
   """(family, dataset) of --task; PredictError unless a dataset."""
-  from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks import registry  # pylint: disable=g-import-not-at-top
   if not args.task or not args.data_dir:
     raise PredictError("--task=<dataset> and --data_dir=DIR go together "
                          "(a benchmark's own files)")

@@ -152,7 +152,7 @@ def _run(p: Params, started: float) -> Dict[str, float]:
   # pylint: disable=g-import-not-at-top
   import keras
   import tensorflow as tf
-  from albert_tf.core import registry
+  from albert_tf.tasks import registry
   from albert_tf.data import corrupt_records
   from albert_tf.training import output_dir
   from albert_tf.training import resolution

@@ -129,7 +129,7 @@ def expand(pattern):
 
 def make_task(args, seed):
   """The pretraining task as run_pretraining builds it."""
-  from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks import registry  # pylint: disable=g-import-not-at-top
   return registry.family("pretraining").task(
       expand(args.input_file), expand(args.eval_input_file),
       args.seq_length, args.predictions,

@@ -24,7 +24,7 @@ import os
 from typing import List, Optional
 
 from albert_tf.core import cli_errors
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.core import settings
 from albert_tf.core.errors import CommandLineError, error_line
 from albert_tf.data import clue

@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.data import classifier_data as cd
 from albert_tf.data import clue
 from albert_tf.data import tokenization

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from albert_tf.core import features as F
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.data import clue_choice
 from albert_tf.data import race
 from albert_tf.data import tokenization

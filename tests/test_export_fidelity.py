@@ -112,7 +112,7 @@ def train_and_export(name, root):
   from albert_tf import run_classifier
   from albert_tf.core.config import AlbertConfig
   from tests import numpy_reference
-  from albert_tf.core.record import ModelInfo
+  from albert_tf.tasks import registry
   from albert_tf.training.export import restore_task
   spec = MODELS[name]
   train, dev = review_splits()
@@ -140,7 +140,7 @@ def train_and_export(name, root):
       do_train=True, do_eval=True, **tokenizer_flag)
   saved_model = export_saved_model.export(checkpoint=str(out),
                                           export_dir=str(root / "sm"))
-  record = ModelInfo.read_beside(str(out))
+  record = registry.read_record(str(out))
   restored = restore_task(str(out), "classification", "classifier", record)
   features = numpy_reference.packed(restored.tokenizer, [t for t, _ in dev],
                                     length=MAX_SEQ)

@@ -198,7 +198,7 @@ def _deep_classifier(root, layers, hidden=H, ffn=FFN):
   """A classification model (3 labels) of `layers` layers sharing one
   block of hidden x ffn."""
   # pylint: disable=import-outside-toplevel
-  from albert_tf.core import registry
+  from albert_tf.tasks import registry
   from albert_tf.core.config import AlbertConfig
   from albert_tf.data.tokenization import load_tokenizer
   from albert_tf.core.record import tokenizer_fields

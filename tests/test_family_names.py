@@ -1,6 +1,6 @@
 """A family is its own files: no other file of albert_tf names it.
 
-Every registered family's name (`albert_tf.core.registry.families()`, aliases
+Every registered family's name (`albert_tf.tasks.registry.families()`, aliases
 included) may appear as a string value only in the module that registers
 it and the modules its registration lists (`Family.modules`), and in
 albert_tf/datasets/ (a dataset names its family). Docstrings and comments
@@ -15,7 +15,7 @@ import ast
 import pathlib
 import re
 
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "albert_tf"

@@ -28,7 +28,7 @@ import albert_tf
 from albert_tf import export_saved_model as export_lib
 from albert_tf import export_tflite
 from albert_tf import inference
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.core.config import AlbertConfig
 from albert_tf.data import race, span_decode, squad
 from albert_tf.data.tokenization import load_tokenizer

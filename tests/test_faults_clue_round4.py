@@ -22,7 +22,7 @@ import types
 import numpy as np
 import pytest
 
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf import run_classifier
 from albert_tf.data import classifier_data as cd
 from albert_tf.data import tokenization

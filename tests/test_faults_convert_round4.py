@@ -65,7 +65,7 @@ def test_vocab_with_fewer_tokens_than_vocab_size_is_refused_unless_padded(
 
 
 # ------------------------------------------------------------ task modules
-FAMILY_FILE = '''from albert_tf.core import registry
+FAMILY_FILE = '''from albert_tf.tasks import registry
 from albert_tf.tasks.base import Task
 
 
@@ -78,7 +78,7 @@ class FamTask(Task):
 @pytest.fixture
 def registry_state(monkeypatch):
   """The registry as it was before the test (families, datasets, files)."""
-  from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks import registry  # pylint: disable=g-import-not-at-top
   registry.load_builtins()
   for name in ("_FAMILIES", "_DATASETS", "_FILE_MODULES"):
     monkeypatch.setattr(registry, name, dict(getattr(registry, name)))

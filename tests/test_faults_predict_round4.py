@@ -19,7 +19,7 @@ import pytest
 
 from albert_tf import inference
 from albert_tf import predict
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.data import classifier_data
 from albert_tf.data import tokenization
 from albert_tf.core.record import ModelInfo

@@ -21,7 +21,7 @@ import pytest
 
 from albert_tf import export_tflite
 from albert_tf import predict
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.core import settings
 from albert_tf.data import tokenization
 from albert_tf.core.file_io import atomic_writer

@@ -23,7 +23,7 @@ import logging
 import numpy as np
 import pytest
 
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.data import classifier_data as cd
 from albert_tf.data import span_decode, squad, tokenization
 

@@ -29,7 +29,7 @@ import albert_tf
 from albert_tf import export_saved_model as export_lib
 from albert_tf.core import features as F
 from albert_tf import inference
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.core.config import AlbertConfig
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.modeling.models import AlbertPretrainer

@@ -103,7 +103,7 @@ def test_every_command_lists_its_flags_by_purpose_without_tf():
         proc.stdout.splitlines()), module
   classifier = _sections(procs["albert_tf.run_classifier"].stdout)
   # Every flag of the family's registered options, and nothing else.
-  from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks import registry  # pylint: disable=g-import-not-at-top
   assert sorted(n for names in classifier.values() for n in names) == sorted(
       [settings.flag_name(f) for f in settings.flag_fields(
           registry.family("classification").options)] + ["verbose"])
@@ -133,7 +133,7 @@ def test_finetune_help_of_each_family_and_dataset_comes_from_the_registry():
   --task_module and exactly that family's option flags, a dataset's values
   as their defaults, and loads no TF; the families come from the registry,
   not from a list here."""
-  from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks import registry  # pylint: disable=g-import-not-at-top
   # The package's own (another test of this process may have registered a
   # family of its own, which a fresh --help process does not know).
   families = {n: f for n, f in registry.families().items()

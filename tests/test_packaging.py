@@ -164,7 +164,7 @@ def test_family_commands_are_aliases_of_the_registry():
   """Each registered family that names a command has it in the table, and
   that module's `run` is albert_tf.finetune.run with the family fixed
   (no second recipe); every table row that is a family's is one."""
-  from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks import registry  # pylint: disable=g-import-not-at-top
   commands = {f.command: name for name, f in registry.families().items()
               if f.command}
   assert set(commands) <= set(cli.SCRIPTS), set(commands) - set(cli.SCRIPTS)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.data import classifier_data
 from albert_tf.data import tokenization
 from tests.fixtures_data import write_tiny_vocab_and_config

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from albert_tf import export_saved_model
 from albert_tf.core import features as F
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
 from albert_tf.tasks.base import Task

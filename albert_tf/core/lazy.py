@@ -6,7 +6,7 @@
     def build_model(self, config):
       return models.AlbertClassifier(config, ...)   # imports here
 
-`albert_tf.core.registry` imports every family file to list the families (for
+`albert_tf.tasks.registry` imports every family file to list the families (for
 --help); the import of what they name through this happens when a method
 first uses it. The standard library's `importlib.util.LazyLoader` swaps the
 module's class while TensorFlow's own lazy loaders run; a proxy that

@@ -2,7 +2,7 @@
 
 Every training command writes `task_record.json` beside its checkpoints:
 
-    {"task": "tagging",                 # the registered family (core.registry)
+    {"task": "tagging",                 # its family (tasks/registry.py)
      "task_name": "conll", "label_list": [...], "num_labels": 5,
      "max_seq_length": 128, "tokenizer_file": "spm.model",
      "tokenizer_kind": "sentencepiece", "do_lower_case": true,
@@ -44,7 +44,7 @@ LEGACY_RECORD_FILES = (CLASSIFIER_CONFIG, TAGGER_CONFIG)
 class ModelInfo:
   """The task record (RECORD_FILE), and the export's albert_export.json.
 
-  `task` names the family (`albert_tf.core.registry`); the common fields are
+  `task` names the family (`albert_tf.tasks.registry`); the common fields are
   what every family serves with; `task_config` is the family's own (the
   tagger's tag_scheme, doc_stride, token_level).
   """
@@ -135,12 +135,14 @@ class ModelInfo:
       return cls.from_dict(file_io.parse_json(f.read(), path), task)
 
   @classmethod
-  def read_beside(cls, checkpoint_or_dir: str) -> Optional["ModelInfo"]:
+  def read_beside(cls, checkpoint_or_dir: str,
+                  legacy_task=lambda name, values: None
+                  ) -> Optional["ModelInfo"]:
     """The record beside a checkpoint (prefix or directory), or None.
 
     RECORD_FILE first; else an older output's classifier_config.json or
-    tagger_config.json, its task the family whose
-    `Task.legacy_record_task` claims the file.
+    tagger_config.json, its task `legacy_task(file name, values)`
+    (`tasks.registry.read_record` passes the families' claims).
     """
     directory = (checkpoint_or_dir if tf.io.gfile.isdir(checkpoint_or_dir)
                  else os.path.dirname(checkpoint_or_dir))
@@ -152,20 +154,10 @@ class ModelInfo:
       if tf.io.gfile.exists(path):
         with tf.io.gfile.GFile(path, "rb") as f:
           values = file_io.parse_json(f.read(), path)
-        return cls.from_dict(values, _legacy_task(name, values))
+        return cls.from_dict(values, legacy_task(name, values))
     return None
 
 
-def _legacy_task(file_name: str, values: dict) -> Optional[str]:
-  """The family of an older output's record file (`LEGACY_RECORD_FILES`):
-  the one whose `Task.legacy_record_task` claims it."""
-  from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
-  return next((t for f in registry.families().values()
-               for t in [f.task.legacy_record_task(file_name, values)] if t),
-              None)
-
-
-read_beside = ModelInfo.read_beside
 
 
 def tokenizer_fields(tokenizer) -> dict:

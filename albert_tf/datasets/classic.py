@@ -8,7 +8,7 @@ for the TSV sets, conll, squad_metrics and race for the others); this file
 only gives each one its --task name.
 """
 
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.data import classifier_data, conll, race, squad_metrics
 
 for _name, _spec in classifier_data.TASKS.items():

@@ -18,7 +18,7 @@ docs/clue.md has the commands and CLUE's published figures.
 
 from typing import Optional
 
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.data import classifier_data as cd
 from albert_tf.data import clue, clue_choice
 from albert_tf.data.clue import (BINARY_LABELS, CSL, IFLYTEK_LABELS,

@@ -1,6 +1,6 @@
-"""Task families: one file each, registered in it (`albert_tf.core.registry`).
+"""Task families: one file each, registered in it (`albert_tf.tasks.registry`).
 
-    from albert_tf.core import registry
+    from albert_tf.tasks import registry
     family = registry.family("classification")
     task = family.task(spec, tokenizer, data_dir, 128)
     trainer = Trainer(task, config, settings, strategy)
@@ -15,14 +15,4 @@ name what the trainer checkpoints, what it records beside the checkpoints
 --task=<name>`, export_saved_model, export_tflite and `albert_tf.load` find
 it through the registry; no other file lists families. docs/finetuning.md
 says how to add one, here or in a module of your own (--task_module).
-
-`TASKS` ({name: Task subclass}) is the registry's view, kept for callers
-of earlier versions.
 """
-
-
-def __getattr__(name):
-  if name == "TASKS":
-    from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
-    return {n: f.task for n, f in registry.families().items()}
-  raise AttributeError(f"module 'albert_tf.tasks' has no attribute {name!r}")

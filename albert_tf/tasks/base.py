@@ -31,7 +31,7 @@ tf = lazy.module("tensorflow")
 class Task(ServingTask):
   """A task family: its training and record (export, serving: ServingTask)."""
 
-  #: The registered name (`albert_tf.core.registry.register_family`).
+  #: The registered name (`albert_tf.tasks.registry.register_family`).
   name: str = ""
   #: The dev metric (higher is better) that picks the best checkpoint.
   best_metric: Optional[str] = None

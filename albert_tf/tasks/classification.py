@@ -21,7 +21,7 @@ from typing import Dict, Optional
 from absl import logging
 import numpy as np
 
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.core import settings
 from albert_tf.data import classifier_data as cd
 from albert_tf.data import input_timeout
@@ -448,7 +448,7 @@ def _labels_as_recorded(spec: cd.TaskSpec, o, info):
   model = where = None
   if not o.overwrite and tf.io.gfile.exists(
       os.path.join(o.output_dir, record_lib.RECORD_FILE)):
-    model = record_lib.read_beside(o.output_dir)
+    model = registry.read_record(o.output_dir)
     where = f"the model in --output_dir={o.output_dir}"
   if model is None or model.task not in families:
     model = info if o.init_checkpoint else None

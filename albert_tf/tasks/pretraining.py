@@ -25,7 +25,7 @@ import numpy as np
 
 from albert_tf.core import features as F
 from albert_tf.core import lazy
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.core import record as record_lib
 from albert_tf.tasks.base import Task
 

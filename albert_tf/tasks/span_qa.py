@@ -20,7 +20,7 @@ from absl import logging
 import numpy as np
 
 from albert_tf.core import features as F
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.core import settings
 from albert_tf.core.options import FinetuneOptions
 from albert_tf.core import lazy

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence
 from absl import logging
 
 from albert_tf.core import features as F
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.core import settings
 from albert_tf.core.options import FinetuneOptions
 from albert_tf.core import lazy

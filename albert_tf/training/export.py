@@ -2,7 +2,7 @@
 
 `export_saved_model` (the command), `fill_mask` (the command) and
 `albert_tf.inference` (`albert_tf.load`) all restore a checkpoint the same
-way: the family its task_record.json names (`albert_tf.core.registry`), the
+way: the family its task_record.json names (`albert_tf.tasks.registry`), the
 config and tokenizer by the rules of every command
 (`resolution.resolve_model`), the family's `export_model` with the
 checkpoint's weights, refused when a head is missing or a weight is not
@@ -37,7 +37,7 @@ class FillMaskError(ValueError):
 
 def model_choices():
   """--model's values: encoder, then every family's export_name."""
-  from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks import registry  # pylint: disable=g-import-not-at-top
   return (ENCODER,) + tuple(dict.fromkeys(
       f.task.export_name for f in registry.families().values()
       if f.task.export_name))
@@ -72,7 +72,7 @@ def resolve_task(checkpoint, model, record):
   tagger or pretrainer is the family with that export_name.
   """
   # pylint: disable=g-import-not-at-top
-  from albert_tf.core import registry
+  from albert_tf.tasks import registry
   from albert_tf.core.record import RECORD_FILE
   recorded = None
   if record and record.task:
@@ -203,7 +203,7 @@ def restore_task(checkpoint, task_name, model_name, record,
                  spm_model_file=None, vocab_file=None, do_lower_case=None):
   """The family's `export_model` restored from checkpoint, as
   export_saved_model.export restores it (no dtype policy, no flags)."""
-  from albert_tf.core import registry  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks import registry  # pylint: disable=g-import-not-at-top
   config, tokenizer = resolve_model(checkpoint, None, None, spm_model_file,
                                     vocab_file, do_lower_case)
   task = registry.family(task_name, record.task_module).task

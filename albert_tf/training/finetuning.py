@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from albert_tf.core import file_io
 from albert_tf.core import record
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.training import checkpoints
 from albert_tf.training import plots
 from albert_tf.training import fast_path
@@ -83,9 +83,10 @@ def recorded_info(o: FinetuneOptions) -> Optional[record.ModelInfo]:
   """What the model was fine-tuned with (the defaults of --max_seq_length,
   --do_lower_case, labels): the task record beside --init_checkpoint, or in
   output_dir when resuming or evaluating there."""
-  info = record.read_beside(o.init_checkpoint) if o.init_checkpoint else None
+  info = (registry.read_record(o.init_checkpoint) if o.init_checkpoint
+          else None)
   if info is None and os.path.isdir(o.output_dir):
-    info = record.read_beside(o.output_dir)
+    info = registry.read_record(o.output_dir)
   return info
 
 
@@ -148,7 +149,7 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
           o.output_dir, fingerprint, o.overwrite,
           keep=(task.tokenizer.model_file, o.albert_config_file))
       # An eval- or predict-only run leaves what training recorded alone.
-      if o.do_train or record.read_beside(o.output_dir) is None:
+      if o.do_train or registry.read_record(o.output_dir) is None:
         # What it reads (not the step count: a rerun with more steps
         # continues the same model, and its record stays the same).
         write_run_files(o.output_dir, config, task, training={

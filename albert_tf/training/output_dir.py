@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from albert_tf.core import features
 from albert_tf.core import file_io
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.core.config import ARCHITECTURE_FIELDS, AlbertConfig
 from albert_tf.data.tokenization import file_sha256
 from albert_tf.core import record
@@ -273,7 +273,7 @@ def check_inputs_outside(output_dir: str, flag: str, value: str,
 def _recorded_tokenizer(output_dir: str) -> Optional[str]:
   """The tokenizer copy the last fine-tuning run put in output_dir."""
   try:
-    info = record.read_beside(output_dir)
+    info = registry.read_record(output_dir)
   except (ValueError, tf.errors.OpError):  # a record killed mid-write
     return None
   name = info.tokenizer_file if info else None

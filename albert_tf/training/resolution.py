@@ -15,7 +15,7 @@ from albert_tf.core.config import (ARCHITECTURE_FIELDS, AlbertConfig,
                                    resolve_config)
 from albert_tf.data.tokenization import load_tokenizer
 from albert_tf.training.runtime import RunConfigError
-from albert_tf.core.record import ModelInfo
+from albert_tf.tasks import registry
 
 
 def architecture_diff(a: AlbertConfig, b: AlbertConfig) -> List[str]:
@@ -77,7 +77,8 @@ def resolve_model(preset: Optional[str] = None,
           f"config ({checkpoints.CONFIG_NAME} beside it vs given): "
           + "; ".join(diff))
 
-  info = ModelInfo.read_beside(init_checkpoint) if init_checkpoint else None
+  info = (registry.read_record(init_checkpoint) if init_checkpoint
+          else None)
   # The tokenizer recorded beside the checkpoint: a fine-tuning run's task
   # record, else a conversion's report (the tokenizer the source shipped).
   recorded = ((info.tokenizer_file, info.tokenizer_kind)

@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.core import features as F
-from albert_tf.core import registry
+from albert_tf.tasks import registry
 from albert_tf.core import settings
 from albert_tf.core.file_io import atomic_writer
 from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs

@@ -15,9 +15,8 @@ AFQMC) says, in the file that reads it,
                               help="CLUE AFQMC: ...")
 
 Nothing else lists families or datasets. The built-in ones are the modules
-of BUILTIN_PACKAGES, imported by `load_builtins` on the first lookup (an
-arrow up from the base layer, listed as known in
-tests/test_import_direction.py); a family outside the package is a module
+of BUILTIN_PACKAGES (this layer's), imported by `load_builtins` on the first
+lookup; a family outside the package is a module
 named by `--task_module` (or a `.py` file), an installed package's
 ENTRY_POINT_GROUP entry point, or any module imported before the lookup.
 No TensorFlow here (the family files import it lazily, `albert_tf.core.lazy`).
@@ -322,6 +321,18 @@ def resolve(task: str) -> Tuple[Family, Optional[Dataset]]:
       f"--task={task}: no such task family or dataset; families: "
       f"{', '.join(fine_tuned)}; datasets: {', '.join(sorted(_DATASETS))} "
       "(a family of your own: --task_module=<module or file.py>)")
+
+
+def read_record(checkpoint_or_dir: str):
+  """`ModelInfo.read_beside` with an older output's record file given the
+  family whose `Task.legacy_record_task` claims it."""
+  from albert_tf.core.record import ModelInfo  # pylint: disable=g-import-not-at-top
+
+  def legacy_task(file_name, values):
+    return next((t for f in families().values()
+                 for t in [f.task.legacy_record_task(file_name, values)] if t),
+                None)
+  return ModelInfo.read_beside(checkpoint_or_dir, legacy_task)
 
 
 def dataset(name: str) -> Dataset:
