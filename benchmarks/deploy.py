@@ -127,8 +127,7 @@ def _random_classifier(out_dir):
 
 def run(classifier_dir, data_dir, out_dir, quick=False):
   from albert_tf.training import checkpoints
-  from albert_tf.tasks import classification
-  from albert_tf.data import tokenization
+  from albert_tf.data import classifier_data, tokenization
   from albert_tf import export_saved_model, export_tflite
   from albert_tf.modeling.models import AlbertClassifier
   os.makedirs(out_dir, exist_ok=True)
@@ -155,8 +154,8 @@ def run(classifier_dir, data_dir, out_dir, quick=False):
   metadata = export_tflite.read_export_metadata(saved)
   tokenizer = export_tflite.tokenizer_of(saved, metadata)
   examples, spec, source = _sentiment_test_set(data_dir, limit)
-  features, _ = classification.encode_examples(examples, tokenizer, MAX_SEQ,
-                                               spec)
+  features, _ = classifier_data.encode_examples(examples, tokenizer,
+                                                MAX_SEQ, spec)
   labels = features.pop("label_ids")
 
   # Keras reference probabilities.

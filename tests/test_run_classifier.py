@@ -10,7 +10,7 @@ import pytest
 from albert_tf.data import classifier_data as cd
 from albert_tf import run_classifier
 from albert_tf.core.config import AlbertConfig
-from albert_tf.tasks.classification import encode_examples
+from albert_tf.data.classifier_data import encode_examples
 from albert_tf.data.tokenization import load_tokenizer
 
 CHARS = "好差很不是的电影书手机质量服务一般喜欢失望"
@@ -351,7 +351,7 @@ def test_labelled_tsv_test_split_is_scored(workdir, tmp_path):
 
 
 def test_tsv_label_set_comes_from_the_train_split(tmp_path):
-  from albert_tf.tasks.classification import read_spec
+  from albert_tf.data.classifier_data import read_spec
   def spec_for(labels, **kw):
     write(tmp_path / "train.tsv", ["text\tlabel"] + [
         f"好{i}\t{label}" for i, label in enumerate(labels)])

@@ -1,22 +1,16 @@
-"""Sentence(-pair) classification data: TSV task readers, labels, metrics
-(`compute_metrics`) and the prediction and submission files. The text
-becomes ids in the graph, as served
-(`albert_tf.tasks.classification.encode_examples`).
+"""Sentence(-pair) classification data: task specs (`get_task`, `read_spec`),
+readers, encoding (`encode_examples`, serve_text's own graph), metrics
+(`compute_metrics`), the prediction and submission files.
 
     spec = get_task("lcqmc")
     examples, stats = read_examples(spec, "data/lcqmc", "train")
 
-A task is a `TaskSpec`: each split's file, the columns of text_a / text_b /
-label (header names, or 0-based indices without a header), the labels (None:
-regression). Nothing is dropped silently: empty lines, truncated sequences
-(longest first, as the original `_truncate_seq_pair`) and rows without text
-(skipped in train, kept in dev and test, which are scored whole) are counted
-and the first named by file:line; a label that is its class's number spelled
-otherwise (`1.0` for `1`) is read as that class; a test label column named
-but for case or spaces is read unlabelled, saying so; lines ending in CR
-alone are read as lines. A missing column, another number of fields, an
-unknown label, an unparsable score or a header naming a used column twice
-is a `DataError` naming file:line (the file reading is `tsv_reader`'s).
+Nothing is dropped silently: empty lines, truncated sequences and rows
+without text (skipped in train, kept in dev and test, which are scored
+whole) are counted and the first named by file:line; a label that is its
+class's number spelled otherwise (`1.0` for `1`) is that class. A missing
+column, another number of fields, an unknown label or an unparsable score is
+a `DataError` naming file:line (`tsv_reader` reads the files).
 """
 
 import collections
@@ -28,18 +22,18 @@ from typing import Callable, Dict, Optional, Sequence
 from absl import logging
 import numpy as np
 
-
+from albert_tf.core import features as F
+from albert_tf.core.file_io import atomic_writer
+from albert_tf.data import input_timeout
 from albert_tf.data.tsv_reader import (  # noqa: F401  (text_lines: API)
     DataError, InputExample, canonical_label, label_number, read_tsv_examples,
     same_numbers, text_lines)
-from albert_tf.core.file_io import atomic_writer
 
 
 @dataclasses.dataclass(frozen=True)
 class Submission:
   """A benchmark's own prediction file (CLUE's `<task>_predict.json`) of
-  the examples of `split` (a key of the task's `files`): `write_submission`.
-  """
+  the examples of `split` (a key of the task's `files`)."""
   file_name: str
   split: str = "test"
 
@@ -49,16 +43,13 @@ class TaskSpec:
   """How one task's files are laid out.
 
   files: split -> candidate file names in data_dir (the first that exists).
-  columns: split -> (text_a, text_b or None, label or None). Names need a
-    header line (has_header); ints are 0-based indices.
+  columns: split -> (text_a, text_b or None, label or None): header names
+    (has_header) or 0-based indices.
   label_list: class labels as they appear in the file; None for regression.
-  reader: a reader of another file layout, called by `read_examples`
-    instead of the TSV reader as reader(path, spec, split, max_examples)
-    and returning (examples, stats) as `read_tsv_examples` does (e.g.
-    `albert_tf.data.clue`'s JSON lines); None: TSV. `columns` then only
-    says whether the task reads pairs (text_b not None).
-  submission: the benchmark's prediction file written beside the
-    predictions, or None.
+  reader: None (TSV), or reader(path, spec, split, max_examples) -> (examples,
+    stats) as `read_tsv_examples` (`albert_tf.data.clue`'s JSON lines);
+    `columns` then only says whether the task reads pairs.
+  submission: the benchmark's prediction file, or None.
   """
   name: str
   files: dict
@@ -94,14 +85,10 @@ def _splits(train, dev, test):
 _TSV_FILES = _splits(("train.tsv",), ("dev.tsv",), ("test.tsv",))
 
 
-def _glue(name, text_a, text_b, label, label_list, test_a=None, test_b=None,
-          dev_files=("dev.tsv",), test_files=("test.tsv",)):
-  return TaskSpec(
-      name=name,
-      files=_splits(("train.tsv",), dev_files, test_files),
-      columns=_splits((text_a, text_b, label), (text_a, text_b, label),
-                      (test_a or text_a, test_b or text_b, None)),
-      label_list=label_list)
+def _glue(name, text_a, text_b, label, label_list, dev="dev.tsv",
+          test="test.tsv"):
+  return TaskSpec(name, _splits(("train.tsv",), (dev,), (test,)), _splits(
+      *[(text_a, text_b, label)] * 2, (text_a, text_b, None)), label_list)
 
 
 # The usual GLUE TSV layouts (header names as distributed by GLUE).
@@ -130,8 +117,7 @@ TASKS = {
     "qqp": _glue("qqp", "question1", "question2", "is_duplicate", ("0", "1")),
     "mnli": _glue("mnli", "sentence1", "sentence2", "gold_label",
                   ("contradiction", "entailment", "neutral"),
-                  dev_files=("dev_matched.tsv",),
-                  test_files=("test_matched.tsv",)),
+                  dev="dev_matched.tsv", test="test_matched.tsv"),
     "qnli": _glue("qnli", "question", "sentence", "label",
                   ("entailment", "not_entailment")),
     "rte": _glue("rte", "sentence1", "sentence2", "label",
@@ -142,24 +128,20 @@ TASK_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts_b": "sts-b",
 
 
 def _parse_column(value):
-  if value is None or value == "":
-    return None
-  if isinstance(value, int):
+  if value is None or isinstance(value, int):
     return value
-  return int(value) if str(value).lstrip("-").isdigit() else str(value)
+  value = str(value)
+  return int(value) if value.lstrip("-").isdigit() else (value or None)
 
 
 def make_tsv_task(text_a_column, label_column=None, text_b_column=None,
-                  label_list=None, has_header=None, test_label_column=None):
-  """The generic `tsv` task: {train,dev,test}.tsv with named or indexed columns.
-
-  label_list: sequence of labels, or None/empty for regression (float labels).
-  has_header: defaults to True when any column is a name.
-  The test split uses `test_label_column` (default: the label column,
-  when test.tsv has it; a test file without it is read unlabelled).
-  """
-  a, b, label = (_parse_column(text_a_column), _parse_column(text_b_column),
-                 _parse_column(label_column))
+                  label_list=None, has_header=None):
+  """The generic `tsv` task: {train,dev,test}.tsv with named or indexed
+  columns (has_header: default when a column is a name). label_list: None
+  or empty for regression. A test file without the label column is read
+  unlabelled."""
+  a, b, label = map(_parse_column, (text_a_column, text_b_column,
+                                    label_column))
   if a is None:
     raise ValueError("task tsv needs --text_a_column (a header name or a "
                      "0-based index)")
@@ -181,12 +163,9 @@ def make_tsv_task(text_a_column, label_column=None, text_b_column=None,
   if labels is not None and len(set(labels)) < 2:
     raise ValueError(f"--label_list={','.join(labels)}: a classifier needs "
                      "at least two classes")
-  test_label = _parse_column(test_label_column)
-  return TaskSpec(
-      name="tsv", files=_TSV_FILES,
-      columns=_splits((a, b, label), (a, b, label),
-                      (a, b, label if test_label is None else test_label)),
-      label_list=labels, has_header=has_header)
+  return TaskSpec(name="tsv", files=_TSV_FILES,
+                  columns=_splits(*[(a, b, label)] * 3), label_list=labels,
+                  has_header=has_header)
 
 
 def get_task(task_name, **tsv_options):
@@ -211,11 +190,8 @@ def find_split_file(spec, data_dir, split):
 
 
 def read_examples(spec, data_dir, split, max_examples=None):
-  """Reads one split. Returns (examples, stats).
-
-  stats: {"file", "lines", "examples", "empty_lines_skipped", "header_lines"}.
-  Raises DataError (file:line) for a missing column or an unknown label.
-  """
+  """(examples, stats: {"file", "lines", "examples", "empty_lines_skipped",
+  "header_lines"}) of one split; DataError (file:line) on bad input."""
   path = find_split_file(spec, data_dir, split)
   if spec.reader is not None:
     return spec.reader(path, spec, split, max_examples=max_examples)
@@ -223,13 +199,10 @@ def read_examples(spec, data_dir, split, max_examples=None):
 
 
 def infer_tsv_labels(spec, data_dir, regression=None):
-  """The `tsv` task without --label_list: its labels from the train split.
-
-  Returns (spec, note for the log). Text or integer labels make classes
-  (sorted; integers numerically), one per number however spelled (named by
-  its most common spelling); numbers with a fraction, or regression=True,
-  make a regression task.
-  """
+  """(spec, note for the log) of a `tsv` task without --label_list: text or
+  integer labels of the train split make classes (sorted; integers
+  numerically), one per number however spelled (named by its most common
+  spelling); numbers with a fraction, or regression=True, a regression."""
   if spec.label_list is not None or spec.columns["train"][2] is None:
     return spec, None
   path = find_split_file(spec, data_dir, "train")
@@ -268,19 +241,17 @@ def infer_tsv_labels(spec, data_dir, regression=None):
 
 
 def partial_file_name(file_name: str) -> str:
-  """The name a submission predicted on part of its file is written under
-  (`--max_predict_examples`): afqmc_predict.json -> afqmc_predict.partial.json,
-  so that it never replaces, nor passes for, the full file."""
+  """afqmc_predict.json -> afqmc_predict.partial.json: a submission of part
+  of its file (`--max_predict_examples`), never taken for the full one."""
   stem, ext = os.path.splitext(file_name)
   return f"{stem}.partial{ext}"
 
 
 def submission_path(output_dir: str, file_name: str, predicted: int,
                     not_read: int, source: str, flag_value: int) -> str:
-  """Where a submission of `predicted` lines goes: output_dir/file_name, or,
+  """output_dir/file_name, or its `partial_file_name` (said in one warning)
   when `not_read` lines of its file `source` were left out by
-  --max_predict_examples=flag_value, its `partial_file_name`, said in one
-  warning that names both files."""
+  --max_predict_examples=flag_value."""
   path = os.path.join(output_dir, file_name)
   if not not_read:
     return path
@@ -296,9 +267,8 @@ def submission_path(output_dir: str, file_name: str, predicted: int,
 
 
 def write_submission(path, examples: Sequence[InputExample], labels) -> None:
-  """A benchmark's prediction file: one line {"id": ..., "label": ...} per
-  example, in order (as CLUE's baselines write `<task>_predict.json`:
-  json.dumps, non-ASCII escaped). `labels`: the predicted label strings."""
+  """A benchmark's prediction file: {"id": ..., "label": ...} per example
+  and line, in order, json.dumps'd (as CLUE's baselines write theirs)."""
   if len(labels) != len(examples):
     raise ValueError(f"{len(labels)} labels for {len(examples)} examples")
   with atomic_writer(path) as f:
@@ -320,14 +290,72 @@ def label_to_value(spec, label):
   return spec.label_list.index(canonical)
 
 
+def read_spec(task_name: str, text_a_column=None, text_b_column=None,
+              label_column=None, label_list=None, has_header=None,
+              regression: Optional[bool] = None, data_dir: Optional[str] = None,
+              known_labels=None,
+              input_timeout_secs=input_timeout.DEFAULT_SECS,
+              named: Optional[TaskSpec] = None) -> TaskSpec:
+  """The TaskSpec of --task_name: `named` (a registered data set's), else
+  `get_task`'s; `tsv` from the column flags. A `tsv` task without
+  --label_list takes `known_labels` (the checkpoint's), else the train
+  split's (`infer_tsv_labels`, read within input_timeout_secs)."""
+  if task_name.lower() != "tsv":
+    return named or get_task(task_name)
+  labels = [x.strip() for x in (label_list or "").split(",") if x.strip()]
+  if regression and labels:
+    raise ValueError("--regression and --label_list exclude each other")
+  if not labels and not regression and known_labels:
+    labels = list(known_labels)
+  spec = get_task("tsv", text_a_column=text_a_column,
+                  text_b_column=text_b_column, label_column=label_column,
+                  label_list=labels or None, has_header=has_header)
+  if labels or data_dir is None:
+    return spec
+  spec, note = input_timeout.read_within(
+      f"the train file {os.path.join(data_dir, spec.files['train'][0])}",
+      lambda: infer_tsv_labels(spec, data_dir, regression),
+      input_timeout_secs)
+  if note:
+    logging.info("%s", note)
+  return spec
+
+
+def encode_examples(examples, tokenizer, max_seq_length, spec,
+                    name_truncated: int = 0):
+  """(features, stats) of examples, encoded by serve_text's own graph
+  (`text_graph.encode_texts`): int32 [n, max_seq_length] encoder inputs and
+  `label_ids` [n] (class index, -1 unlabelled; float32 for regression);
+  stats: `truncated` examples, `tokens_removed`, and `truncated_at` the
+  first name_truncated examples' sources."""
+  from albert_tf.serving import text_graph  # pylint: disable=g-import-not-at-top
+  if max_seq_length < 3 + any(e.text_b is not None for e in examples):
+    raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text")
+  features, removed = text_graph.encode_texts(
+      text_graph.shared_encoder(tokenizer, max_seq_length),
+      [e.text_a for e in examples], [e.text_b for e in examples])
+  features[F.LABEL_IDS] = np.asarray(
+      [label_to_value(spec, e.label) for e in examples],
+      np.float32 if spec.is_regression else np.int32).reshape([-1])
+  stats = {"examples": len(examples), "truncated": int((removed > 0).sum()),
+           "tokens_removed": int(removed.sum())}
+  if name_truncated:
+    stats["truncated_at"] = [examples[i].source for i in
+                             np.flatnonzero(removed)[:name_truncated]]
+  return features, stats
+
+
+def scored(examples) -> np.ndarray:
+  """Which examples have a gold label (bool [n]): a labelled test file's
+  no-consensus lines are predicted but not scored."""
+  return np.asarray([e.label is not None for e in examples], bool)
+
+
 # ------------------------------------------------------------------ scores
 def compute_metrics(spec: TaskSpec, labels, outputs) -> Dict[str, float]:
-  """Eval metrics. `outputs`: logits [n, C], or scores [n] / [n, 1].
-
-  Returns {"accuracy", "f1" (mrpc/qqp), "mcc" (cola)} or {"pearson",
-  "spearman", "corr"}; every dict also has "eval_metric" (the value that
-  picks the best checkpoint) and "num_examples".
-  """
+  """{"accuracy", "f1" (mrpc/qqp), "mcc" (cola)} or {"pearson", "spearman",
+  "corr"}, with "eval_metric" (what picks the best checkpoint) and
+  "num_examples". `outputs`: logits [n, C], or scores [n] / [n, 1]."""
   from scipy import stats  # pylint: disable=g-import-not-at-top
   from sklearn import metrics  # pylint: disable=g-import-not-at-top
   outputs, labels = np.asarray(outputs), np.asarray(labels)

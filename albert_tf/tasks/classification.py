@@ -1,19 +1,12 @@
 """Sentence(-pair) classification and regression: sentiment, lcqmc, GLUE, tsv.
 
-The TSV readers, the metrics and the prediction files are
-`albert_tf.data.classifier_data`. Each split is encoded once by serve_text's
-own graph (`encode_examples`: [CLS] a [SEP] (b [SEP])) and trained on by
-`Task.build_inputs`; the loss is softmax cross-entropy, or squared error for
-regression; `classifier_data.compute_metrics`' `eval_metric` picks the best
-checkpoint. Predictions: test_results.tsv and a benchmark's submission file
-(CLUE, FewCLUE: `albert_tf.data.clue`). Export (`--model=classifier`):
-serving_default and serve_text return `logits` and softmax `probabilities`
-(regression: `logits`, the score).
+Reading, encoding (serve_text's own graph), metrics and prediction files are
+`albert_tf.data.classifier_data`. Loss: softmax cross-entropy (regression:
+squared error). Predictions: test_results.tsv and a benchmark's submission
+file (CLUE, FewCLUE: `albert_tf.data.clue`). Export (`--model=classifier`):
+`logits` and softmax `probabilities` (regression: `logits`, the score).
 """
 
-from __future__ import annotations
-
-import contextlib
 import dataclasses
 import os
 from typing import Dict, Optional
@@ -21,20 +14,22 @@ from typing import Dict, Optional
 from absl import logging
 import numpy as np
 
-from albert_tf.tasks import registry
-from albert_tf.core import settings
-from albert_tf.data import classifier_data as cd
-from albert_tf.data import input_timeout
-from albert_tf.core.options import FinetuneOptions
 from albert_tf.core import features as F
 from albert_tf.core import lazy
 from albert_tf.core import record as record_lib
+from albert_tf.tasks import registry
+from albert_tf.core import settings
+from albert_tf.core.options import FinetuneOptions
+from albert_tf.data import classifier_data as cd
+from albert_tf.data import input_timeout
 from albert_tf.tasks.base import Task
 
 keras = lazy.module("keras")
 tf = lazy.module("tensorflow")
 models = lazy.module("albert_tf.modeling.models")
 saved_model = lazy.module("albert_tf.serving.saved_model")
+# Only export needs TF Text (the in-graph tokenizer).
+text_graph = lazy.module("albert_tf.serving.text_graph")
 
 PREDICTIONS_FILE = "test_results.tsv"
 # task_config key: a tsv task's columns and header, to read its dev split back.
@@ -51,13 +46,11 @@ class ClassifierOptions(FinetuneOptions):
   data_dir: str = settings.field(
       None, "Directory with the dataset's {train,dev,test} files.",
       required=True)
-  # The generic `tsv` task.
   text_a_column: Optional[str] = settings.field(
       None, "tsv task: text_a column (header name or 0-based index).")
   text_b_column: Optional[str] = settings.field(
       None, "tsv task: text_b column.")
-  label_column: Optional[str] = settings.field(
-      None, "tsv task: label column.")
+  label_column: Optional[str] = settings.field(None, "tsv task: label column.")
   label_list: Optional[str] = settings.field(
       None, "tsv task: comma-separated labels (default: the distinct labels "
       "of the train split).")
@@ -73,42 +66,39 @@ class ClassifierOptions(FinetuneOptions):
       "(eval_results.json's baseline_*; seconds).", group="training")
 
 
-@registry.register_family("classification", options=ClassifierOptions,
-                          command="albert-classify", aliases=("regression",),
-                          modules=("albert_tf.run_classifier",
-                                   "albert_tf.data.classifier_data",
-                                   "albert_tf.data.clue"))
+@registry.register_family(
+    "classification", options=ClassifierOptions, command="albert-classify",
+    aliases=("regression",), modules=("albert_tf.run_classifier",
+                                      "albert_tf.data.classifier_data",
+                                      "albert_tf.data.clue"))
 class ClassificationTask(Task):
-  """Sentence(-pair) classification or regression (a `classifier_data.TaskSpec`)."""
+  """Sentence(-pair) classification or regression (a `cd.TaskSpec`)."""
 
   best_metric = "eval_metric"
   export_name = "classifier"
   keras_hub_text_classifier = True
   decodes_serving_default = True
+  output_files = (PREDICTIONS_FILE,)
 
   @classmethod
   def dataset_output_files(cls, dataset):
     sub = getattr(dataset.spec, "submission", None)
     return (sub.file_name, cd.partial_file_name(sub.file_name)) if sub else ()
-  output_files = (PREDICTIONS_FILE,)
 
   @classmethod
   def legacy_record_task(cls, file_name, values):
-    if file_name != record_lib.CLASSIFIER_CONFIG:
-      return None
-    return "regression" if values.get("is_regression") else "classification"
+    if file_name == record_lib.CLASSIFIER_CONFIG:
+      return "regression" if values.get("is_regression") else "classification"
+    return None
 
   @classmethod
   def read_dataset(cls, dataset, data_dir):
-    found = {}
-    for split in dataset.spec.files:
-      with contextlib.suppress(FileNotFoundError):
-        found[split] = cd.read_examples(dataset.spec, data_dir, split)
-    return found
+    return {split: cd.read_examples(dataset.spec, data_dir, split)
+            for split, names in dataset.spec.files.items()
+            if any(os.path.exists(os.path.join(data_dir, n)) for n in names)}
 
   def __init__(self, spec: cd.TaskSpec, tokenizer, data_dir: str,
-               max_seq_length: int, **fields):
-    """fields: `Task.__init__`'s."""
+               max_seq_length: int, **fields):  # fields: Task.__init__'s
     super().__init__(tokenizer, max_seq_length, **fields)
     self.spec, self.data_dir = spec, data_dir
     self.name = "regression" if spec.is_regression else "classification"
@@ -116,11 +106,12 @@ class ClassificationTask(Task):
   # --------------------------------------------------------- fine-tuning
   @classmethod
   def from_options(cls, o: ClassifierOptions, tokenizer, info, dataset):
-    spec = read_spec(o.task_name, o.text_a_column, o.text_b_column,
-                     o.label_column, o.label_list, o.has_header, o.regression,
-                     o.data_dir, info.label_list if info and
-                     info.task_name == "tsv" else None,
-                     input_timeout_secs=o.input_timeout_secs)
+    spec = cd.read_spec(o.task_name, o.text_a_column, o.text_b_column,
+                        o.label_column, o.label_list, o.has_header,
+                        o.regression, o.data_dir, info.label_list if info and
+                        info.task_name == "tsv" else None,
+                        input_timeout_secs=o.input_timeout_secs,
+                        named=_named_spec(o.task_name))
     spec, skip = _labels_as_recorded(spec, o, info)
     task = cls(spec, tokenizer, o.data_dir, **cls.option_fields(o))
     task.init_skip_parts = skip
@@ -135,8 +126,7 @@ class ClassificationTask(Task):
                            "needs labels")
     submission = self.spec.submission
     if o.do_predict and submission and submission.split != "test":
-      # The benchmark's own test file (FewCLUE's test.json), read now so
-      # that a bad line stops the run before training.
+      # FewCLUE's test.json, read now: a bad line stops the run before training.
       try:
         stats[submission.split] = self.load_split(submission.split)[2]
       except FileNotFoundError as e:
@@ -149,42 +139,38 @@ class ClassificationTask(Task):
   # --------------------------------------------------------- data
   def load_split(self, split: str):
     """(examples, features, stats, has_labels) of a split, read once."""
-    if split not in self._splits:
-      path = cd.find_split_file(self.spec, self.data_dir, split)
-      # A named pipe without a writer, a hung mount: an error, not a wait.
-      examples, read_stats = input_timeout.read_within(
-          f"the {split} file {path}", lambda: cd.read_examples(
-              self.spec, self.data_dir, split,
-              # A benchmark's submission split is predicted as the test split.
-              max_examples=self.max_examples.get(
-                  split, self.max_examples["test"]) or None),
-          self.input_timeout_secs)
-      features, enc_stats = encode_examples(
-          examples, self.tokenizer, self.max_seq_length, self.spec,
-          name_truncated=3)
-      stats = dict(read_stats, **{k: v for k, v in enc_stats.items()
-                                  if k != "examples"})
-      # A cut text warns, saying where (a longer --max_seq_length, or fix it).
-      where = stats["truncated_at"]
-      logging.log(
-          logging.WARNING if where else logging.INFO,
-          "[%s] %s: %d examples, %d empty line(s) skipped, %d truncated to "
-          "max_seq_length=%d (%d tokens removed%s)", split, stats["file"],
-          stats["examples"], stats["empty_lines_skipped"], stats["truncated"],
-          self.max_seq_length, stats["tokens_removed"],
-          f"; the first at {', '.join(where)}" if where else "")
-      # A test file's no-consensus lines (CMNLI's "-") are predicted and
-      # not scored: the split is labelled if every other line is.
-      labelled = sum(e.label is not None for e in examples)
-      has_labels = labelled > 0 and labelled + stats.get(
-          "no_consensus_kept", 0) == len(examples)
-      self._splits[split] = (examples, features, stats, has_labels)
+    if split in self._splits:
+      return self._splits[split]
+    path = cd.find_split_file(self.spec, self.data_dir, split)
+    examples, read_stats = input_timeout.read_within(  # a hung read: error
+        f"the {split} file {path}", lambda: cd.read_examples(
+            self.spec, self.data_dir, split,
+            # A benchmark's submission split is predicted as the test split.
+            max_examples=self.max_examples.get(
+                split, self.max_examples["test"]) or None),
+        self.input_timeout_secs)
+    features, enc_stats = cd.encode_examples(
+        examples, self.tokenizer, self.max_seq_length, self.spec,
+        name_truncated=3)
+    stats = {**read_stats, **enc_stats, "examples": read_stats["examples"]}
+    where = stats["truncated_at"]  # a cut text warns, saying where
+    logging.log(
+        logging.WARNING if where else logging.INFO,
+        "[%s] %s: %d examples, %d empty line(s) skipped, %d truncated to "
+        "max_seq_length=%d (%d tokens removed%s)", split, stats["file"],
+        stats["examples"], stats["empty_lines_skipped"], stats["truncated"],
+        self.max_seq_length, stats["tokens_removed"],
+        f"; the first at {', '.join(where)}" if where else "")
+    # A test file's no-consensus lines (CMNLI's "-") are predicted and not
+    # scored: the split is labelled if every other line is.
+    labelled = sum(e.label is not None for e in examples)
+    self._splits[split] = (examples, features, stats, labelled > 0 and (
+        labelled + stats.get("no_consensus_kept", 0) == len(examples)))
     return self._splits[split]
 
   def train_arrays(self):
     features = self.load_split("train")[1]
-    labels = features[F.LABEL_IDS]
-    # Regression labels as [b, 1], the shape of the single logit.
+    labels = features[F.LABEL_IDS]  # regression: [b, 1], as the logit
     return ({k: features[k] for k in F.ENCODER_INPUTS},
             {F.LOGITS: labels[:, None] if self.spec.is_regression else labels})
 
@@ -203,8 +189,7 @@ class ClassificationTask(Task):
         keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
 
   # --------------------------------------------------------- eval / predict
-  def logits(self, model, features) -> np.ndarray:
-    """Model logits [n, num_labels] for encoded features, in order."""
+  def logits(self, model, features) -> np.ndarray:  # [n, num_labels]
     return self.outputs(model, features)[F.LOGITS].reshape(
         [-1, self.spec.num_labels])
 
@@ -222,9 +207,8 @@ class ClassificationTask(Task):
     return cd.compute_metrics(self.spec, features[F.LABEL_IDS], logits)
 
   def baselines(self, splits):
-    """Majority class and char n-gram TF-IDF + logistic regression
-    (`data.baselines`), fitted on the train split, scored as the model is;
-    none for regression."""
+    """Majority class and char n-gram TF-IDF + logistic regression fitted on
+    train (`data.baselines`), scored as the model is; none for regression."""
     from albert_tf.data import baselines  # pylint: disable=g-import-not-at-top
     if self.spec.is_regression:
       return {}
@@ -235,43 +219,39 @@ class ClassificationTask(Task):
     for split in splits:
       examples, features, _, labelled = self.load_split(split)
       if labelled and examples:
-        scored = _scored(examples)
+        scored = cd.scored(examples)
         wanted.append((split, [e for e, s in zip(examples, scored) if s],
                        features[F.LABEL_IDS][scored]))
     if not wanted:
       return {}
     train_ids = train_features[F.LABEL_IDS]
-    tfidf = baselines.tfidf(
-        ([e.text_a for e in train], [e.text_b for e in train], train_ids),
-        [([e.text_a for e in ex], [e.text_b for e in ex])
-         for _, ex, _ in wanted], seed=self.seed)
-    out = {}
-    for (split, examples, labels), tfidf_ids in zip(wanted, tfidf):
-      one_hot = lambda ids: np.eye(self.spec.num_labels)[ids]
-      out[split] = {
-          "majority": cd.compute_metrics(self.spec, labels, one_hot(
-              baselines.majority(train_ids, len(labels)))),
-          "tfidf": cd.compute_metrics(self.spec, labels, one_hot(tfidf_ids))}
-    return out
+    texts = lambda ex: ([e.text_a for e in ex], [e.text_b for e in ex])
+    tfidf = baselines.tfidf((*texts(train), train_ids),
+                            [texts(ex) for _, ex, _ in wanted], seed=self.seed)
+    score = lambda labels, ids: cd.compute_metrics(
+        self.spec, labels, np.eye(self.spec.num_labels)[ids])
+    return {split: {"majority": score(labels, baselines.majority(
+                        train_ids, len(labels))),
+                    "tfidf": score(labels, tfidf_ids)}
+            for (split, _, labels), tfidf_ids in zip(wanted, tfidf)}
 
   def predict(self, model, output_dir):
     examples, features, stats, has_labels = self.load_split("test")
     logits = self.logits(model, features)
-    cd.write_predictions(os.path.join(output_dir, PREDICTIONS_FILE), self.spec,
-                      logits)
+    cd.write_predictions(os.path.join(output_dir, PREDICTIONS_FILE),
+                         self.spec, logits)
     if self.spec.submission is not None:
       self._write_submission(model, output_dir, examples, logits, stats)
     if not has_labels:
       return {}
-    scored = _scored(examples)
+    scored = cd.scored(examples)
     return cd.compute_metrics(self.spec, features[F.LABEL_IDS][scored],
-                           logits[scored])
+                              logits[scored])
 
   def _write_submission(self, model, output_dir, examples, logits, stats):
-    """The benchmark's prediction file (CLUE's `<task>_predict.json`) of
-    its submission split: the test split's predictions (examples, logits,
-    stats), or another file's (FewCLUE's test.json beside the labelled
-    test_public.json)."""
+    """The benchmark's prediction file (CLUE's `<task>_predict.json`): of
+    the test split (examples, logits, stats) or of its submission split's
+    file (FewCLUE's test.json beside the labelled test_public.json)."""
     submission = self.spec.submission
     if submission.split != "test":
       test_file = stats["file"]
@@ -282,8 +262,7 @@ class ClassificationTask(Task):
         return
       if stats["file"] != test_file:
         logits = self.logits(model, features)
-    labels = [self.spec.label_list[int(i)] for i in
-              np.asarray(logits).argmax(-1)]
+    labels = [self.spec.label_list[i] for i in np.argmax(logits, -1)]
     path = cd.submission_path(output_dir, submission.file_name, len(labels),
                               stats.get("not_read", 0), stats["file"],
                               self.max_examples["test"])
@@ -294,12 +273,11 @@ class ClassificationTask(Task):
   # --------------------------------------------------------- record / export
   def record(self):
     spec = self.spec
-    own = {}
-    if spec.name == "tsv":  # how to read the dev split back (an export's check)
-      a, b, label = spec.columns["dev"]
-      own[TSV_READING] = {"text_a_column": a, "text_b_column": b,
-                          "label_column": label,
-                          "has_header": spec.has_header}
+    a, b, label = spec.columns["dev"]
+    # A tsv task's columns: how to read the dev split back (export's check).
+    own = {TSV_READING: {"text_a_column": a, "text_b_column": b,
+                         "label_column": label, "has_header": spec.has_header}
+           } if spec.name == "tsv" else {}
     return record_lib.ModelInfo(
         task=self.name, task_name=spec.name, num_labels=spec.num_labels,
         task_config=own, label_list=list(spec.label_list or []),
@@ -318,29 +296,24 @@ class ClassificationTask(Task):
   @classmethod
   def export_signatures(cls, model, record, tokenizer, max_seq_length,
                         text_pair, length_buckets=None):
-    """length_buckets: the lengths serve_text pads a batch to (the smallest
-    that holds its longest row; `text_graph.TextEncoder`); default: always
-    max_seq_length."""
-    # Imported here: only export needs TF Text (the in-graph tokenizer).
-    from albert_tf.serving.text_graph import TextEncoder  # pylint: disable=g-import-not-at-top
+    """Both signatures return `logits`, and softmax `probabilities` unless
+    regression. length_buckets: `text_graph.TextEncoder`'s."""
     text_pair = record.text_pair if text_pair is None else text_pair
-    encoder = TextEncoder.from_tokenizer(tokenizer, max_seq_length,
-                                         length_buckets=length_buckets)
+    encoder = text_graph.TextEncoder.from_tokenizer(
+        tokenizer, max_seq_length, length_buckets=length_buckets)
     regression = record.task == "regression" or model.num_labels == 1
+    names = list(record.label_list) if not regression else []
 
     def run(features):
-      return cls.export_outputs(model(features, training=False), regression)
-
-    # serve_text also names the most probable class: `label` [batch]
-    # (string), from the task's labels as fine-tuned.
-    label_names = (tf.constant(list(record.label_list), tf.string)
-                   if record.label_list and not regression else None)
+      logits = tf.cast(model(features, training=False)[F.LOGITS], tf.float32)
+      return {F.LOGITS: logits} if regression else {  # the logit is the score
+          F.LOGITS: logits, F.PROBABILITIES: tf.nn.softmax(logits, axis=-1)}
 
     def run_text(t):
       outputs = run(encoder(t["text"], t.get("text_b")))
-      if label_names is not None:
-        outputs["label"] = tf.gather(
-            label_names, tf.argmax(outputs[F.PROBABILITIES], axis=-1))
+      if names:  # `label` [batch]: the most probable class's name
+        outputs["label"] = tf.gather(tf.constant(names, tf.string), tf.argmax(
+            outputs[F.PROBABILITIES], axis=-1))
       return outputs
 
     return {"serving_default": saved_model.ids_signature(
@@ -348,33 +321,20 @@ class ClassificationTask(Task):
             "serve_text": saved_model.signature(
                 run_text, saved_model.text_specs(text_pair))}
 
-  @staticmethod
-  def export_outputs(outputs, regression=False):
-    """Serving outputs: `logits`, and `probabilities` unless regression."""
-    logits = tf.cast(outputs[F.LOGITS], tf.float32)
-    return {F.LOGITS: logits} if regression else {  # the logit is the score
-        F.LOGITS: logits, F.PROBABILITIES: tf.nn.softmax(logits, axis=-1)}
-
-  # --------------------------------------------- serving from raw inputs
-  # (Task's encode_inputs, tflite_input_shapes and calibration: the default
-  # [CLS] a [SEP] (b [SEP]) packing.)
+  # ------------------- serving from raw inputs (the rest: Task's defaults)
   @classmethod
   def held_out_inputs(cls, record, max_examples):
     """The recorded dev file (`record.training`), read with the task's own
-    reader: a named benchmark's layout, or a `tsv` task's columns as the
-    record keeps them (`TSV_READING`)."""
+    reader (a `tsv` task's columns as recorded, `TSV_READING`)."""
     training = record.training or {}
     data_dir = training.get("data_dir")
-    if not data_dir or "dev" not in (training.get("data") or {}):
+    tsv = (record.task_name or "").lower() == "tsv"
+    reading = record.task_config.get(TSV_READING) if tsv else {}
+    if not data_dir or "dev" not in (training.get("data") or {}) or (
+        tsv and not reading):  # a record from before the columns were kept
       return None
-    if (record.task_name or "").lower() == "tsv":
-      reading = record.task_config.get(TSV_READING)
-      if not reading:
-        return None  # a record from before the columns were kept
-      spec = cd.get_task("tsv", label_list=list(record.label_list) or None,
-                         **reading)
-    else:
-      spec = read_spec(record.task_name)
+    spec = cd.read_spec(record.task_name, known_labels=record.label_list,
+                        named=_named_spec(record.task_name), **reading)
     examples, stats = cd.read_examples(spec, data_dir, "dev",
                                        max_examples=max_examples)
     if not examples:
@@ -383,8 +343,7 @@ class ClassificationTask(Task):
     if record.text_pair:
       inputs["text_b"] = [e.text_b or "" for e in examples]
     gold = [e.label for e in examples]
-    labelled = all(g is not None for g in gold) and not spec.is_regression
-    return (inputs, gold if labelled else None,
+    return (inputs, None if None in gold or spec.is_regression else gold,
             f"the run's dev split, {stats['file']} ({len(examples)} examples)")
 
   @classmethod
@@ -399,57 +358,24 @@ class ClassificationTask(Task):
             for p in probs[:n]]
 
 
-def encode_examples(examples, tokenizer, max_seq_length, spec,
-                    name_truncated: int = 0):
-  """(features, stats) of examples, encoded by serve_text's own graph
-  (`text_graph.encode_texts`): int32 `input_ids`, `input_mask`,
-  `segment_ids` [n, max_seq_length] and `label_ids` [n] (class index, -1
-  unlabelled; float32 for regression); stats count the `truncated` examples
-  and `tokens_removed`, and `truncated_at` names the first name_truncated.
-  """
-  from albert_tf.serving import text_graph  # pylint: disable=g-import-not-at-top
-  if max_seq_length < 3 + any(e.text_b is not None for e in examples):
-    raise ValueError(f"max_seq_length={max_seq_length} leaves no room for text")
-  features, removed = text_graph.encode_texts(
-      text_graph.shared_encoder(tokenizer, max_seq_length),
-      [e.text_a for e in examples], [e.text_b for e in examples])
-  features[F.LABEL_IDS] = np.asarray(
-      [cd.label_to_value(spec, e.label) for e in examples],
-      np.float32 if spec.is_regression else np.int32).reshape([-1])
-  stats = {"examples": len(examples), "truncated": int((removed > 0).sum()),
-           "tokens_removed": int(removed.sum())}
-  if name_truncated:
-    stats["truncated_at"] = [examples[i].source for i in
-                             np.flatnonzero(removed)[:name_truncated]]
-  return features, stats
-
-
-def _scored(examples) -> np.ndarray:
-  """Which examples have a gold label (bool [n]): a labelled test file's
-  no-consensus lines are predicted but not scored."""
-  return np.asarray([e.label is not None for e in examples], bool)
+def _named_spec(task_name):  # a registered data set's spec, or None
+  known = registry.datasets("classification").get(task_name)
+  return known.spec if known else None
 
 
 def _labels_as_recorded(spec: cd.TaskSpec, o, info):
-  """(spec, parts not to restore from --init_checkpoint): the label order is
-  part of the model.
-
-  The model in --output_dir (resumed, evaluated, predicted with) keeps its
-  labels: the same labels in another order are remapped by name (the
-  recorded order is the model's), another set is refused with both. A
-  classifier fine-tuned on other labels given as --init_checkpoint: the
-  same set is remapped too; another set (or scores against classes) gets a
-  new classifier head, said in one line.
-  """
+  """(spec, parts not to restore from --init_checkpoint), the label order
+  the model's: a model in --output_dir keeps its labels (the same set
+  remapped by name, another refused); --init_checkpoint's with another set
+  (or scores against classes) gets a new classifier head, said in a line."""
   families = ("classification", "regression")
-  task = "regression" if spec.is_regression else "classification"
+  task = families[spec.is_regression]
   mine = list(spec.label_list or ())
   names = lambda labels: ",".join(labels) or "(scores)"
-  model = where = None
+  model, where = None, f"the model in --output_dir={o.output_dir}"
   if not o.overwrite and tf.io.gfile.exists(
       os.path.join(o.output_dir, record_lib.RECORD_FILE)):
     model = registry.read_record(o.output_dir)
-    where = f"the model in --output_dir={o.output_dir}"
   if model is None or model.task not in families:
     model = info if o.init_checkpoint else None
     where = f"--init_checkpoint={o.init_checkpoint}"
@@ -472,41 +398,3 @@ def _labels_as_recorded(spec: cd.TaskSpec, o, info):
                     ",".join(mine))
     return dataclasses.replace(spec, label_list=tuple(model.label_list)), ()
   return spec, ()
-
-
-def read_spec(task_name: str, text_a_column=None, text_b_column=None,
-              label_column=None, label_list=None, has_header=None,
-              regression: Optional[bool] = None, data_dir: Optional[str] = None,
-              known_labels=None,
-              input_timeout_secs=input_timeout.DEFAULT_SECS) -> cd.TaskSpec:
-  """The TaskSpec of --task_name (`tsv` from the column flags).
-
-  A `tsv` task without --label_list takes `known_labels` (those of the
-  checkpoint being fine-tuned further or evaluated), else the labels of the
-  train split in data_dir (`classifier_data.infer_tsv_labels`, read within
-  input_timeout_secs).
-  """
-  if task_name.lower() != "tsv":
-    known = registry.datasets("classification").get(task_name)
-    if known is not None and known.spec is not None:
-      return known.spec
-    return cd.get_task(task_name)
-  labels = [x.strip() for x in (label_list or "").split(",") if x.strip()]
-  if regression and labels:
-    raise ValueError("--regression and --label_list exclude each other")
-  if not labels and not regression and known_labels:
-    labels = list(known_labels)
-  spec = cd.get_task("tsv", text_a_column=text_a_column,
-                     text_b_column=text_b_column, label_column=label_column,
-                     label_list=labels or None, has_header=has_header)
-  if labels or data_dir is None:
-    return spec
-  names = [os.path.join(data_dir, n) for n in spec.files["train"]]
-  train = next((p for p in names if os.path.exists(p)), names[0])
-  spec, note = input_timeout.read_within(
-      f"the train file {train}",
-      lambda: cd.infer_tsv_labels(spec, data_dir, regression),
-      input_timeout_secs)
-  if note:
-    logging.info("%s", note)
-  return spec
