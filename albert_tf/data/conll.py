@@ -3,22 +3,15 @@
     data = read_conll("data/ner/train.txt")          # scheme auto-detected
     tags = convert(data.sentences[0].tags, data.scheme, "BIO")
 
-The file layout is CoNLL's: one token per line with its tag in the last
-column (whitespace-separated, or tab-separated when the line has a tab, so a
-tab-separated token may contain spaces only to be refused), a blank line
-between sentences. A file without a tag column is unlabelled (prediction
-input). CRLF endings and a UTF-8 BOM are accepted; CoNLL-2003's
-`-DOCSTART-` lines are document markers and are skipped (counted).
+Files: a token per line, its tag in the last column (split on tabs if the
+line has one, else on whitespace; none when unlabelled), a blank line between
+sentences; CRLF, a BOM and `-DOCSTART-` lines (skipped) are accepted. Tag
+schemes (`SCHEMES`) convert through entity spans without loss; the model
+trains on BIO, predictions keep the file's scheme. A stray tag (`stray_tags`)
+is read as seqeval reads it (`spans`): the F1 here is seqeval's.
 
-Tag schemes (`SCHEMES`): BIO (IOB2), IOB1, BIOES (IOBES) and BMES, each
-turned into entity spans and back without loss; the model is trained on
-BIO tags, and predictions are written in the file's own scheme. A tag the
-scheme does not have is an error naming file:line; a stray one
-(`stray_tags`) is read as seqeval reads it (`spans`), so the F1 here is
-seqeval's (conlleval's, for BIO).
-
-How sentences become model windows, the entity metric and the predictions
-file are `albert_tf.data.ner_data`.
+Model windows, the entity metric and the predictions file are
+`albert_tf.data.ner_data`.
 """
 
 import dataclasses
@@ -29,8 +22,7 @@ from absl import logging
 
 from albert_tf.data.tsv_reader import first_places
 
-# run_ner's --task_name values: the corpus data_prep.corpora writes
-# (People's Daily BIO files), and any CoNLL files.
+# run_ner's --task_name: data_prep.corpora's People's Daily (BIO), any CoNLL.
 TASK_NAMES = ("peoples_daily_ner", "conll")
 
 SCHEMES = ("BIO", "IOB1", "BIOES", "BMES")
@@ -82,31 +74,24 @@ def canonical_scheme(name: Optional[str]) -> Optional[str]:
 # ------------------------------------------------------------------ schemes
 def _split(tag: str) -> Tuple[str, Optional[str]]:
   """("B", "PER") for "B-PER", ("O", None) for "O"."""
-  if tag == "O":
-    return "O", None
   match = _TAG_RE.match(tag)
-  if not match:
+  if not match and tag != "O":
     raise ValueError(f"unknown tag {tag!r} (expected O or B-/I-/E-/S-/M- "
                      "followed by a type, e.g. B-PER)")
-  return match.group(1), match.group(2)
+  return match.groups() if match else ("O", None)
 
 
 def detect_scheme(tag_lists: Sequence[Sequence[str]]) -> str:
-  """The scheme the tags are written in.
-
-  M → BMES; E or S (no M) → BIOES; only B/I: IOB1 when entities start
-  with I- (after O or after another type) and B- never starts one, else BIO.
-  """
+  """The scheme the tags are written in: M → BMES; E or S → BIOES; only B/I:
+  IOB1 when entities start with I- and B- never starts one, else BIO."""
   prefixes, iob1, bio = set(), False, False
   for tags in tag_lists:
     prev = None
     for tag in tags:
       prefix, kind = _split(tag)
       prefixes.add(prefix)
-      if prefix == "I" and prev != kind:
-        iob1 = True
-      if prefix == "B" and prev != kind:
-        bio = True  # IOB1 has B- only between two entities of one type
+      iob1 |= prefix == "I" and prev != kind
+      bio |= prefix == "B" and prev != kind  # IOB1's B- follows its type
       prev = kind
   if "M" in prefixes:
     if "I" in prefixes:
@@ -114,26 +99,15 @@ def detect_scheme(tag_lists: Sequence[Sequence[str]]) -> str:
     return "BMES"
   if prefixes & {"E", "S"}:
     return "BIOES"
-  # Both kinds of evidence: a BIO file with a stray I- (reported by the
-  # strict BIO check, at its line).
+  # Both: a BIO file with a stray I- (the BIO check reports it, at its line).
   return "IOB1" if iob1 and not bio else "BIO"
 
 
 def stray_tags(tags: Sequence[str], scheme: str) -> List[Tuple[int, str]]:
-  """Tags of one sentence that are out of place under `scheme`, but readable.
-
-  Such a tag does not continue an entity (an I-/M-/E- at the sentence start,
-  after O or after another type) or leaves its entity open (BIOES and BMES
-  end one with E-/S-): what a sentence split inside a name leaves, and what
-  `spans(..., strict=False)` reads as conlleval and seqeval do.
-
-  Returns:
-    (index, why) for each such tag, why a one-line message.
-  Raises:
-    ValueError ("token N: ...") for a tag `scheme` does not have, or an IOB1
-    B- that does not follow an entity of its type: the file is not written
-    in `scheme` at all.
-  """
+  """(index, why) of each tag of one sentence that continues no entity or
+  leaves its entity open (BIOES, BMES) under `scheme`, as a sentence split
+  inside a name leaves. ValueError ("token N: ...") for a tag `scheme` does
+  not have, or an IOB1 B- that does not follow an entity of its type."""
   allowed = _PREFIXES[scheme]
   parsed = [_split(t) for t in tags]
   stray = []
@@ -159,25 +133,16 @@ def stray_tags(tags: Sequence[str], scheme: str) -> List[Tuple[int, str]]:
 
 def spans(tags: Sequence[str], scheme: str, strict: bool = True
           ) -> List[Tuple[str, int, int]]:
-  """Entities of one sentence as (type, start, end) with end exclusive.
-
-  strict: the tags must be well formed under `scheme` (ValueError naming the
-  position of the first `stray_tags` otherwise). Not strict: read as
-  seqeval's `get_entities` reads them (predicted tags, and gold tags with
-  stray ones); see below.
-  """
-  parsed = [_split(t) for t in tags]
+  """Entities of one sentence as (type, start, end), end exclusive, read as
+  seqeval's `get_entities` (the dev metric's) reads them, M as I: an I-X
+  that continues no X starts one (conlleval), BIOES `O E-PER E-PER` is two
+  entities. strict: ValueError ("token N: ...") at the first `stray_tags`."""
   if strict:
     stray = stray_tags(tags, scheme)
     if stray:
       raise ValueError(f"token {stray[0][0] + 1}: {stray[0][1]}")
-  # One reader for every scheme (M read as I): seqeval's, which is
-  # conlleval's for BIO and IOB1 (an I-X that continues no X starts one)
-  # and extends it to S- and E-, which conlleval.pl lacks; seqeval because
-  # the dev metric is seqeval's. BIOES `O E-PER E-PER` is two one-token
-  # entities, BMES `M-PER E-PER` at the start one two-token entity.
   plain = ["O" if p == "O" else f"{'I' if p == 'M' else p}-{k}"
-           for p, k in parsed]
+           for p, k in map(_split, tags)]
   # Here, not at the top: seqeval loads scikit-learn (2 s), which
   # run_ner --help, reading TASK_NAMES, has no need of.
   from seqeval.metrics.sequence_labeling import get_entities  # pylint: disable=g-import-not-at-top
@@ -194,12 +159,8 @@ def from_spans(entities: Sequence[Tuple[str, int, int]], length: int,
     if scheme in ("BIOES", "BMES") and end - start == 1:
       tags[start] = f"S-{kind}"
     else:
-      for i in range(start, end):
-        tags[i] = f"{inner}-{kind}"
-      if scheme == "IOB1":
-        if prev_end == start and prev_kind == kind:
-          tags[start] = f"B-{kind}"
-      else:
+      tags[start:end] = [f"{inner}-{kind}"] * (end - start)
+      if scheme != "IOB1" or (prev_end, prev_kind) == (start, kind):
         tags[start] = f"B-{kind}"
       if scheme in ("BIOES", "BMES"):
         tags[end - 1] = f"E-{kind}"
@@ -217,99 +178,78 @@ def convert(tags: Sequence[str], source: str, target: str,
 def read_conll(path: str, tag_scheme: Optional[str] = None,
                strict_tags: bool = False) -> ConllData:
   """Reads and checks a CoNLL file; DataError names file:line on bad input.
-
-  Stray gold tags (`stray_tags`) are counted in ConllData.stray_tags and
-  named in one warning (the count and the first three file:line places);
-  strict_tags makes the first of them a DataError instead.
-  """
+  Stray gold tags are counted and named in one warning (strict_tags: the
+  first is a DataError)."""
   with open(path, "rb") as f:
-    raw = f.read()
-  sentences: List[Sentence] = []
-  tokens, tags, first_line = [], [], 0
-  columns = None
-  docstarts = 0
-
-  def flush():
-    if tokens:
-      sentences.append(Sentence(list(tokens), list(tags) if columns and
-                                columns > 1 else None, first_line))
-    tokens.clear()
-    tags.clear()
-
-  for number, line in enumerate(raw.split(b"\n"), 1):
+    lines = f.read().split(b"\n")
+  sentences, rows, columns, docstarts = [], [], None, 0
+  for number, line in enumerate(lines + [b""], 1):  # b"": the last flush
     where = f"{path}:{number}"
     try:
-      text = line.decode("utf-8")
+      text = line.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError as e:
       raise DataError(f"{where}: not UTF-8 ({e.reason} at byte "
                       f"{e.start})") from None
-    if number == 1:
-      text = text.lstrip("\ufeff")
-    text = text.rstrip("\r\n")
-    if not text.strip():
-      flush()
-      continue
-    fields = (text.split("\t") if "\t" in text else text.split())
-    fields = [x.strip(" ") for x in fields] if "\t" in text else fields
-    if fields[0] == DOCSTART:
-      docstarts += 1
-      flush()
+    text = text.lstrip("\ufeff") if number == 1 else text
+    fields = ([x.strip(" ") for x in text.split("\t")] if "\t" in text
+              else text.split())
+    if not text.strip() or fields[0] == DOCSTART:
+      docstarts += bool(text.strip())
+      if rows:
+        sentences.append(Sentence([f[0] for f in rows], [f[-1] for f in rows]
+                                  if columns > 1 else None, first_line))
+      rows = []
       continue
     if columns is None:
       columns = len(fields)
     elif len(fields) != columns:
       raise DataError(f"{where}: {len(fields)} column(s), the file's first "
                       f"token line has {columns} (token [... ] tag)")
-    token = fields[0]
-    if not token or any(c.isspace() for c in token):
-      raise DataError(f"{where}: the token {token!r} is empty or contains "
-                      "whitespace (CoNLL tokens cannot)")
-    if not tokens:
-      first_line = number
-    tokens.append(token)
+    if not fields[0] or any(c.isspace() for c in fields[0]):
+      raise DataError(f"{where}: the token {fields[0]!r} is empty or "
+                      "contains whitespace (CoNLL tokens cannot)")
     if columns > 1:
-      tag = fields[-1]
       try:
-        _split(tag)
+        _split(fields[-1])
       except ValueError as e:
         raise DataError(f"{where}: {e}") from None
-      tags.append(tag)
-  flush()
+    first_line = first_line if rows else number
+    rows.append(fields)
   if not sentences:
     raise DataError(f"{path}: no sentences (empty file?)")
   has_tags = bool(columns and columns > 1)
   scheme = canonical_scheme(tag_scheme)
   stray = []  # (line, tag) of every stray tag, in file order
   if has_tags:
-    if scheme is None:
-      try:
-        scheme = detect_scheme([s.tags for s in sentences])
-      except ValueError as e:
-        raise DataError(f"{path}: {e}") from None
+    try:
+      scheme = scheme or detect_scheme([s.tags for s in sentences])
+    except ValueError as e:
+      raise DataError(f"{path}: {e}") from None
     for s in sentences:
       try:
         problems = stray_tags(s.tags, scheme)
-      except ValueError as e:
-        match = re.match(r"token (\d+): ", str(e))
-        line = s.line + int(match.group(1)) - 1
-        raise DataError(f"{path}:{line}: {str(e)[match.end():]}") from None
-      if problems and strict_tags:
-        raise DataError(f"{path}:{s.line + problems[0][0]}: "
-                        f"{problems[0][1]}")
+        if problems and strict_tags:
+          raise ValueError(f"token {problems[0][0] + 1}: {problems[0][1]}")
+      except ValueError as e:  # "token N: why"
+        n, why = str(e)[len("token "):].split(": ", 1)
+        raise DataError(f"{path}:{s.line + int(n) - 1}: {why}") from None
       stray.extend((s.line + i, s.tags[i]) for i, _ in problems)
   if stray:
-    places = first_places([f"{path}:{line} {tag!r}" for line, tag in stray])
     logging.warning(
         "%s: %d %s tag(s) do not continue or close an entity (%s); read "
         "as conlleval and seqeval read them: an inside tag that continues "
         "no entity starts one, and an entity left open ends at its last "
         "tag (--strict_tags makes this an error)", path, len(stray), scheme,
-        places)
+        first_places([f"{path}:{line} {tag!r}" for line, tag in stray]))
   return ConllData(path, sentences, scheme or "BIO", has_tags, docstarts,
                    len(stray))
 
 
 def to_bio(sentence: Sentence, scheme: str) -> List[str]:
   """The sentence's gold tags in BIO, stray ones read as `spans` reads them
-  (read_conll has checked the rest)."""
-  return convert(sentence.tags, scheme, "BIO", strict=False)
+  (read_conll has checked the rest); well-formed BIO as it is (no seqeval)."""
+  tags = sentence.tags
+  if scheme == "BIO" and all(t[0] != "I" or p[1:] == t[1:]
+                             for p, t in zip(["O"] + tags, tags)):
+    return list(tags)
+  return convert(tags, scheme, "BIO", strict=False)

@@ -1,14 +1,13 @@
 """The token tagger's one preprocessor, in the graph: training and serving.
 
 `TextTagger` splits each token into pieces with the `text_graph.TextEncoder`
-of the tagger's tokenizer (`token_pieces`), for every caller: fine-tuning
-(`ner_data.encode_sentences` packs the pieces of a CoNLL split's tokens,
-`piece_ids`, into windows); the tagger's `serve_text` signature
-(`__call__`: raw text -> tokens with code-point offsets, `split` -> pieces
--> one window -> the model's tag ids -> entities and a tag per character,
-`decode`); and, run from Python around a model without TF Text (ONNX, TFLite,
-the export checks), `encode_batch` and `tag_batch`. Building one needs
-`import tensorflow_text`; so does loading a SavedModel that contains one.
+of the tagger's tokenizer (`token_pieces`) for every caller: fine-tuning
+(`ner_data.encode_sentences` packs `piece_ids` into windows); serve_text
+(`__call__`: raw text -> tokens with code-point offsets (`split`) -> pieces
+-> one window -> the model's tag ids -> entities and character tags,
+`decode`); and, from Python around a model without TF Text (ONNX, TFLite,
+the export checks), `encode_batch`, `tag_batch` and `ids_predictor`.
+Building or loading one needs `import tensorflow_text`.
 """
 
 import functools
@@ -19,6 +18,7 @@ import weakref
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.core import features as F
 from albert_tf.data import tokenization
 from albert_tf.serving import text_graph
 
@@ -57,18 +57,15 @@ def _shift_right(values, row_start, fill):
 
 
 def split(text, token_level):
-  """tf.string [batch] -> the tokens of each text.
+  """tf.string [batch] -> the tokens of each text: RaggedTensors [batch,
+  (tokens)] `tokens`, `starts`, `ends` (int64 code points, end exclusive)
+  and `chars` [batch, (characters)].
 
-  token_level "char": every non-whitespace character is a token, as in
-  character-level corpora (People's Daily NER). "word": a run of
-  `is_word_char` characters is one token ("iPhone", "2024", "１５"); every
-  other non-whitespace character is a token alone (each CJK ideograph,
-  each punctuation mark or symbol). Characters are code points, not
-  grapheme clusters: an emoji with a skin-tone modifier is two tokens.
-
-  Returns a dict of RaggedTensors [batch, (tokens)]: `tokens` (strings),
-  `starts`, `ends` (int64 code-point offsets, end exclusive); and `chars`
-  [batch, (characters)], each character a string.
+  token_level "char": every non-whitespace character is a token (People's
+  Daily NER). "word": a run of `is_word_char` characters is one token
+  ("iPhone", "2024", "１５"); any other non-whitespace character is one
+  alone (a CJK ideograph, a punctuation mark). Characters are code points:
+  an emoji with a skin-tone modifier is two tokens.
   """
   chars = tf.strings.unicode_split(text, "UTF-8")
   flat = chars.flat_values
@@ -106,19 +103,17 @@ def split(text, token_level):
 
 
 class TextTagger(tf.Module):
-  """Tokens -> pieces -> model inputs; tag ids -> entities, in the graph.
-
-  Offsets are code points of the input string, which must be UTF-8.
+  """Tokens -> pieces -> model inputs; tag ids -> entities, in the graph
+  (offsets: code points of the UTF-8 input).
 
   Args:
-    encoder: the `text_graph.TextEncoder` of the tagger's tokenizer: its
-      `tokenize` gives each token's pieces, its max_seq_length the cut, its
-      `pad` the padding (to a length bucket when it has them).
+    encoder: the tokenizer's `text_graph.TextEncoder`: its `tokenize`, its
+      max_seq_length (the cut) and its `pad` (to a length bucket, if any).
     token_level: "char" or "word" (`split`).
     label_list: the model's tags, index = tag id: "O", "B-X", "I-X".
-    unk_id: the unknown piece (a token with no piece becomes one).
+    unk_id: the piece of a token that has none.
     underline_id: SentencePiece's bare word-start piece "▁", dropped in front
-      of a token's other pieces (`token_pieces`); -1 if none.
+      of a token's other pieces; -1 if none.
   """
 
   def __init__(self, encoder, token_level, label_list, unk_id,
@@ -141,8 +136,7 @@ class TextTagger(tf.Module):
   @classmethod
   def from_tokenizer(cls, tokenizer, max_seq_length, token_level, label_list,
                      name=None, length_buckets=None):
-    """length_buckets: the lengths the model inputs may be padded to
-    (`text_graph.TextEncoder`); default: max_seq_length alone."""
+    """length_buckets: `text_graph.TextEncoder`'s (default: none)."""
     underline = tokenizer.convert_tokens_to_ids([text_graph._UNDERLINE])[0]
     if tokenizer.convert_ids_to_tokens([underline])[0] != text_graph._UNDERLINE:
       underline = -1  # no "▁" piece in the vocabulary
@@ -151,15 +145,11 @@ class TextTagger(tf.Module):
     return cls(encoder, token_level, label_list, tokenizer.unk_id, underline,
                name=name)
 
-  # ------------------------------------------------------------ pieces
   def token_pieces(self, tokens):
-    """tf.string [n] tokens -> (int64 RaggedTensor [n, (pieces)], bool [n]).
-
-    Each token's pieces, never empty: a bare word-start piece "▁" before a
-    token's other pieces carries nothing and is dropped (it would double a
-    character-level sentence); a token that normalises to nothing is one
-    unknown piece (the bool: True).
-    """
+    """tf.string [n] tokens -> (int64 RaggedTensor [n, (pieces)], bool [n]):
+    each token's pieces, never empty (a bare "▁" before its other pieces is
+    dropped: it would double a character-level sentence; a token that
+    normalises to nothing is one unknown piece, the bool True)."""
     pieces = tf.cast(self.encoder.tokenize(tokens), tf.int64)
     lengths = pieces.row_lengths()
     if self.underline_id >= 0:
@@ -176,18 +166,14 @@ class TextTagger(tf.Module):
         tf.cast(empty, tf.int64), validate=False)], axis=1)
     return pieces, empty
 
-  # ------------------------------------------------------------ encode
   def encode(self, text):
     """tf.string [batch] -> (features, tokens): one window per text.
 
-    features: int32 [batch, length] `input_ids`, `input_mask`,
-    `segment_ids`: [CLS] the pieces of every token (`token_pieces`), cut
-    after max_seq_length - 2 pieces, [SEP], padding; length the encoder's
-    bucket of the longest row (max_seq_length without buckets): the first
-    of fine-tuning's windows (`ner_data.encode_sentences`). tokens: `split`
-    plus `positions` (int64 RaggedTensor [batch, (tokens)]: the first piece
-    of each token in the inputs) and `tagged` (bool, same shape: the first
-    piece is inside the cut; the model's tag there is the token's tag).
+    features: int32 [batch, length] encoder inputs, [CLS] the tokens'
+    pieces cut after max_seq_length - 2, [SEP], padded to the encoder's
+    bucket of the longest row: fine-tuning's first window. tokens: `split`'s
+    plus `positions` (int64 [batch, (tokens)]: each token's first piece in
+    the inputs) and `tagged` (the same inside the cut: the token's tag).
     """
     tokens = split(text, self.token_level)
     pieces, _ = self.token_pieces(tokens["tokens"].flat_values)
@@ -203,22 +189,15 @@ class TextTagger(tf.Module):
     input_ids, _ = tf_text.combine_segments(
         [per_text[:, :max_pieces]], start_of_sequence_id=self.encoder.cls_id,
         end_of_segment_id=self.encoder.sep_id)
-    # Every tagged token's first piece is inside its row, so inside the
-    # length bucket too: decode reads nothing past it.
+    # A tagged first piece is inside its row and bucket: decode stays in.
     return self.encoder.pad(input_ids), tokens
 
-  # ------------------------------------------------------------ decode
   def decode(self, text, tokens, tag_ids):
-    """The model's tag ids -> entities and character tags.
-
-    text: tf.string [batch]; tokens: from `encode`; tag_ids: int [batch,
-    length], the model's tag per position of `encode`'s features. Returns
-    the dense dict of `__call__`: entities as conlleval reads the tokens'
-    BIO tags (an I-X that does not continue an X starts one), from the
-    first character of an entity's first token to the last of its last;
-    character tags B-X/I-X over an entity (whitespace inside it too), O
-    elsewhere, "" on characters of untagged tokens.
-    """
+    """The model's tag ids [batch, length] on `encode`'s features ->
+    `__call__`'s dict: entities as conlleval reads the tokens' BIO tags,
+    from the first character of the first token to the last of the last;
+    character tags B-X/I-X over an entity (whitespace inside too), O
+    elsewhere, "" on characters of untagged tokens."""
     nrows = tf.shape(text, out_type=tf.int64)[0]
     rows = tokens["tokens"].value_rowids()
     tagged = tokens["tagged"].flat_values
@@ -234,8 +213,7 @@ class TextTagger(tf.Module):
                                         safe), 0)
     kind = tf.where(prefix > 0, tf.gather(tf.constant(self._type_ids,
                                                       tf.int64), safe), -1)
-    # conlleval: I-X continues the entity before it only when that is an X;
-    # anything else that is not O starts one.
+    # conlleval: I-X continues an X before it; any other non-O tag starts one.
     continues = tf.equal(prefix, 2) & tf.equal(
         kind, _shift_right(kind, row_start, tf.constant(-1, tf.int64)))
     begins = (prefix > 0) & tf.logical_not(continues)
@@ -267,15 +245,13 @@ class TextTagger(tf.Module):
     in_entity = tf.cumsum(depth)[:-1] > 0
     is_begin = tf.math.unsorted_segment_sum(ones, begin_at, num_chars + 1)[
         :-1] > 0
-    # (One padding kind, so that a batch without entities gathers nothing
-    # out of range.)
+    # One padding kind: a batch without entities gathers nothing outside.
     char_kind = tf.gather(tf.concat([entity_kind, [0]], 0), tf.maximum(
         tf.cumsum(tf.cast(is_begin, tf.int64)) - 1, 0))
     types = tf.constant(self._types + [""], tf.string)
     b_tags = tf.strings.join(["B-", types])
     i_tags = tf.strings.join(["I-", types])
-    # Untagged: the characters from the first untagged token on (tokens past
-    # the cut are a suffix of each text's tokens).
+    # Untagged: the characters from the first untagged token on (a suffix).
     untagged = tf.logical_not(tagged)
     cut = tf.math.unsorted_segment_min(
         tf.boolean_mask(tokens["starts"].flat_values, untagged),
@@ -312,28 +288,21 @@ class TextTagger(tf.Module):
     }
 
   def __call__(self, text, tag_fn):
-    """Tags a batch of raw texts.
-
-    text: tf.string [batch]; tag_fn: features -> int [batch, length] tag ids
-    (the model; length that of the features). Returns, padded to the
-    longest text (characters) and the most entities of the batch:
-      char_tags      string [batch, max_chars]: BIO per character ("" after
-                     the end of the text, and on untagged characters)
-      entity_types   string [batch, max_entities] ("" padding)
-      entity_texts   string [batch, max_entities] ("" padding)
-      entity_starts  int32 [batch, max_entities]: first code point (-1 pad)
-      entity_ends    int32 [batch, max_entities]: end, exclusive (-1 pad)
-      num_entities   int32 [batch]
-      num_untagged_chars  int32 [batch]: non-whitespace characters past the
-                     max_seq_length - 2 pieces the model sees (not tagged)
-    """
+    """Tags raw texts tf.string [batch]; tag_fn: the model, features -> int
+    [batch, length] tag ids. Returns, padded to the batch's longest text and
+    most entities: `char_tags` string [batch, max_chars] (BIO per character,
+    "" past the text's end and on untagged characters); `entity_types`,
+    `entity_texts` string [batch, max_entities] ("" padding);
+    `entity_starts`, `entity_ends` (exclusive) int32 code points (-1
+    padding); `num_entities` int32 [batch]; `num_untagged_chars` int32
+    [batch], non-whitespace characters past the pieces the model sees."""
     features, tokens = self.encode(text)
     return self.decode(text, tokens, tag_fn(features))
 
   # ------------------------------------------------ run eagerly from Python
   def piece_ids(self, tokens, batch_size=4096):
-    """Python tokens -> (the piece ids of each, int lists; how many had no
-    piece): `token_pieces` in batches, as fine-tuning encodes a split."""
+    """Python tokens -> (each one's piece ids, how many had no piece):
+    `token_pieces` in batches, as fine-tuning encodes a split."""
     pieces, unknown = [], 0
     for start in range(0, len(tokens), batch_size):
       ids, empty = _traced(self, "token_pieces")(
@@ -343,22 +312,53 @@ class TextTagger(tf.Module):
     return pieces, unknown
 
   def encode_batch(self, texts):
-    """Python texts -> (`encode`'s features, int32 numpy [n, length]; per
-    text its tokens [(token, start, end)]; per text the positions of its
-    tagged tokens' first pieces, a prefix of its tokens)."""
+    """Python texts -> (`encode`'s features as numpy; per text its tokens
+    [(token, start, end)] and its tagged tokens' first-piece positions)."""
     features, tokens = _traced(self, "encode")(texts)
     positions = tf.ragged.boolean_mask(tokens["positions"], tokens["tagged"])
     return ({k: v.numpy() for k, v in features.items()},
             _token_lists(tokens), positions.to_list())
 
   def tag_batch(self, texts, tag_ids):
-    """Python texts, the model's tag ids on `encode_batch`'s features ->
-    `decode`'s outputs, numpy."""
+    """Python texts, tag ids on `encode_batch`'s features -> `decode`'s."""
     return {k: v.numpy() for k, v in _traced(self, "_decode_ids")(
         texts, tag_ids).items()}
 
   def _decode_ids(self, text, tag_ids):
     return self.decode(text, self.encode(text)[1], tag_ids)
+
+  def truncated(self, texts):
+    """Per Python text: whether tokens after the one window go untagged."""
+    _, tokens, positions = self.encode_batch(texts)
+    return [len(p) < len(t) for t, p in zip(tokens, positions)]
+
+  def ids_predictor(self, run):
+    """fn({"text": texts}) -> `entities`, around run(**inputs) -> tag_ids."""
+    def predict(inputs):
+      features = self.encode_batch(inputs["text"])[0]
+      return entities(self.tag_batch(inputs["text"], run(**features)[
+          F.TAG_IDS]), len(inputs["text"]))
+    return predict
+
+
+def shared(tokenizer, max_seq_length, token_level="char", label_list=("O",)):
+  """One `TextTagger` per arguments in a process (`text_graph.kept`); the
+  defaults: fine-tuning's, whose pieces need no level nor tags."""
+  labels = tuple(label_list)
+  return text_graph.kept(
+      ("tagger", tokenizer.fingerprint, max_seq_length, token_level, labels),
+      lambda: TextTagger.from_tokenizer(tokenizer, max_seq_length,
+                                        token_level, labels))
+
+
+def entities(outputs, n):
+  """Per text of `__call__`'s numpy outputs its entities [{"type", "text",
+  "start", "end"}] (code points: text[start:end] is the entity)."""
+  return [[{"type": outputs["entity_types"][i, j].decode(),
+            "text": outputs["entity_texts"][i, j].decode(),
+            "start": int(outputs["entity_starts"][i, j]),
+            "end": int(outputs["entity_ends"][i, j])}
+           for j in range(int(outputs["num_entities"][i]))] for i in range(n)]
 
 
 def split_texts(texts, token_level):

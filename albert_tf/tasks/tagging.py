@@ -1,36 +1,26 @@
 """Token tagging (NER): People's Daily 1998 NER and any CoNLL file.
 
-Reading and tag schemes are `albert_tf.data.conll`, windows and the entity
-metric `albert_tf.data.ner_data`. Every window of the train split is kept
-in memory for `Task.build_inputs`; `AlbertTagger` (a dense layer over
-sequence_output) is trained on BIO tags whatever the file's scheme, with
-softmax cross-entropy over each token's first piece (other positions carry
-`ner_data.IGNORE`); seqeval's entity F1 (conlleval semantics) picks the
-best checkpoint. Predictions: `test_predictions.txt`, a line per token
-(token, gold tag if any, predicted tag) in the file's scheme. Export
+Reading and tag schemes: `albert_tf.data.conll`; windows, the entity metric
+(seqeval's F1 picks the best checkpoint), `test_predictions.txt` (in the
+file's scheme) and the baselines: `albert_tf.data.ner_data`. `AlbertTagger`
+trains on BIO tags, cross-entropy over each token's first piece. Export
 (`--model=tagger`): serving_default returns `logits` and `tag_ids`;
-serve_text takes raw text and returns entities with character offsets
-(`albert_tf.serving.tagging_graph.TextTagger`).
+serve_text, raw text to entities with offsets (`tagging_graph.TextTagger`).
 """
-
-from __future__ import annotations
 
 import dataclasses
 import os
 from typing import Dict, List, Optional, Sequence
 
-from absl import logging
-
 from albert_tf.core import features as F
+from albert_tf.core import lazy
+from albert_tf.core import record as record_lib
 from albert_tf.tasks import registry
 from albert_tf.core import settings
 from albert_tf.core.options import FinetuneOptions
-from albert_tf.core import lazy
-from albert_tf.data import conll, input_timeout, ner_data
-from albert_tf.data.conll import TASK_NAMES
-from albert_tf.core import record as record_lib
-from albert_tf.tasks.base import Task, first_given
+from albert_tf.data import conll, ner_data
 from albert_tf.tasks import scoring
+from albert_tf.tasks.base import Task, first_given
 
 keras = lazy.module("keras")
 tf = lazy.module("tensorflow")
@@ -40,15 +30,14 @@ saved_model = lazy.module("albert_tf.serving.saved_model")
 tagging_graph = lazy.module("albert_tf.serving.tagging_graph")
 
 PREDICTIONS_FILE = "test_predictions.txt"
-SPLIT_FILES = {"train": "train.txt", "dev": "dev.txt", "test": "test.txt"}
 
 
 @dataclasses.dataclass
 class NerOptions(FinetuneOptions):
-  """Everything `run` needs; the fields define the command-line flags."""
+  """The tagging family's flags (run_ner's)."""
   task_name: str = settings.field(
       None, "peoples_daily_ner (data_prep.corpora's BIO files) or conll (any "
-      "CoNLL files).", choices=TASK_NAMES, required=True)
+      "CoNLL files).", choices=conll.TASK_NAMES, required=True)
   data_dir: str = settings.field(
       None, "Directory with train.txt, dev.txt and test.txt in CoNLL layout.",
       required=True)
@@ -61,10 +50,9 @@ class NerOptions(FinetuneOptions):
   strict_tags: bool = settings.field(
       False, "Stop at the first gold tag that does not continue or close an "
       "entity in its scheme (an I-PER after O, an M-PER or E-PER at the "
-      "sentence start, an entity BIOES leaves open), naming file:line. "
-      "Without it such tags are read as conlleval and seqeval read them (an "
-      "inside tag that continues no entity starts one), counted, and named "
-      "in one warning per file.")
+      "sentence start, an entity BIOES leaves open), naming file:line; "
+      "without it such tags are read as conlleval and seqeval read them, "
+      "counted and named in one warning per file.")
   baseline: bool = settings.field(
       True, "Score all-O and a dictionary of the train split's entities "
       "(each string its most frequent type, longest match first) on the "
@@ -77,19 +65,15 @@ class NerOptions(FinetuneOptions):
     modules=("albert_tf.run_ner", "albert_tf.data.conll",
              "albert_tf.data.ner_data", "albert_tf.serving.tagging_graph"))
 class TaggingTask(Task):
-  """CoNLL {train,dev,test}.txt in data_dir, encoded with one tokenizer.
-
-  label_list: the model's BIO tags (from a fine-tuned checkpoint); default:
-  O plus B-/I- of every entity type of the train split. strict_tags: a
-  stray gold tag (`conll.stray_tags`) is an error, not a counted warning.
-  """
+  """CoNLL {train,dev,test}.txt in data_dir. label_list: the model's BIO tags
+  (default: O and B-/I- of the train split's entity types); strict_tags: a
+  stray gold tag (`conll.stray_tags`) is an error, not a counted warning."""
 
   name = "tagging"
   best_metric = "entity_f1"
   export_name = "tagger"
   output_files = (PREDICTIONS_FILE,)
-  # The tags are per position: cut with the inputs (their padding IGNORE).
-  position_labels = (F.LOGITS,)
+  position_labels = (F.LOGITS,)  # tags per position: cut with the inputs
 
   # --------------------------------------------------------- fine-tuning
   @classmethod
@@ -102,9 +86,9 @@ class TaggingTask(Task):
 
   @classmethod
   def from_options(cls, o: NerOptions, tokenizer, info, dataset):
-    own = info if info and info.task == cls.name else None
+    own = info and info.task == cls.name
     return cls(o.task_name, tokenizer, o.data_dir, doc_stride=o.doc_stride,
-               label_list=own.label_list if own else None,
+               label_list=info.label_list if own else None,
                tag_scheme=o.tag_scheme, strict_tags=o.strict_tags,
                **cls.option_fields(o))
 
@@ -113,8 +97,8 @@ class TaggingTask(Task):
     stats = {}
     for split in self.wanted_splits(o):
       data, _, stats[split] = self.load_split(split)
-      if split != "test" and not data.has_tags:
-        raise conll.DataError(f"{data.file}: the {split} split needs tags")
+      if split != "test":
+        _needs_tags(data, f"the {split} split")
     return stats
 
   def fingerprint(self) -> str:
@@ -142,88 +126,48 @@ class TaggingTask(Task):
 
   # --------------------------------------------------------- data
   def split_file(self, split: str) -> str:
-    return os.path.join(self.data_dir, SPLIT_FILES[split])
+    return os.path.join(self.data_dir, ner_data.SPLIT_FILES[split])
 
   def read_split(self, split: str) -> conll.ConllData:
-    path = self.split_file(split)
-    if not os.path.exists(path):
-      raise conll.DataError(f"{path}: no such file (--data_dir needs "
-                            f"{SPLIT_FILES[split]} for the {split} split)")
-    # A named pipe without a writer, a hung mount: an error, not a wait.
-    data = input_timeout.read_within(
-        f"the {split} file {path}",
-        lambda: conll.read_conll(path, self.tag_scheme, self.strict_tags),
-        self.input_timeout_secs)
-    if self.max_examples[split]:
-      data.sentences = data.sentences[:self.max_examples[split]]
-    return data
+    return ner_data.read_split(self.data_dir, split, self.tag_scheme,
+                               self.strict_tags, self.max_examples[split],
+                               self.input_timeout_secs)
 
   @property
   def label_list(self) -> List[str]:
     if self._label_list is None:
       if not os.path.exists(self.split_file("train")):
-        # An eval- or predict-only run from a checkpoint that is not a
-        # run_ner output: nothing says which tags the model has.
+        # An eval or predict of a checkpoint not run_ner's: no tags known.
         raise conll.DataError(
             f"{self.split_file('train')}: no such file, and no "
             f"{record_lib.RECORD_FILE} beside --init_checkpoint: the tags "
             "come from the train split or from a run_ner output_dir")
-      train = self.load_split("train")[0]
-      if not train.has_tags:
-        raise conll.DataError(f"{train.file}: the train split needs tags")
+      train = _needs_tags(self.load_split("train")[0], "the train split")
       self._label_list = ner_data.bio_label_list(train.entity_types)
     return self._label_list
 
   @property
   def scheme(self) -> str:
     """The scheme predictions are written in: the files' own."""
-    if self.tag_scheme:
-      return self.tag_scheme
-    for split in ("train", "dev", "test"):
-      if split in self._splits and self._splits[split][0].has_tags:
-        return self._splits[split][0].scheme
-    return "BIO"
+    return self.tag_scheme or next(
+        (self._splits[s][0].scheme for s in ("train", "dev", "test")
+         if s in self._splits and self._splits[s][0].has_tags), "BIO")
 
   def load_split(self, split: str):
     """(data, windows, stats) of a split, read and encoded once."""
-    if split not in self._splits:
-      data = self.read_split(split)
-      # Read before encoding: the train split's tags define label_list.
-      self._splits[split] = (data, None, None)
-      label_map = None
-      if data.has_tags:
-        label_map = {t: i for i, t in enumerate(self.label_list)}
-        known = {t[2:] for t in self.label_list if t != "O"}
-        for s in data.sentences:
-          for i, tag in enumerate(s.tags):
-            if tag != "O" and tag[2:] not in known:
-              raise conll.DataError(
-                  f"{data.file}:{s.line + i}: entity type {tag[2:]!r} is "
-                  f"not among the model's ({', '.join(sorted(known))})")
-      windows = ner_data.encode_sentences(
-          data.sentences, _tagger(None, self.tokenizer, self.max_seq_length),
-          label_map, self.doc_stride, data.scheme, cache=self._pieces)
-      stats = {"file": data.file, "sentences": len(data.sentences),
-               "tokens": sum(len(s.tokens) for s in data.sentences),
-               "windows": windows.num_windows,
-               "long_sentences": windows.long_sentences,
-               "unknown_tokens": windows.unknown_tokens,
-               "docstarts_skipped": data.docstarts,
-               "stray_tags": data.stray_tags,
-               "scheme": data.scheme if data.has_tags else None}
-      logging.info(
-          "[%s] %s: %d sentences, %d tokens (%s), %d windows of "
-          "max_seq_length=%d (%d sentences longer than one window, "
-          "doc_stride=%d); %d tokens with no piece read as unknown", split,
-          data.file, stats["sentences"], stats["tokens"],
-          stats["scheme"] or "no tags", stats["windows"], self.max_seq_length,
-          stats["long_sentences"], self.doc_stride, stats["unknown_tokens"])
-      self._splits[split] = (data, windows, stats)
+    if split in self._splits:
+      return self._splits[split]
+    data = self.read_split(split)
+    # Read before encoding: the train split's tags define label_list.
+    self._splits[split] = (data, None, None)
+    self._splits[split] = (data, *ner_data.encode_split(
+        data, split, self.label_list if data.has_tags else None,
+        tagging_graph.shared(self.tokenizer, self.max_seq_length),
+        self.doc_stride, cache=self._pieces))
     return self._splits[split]
 
   def token_level(self) -> str:
-    """"char" when every token read so far is one character, else "word"
-    (serve_text splits raw text the same way)."""
+    """"char" if every token read is one character, else "word"."""
     return ("char" if all(len(t) == 1 for data, _, _ in self._splits.values()
                           for s in data.sentences for t in s.tokens)
             else "word")
@@ -259,52 +203,30 @@ class TaggingTask(Task):
     return ner_data.entity_metrics(self._gold[split], predicted)
 
   def baselines(self, splits):
-    """all_o (no entity) and dictionary (`data.baselines.EntityDictionary`
-    fitted on the train split's tags; none without them), scored as the
-    model is, for each split of `splits` that has tags."""
-    from albert_tf.data import baselines  # pylint: disable=g-import-not-at-top
+    """`ner_data.baseline_tags` (the train split's, read, not encoded),
+    scored as the model is on each split of `splits` that has tags."""
     keys = ("entity_precision", "entity_recall", "entity_f1",
             "token_accuracy")
-    dictionary = None
-    if os.path.exists(self.split_file("train")):
-      # Read, not encoded: a predict-only run has no use for the windows.
-      train = (self._splits["train"][0] if "train" in self._splits
-               else self.read_split("train"))
-      if train.has_tags:
-        dictionary = baselines.EntityDictionary.fit(
-            [s.tokens for s in train.sentences],
-            [conll.to_bio(s, train.scheme) for s in train.sentences])
+    train = ((self._splits["train"][0] if "train" in self._splits else
+              self.read_split("train"))
+             if os.path.exists(self.split_file("train")) else None)
     out = {}
     for split in splits:
       data = self.load_split(split)[0]
-      if not data.has_tags or not data.sentences:
-        continue
-      tokens = [s.tokens for s in data.sentences]
-      predicted = {"all_o": [["O"] * len(t) for t in tokens]}
-      if dictionary is not None:
-        predicted["dictionary"] = [dictionary.tag(t) for t in tokens]
-      out[split] = {name: {k: v for k, v in self._metrics(split, tags).items()
-                           if k in keys}
-                    for name, tags in predicted.items()}
+      if data.has_tags and data.sentences:
+        out[split] = {name: {k: v for k, v in self._metrics(split, tags).items()
+                             if k in keys}
+                      for name, tags in ner_data.baseline_tags(
+                          train, [s.tokens for s in data.sentences]).items()}
     return out
 
   def evaluate(self, model, strategy):
-    data = self.load_split("dev")[0]
-    if not data.has_tags:
-      raise conll.DataError(f"{data.file}: the dev split needs tags for "
-                            "--do_eval")
+    _needs_tags(self.load_split("dev")[0], "the dev split", " for --do_eval")
     predicted = self.predicted_tags(model, "dev")
     metrics = self._metrics("dev", predicted)
-    # Collapsed: one tag (any: O, or I-n in a file without O) for every
-    # token. A sentence of mixed tags is a value no other sentence shares.
-    kept = [i for i, tags in enumerate(predicted) if tags]
-    one_tag = lambda tags, i: tags[0] if len(set(tags)) == 1 else ("mixed", i)
-    said = [one_tag(predicted[i], i) for i in kept]
-    tag = said[0] if said else None
-    self.warn_if_collapsed(
-        model, said, [one_tag(self._gold["dev"][i], i) for i in kept],
-        "dev sentences", shown=("only O tags (no entity)" if tag == "O"
-                                else f"only {tag!r} tags"))
+    said, gold, shown = ner_data.one_tag_per_sentence(predicted,
+                                                      self._gold["dev"])
+    self.warn_if_collapsed(model, said, gold, "dev sentences", shown=shown)
     return metrics
 
   def predict(self, model, output_dir):
@@ -332,19 +254,17 @@ class TaggingTask(Task):
           f"--model=tagger needs the {record_lib.RECORD_FILE} run_ner writes "
           "beside --checkpoint (tags, max_seq_length, token_level); none "
           "found")
-    level = record.task_config.get("token_level")
-    if level not in tagging_graph.TOKEN_LEVELS:
-      raise ValueError(f"{record_lib.RECORD_FILE} beside --checkpoint: "
-                       f"token_level must be one of "
-                       f"{tagging_graph.TOKEN_LEVELS}, got {level!r}")
+    try:
+      tagging_graph.check_token_level(record.task_config.get("token_level"))
+    except ValueError as e:
+      raise ValueError(f"{record_lib.RECORD_FILE} beside --checkpoint: {e}"
+                       ) from None
     return models.AlbertTagger(config, len(record.label_list))
 
   @classmethod
   def export_signatures(cls, model, record, tokenizer, max_seq_length,
                         text_pair, length_buckets=None):
-    """length_buckets: the lengths serve_text pads the model inputs to (the
-    smallest that holds the batch's longest row); default: always
-    max_seq_length."""
+    """length_buckets: `TextTagger.from_tokenizer`'s."""
     if text_pair:
       raise ValueError("--text_pair: a tagger's serve_text takes one text")
     tagger = tagging_graph.TextTagger.from_tokenizer(
@@ -354,7 +274,6 @@ class TaggingTask(Task):
     def run(features):
       return cls.export_outputs(model(features, training=False))
 
-    # Raw text -> tokens -> the model's tags -> entities with offsets.
     return {"serving_default": saved_model.ids_signature(
                 run, vocab_size=model.config.vocab_size),
             "serve_text": saved_model.signature(
@@ -370,78 +289,39 @@ class TaggingTask(Task):
 
   # --------------------------------------------- serving from raw inputs
   @classmethod
-  def serve_text_inputs(cls, record):
-    return ("text",)
-
-  @classmethod
   def encode_inputs(cls, record, tokenizer, max_seq_length, inputs):
-    """serve_text's one window of each text (`TextTagger.encode`), [n,
-    max_seq_length]."""
+    """serve_text's one window of each text (`TextTagger.encode`)."""
     return _tagger(record, tokenizer, max_seq_length).encode_batch(
         inputs["text"])[0]
 
   @classmethod
   def truncated_inputs(cls, record, tokenizer, max_seq_length, inputs):
     """Texts with tokens after the one window: untagged."""
-    _, tokens, positions = _tagger(record, tokenizer, max_seq_length
-                                   ).encode_batch(inputs["text"])
-    return [len(p) < len(t) for t, p in zip(tokens, positions)]
+    return _tagger(record, tokenizer, max_seq_length).truncated(inputs["text"])
 
   @classmethod
   def held_out_inputs(cls, record, max_examples):
-    """The recorded dev file's sentences as raw texts (tokens joined as
-    serve_text splits them back: none for "char", a space for "word"; a
-    sentence that does not split back is left out) and their BIO tags."""
+    """The recorded dev file's sentences as raw texts, their BIO tags."""
     level = record.task_config.get("token_level")
     dev = (((record.training or {}).get("data") or {}).get("dev") or {}
            ).get("file")
     if level not in ("char", "word") or not dev or not os.path.exists(dev):
       return None
-    data = conll.read_conll(dev, record.task_config.get("tag_scheme"))
-    texts = [("" if level == "char" else " ").join(s.tokens)
-             for s in data.sentences]
-    split = tagging_graph.split_texts(texts, level)
-    kept = [i for i, s in enumerate(data.sentences)
-            if [t for t, _, _ in split[i]] == s.tokens][:max_examples]
-    texts = [texts[i] for i in kept]
-    if not texts:
-      return None
-    return ({"text": texts}, [conll.to_bio(data.sentences[i], data.scheme)
-                              for i in kept] if data.has_tags else None,
-            f"the run's dev split, {dev} ({len(texts)} sentence"
-            f"{'s' if len(texts) > 1 else ''})")
+    texts, gold = ner_data.held_out_texts(
+        dev, record.task_config.get("tag_scheme"), level, max_examples)
+    return ({"text": texts}, gold, f"the run's dev split, {dev} ({len(texts)} "
+            f"sentence{'s' if len(texts) > 1 else ''})") if texts else None
 
   @classmethod
   def held_out_metric(cls, record, tokenizer, max_seq_length, inputs, gold):
-    """Entity F1 of serving_default's tags on the texts (`encode_inputs`'
-    one window; tokens past it are O, as albert-predict reads them) against
-    the gold tags of the rows that have them."""
-    labels = list(record.label_list)
-    rows = [i for i, g in enumerate(gold) if g is not None]
-    at_rows = _tagger(record, tokenizer, max_seq_length).encode_batch(
-        inputs["text"])[2]
-    positions = [at_rows[i] for i in rows]
-
-    def entity_f1(outputs):
-      ids = outputs[F.LOGITS].argmax(-1)
-      predicted = [[labels[ids[i, p]] for p in at] +
-                   ["O"] * (len(gold[i]) - len(at))
-                   for i, at in zip(rows, positions)]
-      return ner_data.entity_metrics([gold[i] for i in rows],
-                                     predicted)["entity_f1"]
-
-    return "entity_f1", entity_f1, len(rows)
+    """Entity F1 of serving_default's tags (`ner_data.window_f1`)."""
+    return ("entity_f1", *ner_data.window_f1(
+        list(record.label_list), gold, _tagger(
+            record, tokenizer, max_seq_length).encode_batch(inputs["text"])[2]))
 
   @classmethod
   def decode_outputs(cls, record, outputs, n):
-    """Per text its entities [{"type", "text", "start", "end"}] (code
-    points: text[start:end] is the entity)."""
-    return [[{"type": outputs["entity_types"][i, j].decode(),
-              "text": outputs["entity_texts"][i, j].decode(),
-              "start": int(outputs["entity_starts"][i, j]),
-              "end": int(outputs["entity_ends"][i, j])}
-             for j in range(int(outputs["num_entities"][i]))]
-            for i in range(n)]
+    return tagging_graph.entities(outputs, n)
 
   @classmethod
   def calibration_inputs(cls, record, fields, text_column, text_b_column):
@@ -453,38 +333,31 @@ class TaggingTask(Task):
 
   @classmethod
   def ids_decoder(cls, record, run, tokenizer, max_seq_length):
-    """serve_text around the model's tag_ids: `TextTagger.encode_batch`,
-    `run`, `TextTagger.tag_batch`."""
-    tagger = _tagger(record, tokenizer, max_seq_length)
-
-    def predict(inputs):
-      features = tagger.encode_batch(inputs["text"])[0]
-      return cls.decode_outputs(record, tagger.tag_batch(
-          inputs["text"], run(**features)[F.TAG_IDS]), len(inputs["text"]))
-    return predict
+    return _tagger(record, tokenizer, max_seq_length).ids_predictor(run)
 
   @classmethod
   def scorer(cls, record):
     return TagScorer(record)
 
 
+def _needs_tags(data, what, why=""):
+  """data, or a DataError when it has no tags."""
+  if not data.has_tags:
+    raise conll.DataError(f"{data.file}: {what} needs tags{why}")
+  return data
+
+
 def _tagger(record, tokenizer, max_seq_length):
-  """The recorded tagger's serve_text preprocessor (`TextTagger`), one per
-  arguments in a process (`text_graph.kept`); record None: fine-tuning's,
-  whose pieces need no level nor tags."""
-  level, labels = ((record.task_config.get("token_level"),
-                    tuple(record.label_list)) if record else ("char", ("O",)))
-  return tagging_graph.text_graph.kept(
-      ("tagger", tokenizer.fingerprint, max_seq_length, level, labels),
-      lambda: tagging_graph.TextTagger.from_tokenizer(
-          tokenizer, max_seq_length, level, labels))
+  """The recorded tagger's serve_text preprocessor (`tagging_graph.shared`)."""
+  return tagging_graph.shared(tokenizer, max_seq_length,
+                              record.task_config.get("token_level"),
+                              record.label_list)
 
 
 class TagScorer(scoring.Scorer):
-  """albert-predict's entity precision/recall/F1 (seqeval): gold tags one
-  per token of the text (`tagging_graph.split_texts` at the model's level;
-  space-separated or a JSON list) against the predicted entities' BIO
-  tags."""
+  """albert-predict's entity scores: gold tags, one per token of the text
+  (`split_texts` at the model's level; space-separated or a JSON list),
+  against the predicted entities' BIO tags."""
   gold_columns = ("tags", "label")
   verify_metric = "entity F1"
 
@@ -492,11 +365,13 @@ class TagScorer(scoring.Scorer):
     super().__init__(record)
     self.token_level = record.task_config.get("token_level") or "char"
 
+  def _tokens(self, text):
+    return tagging_graph.split_texts([text], self.token_level)[0]
+
   def read_gold(self, value, values, where):
     tags = (scoring.gold_list(value, where) if isinstance(value, list) or
             str(value).startswith("[") else str(value).split())
-    tokens = len(tagging_graph.split_texts([values["text"]],
-                                           self.token_level)[0])
+    tokens = len(self._tokens(values["text"]))
     if len(tags) != tokens:
       raise scoring.PredictError(
           f"{where}: {len(tags)} gold tags, the text has {tokens} tokens "
@@ -505,16 +380,7 @@ class TagScorer(scoring.Scorer):
     return tags
 
   def read_prediction(self, prediction, values, where):
-    """BIO tags per token of the text of the predicted entities (code-point
-    offsets)."""
-    tokens = tagging_graph.split_texts([values["text"]], self.token_level)[0]
-    tags = ["O"] * len(tokens)
-    for entity in prediction:
-      inside = [i for i, (_, s, e) in enumerate(tokens)
-                if s >= entity["start"] and e <= entity["end"]]
-      for n, i in enumerate(inside):
-        tags[i] = ("B-" if n == 0 else "I-") + entity["type"]
-    return tags
+    return ner_data.entity_tags(self._tokens(values["text"]), prediction)
 
   def metrics(self):
     if not self.gold:
@@ -525,12 +391,10 @@ class TagScorer(scoring.Scorer):
         "num_sentences", "num_gold_entities", "num_predicted_entities")}
 
   def lines(self, scores):
-    if not scores:
-      return []
     return [f"entity_precision={scores['entity_precision']:.4f} "
             f"entity_recall={scores['entity_recall']:.4f} "
             f"entity_f1={scores['entity_f1']:.4f} on "
-            f"{scores['num_sentences']} texts"]
+            f"{scores['num_sentences']} texts"] if scores else []
 
   def fields(self, prediction):
     return {"entities": prediction}
