@@ -49,6 +49,12 @@ LABELS = (START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE)
 _NEG = -1e30
 
 
+def head_outputs(v2):
+  """The outputs the decoders read: v1's logits or v2's beams."""
+  return ((START_TOP_LOG_PROBS, START_TOP_INDEX, END_TOP_LOG_PROBS,
+           END_TOP_INDEX, CLS_LOGITS) if v2 else (START_LOGITS, END_LOGITS))
+
+
 def p_mask(input_mask, segment_ids):
   """1 where a position cannot start or end an answer, else 0; [b, L] float32.
 

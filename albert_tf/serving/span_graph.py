@@ -2,12 +2,8 @@
 context) strings -> windows -> answers.
 
 Fine-tuning runs `TextSpanReader.encode` over each split
-(`albert_tf.data.squad.make_windows`); the model's `serve_text` runs it, the
-model and `decode` (`albert_tf.tasks.span_qa.export_signatures`): context
-pieces with their code-point spans in the original text, `[CLS] question
-[SEP] window [SEP]` rows every doc_stride pieces with the original's
-max-context flags, and the best entry of `span_decode.decode_v1` /
-`decode_v2`.
+(`albert_tf.data.squad.make_windows`); serve_text runs it, the model and
+`decode` (the best entry of `span_decode.decode_v1` / `decode_v2`).
 
     reader = TextSpanReader.from_tokenizer(tokenizer, 384, task_config)
     out = reader(questions, contexts, run)   # run: features -> model outputs
@@ -18,36 +14,25 @@ with spans as each step's `offsets` says, each normalised character keeping
 the original characters it came from. The string tokenised is the
 whole-string normalisation (a word-final "Σ" lowers to "ς") when it has as
 many characters as the per-character one, else the latter. The pieces are
-`text_graph.TextEncoder`'s (its known differences from `tokenizer.encode`
-included). Flat tensors with row splits: ragged ops would make a graph of
-~5000 ops. Needs `import tensorflow_text`, as does loading a SavedModel
-holding one.
+`text_graph.TextEncoder`'s (`wordpieces`, `number_pieces`). Flat tensors
+with row splits: ragged ops would make a graph of ~5000 ops. Needs
+`import tensorflow_text`, as does loading a SavedModel holding one.
 """
 
 import functools
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from albert_tf.core import features as F
 from albert_tf.data import normalization
 from albert_tf.modeling import span_qa as span_model
 from albert_tf.serving import text_graph
 
-# text_graph's char classes and tokenizers, so that both encoders split alike.
-# pylint: disable=protected-access
+# pylint: disable-next=protected-access
 _cc, _UNDERLINE = text_graph._char_class, text_graph._UNDERLINE
 _BIG = 2 ** 62
 _STRING = tf.TensorSpec([None], tf.string)
 _rows = tf.ragged.row_splits_to_segment_ids  # the row of each item
-
-
-def head_outputs(v2):
-  """The model outputs the decoders read: v1's logits or v2's beams."""
-  return ((span_model.START_TOP_LOG_PROBS, span_model.START_TOP_INDEX,
-           span_model.END_TOP_LOG_PROBS, span_model.END_TOP_INDEX,
-           span_model.CLS_LOGITS) if v2 else
-          (span_model.START_LOGITS, span_model.END_LOGITS))
 
 
 def _spec(dtype, shape=(None, None)):
@@ -108,8 +93,8 @@ class _Units:
     return _Units(*(_mask(v, keep) for v in (chars, self.s, e, self.rows)))
 
   def expand(self, fn):
-    """fn gives each character 0..k characters; a
-    dropped one extends the last character emitted before it in its row."""
+    """fn gives each character 0..k characters; a dropped one extends the
+    last character emitted before it in its row."""
     out = fn(self.chars)
     kept = tf.not_equal(out, "")
     leader = kept | _row_starts(self.rows)
@@ -291,32 +276,22 @@ class TextSpanReader(tf.Module):
                  for v in (ids, start, end))
 
   def _spm_pieces(self, norm, table):
-    """SentencePiece, then `AlbertTokenizer._spm_pieces`' "9," re-split,
+    """SentencePiece, then the "9," re-split (`TextEncoder.number_pieces`),
     with spans (global characters of norm)."""
-    ids, b, e = self.encoder._sp.tokenize_with_offsets(norm)
+    sp = self.encoder._sp  # pylint: disable=protected-access
+    ids, b, e = sp.tokenize_with_offsets(norm)
     ids, splits = ids.flat_values, ids.row_splits
     b, e = table.span(_rows(splits), b.flat_values, e.flat_values)
-    strings = self.encoder._sp.id_to_string(ids)
+    strings = sp.id_to_string(ids)
     match = tf.strings.regex_full_match(strings, f"(?s).*{_cc('digit')},")
     m = _count(match)
-    word = _mask(strings, match)
     mb, me = _mask(b, match), _mask(e, match)
     mb = self._skip_spaces(table, mb, me)
-    number = tf.strings.regex_replace(
-        tf.strings.regex_replace(word, ",$", ""), _UNDERLINE, "")
-    sub, sb, se = self.encoder._sp.tokenize_with_offsets(number)
-    srow, rank = _spread(sub.row_lengths())
+    number, (sub, sb, se, srow) = self.encoder.number_pieces(
+        _mask(strings, match))
     local = _CharTable(number)
-    sb, se = (v - tf.gather(local.splits, srow) for v in local.span(
-        srow, sb.flat_values, se.flat_values))
-    sub = self.encoder._sp.id_to_string(sub.flat_values)
-    # Inside a word the re-encoded number must not gain a "▁".
-    fix = (tf.equal(rank, 0) & tf.strings.regex_full_match(
-        sub, f"(?s){_UNDERLINE}.*") & ~tf.gather(tf.strings.regex_full_match(
-            word, f"(?s){_UNDERLINE}.*"), srow))
-    kept = ~(fix & tf.equal(sub, _UNDERLINE))
-    sub = tf.where(fix, tf.strings.regex_replace(sub, f"^{_UNDERLINE}", ""),
-                   sub)
+    sb, se = (v - tf.gather(local.splits, srow)
+              for v in local.span(srow, sb, se))
     # Piece characters one to one (else NFKC changed them, "🄂" is "0,"):
     # each part its own characters, else the whole piece.
     exact = tf.equal(me - mb, _len(number) + 1)
@@ -324,13 +299,11 @@ class TextSpanReader(tf.Module):
     parts = {"s": (sub, tf.fill([m], ",")),
              "b": (tf.where(ex, at + sb, at), tf.where(exact, me - 1, mb)),
              "e": (tf.where(ex, at + se, tf.gather(me, srow)), me)}
-    # The parts of match i: its kept sub-pieces, then ",".
-    order = tf.argsort(tf.concat([_mask(srow, kept) * 2, _range(m) * 2 + 1],
-                                 0), stable=True)
-    parts = {k: tf.gather(tf.concat([_mask(v[0], kept), v[1]], 0), order)
-             for k, v in parts.items()}
-    per_match = tf.math.unsorted_segment_sum(tf.cast(kept, tf.int64), srow,
-                                             m) + 1
+    # The parts of match i: its sub-pieces, then ",".
+    order = tf.argsort(tf.concat([srow * 2, _range(m) * 2 + 1], 0),
+                       stable=True)
+    parts = {k: tf.gather(tf.concat(v, 0), order) for k, v in parts.items()}
+    per_match = tf.math.unsorted_segment_sum(tf.ones_like(srow), srow, m) + 1
     n = tf.size(strings, out_type=tf.int64)
     counts = tf.tensor_scatter_nd_update(
         tf.ones([n], tf.int64), tf.where(match), per_match)
@@ -338,7 +311,7 @@ class TextSpanReader(tf.Module):
         _range(n), tf.where(match), n + tf.cumsum(per_match, exclusive=True))
     item, rank = _spread(counts)
     pick = tf.gather(source, item) + rank
-    new_ids = tf.cast(self.encoder._sp.string_to_id(parts["s"]), ids.dtype)
+    new_ids = tf.cast(sp.string_to_id(parts["s"]), ids.dtype)
     out = [tf.gather(tf.concat([old, new], 0), pick) for old, new in (
         (ids, new_ids), (strings, parts["s"]), (b, parts["b"]),
         (e, parts["e"]))]
@@ -346,20 +319,15 @@ class TextSpanReader(tf.Module):
     return (*out, splits)
 
   def _wordpiece_pieces(self, norm, table):
-    """BERT's split, then WordPiece; a word that becomes [UNK] spans the
-    whole word."""
-    encoder = self.encoder
-    words, wb, we = tf_text.regex_split_with_offsets(
-        norm, encoder._split_pattern, encoder._keep_pattern)
-    long = _len(words.flat_values) > 100
-    ids, pb, pe = encoder._wordpiece.tokenize_with_offsets(
-        tf.where(long, encoder._unk_token, words.flat_values))
-    word = ids.value_rowids()
+    """`TextEncoder.wordpieces` with spans; a word that becomes [UNK] spans
+    the whole word."""
+    ids, wb, we, pb, pe, long = self.encoder.wordpieces(norm)
+    word = ids.values.value_rowids()
     wb, we = tf.gather(wb.flat_values, word), tf.gather(we.flat_values, word)
-    long = tf.gather(long, word)  # one [UNK] spanning the word
+    long = tf.gather(long, word)
     b = tf.where(long, wb, wb + pb.flat_values)
     e = tf.where(long, we, wb + pe.flat_values)
-    splits = tf.gather(ids.row_splits, words.row_splits)
+    splits = tf.gather(ids.values.row_splits, ids.row_splits)
     b, e = table.span(_rows(splits), b, e)
     return ids.flat_values, b, e, splits
 
@@ -451,7 +419,7 @@ class TextSpanReader(tf.Module):
       self._decode_fn = tf.function(self._decode, autograph=False,
                                     input_signature=fixed + heads)
     heads = [tf.cast(outputs[n], tf.int32 if n.endswith("index")
-                     else tf.float32) for n in head_outputs(self.v2)]
+                     else tf.float32) for n in span_model.head_outputs(self.v2)]
     return self._decode_fn(context, windows["pair"], windows["piece_spans"],
                            windows["is_max_context"], *heads)
 

@@ -6,7 +6,8 @@ the original's [CLS] a [SEP] (b [SEP]) packing, longest first cut, in
 TensorFlow and tensorflow-text ops. serve_text runs it, and classification's
 fine-tuning and every Python caller of that encoding run the same graph
 (`encode_texts`). The tagger, multiple-choice and fill-mask graphs build on
-its `tokenize`; span QA has its own offset-keeping reader (`span_graph`).
+its `tokenize`; span QA's offset-keeping reader (`span_graph`) on its
+`wordpieces` and `number_pieces`.
 
 The normalisation is the graph side of `albert_tf.data.normalization`'s
 table of steps (pretraining's data prep runs the Python side); the
@@ -132,10 +133,8 @@ class TextEncoder(tf.Module):
           list(range(tokenizer.vocab_size)))
     return cls(**kwargs)
 
-  # ------------------------------------------------------------ normalise
   def normalize(self, text):
-    """tf.string [batch] -> normalised tf.string [batch]: the graph side of
-    `normalization.steps(kind, do_lower_case)`, in order."""
+    """tf.string [batch] -> normalised: `normalization.normalize_graph`."""
     return normalization.normalize_graph(text, self.kind, self.do_lower_case)
 
   # ------------------------------------------------------------ tokenize
@@ -144,57 +143,60 @@ class TextEncoder(tf.Module):
     text = self.normalize(text)
     if self.kind == "sentencepiece":
       return self._split_digit_commas(self._sp.tokenize(text))
-    words = tf_text.regex_split(text, self._split_pattern, self._keep_pattern)
-    # BERT gives up on words longer than 100 characters: one [UNK] each.
-    words = tf.ragged.map_flat_values(
-        lambda w: tf.where(tf.strings.length(w, unit="UTF8_CHAR") > 100,
-                           self._unk_token, w), words)
-    pieces = self._wordpiece.tokenize(words)  # [batch, (words), (pieces)]
-    return pieces.merge_dims(1, 2)
+    return self.wordpieces(text)[0].merge_dims(1, 2)
+
+  def wordpieces(self, text):
+    """BERT's split of normalised text [batch], then WordPiece, a word of
+    over 100 characters one [UNK]: (ids [batch, (words), (pieces)], word
+    byte starts, ends [batch, (words)], piece byte starts, ends in their
+    word [words, (pieces)], bool [words]: the word was that long)."""
+    words, starts, ends = tf_text.regex_split_with_offsets(
+        text, self._split_pattern, self._keep_pattern)
+    long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > 100
+    ids, b, e = self._wordpiece.tokenize_with_offsets(
+        tf.where(long, self._unk_token, words.flat_values))
+    return words.with_flat_values(ids), starts, ends, b, e, long
+
+  def number_pieces(self, matched):
+    """The original `encode_pieces` rule for pieces "…9," (tf.string [m]):
+    each one's text without "▁" and "," encoded again, the leading "▁"
+    removed inside a word (the "," follows). Returns (that text [m], [its
+    pieces' strings, byte starts and ends in it, rows in [0, m)]), flat."""
+    number = tf.strings.regex_replace(
+        tf.strings.regex_replace(matched, ",$", ""), _UNDERLINE, "")
+    ids, starts, ends = self._sp.tokenize_with_offsets(number)
+    rows = tf.cast(ids.value_rowids(), tf.int64)
+    sub = self._sp.id_to_string(ids.flat_values)
+    first = tf.not_equal(rows, tf.pad(rows[:-1], [[1, 0]], constant_values=-1))
+    in_word = tf.logical_not(tf.strings.regex_full_match(
+        matched, f"(?s){_UNDERLINE}.*"))
+    fix = first & tf.gather(in_word, rows) & tf.strings.regex_full_match(
+        sub, f"(?s){_UNDERLINE}.*")
+    sub = tf.where(fix, tf.strings.regex_replace(sub, f"^{_UNDERLINE}", ""),
+                   sub)
+    keep = tf.not_equal(sub, "")  # a bare "▁" goes
+    return number, [tf.boolean_mask(v, keep) for v in (
+        sub, starts.flat_values, ends.flat_values, rows)]
 
   def _split_digit_commas(self, ids):
-    """The original `encode_pieces` rule: a piece "…9," is re-encoded as "…9" + ",".
-
-    ids: int32 RaggedTensor [batch, (pieces)]; returns the same with each
-    matching piece replaced by the pieces of its text without "▁" and ",",
-    the leading "▁" removed inside a word, then ",".
-    """
+    """ids (int32 RaggedTensor [batch, (pieces)]) with each piece "…9,"
+    replaced by its `number_pieces` and ","."""
     flat_ids = ids.flat_values
     pieces = self._sp.id_to_string(flat_ids)
     match = tf.strings.regex_full_match(
         pieces, "(?s).*" + _char_class("digit") + ",")
-    matched = tf.boolean_mask(pieces, match)
-    number = tf.strings.regex_replace(
-        tf.strings.regex_replace(matched, ",$", ""), _UNDERLINE, "")
-    sub = self._sp.id_to_string(self._sp.tokenize(number))  # [m, (k)]
-    in_word = tf.logical_not(tf.strings.regex_full_match(
-        matched, f"(?s){_UNDERLINE}.*"))
-    head = sub[:, :1].flat_values  # the number is non-empty: k >= 1
-    fix = tf.logical_and(in_word, tf.strings.regex_full_match(
-        head, f"(?s){_UNDERLINE}.*"))
-    drop_head = tf.logical_and(fix, tf.equal(head, _UNDERLINE))
-    new_head = tf.where(fix, tf.strings.regex_replace(head, f"^{_UNDERLINE}",
-                                                      ""), head)
-    keep = tf.logical_not(drop_head)
-    sub = tf.concat([tf.RaggedTensor.from_row_lengths(
-        tf.boolean_mask(new_head, keep),
-        tf.cast(keep, sub.row_splits.dtype), validate=False), sub[:, 1:]],
-                    axis=1)
-    comma = tf.RaggedTensor.from_tensor(
-        tf.fill([tf.shape(matched)[0], 1], ","),
-        row_splits_dtype=sub.row_splits.dtype)
-    sub_ids = self._sp.string_to_id(tf.concat([sub, comma], axis=1))
+    sub, _, _, rows = self.number_pieces(tf.boolean_mask(pieces, match))[1]
+    m = tf.reduce_sum(tf.cast(match, tf.int64))
+    sub = self._sp.string_to_id(tf.concat([tf.RaggedTensor.from_value_rowids(
+        sub, rows, nrows=m, validate=False), tf.RaggedTensor.from_tensor(
+            tf.fill([m, 1], ","), row_splits_dtype=tf.int64)], axis=1))
     # Rows 0..n-1: the original pieces; rows n..n+m-1: the replacements.
     n = tf.shape(flat_ids, out_type=tf.int64)[0]
-    candidates = tf.concat(
-        [tf.RaggedTensor.from_row_lengths(flat_ids, tf.ones([n], tf.int64),
-                                          validate=False),
-         tf.cast(sub_ids, flat_ids.dtype).with_row_splits_dtype(tf.int64)],
-        axis=0)
+    candidates = tf.concat([tf.RaggedTensor.from_tensor(flat_ids[:, None]),
+                            tf.cast(sub, flat_ids.dtype)], axis=0)
     pick = tf.where(match, n + tf.cumsum(tf.cast(match, tf.int64)) - 1,
                     tf.range(n))
-    per_piece = tf.gather(candidates, pick)
-    return ids.with_flat_values(per_piece).merge_dims(1, 2)
+    return ids.with_flat_values(tf.gather(candidates, pick)).merge_dims(1, 2)
 
   # ------------------------------------------------------------ pack
   def __call__(self, text, text_b=None):
@@ -322,9 +324,8 @@ def alive(module):
 
 
 def encode_texts(encoder, texts, texts_b=None, batch_size=256):
-  """The model inputs of many examples, `encoder`'s graph run batch by batch:
-  how fine-tuning, the ONNX and TFLite runners and the export checks turn
-  text into ids.
+  """The model inputs of many examples, `encoder`'s graph run batch by batch
+  (fine-tuning, the ONNX and TFLite runners, the export checks).
 
   Args:
     encoder: a `TextEncoder`; rows are padded to its max_seq_length.

@@ -249,7 +249,7 @@ class SpanQATask(Task):
     """(predictions {qid: text}, nbest, null_odds or None) of a split."""
     data, windows = self.load_split(split)
     out = self.outputs(model, windows.features,
-                       span_graph.head_outputs(self.v2))
+                       span_qa.head_outputs(self.v2))
     return _decode(out, windows, data.examples, self.v2,
                    self.task_config["n_best_size"],
                    self.task_config["max_answer_length"])
@@ -419,7 +419,7 @@ class SpanQATask(Task):
       got = [run(**{k: windows.features[k][i:i + 64]
                     for k in F.ENCODER_INPUTS})
              for i in range(0, windows.num_windows, 64)]
-      heads = span_graph.head_outputs(False)
+      heads = span_qa.head_outputs(False)
       nbest = _decode({k: np.concatenate([g[k] for g in got]) for k in heads},
                       windows, examples, False, own.get("n_best_size", 20),
                       own.get("max_answer_length", 30))[1]
@@ -461,7 +461,7 @@ def _decode(out, windows, examples, v2, n_best_size, max_answer_length):
   """(predictions, nbest, null_odds or None) of the heads' outputs `out`
   over `windows` of `examples` (`span_decode.decode_v1` / `decode_v2`)."""
   decode = span_decode.decode_v2 if v2 else span_decode.decode_v1
-  got = decode(*(out[name] for name in span_graph.head_outputs(v2)),
+  got = decode(*(out[name] for name in span_qa.head_outputs(v2)),
                windows.example_index, windows.piece_spans,
                windows.is_max_context, [e.context for e in examples],
                [e.qas_id for e in examples], n_best_size=n_best_size,
