@@ -36,7 +36,6 @@ name and flags (`albert_tf.finetune.alias`); the family, its flags
 
 from albert_tf import finetune
 from albert_tf.tasks.span_qa import SquadOptions  # noqa: F401  pylint: disable=unused-import
-from albert_tf.tasks.span_qa import DOC_STRIDE, MAX_QUERY_LENGTH, MAX_SEQ_LENGTH  # noqa: F401  pylint: disable=unused-import
 
 run, main = finetune.alias("span_qa")
 

@@ -33,16 +33,17 @@ compares the lowercased, stripped strings with the same punctuation removed
 """
 
 import collections
+import difflib
 import re
 import string
 from typing import Dict, Iterable, List, Optional, Sequence
 
 from absl import logging
 
-# run_squad's --task_name values: how predictions are scored, by SQuAD's
-# evaluation or by CMRC 2018's (DRCD is scored the CMRC way, as the CLUE
-# baselines do).
+# run_squad's --task_name values; CMRC_TASKS are scored by CMRC 2018's
+# evaluation (DRCD too, as the CLUE baselines do), squad by SQuAD's.
 TASK_NAMES = ("squad", "cmrc2018", "drcd")
+CMRC_TASKS = ("cmrc2018", "drcd")
 
 
 class MetricsError(ValueError):
@@ -241,6 +242,16 @@ def squad_v2(gold: Dict[str, List[str]],
   return out
 
 
+def official_scores(task_name, v2, gold, predictions, null_odds=None):
+  """The official evaluation of a --task_name: `cmrc2018` for CMRC_TASKS,
+  else `squad_v2` (v2) or `squad_v1`."""
+  if task_name in CMRC_TASKS:
+    return cmrc2018(gold, predictions)
+  if v2:
+    return squad_v2(gold, predictions, null_odds)
+  return squad_v1(gold, predictions)
+
+
 def gold_answers(examples: Iterable) -> Dict[str, List[str]]:
   """{qas_id: [answer text, ...]} from objects with `.qas_id` and `.answers`
   (a list of (text, char start) pairs; [] for an unanswerable question)."""
@@ -339,26 +350,16 @@ def remove_punctuation(text: str) -> str:
                  if ch not in CMRC_PUNCTUATION)
 
 
-def _longest_common_substring(a: Sequence[str], b: Sequence[str]) -> int:
-  best = 0
-  previous = [0] * (len(b) + 1)
-  for x in a:
-    current = [0] * (len(b) + 1)
-    for j, y in enumerate(b):
-      if x == y:
-        current[j + 1] = previous[j] + 1
-        best = max(best, current[j + 1])
-    previous = current
-  return best
-
-
 def cmrc_f1(answers: Sequence[str], prediction: str) -> float:
   """Best F1 (0..1) of prediction over the answers, CMRC 2018's way."""
-  pred_tokens = mixed_segmentation(prediction, rm_punc=True)
-  gold_tokens = [mixed_segmentation(a, rm_punc=True) for a in answers]
-  return max(_harmonic_f1(_longest_common_substring(tokens, pred_tokens),
-                          len(pred_tokens), len(tokens))
-             for tokens in gold_tokens)
+  pred = mixed_segmentation(prediction, rm_punc=True)
+  f1s = []
+  for gold in (mixed_segmentation(a, rm_punc=True) for a in answers):
+    # The longest common substring (no junk heuristic: exact).
+    same = difflib.SequenceMatcher(None, gold, pred, autojunk=False)
+    f1s.append(_harmonic_f1(same.find_longest_match(
+        0, len(gold), 0, len(pred)).size, len(pred), len(gold)))
+  return max(f1s)
 
 
 def cmrc_em(answers: Sequence[str], prediction: str) -> float:

@@ -1,13 +1,11 @@
 """Span question answering: SQuAD v1.1 / v2.0, CMRC 2018 and DRCD.
 
-The family's flags, task and serving hooks. Reading and windows are
-`albert_tf.data.squad`, logits -> answers `data.span_decode`, the official
-scores (`f1` picks the best checkpoint) `data.squad_metrics`, the head
-(v1's start/end logits or v2's XLNet-style beams with an answer-class logit;
-its train_step computes the original's losses) `modeling.span_qa`, and
-serve_text(question, context) `serving.span_graph`. In v2 the null-odds
-threshold behind predictions.json is tuned on the predict file when it has
-answers (as the original does) and returned with its metrics.
+The family's flags, task and serving hooks: reading and windows
+`data.squad`, logits -> answers `data.span_decode`, official scores (`f1`
+picks the best checkpoint) `data.squad_metrics`, the heads
+`modeling.span_qa`, serve_text(question, context) `serving.span_graph`. In
+v2 the null-odds threshold behind predictions.json is tuned on the predict
+file when it has answers (as the original does).
 """
 
 from __future__ import annotations
@@ -28,7 +26,6 @@ from albert_tf.data import input_timeout
 from albert_tf.data import span_decode
 from albert_tf.data import squad
 from albert_tf.data import squad_metrics
-from albert_tf.data.squad_metrics import TASK_NAMES
 from albert_tf.core import record as record_lib
 from albert_tf.tasks.base import Task, first_given
 from albert_tf.tasks import scoring
@@ -57,7 +54,7 @@ class SquadOptions(FinetuneOptions):
   task_name: str = settings.field(
       "squad", "squad (the official SQuAD evaluation), cmrc2018 or drcd "
       "(CMRC 2018's: character F1 over mixed segmentation, EM without "
-      "punctuation).", choices=TASK_NAMES)
+      "punctuation).", choices=squad_metrics.TASK_NAMES)
   data_dir: Optional[str] = settings.field(
       None, f"Directory with {TRAIN_JSON} and {DEV_JSON}, for "
       "--train_file and --predict_file when they are not given.")
@@ -167,8 +164,7 @@ class SpanQATask(Task):
     return stats
 
   def fingerprint(self) -> str:
-    return (f"{self.name}:{self.task_name}:"
-            f"v{2 if self.v2 else 1}")
+    return f"{self.name}:{self.task_name}:v{2 if self.v2 else 1}"
 
   def __init__(self, task_name: str, tokenizer, train_file: Optional[str],
                predict_file: Optional[str], **fields):
@@ -203,8 +199,7 @@ class SpanQATask(Task):
       # file after --input_timeout_secs, not a wait forever.
       data = input_timeout.read_within(
           f"the {split} file {path}", lambda: squad.read_squad(
-              path, self.v2,
-              is_training=split == "train"), self.input_timeout_secs)
+              path, self.v2, split == "train"), self.input_timeout_secs)
       if self.max_examples[split]:
         data.examples = data.examples[:self.max_examples[split]]
       windows = squad.make_windows(
@@ -250,9 +245,7 @@ class SpanQATask(Task):
     data, windows = self.load_split(split)
     out = self.outputs(model, windows.features,
                        span_qa.head_outputs(self.v2))
-    return _decode(out, windows, data.examples, self.v2,
-                   self.task_config["n_best_size"],
-                   self.task_config["max_answer_length"])
+    return _decode(out, windows, data.examples, self.task_config)
 
   def _score(self, split, predictions,
              null_odds) -> Tuple[Dict[str, float], Dict[str, str]]:
@@ -260,9 +253,9 @@ class SpanQATask(Task):
     threshold is tuned on this split (best_f1_thresh, as the original), and
     the predictions answer "" where null_odds exceed it."""
     gold = squad_metrics.gold_answers(self.load_split(split)[0].examples)
-    tuned = official_scores(self.task_name, self.v2,
-                            gold, predictions, null_odds)
-    if self.task_name in CMRC or not self.v2:
+    tuned = squad_metrics.official_scores(self.task_name, self.v2, gold,
+                                          predictions, null_odds)
+    if self.task_name in squad_metrics.CMRC_TASKS or not self.v2:
       return tuned, predictions
     self.null_threshold = float(tuned["best_f1_thresh"])
     thresholded = squad_metrics.apply_null_threshold(
@@ -294,7 +287,7 @@ class SpanQATask(Task):
       data = self.load_split(split)[0]
       predictions = {e.qas_id: baselines.sliding_window_answer(
           e.question, e.context, length) for e in data.examples}
-      metrics = official_scores(
+      metrics = squad_metrics.official_scores(
           self.task_name, self.v2,
           squad_metrics.gold_answers(data.examples), predictions)
       out[split] = {"sliding_window": {
@@ -338,10 +331,8 @@ class SpanQATask(Task):
   # --------------------------------------------------------- record / export
   def record(self):
     return record_lib.ModelInfo(
-        task=self.name, task_name=self.task_name,
-        max_seq_length=self.max_seq_length,
-        text_pair=True,
-        task_config=dict(self.task_config),
+        task=self.name, task_name=self.task_name, text_pair=True,
+        max_seq_length=self.max_seq_length, task_config=dict(self.task_config),
         **record_lib.tokenizer_fields(self.tokenizer))
 
   @classmethod
@@ -367,7 +358,6 @@ class SpanQATask(Task):
 
     def run(features):
       return model(features, training=False)
-
     return {"serving_default": saved_model.ids_signature(
                 run, vocab_size=model.config.vocab_size),
             "serve_text": saved_model.signature(
@@ -410,8 +400,7 @@ class SpanQATask(Task):
   def ids_decoder(cls, record, run, tokenizer, max_seq_length):
     """SQuAD v1 heads: `squad.make_windows`, the model's start/end logits,
     `span_decode.decode_v1`'s best span (None for a v2 head)."""
-    own = record.task_config
-    if own.get("version_2_with_negative"):
+    if record.task_config.get("version_2_with_negative"):
       return None
 
     def predict(inputs):
@@ -419,10 +408,9 @@ class SpanQATask(Task):
       got = [run(**{k: windows.features[k][i:i + 64]
                     for k in F.ENCODER_INPUTS})
              for i in range(0, windows.num_windows, 64)]
-      heads = span_qa.head_outputs(False)
-      nbest = _decode({k: np.concatenate([g[k] for g in got]) for k in heads},
-                      windows, examples, False, own.get("n_best_size", 20),
-                      own.get("max_answer_length", 30))[1]
+      nbest = _decode({k: np.concatenate([g[k] for g in got])
+                       for k in span_qa.head_outputs(False)},
+                      windows, examples, record.task_config)[1]
       return [{"answer": best["text"], "start": best["start"],
                "end": best["end"],
                "score": best["start_logit"] + best["end_logit"]}
@@ -444,42 +432,29 @@ class SpanQATask(Task):
     return {"question": fields[question], "context": fields[context]}
 
 
-CMRC = ("cmrc2018", "drcd")  # --task_name values scored by CMRC 2018's rules
-
-
-def official_scores(task_name, v2, gold, predictions, null_odds=None):
-  """The official evaluation of `task_name`: CMRC 2018's for cmrc2018 and
-  drcd, else SQuAD v2.0's (v2) or v1.1's (`squad_metrics`)."""
-  if task_name in CMRC:
-    return squad_metrics.cmrc2018(gold, predictions)
-  if v2:
-    return squad_metrics.squad_v2(gold, predictions, null_odds)
-  return squad_metrics.squad_v1(gold, predictions)
-
-
-def _decode(out, windows, examples, v2, n_best_size, max_answer_length):
+def _decode(out, windows, examples, own):
   """(predictions, nbest, null_odds or None) of the heads' outputs `out`
-  over `windows` of `examples` (`span_decode.decode_v1` / `decode_v2`)."""
-  decode = span_decode.decode_v2 if v2 else span_decode.decode_v1
-  got = decode(*(out[name] for name in span_qa.head_outputs(v2)),
-               windows.example_index, windows.piece_spans,
-               windows.is_max_context, [e.context for e in examples],
-               [e.qas_id for e in examples], n_best_size=n_best_size,
-               max_answer_length=max_answer_length)
+  over `windows` of `examples` (`span_decode.decode_v1` / `decode_v2`),
+  decoded as task_config `own` says."""
+  v2 = bool(own.get("version_2_with_negative"))
+  got = (span_decode.decode_v2 if v2 else span_decode.decode_v1)(
+      *(out[name] for name in span_qa.head_outputs(v2)),
+      windows.example_index, windows.piece_spans, windows.is_max_context,
+      [e.context for e in examples], [e.qas_id for e in examples],
+      n_best_size=own.get("n_best_size", 20),
+      max_answer_length=own.get("max_answer_length", 30))
   return got if v2 else (*got, None)
 
 
 def _windows(record, tokenizer, max_seq_length, inputs):
   """(examples, `squad.make_windows`) of serve_text's inputs (question,
   context) as the record's training cut them."""
-  own = record.task_config
-  examples = [squad.Example(qas_id=str(i), question=q, context=c,
-                            answers=[], is_impossible=False, title="")
-              for i, (q, c) in enumerate(zip(inputs["question"],
-                                             inputs["context"]))]
+  examples = [squad.Example(str(i), q, c, [], False, "") for i, (q, c) in
+              enumerate(zip(inputs["question"], inputs["context"]))]
   return examples, squad.make_windows(
-      examples, tokenizer, max_seq_length, own.get("doc_stride", 128),
-      own.get("max_query_length", 64))
+      examples, tokenizer, max_seq_length,
+      record.task_config.get("doc_stride", DOC_STRIDE),
+      record.task_config.get("max_query_length", MAX_QUERY_LENGTH))
 
 
 class SpanScorer(scoring.Scorer):
@@ -498,11 +473,12 @@ class SpanScorer(scoring.Scorer):
     if not self.gold:
       return {}
     v2 = self.record.task_config.get("version_2_with_negative")
-    if self.record.task_name not in CMRC and not v2 and not all(self.gold):
+    if (self.record.task_name not in squad_metrics.CMRC_TASKS and not v2
+        and not all(self.gold)):
       raise scoring.PredictError(
           "span QA: a gold answer is empty (only a SQuAD 2.0 model scores "
           "'no answer')")
-    scores = official_scores(
+    scores = squad_metrics.official_scores(
         self.record.task_name, v2,
         {str(i): a for i, a in enumerate(self.gold)},
         {str(i): p for i, p in enumerate(self.predicted)})
