@@ -461,22 +461,14 @@ class TextSpanReader(tf.Module):
     char_e = tf.gather_nd(spans[:, :, 1], tf.stack([w, tf.cast(e, tf.int64)],
                                                    1))
     # Surrounding whitespace stripped, as span_decode's str.strip.
-    chars = tf.strings.unicode_split(context, "UTF-8")
-    row = chars.value_rowids()
-    index = tf.cast(_range(tf.size(row)) - tf.gather(chars.row_splits, row),
-                    tf.int32)
-    solid = ~tf.strings.regex_full_match(chars.flat_values, _cc("space")) & (
-        index >= tf.gather(char_s, row)) & (index < tf.gather(char_e, row))
-    first = tf.math.unsorted_segment_min(tf.where(solid, index, tf.int32.max),
-                                         row, b)
-    last = tf.math.unsorted_segment_max(tf.where(solid, index, -1), row, b)
-    empty = last < 0
-    start = tf.where(found, tf.where(empty, char_e, first), -1)
-    end = tf.where(found, tf.where(empty, char_e, last + 1), -1)
-    out = {"answer": tf.where(found, tf.strings.substr(
-               context, tf.maximum(start, 0), end - start, unit="UTF8_CHAR"),
-                              ""),
-           "start": start, "end": end,
+    at = tf.where(found, char_s, 0)
+    raw = tf.strings.substr(context, at, tf.where(found, char_e - at, 0),
+                            unit="UTF8_CHAR")
+    lead = tf.strings.regex_replace(raw, f"^{_cc('space')}+", "")
+    text = tf.strings.regex_replace(lead, f"{_cc('space')}+$", "")
+    start = tf.where(found, at + tf.cast(_len(raw) - _len(lead), tf.int32), -1)
+    end = tf.where(found, start + tf.cast(_len(text), tf.int32), -1)
+    out = {"answer": text, "start": start, "end": end,
            # No span: the score of span_decode's "" entry.
            "score": tf.cast(tf.where(found, best, -2e6 if self.v2 else 0.0),
                             tf.float32)}
