@@ -199,17 +199,10 @@ def decode_v1(start_logits, end_logits, example_index, piece_spans,
               is_max_context, contexts: Sequence[str], qas_ids: Sequence[str],
               n_best_size: int = 20, max_answer_length: int = 30
               ) -> Tuple[Dict[str, str], Dict[str, List[dict]]]:
-  """run_squad_v1's postprocessing (see the module doc).
-
-  Args:
-    start_logits, end_logits: [n, L] scores of each window position.
-    example_index, piece_spans, is_max_context, contexts, qas_ids: the
-      windows (module doc).
-    n_best_size: starts and ends tried per window, and n-best entries kept.
-    max_answer_length: most pieces in an answer.
-
-  Returns:
-    (predictions {qid: text}, nbest {qid: [entry, ...]}), in qas_ids order.
+  """run_squad_v1's postprocessing (the module doc) of start_logits,
+  end_logits [n, L] over the windows: (predictions {qid: text}, nbest {qid:
+  [entry, ...]}), in qas_ids order. n_best_size: starts and ends tried per
+  window, and n-best entries kept; max_answer_length: in pieces.
 
   Raises:
     DecodeError: shapes that disagree, a window of an unknown example, a
@@ -245,19 +238,10 @@ def decode_v2(start_top_log_probs, start_top_index, end_top_log_probs,
               n_best_size: int = 20, max_answer_length: int = 30
               ) -> Tuple[Dict[str, str], Dict[str, List[dict]],
                          Dict[str, float]]:
-  """run_squad_v2's postprocessing of the beam outputs (see the module doc).
-
-  Args:
-    start_top_log_probs, start_top_index: [n, k1] start beams.
-    end_top_log_probs, end_top_index: [n, k1 * k2] end beams, start-major.
-    cls_logits: [n] answerability score of each window (higher = no answer).
-    example_index, piece_spans, is_max_context, contexts, qas_ids: the
-      windows (module doc).
-    n_best_size: n-best entries kept.
-    max_answer_length: most pieces in an answer.
-
-  Returns:
-    (predictions, nbest, null_odds), each keyed by qid in qas_ids order.
+  """run_squad_v2's postprocessing (the module doc) of the beams: start
+  [n, k1], end [n, k1 * k2] (start-major) and cls_logits [n] (higher = no
+  answer): (predictions, nbest, null_odds), each keyed by qid in qas_ids
+  order. n_best_size: n-best entries kept; max_answer_length: in pieces.
 
   Raises:
     DecodeError: shapes that disagree (end beams not a multiple of the start

@@ -170,9 +170,9 @@ class SpanQATask(Task):
                predict_file: Optional[str], **fields):
     """fields: the task_config's (CONFIG_DEFAULTS when not given), and
     `Task.__init__`'s, max_seq_length among them."""
-    if task_name not in squad_metrics.TASK_NAMES:
-      raise ValueError(f"--task_name must be one of "
-                       f"{', '.join(squad_metrics.TASK_NAMES)}, "
+    names = squad_metrics.TASK_NAMES
+    if task_name not in names:
+      raise ValueError(f"--task_name must be one of {', '.join(names)}, "
                        f"got {task_name!r}")
     task_config = {k: fields.pop(k, v) for k, v in CONFIG_DEFAULTS.items()}
     super().__init__(tokenizer, **fields)
@@ -204,8 +204,7 @@ class SpanQATask(Task):
         data.examples = data.examples[:self.max_examples[split]]
       windows = squad.make_windows(
           data.examples, self.tokenizer, self.max_seq_length,
-          self.task_config["doc_stride"],
-          self.task_config["max_query_length"],
+          self.task_config["doc_stride"], self.task_config["max_query_length"],
           is_training=split == "train", file=path)
       logging.info("[%s] %s: %d questions, %d windows of max_seq_length=%d "
                    "(doc_stride=%d); counts %s", split, path,
@@ -236,8 +235,7 @@ class SpanQATask(Task):
   def build_model(self, config):
     return self.with_micro_batches(span_qa.AlbertSpanQA(
         config, self.v2, self.task_config["start_n_top"],
-        self.task_config["end_n_top"],
-        classifier_dropout=self.classifier_dropout))
+        self.task_config["end_n_top"], self.classifier_dropout))
 
   # --------------------------------------------------------- eval / predict
   def answers(self, model, split: str):
