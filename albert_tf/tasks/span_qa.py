@@ -45,7 +45,6 @@ CONFIG_DEFAULTS = dict(
     version_2_with_negative=False, doc_stride=DOC_STRIDE,
     max_query_length=MAX_QUERY_LENGTH, max_answer_length=30, n_best_size=20,
     start_n_top=F.START_N_TOP, end_n_top=F.END_N_TOP)
-CONFIG_KEYS = tuple(CONFIG_DEFAULTS)
 
 
 @dataclasses.dataclass
@@ -154,7 +153,7 @@ class SpanQATask(Task):
   @classmethod
   def from_options(cls, o: SquadOptions, tokenizer, info, dataset):
     return cls(o.task_name, tokenizer, o.train_file, o.predict_file,
-               **{k: getattr(o, k) for k in CONFIG_KEYS},
+               **{k: getattr(o, k) for k in CONFIG_DEFAULTS},
                **cls.option_fields(o))
 
   def read_splits(self, o) -> Dict[str, dict]:
