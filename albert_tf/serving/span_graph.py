@@ -284,7 +284,6 @@ class TextSpanReader(tf.Module):
     b, e = table.span(_rows(splits), b.flat_values, e.flat_values)
     strings = sp.id_to_string(ids)
     match = tf.strings.regex_full_match(strings, f"(?s).*{_cc('digit')},")
-    m = _count(match)
     mb, me = _mask(b, match), _mask(e, match)
     mb = self._skip_spaces(table, mb, me)
     number, (sub, sb, se, srow) = self.encoder.number_pieces(
@@ -296,27 +295,21 @@ class TextSpanReader(tf.Module):
     # each part its own characters, else the whole piece.
     exact = tf.equal(me - mb, _len(number) + 1)
     ex, at = tf.gather(exact, srow), tf.gather(mb, srow)
-    parts = {"s": (sub, tf.fill([m], ",")),
-             "b": (tf.where(ex, at + sb, at), tf.where(exact, me - 1, mb)),
-             "e": (tf.where(ex, at + se, tf.gather(me, srow)), me)}
-    # The parts of match i: its sub-pieces, then ",".
-    order = tf.argsort(tf.concat([srow * 2, _range(m) * 2 + 1], 0),
-                       stable=True)
-    parts = {k: tf.gather(tf.concat(v, 0), order) for k, v in parts.items()}
-    per_match = tf.math.unsorted_segment_sum(tf.ones_like(srow), srow, m) + 1
-    n = tf.size(strings, out_type=tf.int64)
-    counts = tf.tensor_scatter_nd_update(
-        tf.ones([n], tf.int64), tf.where(match), per_match)
-    source = tf.tensor_scatter_nd_update(
-        _range(n), tf.where(match), n + tf.cumsum(per_match, exclusive=True))
-    item, rank = _spread(counts)
-    pick = tf.gather(source, item) + rank
-    new_ids = tf.cast(sp.string_to_id(parts["s"]), ids.dtype)
-    out = [tf.gather(tf.concat([old, new], 0), pick) for old, new in (
-        (ids, new_ids), (strings, parts["s"]), (b, parts["b"]),
-        (e, parts["e"]))]
-    splits = tf.gather(tf.concat([n[None] * 0, tf.cumsum(counts)], 0), splits)
-    return (*out, splits)
+    pos = tf.reshape(tf.where(match), [-1])  # the piece of each match
+    commas = tf.fill(tf.shape(pos), ",")
+    sub_ids, comma_ids = (tf.cast(sp.string_to_id(v), ids.dtype)
+                          for v in (sub, commas))
+    columns = [(ids, sub_ids, comma_ids), (strings, sub, commas),
+               (b, tf.where(ex, at + sb, at), tf.where(exact, me - 1, mb)),
+               (e, tf.where(ex, at + se, tf.gather(me, srow)), me)]
+    # The pieces in order, each match's replaced by its sub-pieces and ",".
+    key = tf.concat([_mask(_range(tf.size(match)), ~match) * 2,
+                     tf.gather(pos, srow) * 2, pos * 2 + 1], 0)
+    order = tf.argsort(key, stable=True)
+    out = [tf.gather(tf.concat([_mask(old, ~match), new, comma], 0), order)
+           for old, new, comma in columns]
+    return (*out, tf.searchsorted(tf.gather(key, order) // 2, splits,
+                                  out_type=tf.int64))
 
   def _wordpiece_pieces(self, norm, table):
     """`TextEncoder.wordpieces` with spans; a word that becomes [UNK] spans
