@@ -198,11 +198,10 @@ class TextSpanReader(tf.Module):
       raise ValueError(f"max_seq_length={encoder.max_seq_length}, doc_stride="
                        f"{doc_stride}: expected at least 4 and 1")
     self.encoder, self.kind = encoder, encoder.kind
-    self.max_seq_length, self.v2 = encoder.max_seq_length, bool(
-        version_2_with_negative)
-    (self.doc_stride, self.max_query_length, self.n_best_size,
-     self.max_answer_length) = (int(v) for v in (
-         doc_stride, max_query_length, n_best_size, max_answer_length))
+    self.max_seq_length = encoder.max_seq_length
+    self.v2, self.doc_stride = bool(version_2_with_negative), int(doc_stride)
+    self.max_query_length, self.n_best_size, self.max_answer_length = (
+        int(max_query_length), int(n_best_size), int(max_answer_length))
     self._encode_fn = self._decode_fn = None
 
   @classmethod

@@ -377,7 +377,7 @@ class SpanQATask(Task):
   def truncated_inputs(cls, record, tokenizer, max_seq_length, inputs):
     """Questions cut to max_query_length (a context is read whole, in
     windows), counted on serve_text's pieces."""
-    limit = record.task_config.get("max_query_length", 64)
+    limit = record.task_config.get("max_query_length", MAX_QUERY_LENGTH)
     ids = squad.span_reader(tokenizer).encode_with_offsets(
         tf.constant(list(inputs["question"]), tf.string))[0]
     return (ids.row_lengths().numpy() > limit).tolist()
@@ -408,10 +408,9 @@ class SpanQATask(Task):
       nbest = _decode({k: np.concatenate([g[k] for g in got])
                        for k in span_qa.head_outputs(False)},
                       windows, examples, record.task_config)[1]
-      return [{"answer": best["text"], "start": best["start"],
-               "end": best["end"],
-               "score": best["start_logit"] + best["end_logit"]}
-              for best in (nbest[e.qas_id][0] for e in examples)]
+      return [{"answer": b["text"], "start": b["start"], "end": b["end"],
+               "score": b["start_logit"] + b["end_logit"]}
+              for b in (nbest[e.qas_id][0] for e in examples)]
     return predict
 
   @classmethod
