@@ -236,7 +236,16 @@ def _error_line(finetuned, out, what):
 READERS = ("export", "predict", "eval_only")
 
 
-@pytest.mark.parametrize("what", READERS)
+def _readers(quick):
+  """READERS as params, `quick` alone in make test: the message is one
+  function's whichever reader meets the damage (checkpoints.check_complete,
+  file_io.parse_json), and every reader keeps one row of the three tests
+  below in make test; the whole grid (10 s each) runs in make test-slow."""
+  return [pytest.param(w, marks=() if w == quick else pytest.mark.slow)
+          for w in READERS]
+
+
+@pytest.mark.parametrize("what", _readers("eval_only"))
 def test_a_truncated_checkpoint_data_file_is_one_line(finetuned, tmp_path,
                                                       what):
   """Row 25: a 43-line `IndexError: Read less bytes than requested`."""
@@ -249,7 +258,7 @@ def test_a_truncated_checkpoint_data_file_is_one_line(finetuned, tmp_path,
   assert "the checkpoint is truncated" in line
 
 
-@pytest.mark.parametrize("what", READERS)
+@pytest.mark.parametrize("what", _readers("predict"))
 def test_a_truncated_checkpoint_index_is_one_line(finetuned, tmp_path, what):
   """Row 26: `not an sstable (bad magic number)`, with no path."""
   out = _copy(finetuned[1], tmp_path)
@@ -259,7 +268,7 @@ def test_a_truncated_checkpoint_index_is_one_line(finetuned, tmp_path, what):
   assert f"{index} is not a readable checkpoint index (" in line, line
 
 
-@pytest.mark.parametrize("what", READERS)
+@pytest.mark.parametrize("what", _readers("export"))
 @pytest.mark.parametrize("damaged", ["task_record.json", "best/best.json"])
 def test_a_corrupt_record_is_one_line_naming_it(finetuned, tmp_path, what,
                                                 damaged):
