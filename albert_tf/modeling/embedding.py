@@ -10,11 +10,12 @@ import tensorflow as tf
 
 from albert_tf.core import features as F
 from albert_tf.core.config import AlbertConfig
-from albert_tf.modeling.ops import dense_rows, layer_norm, truncated_normal
+from albert_tf.modeling.ops import (ConfigArgs, dense_rows, layer_norm,
+                                    truncated_normal)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class FactorizedEmbedding(keras.layers.Layer):
+class FactorizedEmbedding(ConfigArgs, keras.layers.Layer):
   """Word + position + token-type embeddings of width E, LayerNorm, dropout, E->H.
 
   Call with `(input_ids, segment_ids)`, int32 [batch, seq]; returns
@@ -31,21 +32,17 @@ class FactorizedEmbedding(keras.layers.Layer):
   LayerNorm (which needs float32 anyway): casting each lookup to bfloat16
   and the sum back would cost four casts, and as many in the gradient.
   """
+  CONFIG_ARGS = ("vocab_size", "embedding_size", "hidden_size",
+                 "max_position_embeddings", "type_vocab_size",
+                 "initializer_range", "dropout_rate", "layer_norm_eps",
+                 "embedding_layout")
 
   def __init__(self, vocab_size, embedding_size, hidden_size,
                max_position_embeddings=512, type_vocab_size=2,
                initializer_range=0.02, dropout_rate=0.0, layer_norm_eps=1e-12,
                embedding_layout="google", **kwargs):
     super().__init__(**kwargs)
-    self.vocab_size = vocab_size
-    self.embedding_size = embedding_size
-    self.hidden_size = hidden_size
-    self.max_position_embeddings = max_position_embeddings
-    self.type_vocab_size = type_vocab_size
-    self.initializer_range = initializer_range
-    self.dropout_rate = dropout_rate
-    self.layer_norm_eps = layer_norm_eps
-    self.embedding_layout = embedding_layout
+    self.keep_args(locals())
     brightmart = embedding_layout == "brightmart"
     # Width of the position/type embeddings and of the LayerNorm.
     side_width = hidden_size if brightmart else embedding_size
@@ -126,26 +123,8 @@ class FactorizedEmbedding(keras.layers.Layer):
   def compute_output_shape(self, input_shape):
     return tuple(input_shape) + (self.hidden_size,)
 
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        vocab_size=self.vocab_size, embedding_size=self.embedding_size,
-        hidden_size=self.hidden_size,
-        max_position_embeddings=self.max_position_embeddings,
-        type_vocab_size=self.type_vocab_size,
-        initializer_range=self.initializer_range,
-        dropout_rate=self.dropout_rate, layer_norm_eps=self.layer_norm_eps,
-        embedding_layout=self.embedding_layout)
-    return config
-
   @classmethod
   def from_albert_config(cls, config: AlbertConfig, **kwargs):
-    return cls(vocab_size=config.vocab_size,
-               embedding_size=config.embedding_size,
-               hidden_size=config.hidden_size,
-               max_position_embeddings=config.max_position_embeddings,
-               type_vocab_size=config.type_vocab_size,
-               initializer_range=config.initializer_range,
-               dropout_rate=config.hidden_dropout_prob,
-               layer_norm_eps=config.layer_norm_eps,
-               embedding_layout=config.embedding_layout, **kwargs)
+    names = [n for n in cls.CONFIG_ARGS if n != "dropout_rate"]
+    return cls(**{n: getattr(config, n) for n in names},
+               dropout_rate=config.hidden_dropout_prob, **kwargs)

@@ -8,7 +8,8 @@ output that tells whether segments A and B are in their original order
 import keras
 import tensorflow as tf
 
-from albert_tf.modeling.ops import get_activation, layer_norm, truncated_normal
+from albert_tf.modeling.ops import (ConfigArgs, get_activation, layer_norm,
+                                    truncated_normal)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -106,13 +107,13 @@ class MaskedLMHead(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class SentenceOrderHead(keras.layers.Layer):
+class SentenceOrderHead(ConfigArgs, keras.layers.Layer):
   """Dense H->2 on pooled_output (cls/seq_relationship); float32 logits."""
+  CONFIG_ARGS = ("num_classes", "initializer_range")
 
   def __init__(self, num_classes=2, initializer_range=0.02, **kwargs):
     super().__init__(**kwargs)
-    self.num_classes = num_classes
-    self.initializer_range = initializer_range
+    self.keep_args(locals())
     self.dense = keras.layers.Dense(
         num_classes, kernel_initializer=truncated_normal(initializer_range),
         dtype=self.dtype_policy, name="seq_relationship")
@@ -127,27 +128,20 @@ class SentenceOrderHead(keras.layers.Layer):
   def compute_output_shape(self, pooled_shape):
     return (pooled_shape[0], self.num_classes)
 
-  def get_config(self):
-    config = super().get_config()
-    config.update(num_classes=self.num_classes,
-                  initializer_range=self.initializer_range)
-    return config
-
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class ClassificationHead(keras.layers.Layer):
+class ClassificationHead(ConfigArgs, keras.layers.Layer):
   """Dropout + dense; float32 logits [..., num_labels].
 
   On pooled_output [batch, hidden] it classifies sequences; on
   sequence_output [batch, seq, hidden] it tags every token.
   """
+  CONFIG_ARGS = ("num_labels", "dropout_rate", "initializer_range")
 
   def __init__(self, num_labels, dropout_rate=0.1, initializer_range=0.02,
                **kwargs):
     super().__init__(**kwargs)
-    self.num_labels = num_labels
-    self.dropout_rate = dropout_rate
-    self.initializer_range = initializer_range
+    self.keep_args(locals())
     self.dropout = keras.layers.Dropout(dropout_rate)
     self.dense = keras.layers.Dense(
         num_labels, kernel_initializer=truncated_normal(initializer_range),
@@ -163,9 +157,3 @@ class ClassificationHead(keras.layers.Layer):
 
   def compute_output_shape(self, input_shape):
     return tuple(input_shape[:-1]) + (self.num_labels,)
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(num_labels=self.num_labels, dropout_rate=self.dropout_rate,
-                  initializer_range=self.initializer_range)
-    return config

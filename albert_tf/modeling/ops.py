@@ -6,6 +6,20 @@ import keras
 import tensorflow as tf
 
 
+class ConfigArgs:
+  """Mixin of a layer whose config is its constructor arguments named in
+  `CONFIG_ARGS`, which `keep_args(locals())` stores as attributes."""
+  CONFIG_ARGS = ()
+
+  def keep_args(self, args):
+    for name in self.CONFIG_ARGS:
+      setattr(self, name, args[name])
+
+  def get_config(self):
+    return {**super().get_config(),
+            **{name: getattr(self, name) for name in self.CONFIG_ARGS}}
+
+
 def truncated_normal(stddev):
   return keras.initializers.TruncatedNormal(stddev=stddev)
 

@@ -20,8 +20,9 @@ import threading
 import keras
 import tensorflow as tf
 
-from albert_tf.modeling.ops import (dense_rows, get_activation, layer_norm,
-                                    residual_layer_norm, truncated_normal)
+from albert_tf.modeling.ops import (ConfigArgs, dense_rows, get_activation,
+                                    layer_norm, residual_layer_norm,
+                                    truncated_normal)
 
 # Masked attention logits get this bias, as in the original code.
 MASK_BIAS = -10000.0
@@ -88,7 +89,7 @@ class AttentionBias(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class SelfAttention(keras.layers.Layer):
+class SelfAttention(ConfigArgs, keras.layers.Layer):
   """Multi-head self-attention + output dense + dropout + residual + LayerNorm.
 
   Query, key and value keep separate [H, H] kernels (the checkpoint layout)
@@ -109,6 +110,9 @@ class SelfAttention(keras.layers.Layer):
   """
 
   fused_ops = True  # tests turn it off to compare
+  CONFIG_ARGS = ("hidden_size", "num_attention_heads", "dropout_rate",
+                 "attention_dropout_rate", "initializer_range",
+                 "layer_norm_eps")
 
   def __init__(self, hidden_size, num_attention_heads, dropout_rate=0.0,
                attention_dropout_rate=0.0, initializer_range=0.02,
@@ -117,13 +121,8 @@ class SelfAttention(keras.layers.Layer):
     if hidden_size % num_attention_heads:
       raise ValueError(f"hidden_size {hidden_size} is not divisible by "
                        f"num_attention_heads {num_attention_heads}")
-    self.hidden_size = hidden_size
-    self.num_attention_heads = num_attention_heads
+    self.keep_args(locals())
     self.head_size = hidden_size // num_attention_heads
-    self.dropout_rate = dropout_rate
-    self.attention_dropout_rate = attention_dropout_rate
-    self.initializer_range = initializer_range
-    self.layer_norm_eps = layer_norm_eps
     self.output_dense = keras.layers.Dense(
         hidden_size, kernel_initializer=truncated_normal(initializer_range),
         dtype=self.dtype_policy, name="output_dense")
@@ -205,33 +204,20 @@ class SelfAttention(keras.layers.Layer):
   def compute_output_shape(self, input_shape):
     return input_shape
 
-  def get_config(self):
-    config = super().get_config()
-    config.update(hidden_size=self.hidden_size,
-                  num_attention_heads=self.num_attention_heads,
-                  dropout_rate=self.dropout_rate,
-                  attention_dropout_rate=self.attention_dropout_rate,
-                  initializer_range=self.initializer_range,
-                  layer_norm_eps=self.layer_norm_eps)
-    return config
-
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class FeedForward(keras.layers.Layer):
+class FeedForward(ConfigArgs, keras.layers.Layer):
   """Dense H->I with activation, dense I->H, dropout, residual, LayerNorm_1."""
 
   fused_ops = True  # see __init__; tests turn it off to compare
+  CONFIG_ARGS = ("hidden_size", "intermediate_size", "hidden_act",
+                 "dropout_rate", "initializer_range", "layer_norm_eps")
 
   def __init__(self, hidden_size, intermediate_size, hidden_act="gelu",
                dropout_rate=0.0, initializer_range=0.02, layer_norm_eps=1e-12,
                **kwargs):
     super().__init__(**kwargs)
-    self.hidden_size = hidden_size
-    self.intermediate_size = intermediate_size
-    self.hidden_act = hidden_act
-    self.dropout_rate = dropout_rate
-    self.initializer_range = initializer_range
-    self.layer_norm_eps = layer_norm_eps
+    self.keep_args(locals())
     init = truncated_normal(initializer_range)
     self.activation = get_activation(hidden_act)
     # While training, and under mixed precision also in inference, the tanh
@@ -279,37 +265,24 @@ class FeedForward(keras.layers.Layer):
   def compute_output_shape(self, input_shape):
     return input_shape
 
-  def get_config(self):
-    config = super().get_config()
-    config.update(hidden_size=self.hidden_size,
-                  intermediate_size=self.intermediate_size,
-                  hidden_act=self.hidden_act, dropout_rate=self.dropout_rate,
-                  initializer_range=self.initializer_range,
-                  layer_norm_eps=self.layer_norm_eps)
-    return config
-
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class TransformerEncoderBlock(keras.layers.Layer):
+class TransformerEncoderBlock(ConfigArgs, keras.layers.Layer):
   """One post-LN Transformer layer: `attention_1` then `ffn_1`.
 
   Call with `(x [batch, seq, H], bias [batch, 1, 1, seq])`. `attention` and
   `ffn` may be existing sub-layers, to share them with other blocks.
   """
+  CONFIG_ARGS = ("hidden_size", "num_attention_heads", "intermediate_size",
+                 "hidden_act", "dropout_rate", "attention_dropout_rate",
+                 "initializer_range", "layer_norm_eps")
 
   def __init__(self, hidden_size, num_attention_heads, intermediate_size,
                hidden_act="gelu", dropout_rate=0.0, attention_dropout_rate=0.0,
                initializer_range=0.02, layer_norm_eps=1e-12, attention=None,
                ffn=None, **kwargs):
     super().__init__(**kwargs)
-    self.hidden_size = hidden_size
-    self.num_attention_heads = num_attention_heads
-    self.intermediate_size = intermediate_size
-    self.hidden_act = hidden_act
-    self.dropout_rate = dropout_rate
-    self.attention_dropout_rate = attention_dropout_rate
-    self.initializer_range = initializer_range
-    self.layer_norm_eps = layer_norm_eps
+    self.keep_args(locals())
     self.attention = attention or SelfAttention(
         hidden_size, num_attention_heads, dropout_rate,
         attention_dropout_rate, initializer_range, layer_norm_eps,
@@ -332,14 +305,3 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
   def compute_output_shape(self, x_shape, bias_shape):
     return x_shape
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(hidden_size=self.hidden_size,
-                  num_attention_heads=self.num_attention_heads,
-                  intermediate_size=self.intermediate_size,
-                  hidden_act=self.hidden_act, dropout_rate=self.dropout_rate,
-                  attention_dropout_rate=self.attention_dropout_rate,
-                  initializer_range=self.initializer_range,
-                  layer_norm_eps=self.layer_norm_eps)
-    return config
