@@ -21,6 +21,21 @@ PRECISIONS = ("none", "bfloat16", "float16")
 # lamb, adamw: google-research/albert's update rules; keras_*: Keras's
 # (optimization.py says how they differ).
 OPTIMIZERS = ("lamb", "adamw", "keras_lamb", "keras_adamw")
+# Help of the flags both kinds of training share.
+_MICRO_BATCHES = (
+    "Each batch as this many parts with independent forward and backward "
+    "passes, run side by side on a CPU's cores (the loss and gradients of "
+    "the whole batch). auto: 2 on a CPU-only run of the default strategy "
+    "with 2 or more cores and batches of 16 or more, 1 elsewhere (one log "
+    "line says which).")
+_OVERWRITE = (
+    "Start over in an --output_dir that holds a run with other settings "
+    "(deletes that run's checkpoints, logs, events and results; other files "
+    "there stay).")
+_INPUT_TIMEOUT = (
+    "Stop with an error naming the file when an input file gives no record "
+    "for this long, up to the first training batch (a named pipe, a hung "
+    "mount); 0: wait forever.")
 
 
 @dataclasses.dataclass
@@ -131,17 +146,9 @@ class FinetuneOptions(StrategySettings):
       "that short texts are not padded to --max_seq_length (0: every batch "
       "at --max_seq_length, as the original). Eval and predict are not "
       "cut. Ignored, with a warning, on a TPU.", group="runtime")
-  micro_batches: str = settings.field(
-      "auto", "Each batch as this many parts with independent forward and "
-      "backward passes, run side by side on a CPU's cores (the loss and "
-      "gradients of the whole batch). auto: 2 on a CPU-only run of the "
-      "default strategy with 2 or more cores and batches of 16 or more, 1 "
-      "elsewhere (one log line says which).", group="runtime")
+  micro_batches: str = settings.field("auto", _MICRO_BATCHES, group="runtime")
   jit_compile: bool = settings.field(False, "XLA-compile the train step.")
-  overwrite: bool = settings.field(
-      False, "Start over in an --output_dir that holds a run with other "
-      "settings (deletes that run's checkpoints, logs, events and results; "
-      "other files there stay).")
+  overwrite: bool = settings.field(False, _OVERWRITE)
   plots: bool = settings.field(
       True, "Write curves.png beside eval_results.json: train loss and the "
       "dev metric against steps, the baselines as lines (needs matplotlib; "
@@ -149,9 +156,7 @@ class FinetuneOptions(StrategySettings):
   predict_batch_size: int = settings.field(
       0, "Batch for --do_predict (original name; 0: --eval_batch_size).")
   input_timeout_secs: int = settings.field(
-      600, "Stop with an error naming the file when an input file gives no "
-      "record for this long, up to the first training batch (a named pipe, "
-      "a hung mount); 0: wait forever.", lower_bound=0)
+      600, _INPUT_TIMEOUT, lower_bound=0)
   # Beside --eval_every_steps, whose original name it is.
   save_checkpoints_steps: int = settings.field(
       0, "Original name of --eval_every_steps (a checkpoint and an eval "
@@ -224,16 +229,8 @@ class PretrainingOptions(StrategySettings):
       "--max_seq_length (0: every batch at --max_seq_length, as the "
       "original). Ignored, with a warning, on a TPU (one static shape); "
       "with --jit_compile each width is compiled once.")
-  micro_batches: str = settings.field(
-      "auto", "Each batch as this many parts with independent forward and "
-      "backward passes, run side by side on a CPU's cores (the loss and "
-      "gradients of the whole batch). auto: 2 on a CPU-only run of the "
-      "default strategy with 2 or more cores and batches of 16 or more, 1 "
-      "elsewhere (one log line says which).")
-  overwrite: bool = settings.field(
-      False, "Start over in an --output_dir that holds a run with other "
-      "settings (deletes that run's checkpoints, logs, events and results; "
-      "other files there stay).")
+  micro_batches: str = settings.field("auto", _MICRO_BATCHES)
+  overwrite: bool = settings.field(False, _OVERWRITE)
   jit_compile: bool = settings.field(False, "XLA-compile the train step.")
   seed: int = settings.field(12345, "Initialisation and shuffling seed.",
                              group="training")
@@ -260,9 +257,7 @@ class PretrainingOptions(StrategySettings):
       "albert's create_pretraining_data.py) need no flag: they are read with "
       "a warning.")
   input_timeout_secs: int = settings.field(
-      600, "Stop with an error naming the file when an input file gives no "
-      "record for this long, up to the first training batch (a named pipe, "
-      "a hung mount); 0: wait forever.", lower_bound=0)
+      600, _INPUT_TIMEOUT, lower_bound=0)
   sentence_order_loss_weight: float = settings.field(
       1.0, "Weight of the sentence loss (SOP, or NSP on --random_next_"
       "sentence records) in the loss trained on; 0 trains MLM alone (the "
