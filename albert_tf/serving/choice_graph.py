@@ -3,12 +3,10 @@
 `ChoiceEncoder` packs each option as RACE's original run_race: its qa text
 (every "_" of the question replaced by the option, else question + " " +
 option), then `[CLS] article [SEP] qa [SEP]` with qa keeping its last
-`max_qa_length` pieces and the article cut from its end to fit. The text is
-tokenised by a `albert_tf.serving.text_graph.TextEncoder` (see there for the
-known differences from the Python tokenizer). It backs the `serve_text`
-signature of multiple-choice exports, and `encode_questions` runs the same
-graph over a split's questions for fine-tuning and over raw inputs for the
-ONNX and TFLite runners (`albert_tf.tasks.multiple_choice`).
+`max_qa_length` pieces and the article cut from its end to fit, tokenised by
+a `text_graph.TextEncoder`. It backs multiple-choice exports' `serve_text`;
+`encode_questions` runs the same graph for fine-tuning and for the ONNX and
+TFLite runners.
 
     encoder = ChoiceEncoder.from_tokenizer(tokenizer, 512, max_qa_length=128)
     features = encoder(tf.constant([article]), tf.constant([question]),
@@ -49,10 +47,9 @@ class ChoiceEncoder(tf.Module):
     self.text_encoder = text_encoder
     self.max_seq_length = length
     self.max_qa_length = int(max_qa_length)
-    # The number of choices is left open here: a signature fixes it with
-    # `input_specs`, and __call__ restores it in the static shape. No
-    # autograph: nothing here branches on tensors, and converting the
-    # tokenizer's code took most of the tracing time.
+    # The number of choices is left open (a signature fixes it with
+    # `input_specs`). No autograph: nothing branches on tensors, and
+    # converting the tokenizer's code took most of the tracing time.
     self._encode_fn = tf.function(
         self._encode, autograph=False, input_signature=[
             tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.string),
@@ -76,15 +73,9 @@ class ChoiceEncoder(tf.Module):
             tf.TensorSpec([None, num_choices], tf.string, name="options")]
 
   def __call__(self, article, question, options):
-    """Encodes a batch of questions (the module doc's packing).
-
-    Args:
-      article, question: tf.string [batch].
-      options: tf.string [batch, choices].
-    Returns:
-      {"input_ids", "input_mask", "segment_ids"}: int32
-      [batch, choices, max_seq_length].
-    """
+    """article, question: tf.string [batch]; options: [batch, choices] ->
+    {"input_ids", "input_mask", "segment_ids"}: int32 [batch, choices,
+    max_seq_length] (the module doc's packing)."""
     options = tf.convert_to_tensor(options, tf.string)
     features = self._encode_fn(article, question, options)
     shape = [None, options.shape[1], self.max_seq_length]
@@ -94,12 +85,11 @@ class ChoiceEncoder(tf.Module):
     """The text paired with the article for each option: tf.string [batch,
     choices].
 
-    As the original (race_utils.RaceProcessor.read_examples, `question.
-    replace("_", option)`): when the question has a "_" blank, EVERY "_" is
-    replaced by the option, so "___" repeats it three times; otherwise the
-    option follows the question after one space. The option goes in by
-    string joins, never as a regex rewrite, so "\\", "$1" and the like in
-    it stay literal.
+    As the original's `question.replace("_", option)`
+    (race_utils.RaceProcessor.read_examples): EVERY "_" becomes the option
+    ("___" repeats it three times); without a blank the option follows the
+    question after one space. String joins, not a regex rewrite, keep "\\"
+    and "$1" in an option literal.
     """
     shape = tf.shape(options)
     option = tf.reshape(options, [-1])
@@ -206,9 +196,8 @@ def shared_choice_encoder(tokenizer, max_seq_length, max_qa_length):
 def encode_questions(questions, tokenizer, max_seq_length=512,
                      max_qa_length=128, spec=race.RACE, batch_size=None):
   """Model inputs of questions as the dataset `spec` encodes them:
-  `ChoiceEncoder`'s graph run batch by batch (the dataset's own
-  `spec.encode` where it packs otherwise, CHID's): how fine-tuning and the
-  ONNX and TFLite runners encode.
+  `ChoiceEncoder`'s graph run batch by batch, or `spec.encode` where the
+  dataset packs otherwise (CHID).
 
   Args:
     questions: `race.Question`s (article, question, options, label).
