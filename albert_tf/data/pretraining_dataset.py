@@ -10,11 +10,7 @@ every integer feature cast to int32: `input_ids`, `input_mask`,
 `segment_ids`, `token_boundary` [batch, max_seq_length];
 `masked_lm_positions`, `masked_lm_ids` [batch, P] int32,
 `masked_lm_weights` [batch, P] float32; `next_sentence_labels` [batch, 1].
-
-Training order, sharding by file under `tf.distribute`
-(`make_distributed_dataset`) and the checks before the first batch
-(`albert_tf.data.record_checks`): see `make_dataset` and
-docs/CONTRACTS.md (b).
+The order of the steps is docs/CONTRACTS.md (b).
 """
 
 from typing import Dict, Optional, Sequence
@@ -29,11 +25,8 @@ from albert_tf.data.length_buckets import bucket_widths, cut_to_width
 # ------------------------------------------------------------------ parsing
 def files_with_ids_over(files: Sequence[str], vocab_size: int,
                         max_seq_length: int, max_predictions_per_seq: int):
-  """[(path, largest token id)] of the files holding an id >= vocab_size.
-
-  One pass over the records (parsing input_ids and masked_lm_ids only), for
-  naming the file after the model met an id outside its vocabulary.
-  """
+  """[(path, largest token id)] of the files holding an id >= vocab_size
+  (input_ids or masked_lm_ids): names the file once the model met one."""
   spec = {F.INPUT_IDS: tf.io.FixedLenFeature([max_seq_length], tf.int64),
           F.MASKED_LM_IDS: tf.io.FixedLenFeature([max_predictions_per_seq],
                                                  tf.int64)}
@@ -77,16 +70,15 @@ def make_dataset(files: Sequence[str],
 
   Args:
     files: TFRecord paths (see `expand_input_files`).
-    batch_size: examples per batch produced by this pipeline (the per-replica
-      batch under `tf.distribute`).
+    batch_size: this pipeline's batch (the per-replica batch under
+      `tf.distribute`).
     is_training: shuffle files and records and repeat forever; otherwise
       read files in order, once.
     seed: makes file and record shuffling reproducible.
     shuffle_buffer_size: record-level shuffle buffer; 0 disables shuffling
       (files are then read in order and interleaved round-robin).
     cycle_length: files read concurrently.
-    skip_corrupt_records: skip unreadable / unparsable records instead of
-      failing (`albert_tf.data.corrupt_records`).
+    skip_corrupt_records: skip unreadable / unparsable records.
     input_context: from `distribute_datasets_from_function`; shards by file.
     drop_remainder: drop a last partial batch. Default: when training (the
       stream repeats, so only static shapes matter); eval keeps every record
@@ -168,12 +160,9 @@ def group_by_length(dataset: tf.data.Dataset, batch_size: int,
   """Batches of examples whose length (the input_mask's sum) falls in one
   bucket, each cut to its bucket's width (`bucket_widths`).
 
-  Only padding is cut: masked_lm_positions index real tokens, which lie
-  before the length, and the features of the masked positions and the
-  sentence-order label are per example, not per position. The examples
-  keep the order they arrive in within a bucket; a batch is formed when its
-  bucket has batch_size examples (tf.data's group_by_window), so shuffling
-  before this mixes the buckets as it mixed the stream.
+  Only padding is cut (masked_lm_positions index real tokens). Within a
+  bucket the examples keep their order; a batch is formed when its bucket
+  has batch_size examples (tf.data's group_by_window).
   """
   widths = tf.constant(bucket_widths(max_seq_length, length_buckets),
                        tf.int32)
@@ -193,12 +182,9 @@ def group_by_length(dataset: tf.data.Dataset, batch_size: int,
 def make_distributed_dataset(strategy: tf.distribute.Strategy,
                              files: Sequence[str], global_batch_size: int,
                              **kwargs):
-  """`make_dataset` once per worker, each with the per-replica batch size.
-
-  Replicas of one worker take consecutive batches, so with one worker the
-  replicas together see exactly the batches a single pipeline of
-  `global_batch_size` would produce.
-  """
+  """`make_dataset` once per worker, each with the per-replica batch size
+  (one worker's replicas take consecutive batches: together those of a
+  single pipeline of `global_batch_size`)."""
   replicas = strategy.num_replicas_in_sync
   if global_batch_size % replicas:
     raise ValueError(

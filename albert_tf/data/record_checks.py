@@ -10,7 +10,6 @@ Records that go bad later in a file (`--skip_corrupt_records`) are
 `albert_tf.data.corrupt_records`.
 """
 
-
 import fnmatch
 import glob
 import json
@@ -36,11 +35,8 @@ def _first3(names: Sequence[str]) -> str:
 
 
 def _hidden_match(pattern: str, path: str) -> bool:
-  """A path component that starts with "." where the pattern's is a glob.
-
-  Shell rule: `*` does not match a leading dot. TF's glob does, so
-  `dir/*.tfrecord` would also match data prep's `.tmp-...` shards.
-  """
+  """A path component that starts with "." where the pattern's is a glob
+  (TF's glob matches a leading dot, a shell's does not)."""
   pattern_parts = pattern.replace("\\", "/").split("/")
   path_parts = path.replace("\\", "/").split("/")
   if len(pattern_parts) != len(path_parts):
@@ -53,9 +49,8 @@ def _hidden_match(pattern: str, path: str) -> bool:
 def expand_input_files(input_file: str) -> List[str]:
   """Comma-separated globs -> sorted, de-duplicated list of existing files.
 
-  A glob does not match hidden files or directories (as in a shell: only a
-  pattern component that starts with "." does), so temporary shards such as
-  data prep's `.tmp-*` are never read. Raises InputFileError naming every
+  As in a shell, a glob matches no hidden file or directory, so data prep's
+  `.tmp-*` shards are never read. Raises InputFileError naming every
   pattern that matched nothing.
   """
   patterns = [p.strip() for p in input_file.split(",") if p.strip()]
@@ -77,12 +72,9 @@ def expand_input_files(input_file: str) -> List[str]:
 
 
 def _unfinished_note(pattern: str) -> str:
-  """Why a pattern in a folder without _SUCCESS may match nothing.
-
-  Data prep creates its output_dir first and renames each shard into place
-  when it is complete: a run killed early leaves a folder with no shard, or
-  only hidden `.tmp-*` ones, and no _SUCCESS.
-  """
+  """Why a pattern in a folder without _SUCCESS may match nothing: data
+  prep renames each shard into place when complete, so a run killed early
+  leaves no shard, or only hidden `.tmp-*` ones."""
   directory = os.path.dirname(pattern)
   if (not directory or glob.has_magic(directory)
       or not tf.io.gfile.isdir(directory)
@@ -135,17 +127,11 @@ def check_records_dirs(files: Sequence[str], max_seq_length: int,
   with its size, and match max_seq_length, max_predictions_per_seq and,
   when given, spm_model_file's sha256.
 
-  Args:
-    files: the input files (expand_input_files).
-    allow_incomplete: missing markers, unlisted files and size differences
-      are warnings instead of errors (--allow_incomplete_input); length and
-      tokenizer mismatches stay errors.
-    flag: the flag that named the files, for the messages.
-  Returns:
-    {directory: manifest dict} of the directories that have one.
-  Raises:
-    InputFileError: one line naming the directory or file, what is wrong
-      and the flag that changes it.
+  allow_incomplete (--allow_incomplete_input): missing markers, unlisted
+  files and size differences are warnings; length and tokenizer mismatches
+  stay errors. flag: the flag that named `files`, for the messages.
+  Returns {directory: manifest} of those that have one; raises
+  InputFileError naming the directory or file and the flag that changes it.
   """
   by_dir: Dict[str, List[str]] = {}
   for path in files:
@@ -247,10 +233,8 @@ def check_shards(files: Sequence[str], max_seq_length: int,
   With skip_corrupt_records, an unreadable or unparsable first record
   passes too (count_corrupt_records counts it); wrong lengths do not.
   on_file(path) is called before each file is opened (with_input_timeout's
-  progress: a read that blocks is then named).
-
-  Returns:
-    The files that hold at least one record (see require_records).
+  progress: a read that blocks is then named). Returns the files that hold
+  a record (for require_records).
   """
   expected = {name: max_seq_length for name in F.SEQUENCE_FEATURES}
   expected.update({name: max_predictions_per_seq
@@ -304,11 +288,8 @@ def check_shards(files: Sequence[str], max_seq_length: int,
 
 def require_records(files: Sequence[str], non_empty: Sequence[str],
                     flag: str = "--input_file") -> None:
-  """InputFileError when none of `files` is among the `non_empty` ones.
-
-  Training on files without a single record would wait for its first batch
-  forever (the input repeats: an endless loop over empty files).
-  """
+  """InputFileError when none of `files` is among the `non_empty` ones
+  (training, whose input repeats, would wait forever for a first batch)."""
   if not files or set(files) & set(non_empty):
     return
   raise InputFileError(
@@ -333,5 +314,3 @@ def first_batch(files: Sequence[str], batch_size: int, **kwargs) -> None:
     next(iter(make_dataset(files, batch_size, is_training=True, **kwargs)))
   except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
     pass
-
-

@@ -4,19 +4,16 @@
 pad=0, unk=1, [CLS]=2, [SEP]=3, [MASK]=4, as written by
 `data_prep.train_vocab`); `load_tokenizer(vocab_file=...)` wraps a BERT-style
 WordPiece `vocab.txt` (Google's Chinese ALBERT, brightmart's albert_zh).
-Both return an `AlbertTokenizer` with the same methods, so the data pipeline,
-the classifier data code and export code never branch on the kind.
+Both return an `AlbertTokenizer` with the same methods, so callers never
+branch on the kind.
 
-Example:
   tok = load_tokenizer(spm_model_file="demo_output/vocab/spm.model")
   ids = [tok.cls_id] + tok.encode("迈向充满希望的新世纪。") + [tok.sep_id]
 
-This module is plain Python (sentencepiece + unicodedata): the Beam workers of
-`data_prep` load it in every process, and TF-Text / keras-hub WordPiece ops
-would pull TensorFlow graph execution into every string (slow per call, and a
-large import) for no gain. The normalisation steps are the table of
-`albert_tf.data.normalization`, whose graph side the in-graph tokenizer of
-the export (`albert_tf.serving.text_graph`) runs.
+Plain Python (sentencepiece + unicodedata), no TensorFlow: data_prep's Beam
+workers load it in every process. The normalisation is the table of
+`albert_tf.data.normalization`, whose graph side the export's in-graph
+tokenizer (`albert_tf.serving.text_graph`) runs.
 """
 
 import collections
@@ -69,20 +66,10 @@ is_dropped_control = normalization.is_dropped_control
 
 
 def normalize(text, kind="sentencepiece", do_lower_case=True):
-  """Normalises text the way the original tokenizers do before splitting.
-
-  Runs the Python side of the steps of `normalization.PIPELINES[kind]`
-  (ALBERT's `preprocess_text` for "sentencepiece", BERT's `BasicTokenizer`
-  cleaning for "wordpiece"), in order; `normalization.describe(kind,
-  do_lower_case)` lists them in prose.
-
-  Args:
-    text: str.
-    kind: "sentencepiece" or "wordpiece".
-    do_lower_case: lowercase and strip accents.
-  Returns:
-    The normalised str.
-  """
+  """str -> str normalised as the original tokenizers do before splitting:
+  the steps of `normalization.PIPELINES[kind]` (ALBERT's `preprocess_text`
+  for "sentencepiece", BERT's `BasicTokenizer` cleaning for "wordpiece");
+  do_lower_case: lowercase and strip accents."""
   return normalization.normalize(text, kind, do_lower_case)
 
 
@@ -136,7 +123,6 @@ class AlbertTokenizer:
     return len(self._id_to_token)
 
   def normalize(self, text):
-    """See the module-level `normalize` for the exact steps."""
     return normalize(text, self.kind, self.do_lower_case)
 
   def tokenize(self, text):
@@ -250,13 +236,9 @@ def _wordpiece(word, token_to_id, unk_token, max_chars_per_word=100):
 
 
 def _load_vocab(vocab_file):
-  tokens = []
   with open(vocab_file, encoding="utf-8") as f:
-    for line in f:
-      # A vocab line is the token itself; only the newline is stripped so
-      # that whitespace-like tokens keep their ids.
-      token = line.rstrip("\n").rstrip("\r")
-      tokens.append(token)
+    # Only the newline is stripped: whitespace-like tokens keep their ids.
+    tokens = [line.rstrip("\n").rstrip("\r") for line in f]
   counts = collections.Counter(tokens)
   duplicates = [t for t, c in counts.items() if c > 1 and t]
   if duplicates:
@@ -265,16 +247,10 @@ def _load_vocab(vocab_file):
 
 
 def load_tokenizer(spm_model_file=None, vocab_file=None, do_lower_case=True):
-  """Loads an `AlbertTokenizer`; exactly one of the two files must be given.
-
-  Args:
-    spm_model_file: path of a SentencePiece `.model` (ALBERT ids).
-    vocab_file: path of a WordPiece `vocab.txt`, one token per line.
-    do_lower_case: lowercase and strip accents in `normalize`.
-  Raises:
-    ValueError: neither or both files given, or the file is missing,
-      unreadable or lacks the special tokens.
-  """
+  """An `AlbertTokenizer` of a SentencePiece `.model` (ALBERT ids) or a
+  WordPiece `vocab.txt` (one token per line): exactly one must be given.
+  Raises ValueError: neither or both given, or the file is missing,
+  unreadable or lacks the special tokens."""
   if (spm_model_file is None) == (vocab_file is None):
     raise ValueError("give exactly one of spm_model_file= or vocab_file= "
                      f"(got spm_model_file={spm_model_file!r}, "
