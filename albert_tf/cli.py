@@ -1,20 +1,15 @@
 """Console scripts (pyproject.toml [project.scripts]) beside `python -m`.
 
-The command-line modules define their absl flags and call `app.run` only
-under `if __name__ == "__main__":` (so that tests and other modules can
-import them without defining flags twice), while a console script calls a
-zero-argument function. Each function here runs its module the way
-`python -m <module>` does: as `__main__`, with sys.argv[0] set to the module's
-file (runpy). So a script runs exactly the module's own `__main__` code
-(flag definitions, flags_parser, error wrapper, logging set-up), with the
-same --help (absl shows the `__main__` docstring and the flags it defined),
-and nothing here has to follow changes to those blocks.
+A command module defines its flags and runs only under `if __name__ ==
+"__main__":`; a console script calls a zero-argument function. Each
+function here runs its module as `python -m <module>` does (runpy, as
+`__main__`), so a script runs exactly the module's own `__main__` code and
+--help, and nothing here follows changes to it.
 
 SCRIPTS is the one table; tests/test_packaging.py checks it against
-pyproject.toml and against the families of `albert_tf.tasks.registry` (each
-family's own command is an alias of albert-finetune; a family without one
-runs as `albert-finetune --task=<it>`, so a new family edits nothing here). The module is imported only when its script runs, so
-importing this file loads neither TF nor Beam.
+pyproject.toml and the registry's families (a family without a command of
+its own runs as `albert-finetune --task=<it>`). A module is imported only
+when its script runs: importing this file loads neither TF nor Beam.
 """
 
 import runpy

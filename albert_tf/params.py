@@ -10,6 +10,7 @@ MLM head (its output matrix is tied to the word embeddings) and the SOP head.
 
 import dataclasses
 import json
+import math
 import sys
 from typing import List, Optional
 
@@ -30,16 +31,8 @@ class ParamsSettings:
 
 def count_params(model):
   """Number of scalars in the distinct variables of a built model."""
-  seen = {}
-  for variable in model.weights:
-    seen[id(variable)] = variable
-  total = 0
-  for variable in seen.values():
-    size = 1
-    for dim in variable.shape:
-      size *= int(dim)
-    total += size
-  return total
+  distinct = {id(v): v for v in model.weights}.values()
+  return sum(math.prod(int(d) for d in v.shape) for v in distinct)
 
 
 def preset_param_counts(config: AlbertConfig):

@@ -10,12 +10,10 @@ Every training command writes `task_record.json` beside its checkpoints:
      "task_config": {"tag_scheme": "BIO", "doc_stride": 63,
                      "token_level": "char"}}   # the family's own
 
-export_saved_model finds the task class by `task` and hands it the record;
-it writes the same fields (task_config flattened, as before) plus its own
-into assets.extra/albert_export.json. Outputs of older versions still load:
-their classifier_config.json (run_classifier) and tagger_config.json
-(run_ner) are read, never written, the flat fields a family owns going into
-task_config.
+export_saved_model finds the task class by `task` and writes the same fields
+(task_config flattened) plus its own into assets.extra/albert_export.json.
+Older outputs' classifier_config.json and tagger_config.json are read,
+never written, their flat fields going into task_config.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ import dataclasses
 import json
 import os
 from typing import List, Optional
-
 
 from albert_tf.core import file_io
 from albert_tf.core import lazy
@@ -115,10 +112,8 @@ class ModelInfo:
   @classmethod
   def from_dict(cls, values: dict, task: Optional[str] = None) -> "ModelInfo":
     """A record from a parsed file; `task` when the file names none.
-
-    Fields this class does not know (a flat file's tag_scheme, ...) go into
-    task_config; is_regression, which `task` says now, is dropped.
-    """
+    Unknown fields (a flat file's tag_scheme, ...) go into task_config;
+    is_regression (`flat_dict`'s) is dropped."""
     known = {f.name for f in dataclasses.fields(cls)}
     fields = {k: v for k, v in values.items() if k in known}
     own = {k: v for k, v in values.items()
@@ -138,12 +133,9 @@ class ModelInfo:
   def read_beside(cls, checkpoint_or_dir: str,
                   legacy_task=lambda name, values: None
                   ) -> Optional["ModelInfo"]:
-    """The record beside a checkpoint (prefix or directory), or None.
-
-    RECORD_FILE first; else an older output's classifier_config.json or
-    tagger_config.json, its task `legacy_task(file name, values)`
-    (`tasks.registry.read_record` passes the families' claims).
-    """
+    """The record beside a checkpoint (prefix or directory), or None:
+    RECORD_FILE, else an older output's (`LEGACY_RECORD_FILES`), its task
+    `legacy_task(file name, values)` (`tasks.registry.read_record`'s)."""
     directory = (checkpoint_or_dir if tf.io.gfile.isdir(checkpoint_or_dir)
                  else os.path.dirname(checkpoint_or_dir))
     path = os.path.join(directory, RECORD_FILE)
