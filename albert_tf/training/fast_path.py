@@ -6,18 +6,13 @@
                                 strategy="default", batch_size=32)
     decided.mixed_precision, decided.length_buckets, decided.micro_batches
 
-  --mixed_precision=auto: bfloat16 on a TPU and on a CPU with bf16 units,
-    none elsewhere (`runtime.auto_precision`); a run being resumed keeps
-    the precision its run_fingerprint.json records (its checkpoints, and
-    float16's loss-scale state, belong to it).
-  --length_buckets=N: batches cut to the smallest of N widths that holds
-    their rows (`data.length_buckets`); off on a TPU, which compiles one
-    static shape.
-  --micro_batches=auto: each batch as parts run side by side on a CPU's
-    cores (`training.micro_batches`, whose thread pools are set here).
-
-One log line says what each became and why. run_pretraining and every
-fine-tuning family (`albert_tf.finetune`) call `check` and `resolve_options`.
+The rules are the flags' help (`albert_tf.core.options`): a resumed run
+keeps the precision its run_fingerprint.json records (its checkpoints and
+loss-scale state belong to it); a TPU, which compiles one static shape,
+takes no length buckets; TF's thread pools are set here for the
+micro-batches. One log line says what each became and why. run_pretraining
+and every fine-tuning family (`albert_tf.finetune`) call `check` and
+`resolve_options`.
 """
 
 import dataclasses
