@@ -162,16 +162,10 @@ def _variable_name(variable):
 
 
 def check_finite(model_or_variables, where):
-  """Raises NonFiniteError if a floating-point variable holds NaN or inf.
-
-  Args:
-    model_or_variables: a model, layer or module (its `variables`), or a
-      list of variables.
-    where: what holds them, for the message (e.g. "--checkpoint=…").
-  Raises:
-    NonFiniteError: naming the first variable that is not finite, how many
-      of its values are NaN and inf, and how many variables are affected.
-  """
+  """Raises NonFiniteError, naming the first variable that holds NaN or inf
+  (and how many of its values, and how many variables, are), for a model,
+  layer or module (its `variables`) or a list of variables. where: what
+  holds them, for the message (e.g. "--checkpoint=…")."""
   variables = getattr(model_or_variables, "variables", model_or_variables)
   variables = [v for v in variables if tf.as_dtype(v.dtype).is_floating]
   if not variables:
@@ -251,13 +245,12 @@ def save_weights(model, prefix, config=None):
 
 
 def restore_weights(path_or_dir, model, parts=None):
-  """Restores the parts of `model` found in a checkpoint; returns a report.
+  """Restores the parts of a built `model` found in a checkpoint; returns
+  {"restored", "missing": the model parts it did not hold, "prefix"}.
 
-  The model must be built. Raises ValueError naming the variable when a
-  shape differs (a checkpoint of another config), and when the encoder is
-  missing altogether; CheckpointReadError naming the file when one is cut
-  short or damaged. Returns {"restored": [...], "missing": [...]}: the
-  parts restored and the model parts the checkpoint did not hold.
+  Raises ValueError naming the variable when a shape differs (another
+  config) or when there is no encoder; CheckpointReadError naming the file
+  when one is cut short or damaged.
   """
   prefix = latest_checkpoint(path_or_dir)
   saved = check_complete(prefix).get_variable_to_shape_map()

@@ -25,8 +25,7 @@ is why the original recipes pair these rules with a warmup.
 `keras_lamb` and `keras_adamw` are `keras.optimizers.Lamb` / `AdamW` with
 the same hyperparameters: bias-corrected moments, decoupled decay
 w -= lr * wd * w outside the trust ratio, the ratio applied to LayerNorm
-and bias variables too. They are kept for whoever wants them; runs made
-before the original rules existed used them under the names lamb/adamw
+and bias variables too. Older runs used them under the names lamb/adamw
 (output_dir.py tells such runs apart).
 """
 
@@ -133,13 +132,11 @@ class _OriginalRule(keras.optimizers.Optimizer):
     self.exclude_adaptation_patterns += tuple(var_names or ())
 
   def _clip_gradients(self, grads):
-    # Called by Keras on each replica's gradients, before they are summed:
-    # only made dense here, clipped in _all_reduce_sum_gradients.
-    # An embedding lookup's gradient arrives as IndexedSlices, one slice per
-    # token: Keras's global norm (as TF1's off TPU) would square the slices
-    # before adding up repeated rows, and so would the moments. The rule is
-    # defined on the dense gradient, which the TPU runs of the original
-    # (one-hot embeddings) had; the step updates every row anyway.
+    # Each replica's gradients, before the sum: only made dense here (they
+    # are clipped in _all_reduce_sum_gradients). An embedding's IndexedSlices
+    # would be squared per token before repeated rows add up, in the norm
+    # and the moments; the rule is defined on the dense gradient (the
+    # original's TPU runs, one-hot embeddings), and every row is updated.
     return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
             for g in grads]
 

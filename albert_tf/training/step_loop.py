@@ -65,17 +65,12 @@ def install(model):
   first call fails: "You must feed a value for placeholder tensor ..."
   (keras-team/keras#19246).
 
-  Here the step is traced inline in the loop's branches, not as a nested
-  function: TF then lifts each key's capture out of the control flow to
-  the outer tf.function, which is called eagerly and fed a fresh key per
-  call. The loop is Keras's otherwise (the same batches, at most
-  steps_per_execution per call, the last step's logs reduced by Keras's own
-  reduce_per_replica, StopIteration when the input has no batch left), and
-  it is used under every strategy, the default one included, so that their
-  losses come from the same graph. With jit_compile, or one step per call,
-  Keras's own function is kept: XLA needs the step as a function of its own
-  (no fix here for XLA under a collective strategy), and a single step has
-  no control flow around it.
+  Here the step is traced inline in the loop's branches, so TF lifts each
+  key's capture to the outer tf.function, fed a fresh key per call. The
+  loop is otherwise Keras's (logs by its reduce_per_replica, StopIteration
+  at the input's end), under every strategy alike, so that their losses
+  come from one graph. With jit_compile (XLA needs the step as a function
+  of its own) or one step per call, Keras's own function is kept.
   """
   check_jit_compile(model)
   _fit_under_any_strategy(model, model.distribute_strategy)
