@@ -16,13 +16,10 @@ Python API read the same definition:
       settings.define_flags(ExportSettings)
       app.run(lambda argv: run(settings.from_flags(ExportSettings)))
 
-Annotation -> flag: str DEFINE_string (DEFINE_enum with choices), int
-DEFINE_integer, float DEFINE_float, bool DEFINE_boolean, List[str]
-DEFINE_list (DEFINE_multi_string with multi=True, for values that may hold
-commas); Optional[X] is X with the default None, which a flag whose default
-is worked out later (from a checkpoint, from other flags) keeps. A required
-field has no Python default (it is keyword-only, so it may come anywhere in
-the class) and its flag is marked required.
+Annotation -> flag: str string (enum with choices), int integer, float,
+bool boolean, List[str] list (multi_string with multi=True, for values
+with commas); Optional[X] is X with the default None (worked out later). A
+required field is keyword-only, without a Python default.
 
 Why this is written here: absl has no dataclass binding; ml_collections'
 `DEFINE_config_dataclass` would rename every flag of the original scripts
@@ -102,8 +99,7 @@ def field(default, help, *, choices=None, required=False, flag=None,  # pylint: 
     choices: the values of a str field (an enum flag).
     required: the flag must be given; the field has no default.
     flag: the flag name, when it is not the field name.
-    lower_bound: least value of an int or float flag.
-    upper_bound: greatest value of an int or float flag.
+    lower_bound, upper_bound: the range of an int or float flag.
     multi: a List[str] field taken from a repeated flag (--text=a --text=b)
       instead of one comma-separated value.
     group: the purpose --help lists the flag under, one of GROUPS
@@ -168,13 +164,11 @@ def define_flags(cls, flag_values=flags.FLAGS, group=None, defaults=None,
                  helps=None, if_missing=False):
   """Defines one absl flag per `field` of dataclass `cls` on flag_values.
 
-  group: the module name --helpfull lists the flags under (default: the
-  caller's, so a command's `__main__` block defines its key flags).
-  defaults: {field name: value} replacing fields' defaults (a dataset's
-  values); such a flag is not required. helps: {field name: help text}
-  replacing fields' help. if_missing: skip the fields whose flag
-  flag_values has already. Raises TypeError naming the field whose
-  annotation has no flag kind.
+  group: the module --helpfull lists them under (default: the caller's).
+  defaults / helps: {field name: value / help text} replacing the fields'
+  (a dataset's values; such a flag is not required). if_missing: skip the
+  flags flag_values has. Raises TypeError naming a field whose annotation
+  has no flag kind.
   """
   hints = typing.get_type_hints(cls)
   fields = [f for f in flag_fields(cls)
@@ -235,11 +229,8 @@ def flag_groups(flag_values=flags.FLAGS
 
 
 def from_flags(cls, flag_values=flags.FLAGS, **overrides):
-  """An instance of `cls` from parsed flags; `overrides` replace fields.
-
-  Fields made without `field` must be given in overrides (or have
-  defaults).
-  """
+  """An instance of `cls` from parsed flags; `overrides` replace fields
+  (and give those made without `field` that have no default)."""
   values = {f.name: flag_values[flag_name(f)].value for f in flag_fields(cls)}
   values.update(overrides)
   return cls(**values)

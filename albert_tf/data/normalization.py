@@ -25,13 +25,10 @@ needs (`serving/span_graph.py`, in the graph):
   - `PAIRS`: each two-character string of the step's `pairs` becomes its
     replacement spanning both (left to right, one pair after the other).
 
-`PIPELINES[kind]` puts the steps of each tokenizer kind in order;
-`steps(kind, do_lower_case)` leaves out the lowercasing ones when
-do_lower_case is off. `normalize` and `normalize_graph` run a pipeline;
-`describe` lists its descriptions. The two kinds differ in what they do and
-in order (ALBERT's SentencePiece `preprocess_text`: NFKD, drop combining
-characters, then lowercase; BERT's WordPiece `BasicTokenizer`: lowercase,
-NFD, drop Mn), so each keeps its own order.
+`PIPELINES[kind]` puts the steps of each tokenizer kind in its own order
+(ALBERT's `preprocess_text`: NFKD, drop combining characters, lowercase;
+BERT's `BasicTokenizer`: lowercase, NFD, drop Mn); `steps(kind,
+do_lower_case)` leaves out the lowercasing ones when do_lower_case is off.
 
 The characters a step selects (whitespace, controls, combining marks) are
 decided by one Python predicate each; the graph side matches them with an
@@ -41,10 +38,8 @@ remaining difference: TF's ICU case tables are older than Python's
 `unicodedata` (Python 3.11: Unicode 14) for 40 capital letters added in
 Unicode 14 (Vithkuqi, Glagolitic U+2C2F, Latin Extended-D U+A7C0...), which
 `str.lower` lowercases and the graph keeps (tests/test_preprocessing_parity
-checks that the difference is exactly those).
-
-This module is TF-free at import (the data_prep Beam workers load it); the
-graph implementations import tensorflow / tensorflow_text when called.
+checks that the difference is exactly those). TF-free at import (data_prep's
+Beam workers load it); the graph sides import TF when called.
 """
 
 import dataclasses
@@ -107,10 +102,9 @@ def re2_class(codepoints):
 @functools.lru_cache(maxsize=None)
 def assigned_characters():
   """Every character but the unassigned (Cn), private-use (Co) and surrogate
-  (Cs) code points, in order: none of those passes a predicate used here
-  (surrogates cannot occur in valid UTF-8 either). About 145k of the 1.1M
-  code points, found with C-level map/compress so that an export does not
-  spend seconds calling Python predicates on the rest."""
+  (Cs) code points, in order (none passes a predicate used here): about
+  145k of the 1.1M, found with C-level map/compress so that an export does
+  not spend seconds calling Python predicates on the rest."""
   everything = "".join(map(chr, range(sys.maxunicode + 1)))
   keep = map(str.__ne__, map(unicodedata.category, everything),
              itertools.repeat("Cn"))
