@@ -1,15 +1,11 @@
 """Hugging Face transformers ALBERT weights, read without torch.
 
-Reads model.safetensors (with the `safetensors` library's numpy API) or
-pytorch_model.bin (also sharded, via the *.index.json). The .bin reader is
-kept because checkpoints saved before transformers wrote safetensors by
-default ship only a .bin, and converting one needs torch; its unpickler
-resolves just the classes a plain state dict needs and refuses anything
-else, so loading a file cannot run code. `shared.huggingface_config` maps
-an HF config.json to AlbertConfig and `huggingface_to_original` renames (and
-transposes) the state dict to the original google-research names.
-`read_source` is the dispatch-table reader for --source=huggingface:
-(config, tensors in original names, notes, unconsumed).
+Reads model.safetensors (the `safetensors` library's numpy API) or
+pytorch_model.bin (also sharded, via the *.index.json): older checkpoints
+ship only a .bin, whose unpickler here resolves just the classes a plain
+state dict needs, so loading a file cannot run code. `huggingface_to_original`
+renames (and transposes) the state dict to the original google-research
+names; `read_source` is the --source=huggingface reader.
 """
 
 import collections
@@ -30,13 +26,9 @@ from albert_tf.converters.errors import ConversionError
 
 
 def read_safetensors(path):
-  """{name: array} of a .safetensors file, read by the `safetensors` library.
-
-  bfloat16 tensors arrive as ml_dtypes arrays, which the model's float32
-  variables do not take directly: they become float32, the rest keep their
-  dtype. A truncated or corrupt file is a ValueError naming
-  it.
-  """
+  """{name: array} of a .safetensors file; bfloat16 tensors (ml_dtypes
+  arrays, which float32 variables do not take) become float32. A truncated
+  or corrupt file is a ValueError naming it."""
   try:
     tensors = safetensors.numpy.load_file(path)
   except safetensors.SafetensorError as e:
@@ -79,11 +71,8 @@ def _rebuild_parameter(data, *unused_args):
 
 
 class _TorchUnpickler(pickle.Unpickler):
-  """Unpickles a torch zip-format state dict into numpy, without torch.
-
-  Only the classes a state dict needs are resolved; anything else is refused,
-  so a malicious pickle cannot run code.
-  """
+  """Unpickles a torch zip-format state dict into numpy, without torch
+  (only the classes a state dict needs are resolved)."""
 
   def __init__(self, file, archive, prefix):
     super().__init__(file)

@@ -1,12 +1,9 @@
 """TF1 name-based checkpoints: the original google-research and brightmart releases.
 
-`read_tf1_checkpoint` returns the model tensors under their stored (original
-TF1) names and drops optimizer slots and bookkeeping. `read_original` and
-`read_brightmart` are the dispatch-table readers for --source=original and
---source=brightmart: both read the same kind of file and return
-(config, tensors in original names, notes, unconsumed); brightmart's own
-layout is recognised and renamed (see brightmart.py), and refused under
---source=original so that a wrong --source is named in the error.
+`read_original` and `read_brightmart` are the --source=original and
+--source=brightmart readers of the same kind of file; brightmart's own
+layout is renamed (brightmart.py), and refused under --source=original so
+that the error names the right --source.
 """
 
 import os
@@ -25,11 +22,8 @@ _BOOKKEEPING = ("global_step", "good_steps", "loss_scale")
 
 
 def read_tf1_checkpoint(path):
-  """Reads a TF1 name-based checkpoint (prefix or directory).
-
-  Returns (tensors, skipped): optimizer slots (adam_m/adam_v, ...) and
-  global_step are skipped and listed in `skipped`.
-  """
+  """(tensors by their TF1 names, the names skipped: optimizer slots and
+  bookkeeping) of a TF1 checkpoint (prefix or directory)."""
   if os.path.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest is None:
