@@ -5,14 +5,9 @@
     task = family.task(spec, tokenizer, data_dir, 128)
     trainer = Trainer(task, config, settings, strategy)
 
-A family is one file here. Its `Task` subclass (`tasks/base.py` says what
-it declares) carries `@registry.register_family(name, options=...)`: the
-dataclass whose fields are its flags, the model whose `checkpoint_items`
-name what the trainer checkpoints, what it records beside the checkpoints
-(`record()`: task_record.json, `core/record.py`), what a SavedModel serves
-(`export_signatures`), how raw inputs are encoded and outputs decoded for
-`albert_tf.load(...).predict`, and its TFLite inputs. `albert-finetune
---task=<name>`, export_saved_model, export_tflite and `albert_tf.load` find
-it through the registry; no other file lists families. docs/finetuning.md
-says how to add one, here or in a module of your own (--task_module).
+A family is one file here: a `Task` subclass (`tasks/base.py`, with its
+serving half `tasks/serving.py`) carrying `@registry.register_family(name,
+options=...)`. The commands and `albert_tf.load` find it through the
+registry; docs/finetuning.md says how to add one, here or in a module of
+your own (--task_module).
 """

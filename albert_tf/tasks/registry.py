@@ -16,8 +16,7 @@ AFQMC) says, in the file that reads it,
 
 Nothing else lists families or datasets. The built-in ones are the modules
 of BUILTIN_PACKAGES (this layer's), imported by `load_builtins` on the first
-lookup; a family outside the package is a module
-named by `--task_module` (or a `.py` file), an installed package's
+lookup; others come from `--task_module` (a module or a `.py` file), an
 ENTRY_POINT_GROUP entry point, or any module imported before the lookup.
 No TensorFlow here (the family files import it lazily, `albert_tf.core.lazy`).
 """
