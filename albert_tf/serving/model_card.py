@@ -45,9 +45,7 @@ def _metrics_lines(results: Optional[dict]) -> List[str]:
            if not k.startswith(("test_", "baseline_")) and k != "best_step"
            and isinstance(v, (int, float))}
   if model:
-    shown = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                      for k, v in sorted(model.items()))
-    lines.append(f"- dev (best checkpoint, step {best}): {shown}")
+    lines.append(f"- dev (best checkpoint, step {best}): {_shown(model)}")
   base = {k[len("baseline_"):]: v for k, v in results.items()
           if k.startswith("baseline_") and isinstance(v, float)}
   if base:
@@ -57,10 +55,13 @@ def _metrics_lines(results: Optional[dict]) -> List[str]:
           if k.startswith("test_") and not k.startswith("test_baseline_")
           and isinstance(v, (int, float))}
   if test:
-    lines.append("- test: " + ", ".join(
-        f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-        for k, v in sorted(test.items())))
+    lines.append(f"- test: {_shown(test)}")
   return lines or ["- eval_results.json holds no metric"]
+
+
+def _shown(metrics: dict) -> str:
+  return ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                   for k, v in sorted(metrics.items()))
 
 
 def verification_lines(figures: Optional[dict], baselines=None) -> List[str]:
