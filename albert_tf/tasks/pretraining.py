@@ -88,9 +88,8 @@ class PretrainingTask(Task):
           shuffle_buffer_size=self.shuffle_buffer_size,
           length_buckets=self.length_buckets, **self.data_kwargs)
     # TPUs need static shapes: there the last partial batch is dropped.
-    # max_eval_steps limits the data, not `evaluate(steps=)`: Keras runs
-    # whole steps_per_execution chunks, so steps=8 with 10 steps per call
-    # evaluated 10 batches.
+    # max_eval_steps limits the data: `evaluate(steps=)` runs whole
+    # steps_per_execution chunks (steps=8 at 10 per call evaluated 10).
     return pretraining_dataset.make_distributed_dataset(
         strategy, self.eval_files, global_batch_size, is_training=False,
         drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy),
@@ -99,9 +98,8 @@ class PretrainingTask(Task):
   def evaluate(self, model, strategy) -> Dict[str, float]:
     dataset = self.build_inputs("eval", strategy, self.eval_batch_size)
     with warnings.catch_warnings():
-      # Keras 3 warns "Your input ran out of data; interrupting training"
-      # whenever a dataset of unknown length ends, as this one (TFRecord
-      # files, max_eval_steps) is meant to: not a fault here.
+      # Keras 3 warns "Your input ran out of data" whenever a dataset of
+      # unknown length ends, as this one is meant to.
       warnings.filterwarnings("ignore", message="Your input ran out of data")
       results = self.guard_input_errors(
           lambda: model.evaluate(dataset, verbose=0, return_dict=True),
