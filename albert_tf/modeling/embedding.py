@@ -9,7 +9,6 @@ import keras
 import tensorflow as tf
 
 from albert_tf.core import features as F
-from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.ops import (ConfigArgs, dense_rows, layer_norm,
                                     truncated_normal)
 
@@ -122,9 +121,3 @@ class FactorizedEmbedding(ConfigArgs, keras.layers.Layer):
 
   def compute_output_shape(self, input_shape):
     return tuple(input_shape) + (self.hidden_size,)
-
-  @classmethod
-  def from_albert_config(cls, config: AlbertConfig, **kwargs):
-    names = [n for n in cls.CONFIG_ARGS if n != "dropout_rate"]
-    return cls(**{n: getattr(config, n) for n in names},
-               dropout_rate=config.hidden_dropout_prob, **kwargs)

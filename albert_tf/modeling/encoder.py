@@ -30,19 +30,6 @@ def encoder_inputs():
           for name in INPUT_NAMES}
 
 
-def _make_block(config, name, attention=None, ffn=None, dtype=None):
-  return TransformerEncoderBlock(
-      hidden_size=config.hidden_size,
-      num_attention_heads=config.num_attention_heads,
-      intermediate_size=config.intermediate_size,
-      hidden_act=config.hidden_act,
-      dropout_rate=config.hidden_dropout_prob,
-      attention_dropout_rate=config.attention_probs_dropout_prob,
-      initializer_range=config.initializer_range,
-      layer_norm_eps=config.layer_norm_eps,
-      attention=attention, ffn=ffn, dtype=dtype, name=name)
-
-
 def build_layer_stack(config: AlbertConfig, dtype=None):
   """Returns (blocks, schedule): the distinct blocks and, per layer, the blocks it runs.
 
@@ -52,7 +39,8 @@ def build_layer_stack(config: AlbertConfig, dtype=None):
   """
   L = config.num_hidden_layers
   if config.share == "all":
-    groups = [[_make_block(config, f"group_{g}_inner_group_{i}", dtype=dtype)
+    groups = [[TransformerEncoderBlock.from_albert_config(
+                   config, dtype=dtype, name=f"group_{g}_inner_group_{i}")
                for i in range(config.inner_group_num)]
               for g in range(config.num_hidden_groups)]
     blocks = [b for group in groups for b in group]
@@ -60,23 +48,17 @@ def build_layer_stack(config: AlbertConfig, dtype=None):
 
   def sublayers(kind):
     def make(i):
-      if kind == "attention":
-        return SelfAttention(
-            config.hidden_size, config.num_attention_heads,
-            config.hidden_dropout_prob, config.attention_probs_dropout_prob,
-            config.initializer_range, config.layer_norm_eps, dtype=dtype,
-            name=f"attention_1_layer_{i}")
-      return FeedForward(
-          config.hidden_size, config.intermediate_size, config.hidden_act,
-          config.hidden_dropout_prob, config.initializer_range,
-          config.layer_norm_eps, dtype=dtype, name=f"ffn_1_layer_{i}")
+      layer = SelfAttention if kind == "attention" else FeedForward
+      return layer.from_albert_config(config, dtype=dtype,
+                                      name=f"{kind}_1_layer_{i}")
     shared = config.share == kind
     first = make("shared" if shared else 0)
     return [first if shared or i == 0 else make(i) for i in range(L)]
 
   attentions, ffns = sublayers("attention"), sublayers("ffn")
-  blocks = [_make_block(config, f"layer_{i}", attentions[i], ffns[i], dtype)
-            for i in range(L)]
+  blocks = [TransformerEncoderBlock.from_albert_config(
+      config, attention=attentions[i], ffn=ffns[i], dtype=dtype,
+      name=f"layer_{i}") for i in range(L)]
   return blocks, [[b] for b in blocks]
 
 

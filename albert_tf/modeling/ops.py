@@ -19,6 +19,16 @@ class ConfigArgs:
     return {**super().get_config(),
             **{name: getattr(self, name) for name in self.CONFIG_ARGS}}
 
+  # The arguments whose AlbertConfig field has another name.
+  _CONFIG_FIELDS = {"dropout_rate": "hidden_dropout_prob",
+                    "attention_dropout_rate": "attention_probs_dropout_prob"}
+
+  @classmethod
+  def from_albert_config(cls, config, **kwargs):
+    """The layer of an AlbertConfig: CONFIG_ARGS from its fields."""
+    return cls(**{name: getattr(config, cls._CONFIG_FIELDS.get(name, name))
+                  for name in cls.CONFIG_ARGS}, **kwargs)
+
 
 def truncated_normal(stddev):
   return keras.initializers.TruncatedNormal(stddev=stddev)
