@@ -29,11 +29,10 @@ def pretraining_losses(outputs, features, sentence_order_weight=1.0):
     sentence_order_weight: the sentence loss's weight in `loss`; 0 trains
       MLM alone (the paper's Table 5 "none"), 1 is the original.
   Returns:
-    dict of float32 scalars: loss (= masked_lm_loss + sentence_order_weight *
-    sentence_order_loss),
-    masked_lm_loss (weight-averaged over real predictions),
-    sentence_order_loss, masked_lm_accuracy, sentence_order_accuracy; and the
-    weight sums `masked_lm_count` and `sentence_order_count`.
+    dict of float32 scalars: loss (= masked_lm_loss + sentence_order_weight
+    * sentence_order_loss), masked_lm_loss (weight-averaged over real
+    predictions), sentence_order_loss, the two accuracies, and the weight
+    sums `masked_lm_count` and `sentence_order_count`.
   """
   ids = tf.cast(features[F.MASKED_LM_IDS], tf.int32)
   weights = tf.cast(features[F.MASKED_LM_WEIGHTS], tf.float32)

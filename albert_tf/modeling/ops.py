@@ -37,18 +37,13 @@ def truncated_normal(stddev):
 def layer_norm(norm, x):
   """`norm` (a built LayerNormalization) applied to x; returns x's dtype.
 
-  The statistics and the normalization run in float32 whatever x's dtype,
-  and the result is rounded to x's dtype once. Calling a float32
-  LayerNormalization layer on a bfloat16 x gives the same values but then
-  casts them to float32, its compute dtype, and the caller back to bfloat16:
-  two full-size casts that change nothing.
-
-  The gradient is the closed form (`_normalize_last_axis`), not TF's
-  derivative of keras.ops.layer_normalization's ops: on CPU a training step
-  of the demo's model spends a fifth of its op time in LayerNorm, and the
-  closed form takes 0.60 ms against 0.83 ms for a forward and backward pass
-  of a [2048, 128] float32 input (benchmarks/README.md, "Pretraining on a
-  CPU"). Values agree to float32 rounding (tests/test_modeling_ops.py).
+  Statistics and normalization in float32, rounded to x's dtype once (the
+  float32 layer itself, on bfloat16 x, adds two full-size casts). The
+  gradient is the closed form (`_normalize_last_axis`): 0.60 ms against
+  0.83 ms for TF's derivative of keras.ops.layer_normalization, forward and
+  backward of a [2048, 128] float32 input on CPU, where LayerNorm is a
+  fifth of a small model's step (benchmarks/README.md, "Pretraining on a
+  CPU"); values agree to float32 rounding (tests/test_modeling_ops.py).
   """
   with tf.name_scope(norm.name):  # the layer's name in graphs and profiles
     axis = norm.axis if isinstance(norm.axis, int) else tuple(norm.axis)
@@ -90,17 +85,15 @@ def _normalize_last_axis(x, gamma, beta, epsilon):
 
 
 def residual_layer_norm(norm, rows, dense, x, fused):
-  """LayerNorm(rows + dense(x)) of a post-LN sub-layer, on [n, width] rows.
+  """LayerNorm(rows + dense(x)) of a post-LN sub-layer, on [n, width] rows
+  (`dense`: a built Dense without activation, on x [n, in]).
 
-  `dense` is a built Keras Dense (no activation) applied to x [n, in].
   With `fused` (training, or a bfloat16 model) the bias add, the residual
   add and the LayerNorm run as one XLA loop each way, in float32, around
-  the dense's MatMul (`_fused_residual_norm`); on CPU these element-wise
-  ops are a fifth of a training step of a small model, and the chain of
-  forward and backward kernels sets its wall time (benchmarks/README.md,
-  "Pretraining on a CPU"). Otherwise: dense_rows, add, `layer_norm`, the
-  ops a float32 export is converted from. Both agree to rounding
-  (tests/test_modeling_ops.py).
+  the MatMul (`_fused_residual_norm`): on CPU these element-wise ops are a
+  fifth of a small model's step (benchmarks/README.md, "Pretraining on a
+  CPU"). Otherwise the ops a float32 export is converted from. Both agree
+  to rounding (tests/test_modeling_ops.py).
   """
   if not fused:
     return layer_norm(norm, rows + dense_rows(dense, x))
@@ -195,17 +188,13 @@ def softmax_cross_entropy(labels, logits):
 
 
 def dense_rows(dense, x):
-  """A built Keras Dense (no activation) on rows x [n, in]: MatMul, BiasAdd.
+  """A built Keras Dense (no activation) on rows x [n, in]: MatMul, BiasAdd,
+  the weights cast to x's dtype (as Keras autocasts them).
 
-  The Transformer sub-layers work on [batch * seq, width] rows. A Dense on
-  a [batch, seq, width] input runs tf.tensordot in Keras's TensorFlow
-  backend: about a dozen shape ops (Shape, GatherV2, Prod, Pack, ConcatV2,
-  Reshape) around each MatMul and a broadcast AddV2 for the bias. On rows,
-  the albert_tiny classifier graph has 420 ops instead of 528, and its
-  exported serving_default is 1-5% faster at batch 1 (benchmarks/README.md,
-  "Serving latency"; the MatMuls are two thirds of its time there). The
-  weights are cast to x's dtype, as Keras autocasts them under mixed
-  precision (a no-op in float32).
+  On [batch, seq, width] a Dense runs tf.tensordot, a dozen shape ops
+  around each MatMul; on rows the albert_tiny classifier graph has 420 ops
+  instead of 528, and its serving_default is 1-5% faster at batch 1
+  (benchmarks/README.md, "Serving latency").
   """
   if dense.activation is not keras.activations.linear:
     raise ValueError(f"dense_rows runs no activation; {dense.name} has "

@@ -28,15 +28,12 @@ from albert_tf.modeling.ops import (ConfigArgs, dense_rows, get_activation,
 MASK_BIAS = -10000.0
 
 
-# GELU (tanh form) of x + bias, with a fused gradient. Hand-written because
-# neither Keras nor TF fuses GELU's backward pass on CPU: the autodiff of the
-# composite op is about ten full-size elementwise kernels, and the bias's
-# gradient another pass over the output. Forward and backward each run as
-# one XLA-compiled loop here, several times faster than the composite op's
-# gradient on CPU (benchmarks/README.md, "Training step"); the bias add rides
-# in the same loops. A bfloat16 input is computed on in float32 inside the
-# loop (the casts are no-ops for float32): XLA's CPU code for bfloat16
-# arithmetic is about half as fast (benchmarks/README.md, "bfloat16 graph").
+# GELU (tanh form) of x + bias, with a fused gradient: neither Keras nor TF
+# fuses GELU's backward pass on CPU (about ten full-size elementwise kernels,
+# and one more pass for the bias). Forward and backward each run as one XLA
+# loop, bias add included, several times faster on CPU (benchmarks/README.md,
+# "Training step"); bfloat16 is computed on in float32 inside the loop, as
+# XLA's CPU bfloat16 arithmetic is about half as fast ("bfloat16 graph").
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 
@@ -93,17 +90,12 @@ class SelfAttention(ConfigArgs, keras.layers.Layer):
   """Multi-head self-attention + output dense + dropout + residual + LayerNorm.
 
   Query, key and value keep separate [H, H] kernels (the checkpoint layout)
-  but run as one fused [H, 3H] matmul: one large GEMM is faster on CPU than
-  three small ones, which matters most for the narrow albert_tiny. Under
-  mixed precision the kernels are concatenated in float32 and cast once
-  (not autocast one by one: three casts of [H, H] per call, in each of the
-  L layers that share them, and three more in the gradient).
-
-  Within `one_fused_qkv()` (one forward pass of `AlbertEncoder`) the fused
-  kernel is built once and reused by every layer that shares this
-  sub-layer: each call reads the variables anew, so Grappler cannot merge
-  the L concatenations, and they were 10% of a 13-token albert_tiny request
-  (`benchmarks.serving_ops`). The variables cannot change within one pass.
+  but run as one fused [H, 3H] matmul, faster on CPU than three small ones
+  (most for the narrow albert_tiny); under mixed precision the kernels are
+  concatenated in float32 and cast once. Within `one_fused_qkv()` (one
+  forward pass of `AlbertEncoder`) the fused kernel is built once for every
+  layer sharing this sub-layer: Grappler cannot merge the L concatenations,
+  10% of a 13-token albert_tiny request (`benchmarks.serving_ops`).
 
   While training, and in a bfloat16 model, the output bias, residual and
   LayerNorm run as one XLA loop each way (`ops.residual_layer_norm`).
@@ -220,11 +212,10 @@ class FeedForward(ConfigArgs, keras.layers.Layer):
     self.keep_args(locals())
     init = truncated_normal(initializer_range)
     self.activation = get_activation(hidden_act)
-    # While training, and under mixed precision also in inference, the tanh
-    # GELU (with its bias) and the residual LayerNorm run fused instead (see
-    # fused_gelu_tanh, ops.residual_layer_norm). Float32 inference keeps
-    # Keras's composite ops, the ones keras-hub, the reference tests and the
-    # TFLite and ONNX converters see (XLA's tanh may differ in the last bit).
+    # While training, and under mixed precision, the tanh GELU (with its
+    # bias) and the residual LayerNorm run fused (fused_gelu_tanh,
+    # ops.residual_layer_norm); float32 inference keeps Keras's ops, which
+    # keras-hub, the reference tests and the TFLite and ONNX converters see.
     self.gelu_tanh = hidden_act in ("gelu", "gelu_new")
     self.intermediate_dense = keras.layers.Dense(
         intermediate_size,
