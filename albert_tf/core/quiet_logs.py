@@ -34,14 +34,11 @@ def _stderr_to_devnull():
 
 
 def import_tensorflow_quietly():
-  """Imports TensorFlow and finds its devices with TF's start-up lines
-  hidden ("All log messages before absl::InitializeLog()", the CUDA stub's
-  "Could not find cuda drivers" and cuInit lines, the CPU feature guard;
-  each once per import, two of them twice). Written here because those
-  lines come from C++ logging before it is initialised, which no
-  environment variable silences (TF_CPP_MIN_LOG_LEVEL=3 does not): fd 2 is
-  pointed at /dev/null meanwhile. An import error still shows: Python
-  reports it after fd 2 is back."""
+  """Imports TensorFlow and finds its devices with fd 2 at /dev/null, which
+  hides the start-up lines no environment variable silences ("All log
+  messages before absl::InitializeLog()", the CUDA stub's, the CPU feature
+  guard). An import error still shows: Python reports it after fd 2 is
+  back."""
   if "tensorflow" in sys.modules:
     return
   with _stderr_to_devnull():
