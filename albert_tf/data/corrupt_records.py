@@ -133,14 +133,11 @@ def count_corrupt_records(files: Sequence[str], max_seq_length: int,
                           max_predictions_per_seq: int,
                           on_file: Optional[Callable[[str], None]] = None
                           ) -> List[CorruptCount]:
-  """Per file, exactly the records that skip_corrupt_records would skip.
-
-  Those are the records that do not parse with this run's feature spec
-  (decode_record: not a tf.train.Example, a feature missing, other lengths)
-  and every record from the first damaged one to the end of the file (a
-  TFRecord reader cannot re-synchronise; they are counted by their
-  headers). One pass reads the records (scan_tfrecords), one parses them.
-  on_file(path) is called before each file (see check_shards).
+  """Per file, exactly the records that skip_corrupt_records would skip:
+  those that do not parse with this run's feature spec (`decode_record`),
+  and every record from the first damaged one to the end of the file
+  (counted by their headers). on_file(path) is called before each file
+  (see check_shards).
   """
   counts = []
   for path in files:
