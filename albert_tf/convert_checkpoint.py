@@ -33,15 +33,11 @@ naming them. The output is written in a dot-folder beside --output_dir and
 moved in when complete: a full disk leaves an earlier conversion as it was.
 """
 
-import contextlib
 import dataclasses
 import hashlib
 import importlib
 import json
 import os
-import re
-import shutil
-import tempfile
 from typing import Optional
 
 from absl import logging
@@ -96,71 +92,30 @@ def _refuse_a_training_run(output_dir):
         "convert into a new folder, and pass it as --init_checkpoint")
 
 
-def _scratch_prefix(output_dir):
-  """The dot-folder a conversion to output_dir is written in, beside it."""
-  name = os.path.basename(os.path.normpath(os.path.abspath(output_dir)))
-  return f".tmp-convert-{name}-"
-
-
 def lock_path(output_dir):
   """output_dir's lock: `.convert-NAME.lock` beside it (output_dir itself is
   renamed into place as a whole)."""
-  name = os.path.basename(os.path.normpath(os.path.abspath(output_dir)))
-  return os.path.join(os.path.dirname(os.path.abspath(output_dir)),
-                      f".convert-{name}.lock")
+  return file_io.lock_beside(output_dir, "convert-")
 
 
-def remove_stale_temporaries(output_dir):
-  """The dot-folders of a killed conversion to the same output_dir, logged.
-  Only PREFIX + mkdtemp's 8 characters match: another output's are left."""
-  parent = os.path.dirname(os.path.abspath(output_dir))
-  if not os.path.isdir(parent):
-    return
-  prefix = _scratch_prefix(output_dir)
-  for entry in sorted(os.listdir(parent)):
-    if re.match(re.escape(prefix) + r"[a-z0-9_]{8}$", entry):
-      path = os.path.join(parent, entry)
-      logging.warning("Removing %s, left by a convert_checkpoint that was "
-                      "killed", path)
-      shutil.rmtree(path, ignore_errors=True)
-
-
-# The causes of a TF file-system error that mean the disk (quota) is full.
+# TF's causes of a failed file write that mean the disk (quota) is full.
 _FULL = {"No space left on device": 28, "Disk quota exceeded": 122,
          "File too large": 27}
 
 
-def _cannot_write(error, output_dir):
-  """A failed write (OSError, or TF's error saving the checkpoint) as one
-  OSError naming --output_dir; None for a TF error that is no write's."""
-  if isinstance(error, OSError):
-    number, cause = error.errno, error.strerror or str(error)
-  else:
-    text = str(getattr(error, "message", None) or error)
-    found = [c for c in _FULL if c in text]
-    if not found:
-      return None
-    number, cause = _FULL[found[0]], found[0]
-  text = (f"{cause}: cannot write --output_dir={output_dir} (nothing there "
-          "was replaced)")
-  return OSError(number, text) if number else OSError(text)
-
-
-def _move_into_place(scratch, output_dir):
-  """scratch renamed to output_dir, or, when output_dir exists (an earlier
+def _move_into_place(stage, output_dir):
+  """The stage renamed to output_dir, or, when output_dir exists (an earlier
   conversion, other files), its files renamed into it one by one (renames
   take no space: a full disk has failed the writes before this): the
   checkpoint's data, its index, the `checkpoint` file naming it, then the
   config and report."""
-  os.chmod(scratch, 0o755)  # mkdtemp makes 0700
   if not os.path.exists(output_dir):
-    os.rename(scratch, output_dir)
+    stage.swap_in()
     return
   order = lambda name: (name.endswith(".index"), name == "checkpoint",
                         name == "albert_config.json",
                         name == "conversion_report.json", name)
-  for name in sorted(os.listdir(scratch), key=order):
-    os.replace(os.path.join(scratch, name), os.path.join(output_dir, name))
+  stage.move(sorted(os.listdir(stage.path), key=order), output_dir)
 
 
 # The tokenizer a source ships, looked for in this order beside its weights
@@ -265,19 +220,10 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   _refuse_a_training_run(output_dir)
   # One writer per output_dir: a second conversion stops here, before it
   # reads anything, removes the first one's live dot-folder or writes.
-  parent = os.path.dirname(os.path.abspath(output_dir))
-  created = not os.path.isdir(parent)
-  lock = file_io.lock_output(parent, "--output_dir", value=output_dir,
-                             lock_file=lock_path(output_dir))
-  try:
+  with file_io.claimed(output_dir, "--output_dir", "a convert_checkpoint",
+                       tag="convert-"):
     return _convert(reader, source, checkpoint, output_dir,
                     albert_config_file, log, allow_padded_vocab)
-  finally:
-    if lock is not None:
-      lock.close()
-    if created:  # made for the lock: removed unless the output is in it
-      with contextlib.suppress(OSError):
-        os.rmdir(parent)
 
 
 def _convert(reader, source, checkpoint, output_dir, albert_config_file, log,
@@ -320,33 +266,29 @@ def _convert(reader, source, checkpoint, output_dir, albert_config_file, log,
         "these weights were trained with", checkpoint,
         ", ".join(TOKENIZER_NAMES[source]), output_dir)
   # Written in a dot-folder beside output_dir, moved in when complete.
-  parent = os.path.dirname(os.path.abspath(output_dir))  # made by the lock
-  scratch = None
-  try:
-    remove_stale_temporaries(output_dir)
-    scratch = tempfile.mkdtemp(prefix=_scratch_prefix(output_dir), dir=parent)
-    saved = tf.train.Checkpoint(**parts).save(os.path.join(scratch, "ckpt"))
+  with file_io.staged(output_dir, f"--output_dir={output_dir}",
+                      "convert-") as stage:
+    try:
+      saved = tf.train.Checkpoint(**parts).save(os.path.join(stage.path,
+                                                             "ckpt"))
+    except tf.errors.OpError as e:  # a full disk, as TF says it
+      full = [cause for cause in _FULL if cause in str(e)]
+      if not full:
+        raise
+      raise OSError(_FULL[full[0]], full[0]) from e
     path = os.path.join(output_dir, os.path.basename(saved))
     if vocab_source:
       name = os.path.basename(vocab_source)
-      write_synced(os.path.join(scratch, name), vocab)
+      write_synced(os.path.join(stage.path, name), vocab)
       report["vocab_file" if kind == "wordpiece" else "spm_model_file"] = (
           os.path.join(output_dir, name))
-    write_synced(os.path.join(scratch, checkpoints.CONFIG_NAME),
+    write_synced(os.path.join(stage.path, checkpoints.CONFIG_NAME),
                  config.to_json_string().encode("utf-8"))
     report.update(heads=heads, checkpoint=path, source=source,
                   input=str(checkpoint))
-    write_synced(os.path.join(scratch, "conversion_report.json"),
+    write_synced(os.path.join(stage.path, "conversion_report.json"),
                  json.dumps(report, indent=2).encode("utf-8"))
-    _move_into_place(scratch, output_dir)
-  except (OSError, tf.errors.OpError) as e:
-    error = _cannot_write(e, output_dir)
-    if error is None:
-      raise
-    raise error from e
-  finally:
-    if scratch and os.path.exists(scratch):
-      shutil.rmtree(scratch, ignore_errors=True)
+    _move_into_place(stage, output_dir)
   log(f"Converted {checkpoint} ({source}) -> {path}: "
       f"{len(report['assigned'])} tensors assigned, heads {heads or 'none'}")
   if vocab_source:

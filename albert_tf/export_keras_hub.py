@@ -43,15 +43,9 @@ SentencePiece only) and configs keras-hub's AlbertBackbone cannot express
 GELU, layer_norm_eps other than 1e-12).
 """
 
-import contextlib
 import dataclasses
 import os
-import re
-import shutil
-import tempfile
 from typing import Optional
-
-from absl import logging
 
 from albert_tf.core import file_io
 from albert_tf.core import settings
@@ -60,7 +54,7 @@ from albert_tf.core import settings
 # modeling) are imported by `export`, not here: --help and a flag mistake
 # answer before TF loads.
 
-
+TAG = "keras-hub-"  # its dot-folders and lock: .tmp-keras-hub-NAME-...
 
 
 class KerasHubExportError(ValueError):
@@ -76,100 +70,31 @@ def _check_output_dir(output_dir, overwrite):
         "replace it, or choose another directory")
 
 
-def _temporary_prefixes(output_dir):
-  """(prefix of the folder being written, of a previous preset being
-  swapped out), both beside output_dir."""
-  name = os.path.basename(os.path.normpath(os.path.abspath(output_dir)))
-  return f".tmp-keras-hub-{name}-", f".old-keras-hub-{name}-"
-
-
 def lock_path(output_dir):
   """output_dir's lock: `.keras-hub-NAME.lock` beside it."""
-  name = os.path.basename(os.path.normpath(os.path.abspath(output_dir)))
-  return os.path.join(os.path.dirname(os.path.abspath(output_dir)),
-                      f".keras-hub-{name}.lock")
-
-
-def remove_stale_temporaries(output_dir):
-  """The dot-folders of a killed export to the same output_dir, logged.
-
-  A `.tmp-` one (a half preset) is removed. An `.old-` one holds the
-  previous preset, swapped out in the instant before the new one was
-  renamed in: it is put back when output_dir is missing, else removed.
-  Only PREFIX + mkdtemp's 8 characters match, so another preset's folders
-  are left alone. Called under output_dir's lock (`lock_path`): a live
-  export to it has been refused before, so its folders are never removed.
-  """
-  parent = os.path.dirname(os.path.abspath(output_dir))
-  tmp_prefix, old_prefix = _temporary_prefixes(output_dir)
-  for entry in sorted(os.listdir(parent)):
-    path = os.path.join(parent, entry)
-    if not re.match(f"(?:{re.escape(tmp_prefix)}|{re.escape(old_prefix)})"
-                    r"[a-z0-9_]{8}$", entry):
-      continue
-    previous = os.path.join(path, "previous")
-    if entry.startswith(old_prefix) and os.path.isdir(previous) and (
-        not os.path.exists(output_dir)):
-      logging.warning("Restoring %s from %s, left by an export that was "
-                      "killed while replacing it", output_dir, path)
-      os.rename(previous, output_dir)
-    else:
-      logging.warning("Removing %s, left by an export that was killed", path)
-    shutil.rmtree(path, ignore_errors=True)
+  return file_io.lock_beside(output_dir, TAG)
 
 
 def _write_preset(output_dir, backbone, hub_tokenizer, task=None,
                   check=None):
-  """Saves the preset in a dot-folder beside output_dir, then renames it
-  into place (a previous preset is swapped out and removed after): a
-  failure or a kill never leaves a half preset under the requested name,
-  and a failure leaves the previous one as it was.
+  """Saves the preset in a dot-folder beside output_dir, then swaps it in
+  (`file_io.Stage.swap_in`): a failure or a kill never leaves a half
+  preset under the requested name, and a failure leaves the previous one
+  as it was.
 
   Raises:
     OSError: one line naming --output_dir (disk full, permission).
   """
-  parent = os.path.dirname(os.path.abspath(output_dir))
-  tmp_prefix, old_prefix = _temporary_prefixes(output_dir)
-  tmp_dir = old_dir = None
-  created = not os.path.isdir(parent)
-  done = False
-  try:
-    os.makedirs(parent, exist_ok=True)
-    tmp_dir = tempfile.mkdtemp(prefix=tmp_prefix, dir=parent)
+  with file_io.staged(output_dir, f"--output_dir={output_dir}",
+                      TAG) as stage:
     if task is not None:  # backbone, head, preprocessor and tokenizer
-      task.save_to_preset(tmp_dir)
+      task.save_to_preset(stage.path)
     else:
-      backbone.save_to_preset(tmp_dir)
-      hub_tokenizer.save_to_preset(tmp_dir)
-    if check is not None:  # the preset as keras-hub loads it, before the rename
-      check(tmp_dir)
-    os.chmod(tmp_dir, 0o755)  # mkdtemp makes 0700
-    if os.path.exists(output_dir):
-      old_dir = tempfile.mkdtemp(prefix=old_prefix, dir=parent)
-      previous = os.path.join(old_dir, "previous")
-      os.rename(output_dir, previous)
-      try:
-        os.rename(tmp_dir, output_dir)
-      except OSError:
-        os.rename(previous, output_dir)
-        raise
-      shutil.rmtree(old_dir, ignore_errors=True)
-    else:
-      os.rename(tmp_dir, output_dir)
-    done = True
-  except OSError as e:
-    raise OSError(e.errno, f"{e.strerror or e}: cannot write --output_dir="
-                  f"{output_dir} (nothing there was replaced)") from e
-  finally:
-    if tmp_dir and os.path.exists(tmp_dir):
-      shutil.rmtree(tmp_dir, ignore_errors=True)
-    # Never the previous preset, should putting it back have failed: the
-    # next start restores it from there.
-    if old_dir and os.path.isdir(old_dir) and not os.listdir(old_dir):
-      os.rmdir(old_dir)
-    if created and not done:
-      with contextlib.suppress(OSError):
-        os.rmdir(parent)  # only if empty
+      backbone.save_to_preset(stage.path)
+      hub_tokenizer.save_to_preset(stage.path)
+    if check is not None:  # the preset as keras-hub loads it, before the swap
+      check(stage.path)
+    stage.swap_in()
 
 
 def export(checkpoint, output_dir, albert_config_file=None,
@@ -214,18 +139,11 @@ def export(checkpoint, output_dir, albert_config_file=None,
         checkpoints.checkpoint_dir(checkpoint), checkpoints.CONFIG_NAME)
     raise KerasHubExportError(f"{source}: {e}") from None
   # One writer per output_dir (its temporaries, its swap): a second export
-  # stops here, before any cleanup or write. The lock is a file beside
-  # output_dir (`lock_path`), which is renamed as a whole.
-  lock = file_io.lock_output(os.path.dirname(os.path.abspath(output_dir)),
-                             "--output_dir", value=output_dir,
-                             lock_file=lock_path(output_dir),
-                             error=KerasHubExportError)
-  try:
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    if os.path.isdir(parent):
-      remove_stale_temporaries(output_dir)
+  # stops here, before any cleanup or write; a killed one's preset swapped
+  # out is put back first.
+  with file_io.claimed(output_dir, "--output_dir", "an export", TAG,
+                       error=KerasHubExportError):
     _check_output_dir(output_dir, overwrite)
-
     from albert_tf.tasks import registry  # pylint: disable=g-import-not-at-top
     record = registry.read_record(checkpoint)
     # A family says whether it is keras-hub's AlbertTextClassifier, head
@@ -282,9 +200,6 @@ def export(checkpoint, output_dir, albert_config_file=None,
       log("  note: keras-hub's AlbertTokenizer does not lowercase or strip "
           "accents; apply albert_tf.data.tokenization.normalize to text first")
     return output_dir
-  finally:
-    if lock is not None:
-      lock.release()
 
 
 def _verify_preset(preset_dir, model, whole, tokenizer, record, config):

@@ -243,7 +243,8 @@ def convert(saved_model, output, quantize="none", verify_data=None,
       record, tokenizer, saved_model, verify_data, num_verify_examples,
       verify_columns, max_predictions)
   import onnx  # pylint: disable=g-import-not-at-top
-  with scratch_folder(output, "export_onnx") as (scratch, replaced):
+  with scratch_folder(output, "export_onnx") as stage:
+    scratch = stage.path
     model = convert_serving_default(saved_model)
     sharing = share_initializers(model)
     float_path = os.path.join(scratch, "float32.onnx")
@@ -276,7 +277,7 @@ def convert(saved_model, output, quantize="none", verify_data=None,
         info, indent=2, ensure_ascii=False).encode("utf-8"))
     write_synced(os.path.join(scratch, names["card"]),
                  _card(record, tokenizer, info).encode("utf-8"))
-    rename_into_place(scratch, output, names, replaced)
+    rename_into_place(stage, output, names)
   return info
 
 

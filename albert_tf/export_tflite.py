@@ -204,7 +204,8 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
       record, tokenizer, saved_model, verify_data, num_verify_examples,
       verify_columns, max_predictions)
 
-  with scratch_folder(output) as (scratch, replaced):
+  with scratch_folder(output) as stage:
+    scratch = stage.path
     flatbuffer = _convert_in(scratch, saved_model, length, max_predictions,
                              quantize, examples, record)
     write_synced(os.path.join(scratch, names["model"]), flatbuffer)
@@ -244,7 +245,7 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
         info, indent=2, ensure_ascii=False).encode("utf-8"))
     write_synced(os.path.join(scratch, names["card"]), _card(
         saved_model, record, tokenizer, info).encode("utf-8"))
-    rename_into_place(scratch, output, names, replaced)
+    rename_into_place(stage, output, names)
   return info
 
 

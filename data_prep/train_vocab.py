@@ -31,13 +31,9 @@ import itertools
 import os
 import random
 import re
-import shutil
 import sys
-import tempfile
 import time
 from typing import Optional
-
-from absl import logging
 
 from albert_tf.core import cli_errors
 from albert_tf.core import file_io
@@ -149,10 +145,8 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
           "--model_prefix", "choose a writable place")) from e
   # One writer per --model_prefix, while it trains and writes: a second
   # run stops here in one line naming the owner's pid (PREFIX.lock).
-  lock = file_io.lock_output(directory or ".", "--model_prefix",
-                             value=model_prefix,
-                             lock_file=model_prefix + ".lock")
-  try:
+  with file_io.claimed(model_prefix, "--model_prefix", "a train_vocab",
+                       lock_file=model_prefix + ".lock"):
     say = progress or (lambda line: None)
     start = time.time()
     size = sum(os.path.getsize(p) for p in paths)
@@ -178,9 +172,6 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
     say(f"trained in {time.time() - start:.0f} s")
     _write_model_and_vocab(model_prefix, model)
     return model_prefix + ".model"
-  finally:
-    if lock is not None:
-      lock.release()
 
 
 def _train_unigram(sentences, vocab_size, character_coverage, num_threads,
@@ -234,49 +225,23 @@ def vocab_text(model_proto):
                  for i in range(processor.get_piece_size()))
 
 
-def remove_stale_temporaries(model_prefix):
-  """`.tmp-NAME-XXXXXXXX` folders beside PREFIX of a killed run of the same
-  --model_prefix: removed, logged. Called under PREFIX.lock: a live run
-  to the same prefix has been refused before, so its folder stays."""
-  directory = os.path.dirname(model_prefix) or "."
-  stale = re.compile(re.escape(f".tmp-{os.path.basename(model_prefix)}-")
-                     + r"[a-z0-9_]{8}$")
-  for name in sorted(os.listdir(directory)):
-    if stale.match(name):
-      path = os.path.join(directory, name)
-      logging.warning("Removing %s, left by a train_vocab that was killed",
-                      path)
-      shutil.rmtree(path, ignore_errors=True)
-
-
 def _write_model_and_vocab(model_prefix, model_proto):
-  """PREFIX.model and PREFIX.vocab, renamed into place once both are written.
+  """PREFIX.model and PREFIX.vocab, renamed into place once both are written
+  (`file_io.staged`).
 
   Raises:
     OSError: one line naming both files and --model_prefix (disk full,
       permission), saying what was replaced (normally nothing).
   """
-  directory = os.path.dirname(model_prefix) or "."
   name = os.path.basename(model_prefix)
-  tmp_dir, replaced = None, []
-  try:
-    remove_stale_temporaries(model_prefix)
-    tmp_dir = tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=directory)
-    write_synced(os.path.join(tmp_dir, name + ".model"), model_proto)
-    write_synced(os.path.join(tmp_dir, name + ".vocab"),
+  with file_io.staged(model_prefix, f"{model_prefix}.model and "
+                      f"{model_prefix}.vocab, --model_prefix") as stage:
+    write_synced(os.path.join(stage.path, name + ".model"), model_proto)
+    write_synced(os.path.join(stage.path, name + ".vocab"),
                  vocab_text(model_proto).encode("utf-8"))
-    for suffix in (".vocab", ".model"):  # the model, which is read, last
-      os.replace(os.path.join(tmp_dir, name + suffix), model_prefix + suffix)
-      replaced.append(model_prefix + suffix)
-  except OSError as e:
-    raise OSError(e.errno, error_line(
-        f"{e.strerror or e}: cannot write {model_prefix}.model and "
-        f"{model_prefix}.vocab", "--model_prefix",
-        f"replaced {replaced[0]} only" if replaced else
-        "nothing there was replaced")) from e
-  finally:
-    if tmp_dir:
-      shutil.rmtree(tmp_dir, ignore_errors=True)
+    # The model, which is read, last.
+    stage.move([name + ".vocab", name + ".model"],
+               os.path.dirname(model_prefix) or ".")
 
 
 def explain_sentencepiece_error(message, character_coverage=None,

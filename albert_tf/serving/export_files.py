@@ -12,9 +12,6 @@ written (`VerifySettings`, held-out examples of `read_verify_data`).
 import contextlib
 import dataclasses
 import os
-import re
-import shutil
-import tempfile
 import types
 from typing import List, Optional
 
@@ -123,86 +120,30 @@ def check_tokenizer_copy(output, name, tokenizer_file):
         f"{others[0]}")
 
 
-def rename_into_place(scratch, output, names, replaced):
-  """Moves names' files from scratch beside output, the JSON (which names
-  the others) last; appends each name to replaced once it is in place."""
+def rename_into_place(stage, output, names):
+  """Moves names' files from the stage (`scratch_folder`) beside output,
+  the JSON (which names the others) last."""
   # A Ctrl-C that the conversion swallowed (tf2onnx, TF's C++ layers)
   # stops the export here, before a file is replaced.
   errors.stop_if_ctrl_c()
-  folder = os.path.dirname(os.path.abspath(output))
-  for key in ("tokenizer", "model", "card", "json"):
-    os.replace(os.path.join(scratch, names[key]),
-               os.path.join(folder, names[key]))
-    replaced.append(names[key])
-
-
-def _scratch_prefix(output):
-  return f".tmp-{os.path.basename(output)}-"
+  stage.move([names[k] for k in ("tokenizer", "model", "card", "json")],
+             os.path.dirname(os.path.abspath(output)))
 
 
 def lock_path(output):
   """The lock file of one --output: `.NAME.lock` beside it."""
-  return os.path.join(os.path.dirname(os.path.abspath(output)),
-                      f".{os.path.basename(output)}.lock")
-
-
-def remove_stale_scratch(output, command="export_tflite"):
-  """Scratch folders of a killed export of the same output: removed, logged.
-
-  Only `.tmp-NAME-` + mkdtemp's 8 characters, so another output's scratch
-  (`.tmp-NAME-x.tflite-…`) is left alone. Called under the output's lock
-  (`lock_path`), so a live export of the same output has been refused
-  before: its scratch is never removed.
-  """
-  folder = os.path.dirname(os.path.abspath(output))
-  stale = re.compile(re.escape(_scratch_prefix(output)) + r"[a-z0-9_]{8}$")
-  for name in sorted(os.listdir(folder)):
-    if stale.match(name):
-      path = os.path.join(folder, name)
-      logging.warning("Removing %s, left by an %s that was killed", path,
-                      command)
-      if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-      else:
-        os.remove(path)
+  return file_io.lock_beside(output)
 
 
 @contextlib.contextmanager
 def scratch_folder(output, command="export_tflite"):
-  """Yields (a dot-named folder beside output, a list the caller fills with
-  the names it has renamed into place). `command` names the exporter in the
-  warning about a killed run's scratch.
-
-  The folder is removed at the end, and the output folder too when this
-  created it and the export failed. An OSError (disk full, permission)
-  comes out as one line naming --output and what was replaced.
-  """
-  folder = os.path.dirname(os.path.abspath(output))
-  created = not os.path.isdir(folder)
-  scratch, replaced, done, lock = None, [], False, None
-  try:
-    os.makedirs(folder, exist_ok=True)
-    # One writer per output (its scratch, its renames): a second export of
-    # the same --output stops here, before any cleanup or write.
-    lock = file_io.lock_output(folder, "--output", value=output,
-                               lock_file=lock_path(output))
-    remove_stale_scratch(output, command)
-    scratch = tempfile.mkdtemp(prefix=_scratch_prefix(output), dir=folder)
-    yield scratch, replaced
-    done = True
-  except OSError as e:
-    kept = (f"replaced {', '.join(replaced)}; the rest left as it was"
-            if replaced else "nothing there was replaced")
-    raise OSError(e.errno, f"{e.strerror or e}: cannot write --output="
-                  f"{output} ({kept})") from e
-  finally:
-    if scratch:
-      shutil.rmtree(scratch, ignore_errors=True)
-    if lock is not None:
-      lock.release()
-    if created and not done:
-      with contextlib.suppress(OSError):
-        os.rmdir(folder)  # only if empty
+  """Yields a `file_io.Stage`: a dot-named folder beside output, under the
+  output's lock (`file_io.claimed`; `command` names the exporter in the
+  warning about a killed run's folder), removed at the end. An OSError
+  comes out as one line naming --output and what was replaced."""
+  with (file_io.claimed(output, "--output", f"an {command}"),
+        file_io.staged(output, f"--output={output}") as stage):
+    yield stage
 
 
 def read_verify_data(path, record, task, max_examples, input_columns=None):

@@ -13,7 +13,6 @@ import dataclasses
 import inspect
 import os
 import shutil
-import tempfile
 from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import logging
@@ -24,7 +23,7 @@ import tensorflow as tf
 from albert_tf.core import features as F
 from albert_tf.data import normalization
 from albert_tf.core.record import ModelInfo
-from albert_tf.core.file_io import temporary_owner_alive, temporary_prefix
+from albert_tf.core import file_io
 
 METADATA_FILE = "albert_export.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -329,14 +328,16 @@ def write_version(archive, export_dir, version, tokenizer, metadata,
   are metadata.verification. What it raises leaves nothing in place.
   """
   final_dir = os.path.join(export_dir, str(version))
+  if os.path.exists(final_dir) and not overwrite:
+    raise FileExistsError(final_dir)
   os.makedirs(export_dir, exist_ok=True)
   remove_stale_temporaries(export_dir)
-  tmp_dir = tempfile.mkdtemp(prefix=f"{temporary_prefix()}{version}-",
-                             dir=export_dir)
-  try:
-    archive.write_out(tmp_dir, verbose=False)
-    assets = os.path.join(tmp_dir, "assets")
-    extra = os.path.join(tmp_dir, "assets.extra")
+  # .tmp-pid<PID>-<version>-XXXXXXXX: kept by another export into the same
+  # folder while this process runs.
+  with file_io.staged(final_dir, tag=file_io.owner_tag()) as stage:
+    archive.write_out(stage.path, verbose=False)
+    assets = os.path.join(stage.path, "assets")
+    extra = os.path.join(stage.path, "assets.extra")
     os.makedirs(assets, exist_ok=True)
     os.makedirs(extra, exist_ok=True)
     shutil.copyfile(tokenizer.model_file, os.path.join(
@@ -349,25 +350,14 @@ def write_version(archive, export_dir, version, tokenizer, metadata,
           "albert_tf[serving]): %s has no %s, so TF Serving loads it "
           "without warming up", final_dir, WARMUP_FILE)
     if verify is not None:
-      metadata = dataclasses.replace(metadata, verification=verify(tmp_dir))
+      metadata = dataclasses.replace(metadata,
+                                     verification=verify(stage.path))
     metadata.write(os.path.join(extra, METADATA_FILE), flat=True)
     for name, text in (extra_files or {}).items():
-      with open(os.path.join(tmp_dir, name), "w", encoding="utf-8") as f:
+      with open(os.path.join(stage.path, name), "w", encoding="utf-8") as f:
         f.write(text(metadata) if callable(text) else text)
-    make_world_readable(tmp_dir)
-    if os.path.exists(final_dir):
-      if not overwrite:
-        raise FileExistsError(final_dir)
-      old = tempfile.mkdtemp(prefix=f"{temporary_prefix('.old-')}{version}-",
-                             dir=export_dir)
-      os.rename(final_dir, os.path.join(old, "v"))
-      os.rename(tmp_dir, final_dir)
-      shutil.rmtree(old)
-    else:
-      os.rename(tmp_dir, final_dir)
-  finally:
-    if os.path.exists(tmp_dir):
-      shutil.rmtree(tmp_dir)
+    make_world_readable(stage.path)
+    stage.swap_in()
   return final_dir
 
 
@@ -379,15 +369,10 @@ def next_version(export_dir):
 
 def remove_stale_temporaries(export_dir):
   """`.tmp-*` / `.old-*` folders of exports killed midway: removed, logged;
-  one named by a process that still runs (`file_io.temporary_prefix`) is
-  kept."""
-  for name in os.listdir(export_dir):
-    if name.startswith((".tmp-", ".old-")) and not temporary_owner_alive(
-        name):
-      path = os.path.join(export_dir, name)
-      logging.warning("Removing %s, left by an export that was killed",
-                      path)
-      shutil.rmtree(path, ignore_errors=True)
+  one named by a process that still runs (`file_io.owner_tag`) is kept."""
+  file_io.remove_killed(
+      export_dir, lambda name: name.startswith((".tmp-", ".old-")) and not (
+          file_io.temporary_owner_alive(name)), "an export")
 
 
 def make_world_readable(directory):
