@@ -51,18 +51,14 @@ through ONNX Runtime (`serving.onnx_runner`).
 
 import dataclasses
 import hashlib
-import json
 import os
 
 from albert_tf.core import settings
-from albert_tf.data.tokenization import write_synced
-from albert_tf.export_tflite import (held_out_examples, serve_inputs_of,
-                                     VerifySettings)
-from albert_tf.serving.export_files import (
-    check_tokenizer_copy, read_export_record, rename_into_place,
-    scratch_folder, sidecar_names, tokenizer_of, version_dir)
-from albert_tf.core.features import ENCODER_INPUTS
 from albert_tf.serving import verify
+from albert_tf.export_tflite import (held_out_examples, load_serving_default,
+                                     serve_inputs_of)
+from albert_tf.serving.export_files import (
+    read_source, scratch_folder, verdict_line, VerifySettings, write_beside)
 
 # TensorFlow, onnx and tf2onnx are imported by the functions that run: --help
 # and a flag mistake answer before they load.
@@ -90,27 +86,10 @@ def require_onnx(what="export_onnx"):
 
 def convert_serving_default(saved_model):
   """The ONNX ModelProto of serving_default, every input dimension dynamic."""
-  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf
-  import tensorflow_text  # noqa: F401  (the SavedModel's serve_text ops)
-  import tf2onnx
-  from albert_tf.training.checkpoints import check_finite
-  loaded = tf.saved_model.load(saved_model)
-  check_finite(loaded.variables, f"--saved_model={saved_model}")
-  serving = loaded.signatures["serving_default"]
-  given = serving.structured_input_signature[1]
-  names = [n for n in ENCODER_INPUTS if n in given] + sorted(
-      set(given) - set(ENCODER_INPUTS))
-  # Rank kept ([batch, seq] or [batch, choices, seq]), every size open.
-  specs = [tf.TensorSpec([None] * len(given[n].shape), given[n].dtype,
-                         name=n) for n in names]
-
-  @tf.function(input_signature=specs)
-  def serve(*args):
-    return serving(**dict(zip(names, args)))
-
-  model, _ = tf2onnx.convert.from_function(serve, input_signature=specs,
-                                           opset=OPSET)
+  import tf2onnx  # pylint: disable=g-import-not-at-top
+  serve, loaded = load_serving_default(saved_model)
+  model, _ = tf2onnx.convert.from_function(
+      serve, input_signature=serve.input_signature, opset=OPSET)
   del loaded  # held until here: the signature reads its variables weakly
   return model
 
@@ -225,31 +204,20 @@ def convert(saved_model, output, quantize="none", verify_data=None,
   if quantize not in QUANTIZE_MODES:
     raise OnnxExportError(f"--quantize must be one of {QUANTIZE_MODES}, got "
                           f"{quantize!r}")
-  if not output.endswith(".onnx"):
-    raise OnnxExportError(f"--output={output}: end it in .onnx (its .json, "
-                          "tokenizer and card are named after it)")
+  saved_model, record, tokenizer, names = read_source(
+      saved_model, output, ".onnx", OnnxExportError,
+      "; convert a float32 export (--quantize=dynamic makes it smaller)")
   require_onnx()
-  saved_model = version_dir(saved_model, OnnxExportError)
-  record = read_export_record(saved_model)
-  if record.mixed_precision not in (None, "none"):
-    raise OnnxExportError(
-        f"--saved_model={saved_model} computes in {record.mixed_precision}; "
-        "convert a float32 export (--quantize=dynamic makes it smaller)")
-  metadata = record.flat_dict()
-  tokenizer = tokenizer_of(saved_model, metadata)
-  names = sidecar_names(output, metadata["tokenizer_kind"])
-  check_tokenizer_copy(output, names["tokenizer"], tokenizer.model_file)
   held, reference = held_out_examples(
       record, tokenizer, saved_model, verify_data, num_verify_examples,
       verify_columns, max_predictions)
   import onnx  # pylint: disable=g-import-not-at-top
   with scratch_folder(output, "export_onnx") as stage:
-    scratch = stage.path
     model = convert_serving_default(saved_model)
     sharing = share_initializers(model)
-    float_path = os.path.join(scratch, "float32.onnx")
+    float_path = os.path.join(stage.path, "float32.onnx")
     onnx.save_model(model, float_path)
-    target = os.path.join(scratch, names["model"])
+    target = os.path.join(stage.path, names["model"])
     if quantize == "dynamic":
       quantize_dynamic(float_path, target)
     else:
@@ -263,8 +231,6 @@ def convert(saved_model, output, quantize="none", verify_data=None,
         output, quantize, _loading(target), reference, held,
         floors or verify.Floors(), allow_degraded,
         f"ONNX Runtime {_ort_version()} (CPU)", INSTEAD[quantize])
-    with open(tokenizer.model_file, "rb") as f:
-      write_synced(os.path.join(scratch, names["tokenizer"]), f.read())
     info = {**{k: v for k, v in record.to_dict().items()
                if k not in ("tokenizer_file",)},
             "model_file": names["model"], "format": "onnx",
@@ -273,11 +239,13 @@ def convert(saved_model, output, quantize="none", verify_data=None,
             "tokenizer_file": names["tokenizer"],
             **describe_io(onnx.load_model(target, load_external_data=False)),
             "sharing": sharing, "verification": checked}
-    write_synced(os.path.join(scratch, names["json"]), json.dumps(
-        info, indent=2, ensure_ascii=False).encode("utf-8"))
-    write_synced(os.path.join(scratch, names["card"]),
-                 _card(record, tokenizer, info).encode("utf-8"))
-    rename_into_place(stage, output, names)
+    inputs = ", ".join(f"{i['name']} {i['shape']}" for i in info["inputs"])
+    write_beside(stage, names, record, tokenizer, info,
+                 serve_inputs_of(record), card_tail=(
+        f"\nONNX (`{info['model_file']}`, opset {OPSET}, "
+        f"quantize={quantize}, ONNX Runtime): inputs {inputs} (int32; "
+        f"None: any size); the tokenizer is `{info['tokenizer_file']}`, "
+        "the record in the .json beside it.\n"))
   return info
 
 
@@ -290,22 +258,6 @@ def _loading(target):
 def _ort_version():
   import onnxruntime  # pylint: disable=g-import-not-at-top
   return onnxruntime.__version__
-
-
-def _card(record, tokenizer, info):
-  """NAME.onnx.README.md: the SavedModel's card with the .onnx's inputs
-  and its verified figures."""
-  from albert_tf.serving import model_card  # pylint: disable=g-import-not-at-top
-  text = model_card.card(record, record.checkpoint, tokenizer.model_file,
-                         serve_inputs_of(record), info["model_file"],
-                         tf_serving=False,
-                         verification=info.get("verification"))
-  inputs = ", ".join(f"{i['name']} {i['shape']}" for i in info["inputs"])
-  return text + (
-      f"\nONNX (`{info['model_file']}`, opset {info['opset']}, "
-      f"quantize={info['quantize']}, ONNX Runtime): inputs {inputs} (int32; "
-      "None: any size); the tokenizer is "
-      f"`{info['tokenizer_file']}`, the record in the .json beside it.\n")
 
 
 @dataclasses.dataclass
@@ -331,9 +283,7 @@ def main(argv):
         f"{sharing['initializers_before'] - sharing['initializers_after']} "
         "duplicate initializers shared); inputs "
         f"{[(i['name'], i['shape']) for i in info['inputs']]}")
-  checked = info["verification"]
-  print(("DEGRADED: " if checked["degraded"] else "Verified: ")
-        + checked["verdict"])
+  print(verdict_line(info["verification"]))
 
 
 if __name__ == "__main__":

@@ -44,19 +44,18 @@ splitting and entity reading, span QA's windows: TF Text ops, not in the
 """
 
 import dataclasses
-import json
 import os
 from typing import Optional
 
 from albert_tf.core import settings
-from albert_tf.core.features import ENCODER_INPUTS
 from albert_tf.data.tokenization import write_synced
 from albert_tf.serving import verify
 # What export_onnx shares (and callers of earlier versions imported here).
 from albert_tf.serving.export_files import (  # noqa: F401  pylint: disable=unused-import
     check_tokenizer_copy, lock_path, read_export_metadata, read_export_record,
-    VerifySettings, read_verify_data, rename_into_place, scratch_folder,
-    sidecar_names, tokenizer_of, version_dir)
+    read_source, read_verify_data, rename_into_place, scratch_folder,
+    sidecar_names, tokenizer_of, verdict_line, VerifySettings, version_dir,
+    write_beside)
 
 # TensorFlow and what imports it load in the functions that run: --help
 # and a flag mistake answer before TF loads.
@@ -74,8 +73,8 @@ INT8_FLOAT_OPS = ("ADD", "SUB", "MUL", "MEAN", "SQUARED_DIFFERENCE", "RSQRT",
 
 
 def task_of(record):
-  """The family's Task subclass of an export record (`albert_tf.tasks.registry`;
-  the base Task, sentence packing, for an encoder export)."""
+  """The family's Task subclass of an export record (`albert_tf.tasks.
+  registry`; the base Task, sentence packing, for an encoder export)."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.tasks import registry
   from albert_tf.tasks.base import Task
@@ -91,6 +90,55 @@ def serve_inputs_of(record):
     return []
   task = task_of(record)
   return [] if task.fills_masks else list(task.serve_text_inputs(record))
+
+
+def load_serving_default(saved_model, shapes=None):
+  """(serving_default of a SavedModel as a tf.function of its inputs, the
+  ids first, then the others by name, of the shapes `shapes(names)` gives
+  ({name: shape}; default: the rank kept, every size open); the loaded
+  SavedModel, which it reads: keep it referenced). Its variables must be
+  finite (`check_finite`, naming --saved_model)."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  # The SavedModel may hold serve_text: loading it needs TF Text's ops.
+  import tensorflow_text  # noqa: F401  pylint: disable=unused-import
+  from albert_tf.core.features import ENCODER_INPUTS
+  from albert_tf.training.checkpoints import check_finite
+  loaded = tf.saved_model.load(saved_model)
+  check_finite(loaded.variables, f"--saved_model={saved_model}")
+  serving = loaded.signatures["serving_default"]
+  given = serving.structured_input_signature[1]
+  names = [n for n in ENCODER_INPUTS if n in given] + sorted(
+      set(given) - set(ENCODER_INPUTS))
+  shapes = shapes(names) if shapes else {
+      n: [None] * len(given[n].shape) for n in names}
+  specs = [tf.TensorSpec(shapes[n], given[n].dtype, name=n) for n in names]
+
+  @tf.function(input_signature=specs)
+  def serve(*args):
+    return serving(**dict(zip(names, args)))
+
+  return serve, loaded
+
+
+def held_out_examples(record, tokenizer, saved_model, verify_data=None,
+                      max_examples=verify.NUM_EXAMPLES, verify_columns=None,
+                      max_predictions=20):
+  """(`verify.held_out` for an export record, the float SavedModel's
+  serving_default on them): --verify_data when given, encoded by the
+  record's family (sentence packing for an encoder or a pretrainer, with
+  max_predictions masked positions)."""
+  from albert_tf.tasks.base import Task  # pylint: disable=g-import-not-at-top
+  family = task_of(record)
+  fills_masks = family.fills_masks  # reads masked positions too
+  task = Task if fills_masks else family
+  given = read_verify_data(verify_data, record, task, max_examples,
+                           verify_columns) if verify_data else None
+  held = verify.held_out(record, tokenizer, task, given, max_examples)
+  if fills_masks:
+    held.features = verify.with_masked_positions(held.features, tokenizer,
+                                                 max_predictions)
+  return held, verify.reference_outputs(saved_model, held.features)
 
 
 def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
@@ -116,34 +164,15 @@ def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
 
 
 def _fixed_shape_saved_model(saved_model_dir, out_dir, max_seq_length,
-                             max_predictions, record=None):
+                             max_predictions, record):
   """Re-saves serving_default with the family's fixed one-example input
   shapes (`Task.tflite_input_shapes`; TF Text ops left behind)."""
-  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf
-  # The source SavedModel also holds serve_text; loading it needs the ops.
-  import tensorflow_text  # noqa: F401  pylint: disable=unused-import
-  from albert_tf.training.checkpoints import check_finite
-  if record is None:
-    record = read_export_record(saved_model_dir)
-  loaded = tf.saved_model.load(saved_model_dir)
-  check_finite(loaded.variables, f"--saved_model={saved_model_dir}")
-  serving = loaded.signatures["serving_default"]
-  # The ids, then what else the task's serving_default takes (a
-  # pretrainer's masked_lm_positions).
-  names = ENCODER_INPUTS + tuple(sorted(
-      set(serving.structured_input_signature[1]) - set(ENCODER_INPUTS)))
-  shapes = task_of(record).tflite_input_shapes(record, max_seq_length, names,
-                                                max_predictions)
-  specs = [tf.TensorSpec(shapes[n], tf.int32, name=n) for n in names]
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  serve, loaded = load_serving_default(
+      saved_model_dir, lambda names: task_of(record).tflite_input_shapes(
+          record, max_seq_length, names, max_predictions))
   module = tf.Module()
-  module.loaded = loaded
-
-  @tf.function(input_signature=specs)
-  def serve(*args):
-    return serving(**dict(zip(names, args)))
-
-  module.serve = serve
+  module.loaded, module.serve = loaded, serve
   tf.saved_model.save(module, out_dir, signatures={"serving_default": serve})
 
 
@@ -152,13 +181,8 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
             max_predictions=20, verify_data=None, allow_degraded=False,
             floors=None, num_verify_examples=verify.NUM_EXAMPLES,
             verify_columns=None):
-  """Writes output (.tflite), its tokenizer and its .json.
-
-  The tokenizer is output's stem + `.spm.model` / `.vocab.txt`
-  (`tokenizer_copy_name`), the JSON and card output + `.json` /
-  `.README.md` (`sidecar_names`); each is
-  renamed into place only once all three are complete (see the module
-  docstring).
+  """Writes output (.tflite), its tokenizer, its .json and its card
+  (`sidecar_names`), renamed into place once all are complete.
 
   Before the rename, the .tflite runs in LiteRT on held-out examples
   (verify_data, else the run's dev split; `serving.verify`) and is compared
@@ -179,59 +203,48 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
   if quantize == "int8" and not representative_data:
     raise ValueError("--quantize=int8 needs --representative_data=TSV (real "
                      "text to calibrate the activation ranges)")
-  saved_model = version_dir(saved_model)
-  record = read_export_record(saved_model)
-  if record.mixed_precision not in (None, "none"):
-    raise ValueError(
-        f"--saved_model={saved_model} computes in {record.mixed_precision} "
-        "(export_saved_model --mixed_precision), which TFLite has no ops "
-        "for: convert a float32 export (--quantize=float16 or dynamic halves "
-        "or quarters its size)")
+  saved_model, record, tokenizer, names = read_source(
+      saved_model, output, ".tflite", ValueError,
+      " (export_saved_model --mixed_precision), which TFLite has no ops "
+      "for: convert a float32 export (--quantize=float16 or dynamic halves "
+      "or quarters its size)")
   metadata = record.flat_dict()
   length = metadata["max_seq_length"]
-  tokenizer = tokenizer_of(saved_model, metadata)
   # Read before anything is written: a bad TSV is no write error.
   examples = read_representative_tsv(
       representative_data, tokenizer, length, text_column, text_b_column,
       num_calibration_examples, record=record
   ) if quantize == "int8" else None
-  if not output.endswith(".tflite"):
-    raise ValueError(f"--output={output}: end it in .tflite (its .json, "
-                     "tokenizer and card are named after it)")
-  names = sidecar_names(output, metadata["tokenizer_kind"])
-  check_tokenizer_copy(output, names["tokenizer"], tokenizer.model_file)
   held, reference = held_out_examples(
       record, tokenizer, saved_model, verify_data, num_verify_examples,
       verify_columns, max_predictions)
 
   with scratch_folder(output) as stage:
-    scratch = stage.path
-    flatbuffer = _convert_in(scratch, saved_model, length, max_predictions,
-                             quantize, examples, record)
-    write_synced(os.path.join(scratch, names["model"]), flatbuffer)
+    model = os.path.join(stage.path, names["model"])
+    write_synced(model, _convert_in(stage.path, saved_model, length,
+                                    max_predictions, quantize, examples,
+                                    record))
     # Proven in LiteRT before anything is renamed into place.
     checked = verify.check(
         output, quantize,
         # Loaded inside the check: a file LiteRT refuses is its one line.
-        lambda f: interpreter_fn(os.path.join(scratch, names["model"]))(f),
+        lambda f: interpreter_fn(model)(f),
         reference, held, floors or verify.Floors(), allow_degraded,
         "LiteRT (ai_edge_litert.interpreter)", INSTEAD[quantize])
-    with open(tokenizer.model_file, "rb") as f:
-      write_synced(os.path.join(scratch, names["tokenizer"]), f.read())
+    config = metadata.get("albert_config") or {}
     info = {
         "model_file": names["model"], "quantize": quantize,
         "source_saved_model": os.path.abspath(saved_model),
         "model": metadata["model"], "max_seq_length": length,
-        **describe_io(os.path.join(scratch, names["model"])),
+        **describe_io(model),
         "tokenizer_kind": metadata["tokenizer_kind"],
         "tokenizer_file": names["tokenizer"],
         "do_lower_case": metadata["do_lower_case"],
         "special_ids": metadata["special_ids"],
-        # Ids at or above it are refused (serving.tflite_runner).
-        "vocab_size": (metadata.get("albert_config") or {}).get("vocab_size"),
-        # An input longer than it is refused too.
-        "max_position_embeddings": (metadata.get("albert_config") or {}).get(
-            "max_position_embeddings"),
+        # Ids at or above it are refused (serving.tflite_runner), and an
+        # input longer than max_position_embeddings.
+        "vocab_size": config.get("vocab_size"),
+        "max_position_embeddings": config.get("max_position_embeddings"),
         "normalization": metadata["normalization"],
         "verification": checked,
     }
@@ -241,32 +254,9 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
                 "label_list", "num_labels", *record.task_config):
       if key in metadata:
         info[key] = metadata[key]
-    write_synced(os.path.join(scratch, names["json"]), json.dumps(
-        info, indent=2, ensure_ascii=False).encode("utf-8"))
-    write_synced(os.path.join(scratch, names["card"]), _card(
-        saved_model, record, tokenizer, info).encode("utf-8"))
-    rename_into_place(stage, output, names)
+    write_beside(stage, names, record, tokenizer, info,
+                 serve_inputs_of(record), tflite=info)
   return info
-
-
-def held_out_examples(record, tokenizer, saved_model, verify_data=None,
-                      max_examples=verify.NUM_EXAMPLES, verify_columns=None,
-                      max_predictions=20):
-  """(`verify.held_out` for an export record, the float SavedModel's
-  serving_default on them): --verify_data when given, encoded by the
-  record's family (sentence packing for an encoder or a pretrainer, with
-  max_predictions masked positions)."""
-  # pylint: disable=g-import-not-at-top
-  from albert_tf.tasks.base import Task
-  fills_masks = task_of(record).fills_masks  # reads masked positions too
-  task = Task if fills_masks else task_of(record)
-  given = read_verify_data(verify_data, record, task, max_examples,
-                           verify_columns) if verify_data else None
-  held = verify.held_out(record, tokenizer, task, given, max_examples)
-  if fills_masks:
-    held.features = verify.with_masked_positions(held.features, tokenizer,
-                                                 max_predictions)
-  return held, verify.reference_outputs(saved_model, held.features)
 
 
 def interpreter_fn(tflite_path):
@@ -294,19 +284,8 @@ INSTEAD = {
 }
 
 
-def _card(saved_model, record, tokenizer, info) -> str:
-  """NAME.tflite.README.md: the model card of the SavedModel it came from,
-  with the .tflite's own inputs and verified figures (`serving.model_card`)."""
-  del saved_model
-  from albert_tf.serving import model_card  # pylint: disable=g-import-not-at-top
-  return model_card.card(record, record.checkpoint, tokenizer.model_file,
-                         serve_inputs_of(record), info["model_file"],
-                         tflite=info, tf_serving=False,
-                         verification=info.get("verification"))
-
-
 def _convert_in(scratch, saved_model, length, max_predictions, quantize,
-                examples, record=None):
+                examples, record):
   """The .tflite flatbuffer; the fixed-shape SavedModel goes to scratch."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   fixed = os.path.join(scratch, "saved_model")
@@ -391,8 +370,7 @@ def main(argv):
   checked = info["verification"]
   print(f"Wrote {s.output} ({size:.2f} MiB, quantize={s.quantize}); inputs "
         f"{[(i['name'], i['shape']) for i in info['inputs']]}")
-  print(("DEGRADED: " if checked["degraded"] else "Verified: ")
-        + checked["verdict"])
+  print(verdict_line(checked))
 
 
 if __name__ == "__main__":

@@ -418,21 +418,21 @@ def test_a_swallowed_ctrl_c_stops_an_export_before_its_rename(tmp_path):
   """Row 28: export_onnx/export_tflite put nothing in place after a Ctrl-C
   the conversion swallowed."""
   from albert_tf import export_tflite  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import file_io  # pylint: disable=g-import-not-at-top
   scratch = tmp_path / "scratch"
   scratch.mkdir()
   names = {k: f"m.{k}" for k in ("tokenizer", "model", "card", "json")}
   for name in names.values():
     (scratch / name).write_text("new")
-  replaced = []
+  stage = file_io.Stage(str(scratch), str(tmp_path / "m.onnx"), ".old-m-")
 
   def export():
     _ctrl_c(swallowed=True)  # inside the conversion
-    export_tflite.rename_into_place(str(scratch), str(tmp_path / "m.onnx"),
-                                    names, replaced)
+    export_tflite.rename_into_place(stage, names)
   code, stderr = _wrapped(export)
   assert code == 130 and "stopped by Ctrl-C" in stderr
-  assert replaced == [] and sorted(p.name for p in tmp_path.iterdir()) == [
-      "scratch"]
+  assert stage.replaced == [] and sorted(
+      p.name for p in tmp_path.iterdir()) == ["scratch"]
 
 
 @pytest.mark.slow

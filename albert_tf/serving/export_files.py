@@ -22,6 +22,7 @@ from albert_tf.core import file_io
 from albert_tf.core import settings
 from albert_tf.data import rows
 from albert_tf.data.tokenization import load_tokenizer
+from albert_tf.data.tokenization import write_synced
 from albert_tf.serving import verify
 
 # The tokenizer copy beside PATH.tflite: PATH + this suffix, by kind.
@@ -120,14 +121,14 @@ def check_tokenizer_copy(output, name, tokenizer_file):
         f"{others[0]}")
 
 
-def rename_into_place(stage, output, names):
-  """Moves names' files from the stage (`scratch_folder`) beside output,
-  the JSON (which names the others) last."""
+def rename_into_place(stage, names):
+  """Moves names' files from the stage (`scratch_folder`) beside its
+  target, the JSON (which names the others) last."""
   # A Ctrl-C that the conversion swallowed (tf2onnx, TF's C++ layers)
   # stops the export here, before a file is replaced.
   errors.stop_if_ctrl_c()
   stage.move([names[k] for k in ("tokenizer", "model", "card", "json")],
-             os.path.dirname(os.path.abspath(output)))
+             os.path.dirname(os.path.abspath(stage.target)))
 
 
 def lock_path(output):
@@ -144,6 +145,54 @@ def scratch_folder(output, command="export_tflite"):
   with (file_io.claimed(output, "--output", f"an {command}"),
         file_io.staged(output, f"--output={output}") as stage):
     yield stage
+
+
+def read_source(saved_model, output, extension, error, precision_hint):
+  """(the version directory, its record, its tokenizer, `sidecar_names`)
+  of an export of saved_model (an export_dir or a version) to output,
+  which must end in extension; `error` (a ValueError) names the flag for
+  another output, no SavedModel, or a bfloat16 one (+ precision_hint)."""
+  if not output.endswith(extension):
+    raise error(f"--output={output}: end it in {extension} (its .json, "
+                "tokenizer and card are named after it)")
+  saved_model = version_dir(saved_model, error)
+  record = read_export_record(saved_model)
+  if record.mixed_precision not in (None, "none"):
+    raise error(f"--saved_model={saved_model} computes in "
+                f"{record.mixed_precision}{precision_hint}")
+  tokenizer = tokenizer_of(saved_model, record.flat_dict())
+  names = sidecar_names(output, record.tokenizer_kind)
+  check_tokenizer_copy(output, names["tokenizer"], tokenizer.model_file)
+  return saved_model, record, tokenizer, names
+
+
+def write_beside(stage, names, record, tokenizer, info, serve_inputs,
+                 card_tail="", **card_options):
+  """Writes the tokenizer copy, the JSON of info and the model card (the
+  SavedModel's, with the artifact's serve_inputs and verified figures,
+  then card_tail; `model_card.card`'s card_options) in the stage, then
+  moves them and the model beside its target (`rename_into_place`)."""
+  # pylint: disable=g-import-not-at-top
+  import json
+  from albert_tf.serving import model_card
+  card = model_card.card(record, record.checkpoint, tokenizer.model_file,
+                         serve_inputs, info["model_file"],
+                         tf_serving=False,
+                         verification=info.get("verification"),
+                         **card_options) + card_tail
+  with open(tokenizer.model_file, "rb") as f:
+    texts = {"tokenizer": f.read(), "card": card.encode("utf-8"),
+             "json": json.dumps(info, indent=2,
+                                ensure_ascii=False).encode("utf-8")}
+  for key, data in texts.items():
+    write_synced(os.path.join(stage.path, names[key]), data)
+  rename_into_place(stage, names)
+
+
+def verdict_line(checked) -> str:
+  """The line a command prints for verify.check's figures."""
+  return ("DEGRADED: " if checked["degraded"] else "Verified: ") + (
+      checked["verdict"])
 
 
 def read_verify_data(path, record, task, max_examples, input_columns=None):
