@@ -13,20 +13,19 @@ model takes. ONNX Runtime is imported here only: without it, one line
 names the `[onnx]` extra.
 """
 
-import json
-import os
-
 import numpy as np
 
-from albert_tf.serving.tflite_runner import check_token_ids, sidecar_json
+from albert_tf.serving.tflite_runner import CheckedRunner
 
 
 class OnnxInputError(ValueError):
   """An input the .onnx would read wrongly, or fail on without a name."""
 
 
-class OnnxRunner:
+class OnnxRunner(CheckedRunner):
   """serving_default of a .onnx exported by albert_tf.export_onnx."""
+
+  error = OnnxInputError
 
   def __init__(self, onnx_path, num_threads=None):
     try:
@@ -34,10 +33,7 @@ class OnnxRunner:
     except ImportError:
       raise ImportError(f"{onnx_path}: serving an .onnx needs onnxruntime: "
                         "pip install 'albert_tf[onnx]'") from None
-    self.path = onnx_path
-    with open(sidecar_json(onnx_path), encoding="utf-8") as f:
-      self.info = json.load(f)
-    self.inputs = {spec["name"]: spec for spec in self.info["inputs"]}
+    super().__init__(onnx_path)
     config = self.info.get("albert_config") or {}
     self.vocab_size = config.get("vocab_size")
     self.max_positions = config.get("max_position_embeddings")
@@ -45,37 +41,15 @@ class OnnxRunner:
     if num_threads:
       options.intra_op_num_threads = num_threads
       options.inter_op_num_threads = 1
-    self._session = ort.InferenceSession(
-        onnx_path, options, providers=["CPUExecutionProvider"])
-    self.output_names = [o.name for o in self._session.get_outputs()]
+    session = ort.InferenceSession(onnx_path, options,
+                                   providers=["CPUExecutionProvider"])
+    self.output_names = [o.name for o in session.get_outputs()]
+    self.run = lambda feed: dict(zip(self.output_names,
+                                     session.run(None, feed)))
 
-  def check(self, features):
-    """Raises OnnxInputError for the first input outside the contract."""
-    unknown = sorted(set(features) - set(self.inputs))
-    if unknown:
-      raise OnnxInputError(f"{unknown[0]}: not an input of {self.path} (it "
-                           f"takes {', '.join(sorted(self.inputs))})")
-    for name, spec in self.inputs.items():
-      if name not in features:
-        raise OnnxInputError(f"{name}: missing (the inputs of {self.path} "
-                             f"are {', '.join(sorted(self.inputs))})")
-      rank = np.ndim(features[name])
-      if rank != len(spec["shape"]):
-        raise OnnxInputError(
-            f"{name}: rank {rank} (shape {list(np.shape(features[name]))}), "
-            f"but {self.path} takes {spec['shape']} (None: any size)")
-    ids = np.asarray(features["input_ids"])
-    length = ids.shape[-1] if ids.ndim else 0
-    if self.max_positions and length > self.max_positions:
+  def check_shape(self, name, value):
+    spec = self.inputs[name]["shape"]
+    if np.ndim(value) != len(spec):
       raise OnnxInputError(
-          f"input_ids: {length} positions, longer than "
-          f"max_position_embeddings={self.max_positions} (the model's "
-          "position table)")
-    check_token_ids(ids, self.vocab_size, OnnxInputError)
-
-  def __call__(self, **features):
-    """{output name: numpy array} of serving_default on the features."""
-    self.check(features)
-    feed = {name: np.asarray(value, np.dtype(self.inputs[name]["dtype"]))
-            for name, value in features.items()}
-    return dict(zip(self.output_names, self._session.run(None, feed)))
+          f"{name}: rank {np.ndim(value)} (shape {list(np.shape(value))}), "
+          f"but {self.path} takes {spec} (None: any size)")

@@ -48,55 +48,81 @@ def check_token_ids(ids, vocab_size, error):
                   f"({int(ids[tuple(bad[0])])} at position {bad[0].tolist()})")
 
 
-class TFLiteRunner:
+class CheckedRunner:
+  """A runner of an exported file's serving_default that checks its inputs
+  against NAME.json's contract first (`check`), raising `error` (a
+  ValueError class) naming the input. Subclasses set error, run and
+  length_note, and may add a shape check (`check_shape`)."""
+
+  error = ValueError
+  length_note = ""  # after "(the model's position table"
+
+  def __init__(self, path):
+    self.path = path
+    with open(sidecar_json(path), encoding="utf-8") as f:
+      self.info = json.load(f)
+    self.inputs = {spec["name"]: spec for spec in self.info["inputs"]}
+
+  def check_shape(self, name, value):
+    """Raises error when input `name` has a shape the model cannot take."""
+
+  def check(self, features):
+    """Raises error for the first input outside the contract."""
+    takes = ", ".join(sorted(self.inputs))
+    unknown = sorted(set(features) - set(self.inputs))
+    if unknown:
+      raise self.error(f"{unknown[0]}: not an input of {self.path} (it "
+                       f"takes {takes})")
+    for name in self.inputs:
+      if name not in features:
+        raise self.error(f"{name}: missing (the inputs of {self.path} are "
+                         f"{takes})")
+    length = (np.shape(features["input_ids"]) or [0])[-1]
+    if self.max_positions and length > self.max_positions:
+      raise self.error(
+          f"input_ids: {length} positions, longer than "
+          f"max_position_embeddings={self.max_positions} (the model's "
+          f"position table{self.length_note})")
+    for name in self.inputs:
+      self.check_shape(name, features[name])
+    check_token_ids(features["input_ids"], self.vocab_size, self.error)
+
+  def __call__(self, **features):
+    """{output name: numpy array} of serving_default on the features."""
+    self.check(features)
+    return self.run({
+        name: np.asarray(value, np.dtype(self.inputs[name]["dtype"]))
+        for name, value in features.items()})
+
+
+class TFLiteRunner(CheckedRunner):
   """serving_default of a .tflite exported by albert_tf.export_tflite."""
+
+  error = TFLiteInputError
 
   def __init__(self, tflite_path, num_threads=None):
     from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
-    self.path = tflite_path
-    with open(sidecar_json(tflite_path), encoding="utf-8") as f:
-      self.info = json.load(f)
-    self.inputs = {spec["name"]: spec for spec in self.info["inputs"]}
+    super().__init__(tflite_path)
     self.vocab_size = self.info.get("vocab_size")
     # Absent from the .json of an older export: its fixed shape still holds
     # the length to what the model was exported with.
     self.max_positions = self.info.get("max_position_embeddings")
-    self._runner = Interpreter(
+    runner = Interpreter(
         model_path=tflite_path, num_threads=num_threads).get_signature_runner(
             self.info.get("signature", "serving_default"))
+    self.run = lambda feed: runner(**feed)
 
-  def check(self, features):
-    """Raises TFLiteInputError for the first input outside the contract."""
-    unknown = sorted(set(features) - set(self.inputs))
-    if unknown:
-      raise TFLiteInputError(
-          f"{unknown[0]}: not an input of {self.path} (it takes "
-          f"{', '.join(sorted(self.inputs))})")
-    for name, spec in self.inputs.items():
-      if name not in features:
-        raise TFLiteInputError(f"{name}: missing (the inputs of {self.path} "
-                               f"are {', '.join(sorted(self.inputs))})")
-    length = (np.shape(features["input_ids"]) or [0])[-1]
-    if self.max_positions and length > self.max_positions:
-      raise TFLiteInputError(
-          f"input_ids: {length} positions, longer than "
-          f"max_position_embeddings={self.max_positions} (the model's "
-          f"position table; {self.path} takes "
-          f"{self.inputs['input_ids']['shape']})")
-    for name, spec in self.inputs.items():
-      shape = list(np.shape(features[name]))
-      if shape != spec["shape"]:
-        raise TFLiteInputError(
-            f"{name}: shape {shape}, but {self.path} takes {spec['shape']} "
-            f"(one sequence, padded or cut to its max_seq_length="
-            f"{self.info.get('max_seq_length')})")
-    check_token_ids(features["input_ids"], self.vocab_size, TFLiteInputError)
+  @property
+  def length_note(self):
+    return f"; {self.path} takes {self.inputs['input_ids']['shape']}"
 
-  def __call__(self, **features):
-    self.check(features)
-    return self._runner(**{
-        name: np.asarray(value, np.dtype(self.inputs[name]["dtype"]))
-        for name, value in features.items()})
+  def check_shape(self, name, value):
+    shape, spec = list(np.shape(value)), self.inputs[name]
+    if shape != spec["shape"]:
+      raise TFLiteInputError(
+          f"{name}: shape {shape}, but {self.path} takes {spec['shape']} "
+          f"(one sequence, padded or cut to its max_seq_length="
+          f"{self.info.get('max_seq_length')})")
 
 
 def one_at_a_time(runner):
