@@ -419,7 +419,8 @@ class Stage:
 @contextlib.contextmanager
 def staged(target, what=None, tag: str = ""):
   """Yields a `Stage`: a new folder `.tmp-TAGNAME-XXXXXXXX` beside target
-  to write it in (under its lock: `claimed`). The folder is removed at the
+  to write it in, under a lock the caller holds (`claimed`, or the lock of
+  the folder holding target). The folder is removed at the
   end whatever happened; an OSError is raised again as one line naming
   `what` (default: target) and what the stage had moved in (`naming`)."""
   import shutil  # pylint: disable=g-import-not-at-top

@@ -1,12 +1,12 @@
 """The files an export writes beside its model, and the export it reads.
 
-export_tflite and export_onnx write PATH, its tokenizer copy, PATH.json and
-the model card PATH.README.md (`sidecar_names`) in a dot-named scratch
-folder beside PATH (`scratch_folder`, under the output's lock) and rename
-them into place once all are complete and verified (`rename_into_place`);
-both read the SavedModel export_saved_model wrote (`version_dir`,
-`read_export_record`, `tokenizer_of`) and check the file before it is
-written (`VerifySettings`, held-out examples of `read_verify_data`).
+export_tflite and export_onnx read the SavedModel export_saved_model wrote
+(`read_source`: `version_dir`, `read_export_record`, `tokenizer_of`), write
+PATH in a dot-named scratch folder beside it (`scratch_folder`, under the
+output's lock), check it before it is written (`VerifySettings`, held-out
+examples of `read_verify_data`), then write its tokenizer copy, PATH.json
+and the model card PATH.README.md (`sidecar_names`) beside it and rename
+them all into place (`write_beside`, `rename_into_place`).
 """
 
 import contextlib
