@@ -42,7 +42,7 @@ from typing import Optional
 
 from absl import logging
 
-from albert_tf.core import file_io
+from albert_tf.core import staging
 from albert_tf.core import settings
 from albert_tf.converters import SOURCES
 
@@ -95,7 +95,7 @@ def _refuse_a_training_run(output_dir):
 def lock_path(output_dir):
   """output_dir's lock: `.convert-NAME.lock` beside it (output_dir itself is
   renamed into place as a whole)."""
-  return file_io.lock_beside(output_dir, "convert-")
+  return staging.lock_beside(output_dir, "convert-")
 
 
 # TF's causes of a failed file write that mean the disk (quota) is full.
@@ -220,7 +220,7 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   _refuse_a_training_run(output_dir)
   # One writer per output_dir: a second conversion stops here, before it
   # reads anything, removes the first one's live dot-folder or writes.
-  with file_io.claimed(output_dir, "--output_dir", "a convert_checkpoint",
+  with staging.claimed(output_dir, "--output_dir", "a convert_checkpoint",
                        tag="convert-"):
     return _convert(reader, source, checkpoint, output_dir,
                     albert_config_file, log, allow_padded_vocab)
@@ -266,7 +266,7 @@ def _convert(reader, source, checkpoint, output_dir, albert_config_file, log,
         "these weights were trained with", checkpoint,
         ", ".join(TOKENIZER_NAMES[source]), output_dir)
   # Written in a dot-folder beside output_dir, moved in when complete.
-  with file_io.staged(output_dir, f"--output_dir={output_dir}",
+  with staging.staged(output_dir, f"--output_dir={output_dir}",
                       "convert-") as stage:
     try:
       saved = tf.train.Checkpoint(**parts).save(os.path.join(stage.path,

@@ -47,7 +47,7 @@ import dataclasses
 import os
 from typing import Optional
 
-from albert_tf.core import file_io
+from albert_tf.core import staging
 from albert_tf.core import settings
 
 # TensorFlow and what imports it (checkpoints, converters, resolution,
@@ -72,20 +72,20 @@ def _check_output_dir(output_dir, overwrite):
 
 def lock_path(output_dir):
   """output_dir's lock: `.keras-hub-NAME.lock` beside it."""
-  return file_io.lock_beside(output_dir, TAG)
+  return staging.lock_beside(output_dir, TAG)
 
 
 def _write_preset(output_dir, backbone, hub_tokenizer, task=None,
                   check=None):
   """Saves the preset in a dot-folder beside output_dir, then swaps it in
-  (`file_io.Stage.swap_in`): a failure or a kill never leaves a half
+  (`staging.Stage.swap_in`): a failure or a kill never leaves a half
   preset under the requested name, and a failure leaves the previous one
   as it was.
 
   Raises:
     OSError: one line naming --output_dir (disk full, permission).
   """
-  with file_io.staged(output_dir, f"--output_dir={output_dir}",
+  with staging.staged(output_dir, f"--output_dir={output_dir}",
                       TAG) as stage:
     if task is not None:  # backbone, head, preprocessor and tokenizer
       task.save_to_preset(stage.path)
@@ -141,7 +141,7 @@ def export(checkpoint, output_dir, albert_config_file=None,
   # One writer per output_dir (its temporaries, its swap): a second export
   # stops here, before any cleanup or write; a killed one's preset swapped
   # out is put back first.
-  with file_io.claimed(output_dir, "--output_dir", "an export", TAG,
+  with staging.claimed(output_dir, "--output_dir", "an export", TAG,
                        error=KerasHubExportError):
     _check_output_dir(output_dir, overwrite)
     from albert_tf.tasks import registry  # pylint: disable=g-import-not-at-top

@@ -36,7 +36,7 @@ import time
 from typing import Optional
 
 from albert_tf.core import cli_errors
-from albert_tf.core import file_io
+from albert_tf.core import staging
 from albert_tf.core import settings
 from albert_tf.data import tokenization
 from albert_tf.data.tokenization import write_synced
@@ -145,7 +145,7 @@ def train_sentencepiece(input_pattern, model_prefix, vocab_size,
           "--model_prefix", "choose a writable place")) from e
   # One writer per --model_prefix, while it trains and writes: a second
   # run stops here in one line naming the owner's pid (PREFIX.lock).
-  with file_io.claimed(model_prefix, "--model_prefix", "a train_vocab",
+  with staging.claimed(model_prefix, "--model_prefix", "a train_vocab",
                        lock_file=model_prefix + ".lock"):
     say = progress or (lambda line: None)
     start = time.time()
@@ -227,14 +227,14 @@ def vocab_text(model_proto):
 
 def _write_model_and_vocab(model_prefix, model_proto):
   """PREFIX.model and PREFIX.vocab, renamed into place once both are written
-  (`file_io.staged`).
+  (`staging.staged`).
 
   Raises:
     OSError: one line naming both files and --model_prefix (disk full,
       permission), saying what was replaced (normally nothing).
   """
   name = os.path.basename(model_prefix)
-  with file_io.staged(model_prefix, f"{model_prefix}.model and "
+  with staging.staged(model_prefix, f"{model_prefix}.model and "
                       f"{model_prefix}.vocab, --model_prefix") as stage:
     write_synced(os.path.join(stage.path, name + ".model"), model_proto)
     write_synced(os.path.join(stage.path, name + ".vocab"),

@@ -419,12 +419,13 @@ def test_a_swallowed_ctrl_c_stops_an_export_before_its_rename(tmp_path):
   the conversion swallowed."""
   from albert_tf import export_tflite  # pylint: disable=g-import-not-at-top
   from albert_tf.core import file_io  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import staging
   scratch = tmp_path / "scratch"
   scratch.mkdir()
   names = {k: f"m.{k}" for k in ("tokenizer", "model", "card", "json")}
   for name in names.values():
     (scratch / name).write_text("new")
-  stage = file_io.Stage(str(scratch), str(tmp_path / "m.onnx"), ".old-m-")
+  stage = staging.Stage(str(scratch), str(tmp_path / "m.onnx"), ".old-m-")
 
   def export():
     _ctrl_c(swallowed=True)  # inside the conversion

@@ -18,7 +18,7 @@ from typing import List, Optional
 from absl import logging
 
 from albert_tf.core import errors
-from albert_tf.core import file_io
+from albert_tf.core import staging
 from albert_tf.core import settings
 from albert_tf.data import rows
 from albert_tf.data.tokenization import load_tokenizer
@@ -133,17 +133,17 @@ def rename_into_place(stage, names):
 
 def lock_path(output):
   """The lock file of one --output: `.NAME.lock` beside it."""
-  return file_io.lock_beside(output)
+  return staging.lock_beside(output)
 
 
 @contextlib.contextmanager
 def scratch_folder(output, command="export_tflite"):
-  """Yields a `file_io.Stage`: a dot-named folder beside output, under the
-  output's lock (`file_io.claimed`; `command` names the exporter in the
+  """Yields a `staging.Stage`: a dot-named folder beside output, under the
+  output's lock (`staging.claimed`; `command` names the exporter in the
   warning about a killed run's folder), removed at the end. An OSError
   comes out as one line naming --output and what was replaced."""
-  with (file_io.claimed(output, "--output", f"an {command}"),
-        file_io.staged(output, f"--output={output}") as stage):
+  with (staging.claimed(output, "--output", f"an {command}"),
+        staging.staged(output, f"--output={output}") as stage):
     yield stage
 
 

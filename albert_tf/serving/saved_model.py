@@ -23,7 +23,7 @@ import tensorflow as tf
 from albert_tf.core import features as F
 from albert_tf.data import normalization
 from albert_tf.core.record import ModelInfo
-from albert_tf.core import file_io
+from albert_tf.core import staging
 
 METADATA_FILE = "albert_export.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -334,7 +334,7 @@ def write_version(archive, export_dir, version, tokenizer, metadata,
   remove_stale_temporaries(export_dir)
   # .tmp-pid<PID>-<version>-XXXXXXXX: kept by another export into the same
   # folder while this process runs.
-  with file_io.staged(final_dir, tag=file_io.owner_tag()) as stage:
+  with staging.staged(final_dir, tag=staging.owner_tag()) as stage:
     archive.write_out(stage.path, verbose=False)
     assets = os.path.join(stage.path, "assets")
     extra = os.path.join(stage.path, "assets.extra")
@@ -369,10 +369,10 @@ def next_version(export_dir):
 
 def remove_stale_temporaries(export_dir):
   """`.tmp-*` / `.old-*` folders of exports killed midway: removed, logged;
-  one named by a process that still runs (`file_io.owner_tag`) is kept."""
-  file_io.remove_killed(
+  one named by a process that still runs (`staging.owner_tag`) is kept."""
+  staging.remove_killed(
       export_dir, lambda name: name.startswith((".tmp-", ".old-")) and not (
-          file_io.temporary_owner_alive(name)), "an export")
+          staging.temporary_owner_alive(name)), "an export")
 
 
 def make_world_readable(directory):
