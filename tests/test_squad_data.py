@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data import normalization, squad, tokenization
-from albert_tf.serving import span_graph
+from albert_tf.serving import flat
 from albert_tf.data.squad import Example, SquadError
 from tests.fixtures_data import tiny_spm_model
 
@@ -182,7 +182,7 @@ def test_span_forms_are_the_table_steps():
         for text in texts:
           chars = tf.constant(list(text) or [""])[:len(text)]
           n = len(text)
-          units = span_graph._Units(
+          units = flat.Units(
               chars, tf.range(n, dtype=tf.int64),
               tf.range(1, n + 1, dtype=tf.int64), tf.zeros([n], tf.int64))
           got = units.run(group, tf.constant(1, tf.int64)).chars.numpy()

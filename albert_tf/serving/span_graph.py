@@ -9,174 +9,30 @@ Fine-tuning runs `TextSpanReader.encode` over each split
     out = reader(questions, contexts, run)   # run: features -> model outputs
     out["answer"], out["start"], out["end"]  # a slice of each context
 
-Offsets: the normalisation steps (`albert_tf.data.normalization`) are redone
-with spans as each step's `offsets` says, each normalised character keeping
-the original characters it came from. The string tokenised is the
+Offsets: each normalised character keeps the original characters it came
+from (`flat.Units`, flat tensors with row ids). The string tokenised is the
 whole-string normalisation (a word-final "Σ" lowers to "ς") when it has as
 many characters as the per-character one, else the latter. The pieces are
-`text_graph.TextEncoder`'s (`wordpieces`, `number_pieces`). Flat tensors
-with row splits: ragged ops would make a graph of ~5000 ops. Needs
+`text_graph.TextEncoder`'s (`wordpieces`, `number_pieces`). Needs
 `import tensorflow_text`, as does loading a SavedModel holding one.
 """
-
-import functools
 
 import tensorflow as tf
 
 from albert_tf.core import features as F
 from albert_tf.data import normalization
 from albert_tf.modeling import span_qa as span_model
+from albert_tf.serving import flat
 from albert_tf.serving import text_graph
 
 # pylint: disable-next=protected-access
 _cc, _UNDERLINE = text_graph._char_class, text_graph._UNDERLINE
 _BIG = 2 ** 62
 _STRING = tf.TensorSpec([None], tf.string)
-_rows = tf.ragged.row_splits_to_segment_ids  # the row of each item
 
 
 def _spec(dtype, shape=(None, None)):
   return tf.TensorSpec(shape, dtype)
-
-
-def _at(values, index):
-  """values[w, index[w, ...]] for each row w."""
-  return tf.gather(values, index, batch_dims=1)
-
-
-def _range(n):
-  return tf.range(tf.cast(n, tf.int64))
-
-
-def _shift(values, fill):
-  """values[i - 1], fill at i = 0."""
-  return tf.concat([tf.fill([1], fill), values], 0)[:-1]
-
-
-def _row_starts(rows):
-  return tf.not_equal(rows, _shift(rows, tf.constant(-1, rows.dtype)))
-
-
-def _len(text, unit="UTF8_CHAR"):
-  return tf.cast(tf.strings.length(text, unit=unit), tf.int64)
-
-
-def _mask(values, keep):
-  """tf.boolean_mask of a 1-D tensor in 3 ops (it makes ~30)."""
-  return tf.gather(values, tf.reshape(tf.where(keep), [-1]))
-
-
-def _count(keep):
-  return tf.reduce_sum(tf.cast(keep, tf.int64))
-
-
-def _spread(counts):
-  """(item, rank) of each of counts[i] copies of every item i."""
-  counts = tf.cast(counts, tf.int64)
-  item = tf.repeat(_range(tf.size(counts)), counts)
-  return item, _range(tf.size(item)) - tf.gather(
-      tf.cumsum(counts, exclusive=True), item)
-
-
-def _pad(values, fill):
-  """values with one more item, so a gather at index 0 of none works."""
-  return tf.concat([values, tf.fill([1], tf.constant(fill, values.dtype))], 0)
-
-
-class _Units:
-  """Flat normalised characters, row ids and the original [s, e) of each."""
-
-  def __init__(self, chars, s, e, rows):
-    self.chars, self.s, self.e, self.rows = chars, s, e, rows
-
-  def keep(self, keep, chars, e):
-    return _Units(*(_mask(v, keep) for v in (chars, self.s, e, self.rows)))
-
-  def expand(self, fn):
-    """fn gives each character 0..k characters; a dropped one extends the
-    last character emitted before it in its row."""
-    out = fn(self.chars)
-    kept = tf.not_equal(out, "")
-    leader = kept | _row_starts(self.rows)
-    group = tf.cumsum(tf.cast(leader, tf.int64)) - 1
-    group_end = tf.math.unsorted_segment_max(self.e, group, _count(leader))
-    split = tf.strings.unicode_split(_mask(out, kept), "UTF-8")
-    item, rank = _spread(split.row_lengths())
-    item = tf.gather(tf.reshape(tf.where(kept), [-1]), item)
-    last = tf.equal(rank, tf.gather(_len(out), item) - 1)
-    ends = tf.where(last, tf.gather(group_end, tf.gather(group, item)),
-                    tf.gather(self.e, item))
-    return _Units(split.flat_values, tf.gather(self.s, item), ends,
-                  tf.gather(self.rows, item))
-
-  def run(self, group, nrows):
-    """A group of `normalization.offset_groups`: the graph side of its
-    steps, on each character for PER_CHARACTER."""
-    step = group[0]
-    if step.offsets == normalization.SPACE_RUNS:
-      return self.collapse_whitespace(nrows)
-    if step.offsets == normalization.PAIRS:
-      units = self
-      for pair, repl in step.pairs:
-        if len(pair) != 2 or pair[0] != pair[1]:
-          raise ValueError(f"normalisation step {step.name!r}: the graph "
-                           f"spans pairs of one character only, not {pair!r}")
-        units = units.replace_pairs(pair[0], repl)
-      return units
-    if step.offsets != normalization.PER_CHARACTER:
-      raise ValueError(f"normalisation step {step.name!r}: no span form for "
-                       f"offsets={step.offsets!r}")
-    return self.expand(lambda chars: functools.reduce(
-        lambda t, s: s.graph(t), group, chars))
-
-  def collapse_whitespace(self, nrows):
-    """" ".join(text.split()): a run spans its characters; none at the ends."""
-    space = tf.strings.regex_full_match(self.chars, _cc("space"))
-    run_start = space & ~(_shift(space, False) & ~_row_starts(self.rows))
-    run = tf.maximum(tf.cumsum(tf.cast(run_start, tf.int64)) - 1, 0)
-    run_end = tf.math.unsorted_segment_max(
-        _mask(self.e, space), _mask(run, space), _count(run_start))
-    solid = tf.cast(~space, tf.int64)
-    total = tf.math.unsorted_segment_sum(solid, self.rows, nrows)
-    before = (tf.cumsum(solid, exclusive=True) -
-              tf.gather(tf.cumsum(total, exclusive=True), self.rows))
-    after = tf.gather(total, self.rows) - before - solid
-    keep = ~space | (run_start & (before > 0) & (after > 0))
-    ends = tf.where(run_start, tf.gather(_pad(run_end, 0), run), self.e)
-    return self.keep(keep, tf.where(space, " ", self.chars), ends)
-
-  def replace_pairs(self, char, repl):
-    """str.replace(char * 2, repl): pairs from the start of each run."""
-    is_c = tf.equal(self.chars, char)
-    inner = ~_row_starts(self.rows)
-    run_start = is_c & ~(_shift(is_c, False) & inner)
-    index = _range(tf.size(is_c))
-    first = tf.gather(_pad(_mask(index, run_start), 0), tf.maximum(
-        tf.cumsum(tf.cast(run_start, tf.int64)) - 1, 0))
-    even = tf.equal((index - first) % 2, 0)
-    head = is_c & even & tf.concat([(is_c & inner)[1:], [False]], 0)
-    ends = tf.where(head, tf.concat([self.e[1:], self.e[-1:]], 0), self.e)
-    return self.keep(~(is_c & ~even), tf.where(head, repl, self.chars), ends)
-
-
-class _CharTable:
-  """Byte offsets in a batch of strings -> global code-point positions."""
-
-  def __init__(self, text):
-    codepoints, starts = tf.strings.unicode_decode_with_offsets(text, "UTF-8")
-    self.codepoints, self.splits = codepoints.flat_values, starts.row_splits
-    self.byte_base = tf.cumsum(_len(text, "BYTE"), exclusive=True)
-    self._starts = tf.concat([starts.flat_values + tf.gather(
-        self.byte_base, starts.value_rowids()), [tf.reduce_sum(_len(
-            text, "BYTE"))]], 0)
-
-  def span(self, rows, begin, end):
-    """A piece spans the characters of its first to its last byte."""
-    base = tf.gather(self.byte_base, rows)
-    b = tf.searchsorted(self._starts, begin + base, "right",
-                        out_type=tf.int64) - 1
-    e = tf.searchsorted(self._starts, end + base, "left", out_type=tf.int64)
-    return b, tf.maximum(b, e)
 
 
 class TextSpanReader(tf.Module):
@@ -225,30 +81,32 @@ class TextSpanReader(tf.Module):
     chars = tf.strings.unicode_split(text, "UTF-8")
     nrows = tf.shape(text, out_type=tf.int64)[0]
     rows = chars.value_rowids()
-    s = _range(tf.size(rows)) - tf.gather(chars.row_splits, rows)
-    units = _Units(chars.flat_values, s, s + 1, rows)
+    s = flat.arange(tf.size(rows)) - tf.gather(chars.row_splits, rows)
+    units = flat.Units(chars.flat_values, s, s + 1, rows)
     for group in normalization.offset_groups(self.kind,
                                              self.encoder.do_lower_case):
       units = units.run(group, nrows)
     whole = self.encoder.normalize(text)
     joined = tf.strings.unsorted_segment_join(units.chars, units.rows, nrows)
-    return tf.where(tf.equal(_len(whole), _len(joined)), whole, joined), units
+    same = tf.equal(flat.length(whole), flat.length(joined))
+    return tf.where(same, whole, joined), units
 
   def _pieces(self, text):
     """(ids, starts, ends, row_splits): flat `encode_with_offsets`."""
     norm, units = self._normalize(text)
-    table = _CharTable(norm)
+    table = flat.CharTable(norm)
     if self.kind == "sentencepiece":
       ids, strings, b, e, splits = self._spm_pieces(norm, table)
     else:
       ids, b, e, splits = self._wordpiece_pieces(norm, table)
-    rows = _rows(splits)
+    rows = flat.rows_of(splits)
     row_end = tf.gather(table.splits, rows + 1)
     b = self._skip_spaces(table, b, e)
-    size = tf.gather(_len(text), rows)
+    size = tf.gather(flat.length(text), rows)
 
     def at(values, index, ok):  # values[index], else the text's length
-      return tf.where(ok, tf.gather(_pad(values, 0), tf.where(ok, index, 0)),
+      return tf.where(ok, tf.gather(flat.pad(values, 0),
+                                    tf.where(ok, index, 0)),
                       size)
     start = at(units.s, b, b < row_end)
     end = tf.where(b < e, at(units.e, e - 1, b < e), at(units.e, b,
@@ -264,7 +122,7 @@ class TextSpanReader(tf.Module):
   def _skip_spaces(table, b, e):
     """b moved past the spaces (" ") at the start of [b, e)."""
     solid = tf.reshape(tf.where(tf.not_equal(table.codepoints, 32)), [-1])
-    return tf.minimum(tf.gather(_pad(solid, _BIG), tf.searchsorted(
+    return tf.minimum(tf.gather(flat.pad(solid, _BIG), tf.searchsorted(
         solid, b, out_type=tf.int64)), e)
 
   def encode_with_offsets(self, text):
@@ -280,19 +138,19 @@ class TextSpanReader(tf.Module):
     sp = self.encoder._sp  # pylint: disable=protected-access
     ids, b, e = sp.tokenize_with_offsets(norm)
     ids, splits = ids.flat_values, ids.row_splits
-    b, e = table.span(_rows(splits), b.flat_values, e.flat_values)
+    b, e = table.span(flat.rows_of(splits), b.flat_values, e.flat_values)
     strings = sp.id_to_string(ids)
     match = tf.strings.regex_full_match(strings, f"(?s).*{_cc('digit')},")
-    mb, me = _mask(b, match), _mask(e, match)
+    mb, me = flat.mask(b, match), flat.mask(e, match)
     mb = self._skip_spaces(table, mb, me)
     number, (sub, sb, se, srow) = self.encoder.number_pieces(
-        _mask(strings, match))
-    local = _CharTable(number)
+        flat.mask(strings, match))
+    local = flat.CharTable(number)
     sb, se = (v - tf.gather(local.splits, srow)
               for v in local.span(srow, sb, se))
     # Piece characters one to one (else NFKC changed them, "🄂" is "0,"):
     # each part its own characters, else the whole piece.
-    exact = tf.equal(me - mb, _len(number) + 1)
+    exact = tf.equal(me - mb, flat.length(number) + 1)
     ex, at = tf.gather(exact, srow), tf.gather(mb, srow)
     pos = tf.reshape(tf.where(match), [-1])  # the piece of each match
     commas = tf.fill(tf.shape(pos), ",")
@@ -302,10 +160,10 @@ class TextSpanReader(tf.Module):
                (b, tf.where(ex, at + sb, at), tf.where(exact, me - 1, mb)),
                (e, tf.where(ex, at + se, tf.gather(me, srow)), me)]
     # The pieces in order, each match's replaced by its sub-pieces and ",".
-    key = tf.concat([_mask(_range(tf.size(match)), ~match) * 2,
+    key = tf.concat([flat.mask(flat.arange(tf.size(match)), ~match) * 2,
                      tf.gather(pos, srow) * 2, pos * 2 + 1], 0)
     order = tf.argsort(key, stable=True)
-    out = [tf.gather(tf.concat([_mask(old, ~match), new, comma], 0), order)
+    out = [tf.gather(tf.concat([flat.mask(old, ~match), new, comma], 0), order)
            for old, new, comma in columns]
     return (*out, tf.searchsorted(tf.gather(key, order) // 2, splits,
                                   out_type=tf.int64))
@@ -320,7 +178,7 @@ class TextSpanReader(tf.Module):
     b = tf.where(long, wb, wb + pb.flat_values)
     e = tf.where(long, we, wb + pe.flat_values)
     splits = tf.gather(ids.values.row_splits, ids.row_splits)
-    b, e = table.span(_rows(splits), b, e)
+    b, e = table.span(flat.rows_of(splits), b, e)
     return ids.flat_values, b, e, splits
 
   # ------------------------------------------------------------ windows
@@ -339,7 +197,7 @@ class TextSpanReader(tf.Module):
                                     input_signature=[_STRING, _STRING,
                                                      _spec(tf.int64, [None])])
     if context_of is None:
-      context_of = _range(tf.shape(context)[0])
+      context_of = flat.arange(tf.shape(context)[0])
     return self._encode_fn(question, context, context_of)
 
   def _encode(self, question, context, context_of):
@@ -347,7 +205,7 @@ class TextSpanReader(tf.Module):
     b = tf.shape(question, out_type=tf.int64)[0]
     ids, starts, ends, splits = self._pieces(tf.concat([question, context], 0))
     rows = [tf.gather(tf.RaggedTensor.from_row_splits(v, splits, False),
-                      tf.concat([_range(b), b + context_of], 0))
+                      tf.concat([flat.arange(b), b + context_of], 0))
             for v in (ids, starts, ends)]  # each pair's row of its context
     ids, starts, ends = (r.flat_values for r in rows)
     splits = rows[0].row_splits
@@ -360,10 +218,11 @@ class TextSpanReader(tf.Module):
         f"context in max_seq_length {length} (lower max_query_length)"))
     with tf.control_dependencies([check]):
       step = tf.minimum(width, self.doc_stride)
-    pair, k = _spread(1 + tf.maximum(num * 0, (num - width + step - 1) // step))
+    pair, k = flat.spread(
+        1 + tf.maximum(num * 0, (num - width + step - 1) // step))
     start = k * tf.gather(step, pair)
     size = tf.minimum(tf.gather(num, pair) - start, tf.gather(width, pair))
-    j = _range(length)[None, :]
+    j = flat.arange(length)[None, :]
     ql, sz = tf.gather(q_len, pair)[:, None], size[:, None]
     at = j - ql - 2  # position among the window's context pieces
     in_ctx = (at >= 0) & (at < sz)
@@ -373,7 +232,7 @@ class TextSpanReader(tf.Module):
     from_q = tf.where(in_q, tf.gather(q_base, pair)[:, None] + j - 1, 0)
     sep = tf.equal(j, ql + 1) | tf.equal(j, ql + 2 + sz)
     special = self.encoder
-    ids = _pad(ids, special.pad_id)
+    ids = flat.pad(ids, special.pad_id)
     input_ids = tf.where(in_ctx, tf.gather(ids, piece), tf.where(
         in_q, tf.gather(ids, from_q), tf.where(
             sep, special.sep_id, tf.where(tf.equal(j, 0), special.cls_id,
@@ -383,12 +242,13 @@ class TextSpanReader(tf.Module):
     # window wins a tie.
     score = tf.cast(tf.minimum(at, sz - 1 - at), tf.float64) + 0.01 * tf.cast(
         sz, tf.float64)
-    window = tf.broadcast_to(_range(tf.size(pair))[:, None], tf.shape(at))
+    window = tf.broadcast_to(flat.arange(tf.size(pair))[:, None], tf.shape(at))
     total = tf.size(ids, out_type=tf.int64) + 1
     best = tf.math.unsorted_segment_max(score, piece, total)
     owner = tf.math.unsorted_segment_min(tf.where(tf.equal(
         score, tf.gather(best, piece)), window, _BIG), piece, total)
-    spans = tf.stack([tf.gather(_pad(v, -1), piece) for v in (starts, ends)],
+    spans = tf.stack([tf.gather(flat.pad(v, -1), piece)
+                      for v in (starts, ends)],
                      -1)
     out = {F.INPUT_IDS: input_ids, F.INPUT_MASK: input_mask,
            F.SEGMENT_IDS: input_mask & (j >= ql + 2), "pair": pair,
@@ -428,19 +288,19 @@ class TextSpanReader(tf.Module):
       (start_lp, starts), (end_lp, ends) = (tf.math.top_k(h, k) for h in heads)
       end_lp, ends = end_lp[:, None], ends[:, None] + 0 * starts[:, :, None]
     piece = spans[:, :, 0] >= 0
-    ok = (_at(piece, starts) & _at(is_max, starts))[:, :, None] & (
-        _at(piece, ends) & (ends >= starts[:, :, None]) &
+    ok = (flat.at(piece, starts) & flat.at(is_max, starts))[:, :, None] & (
+        flat.at(piece, ends) & (ends >= starts[:, :, None]) &
         (ends - starts[:, :, None] < self.max_answer_length))
     # Python's float sums and its stable sort: the first of equal scores
     # (window, start beam, end beam order) wins.
     score = tf.cast(start_lp, tf.float64)[:, :, None] + tf.cast(end_lp,
                                                                 tf.float64)
     per = tf.cast(tf.shape(ok)[1] * tf.shape(ok)[2], tf.int64)
-    flat = tf.reshape(tf.where(ok, score, score.dtype.min), [-1])
+    scores = tf.reshape(tf.where(ok, score, score.dtype.min), [-1])
     segments = tf.repeat(pair, per)
-    best = tf.math.unsorted_segment_max(flat, segments, b)
-    pick = tf.math.unsorted_segment_min(tf.where(tf.equal(flat, tf.gather(
-        best, segments)), _range(tf.size(flat)), _BIG), segments, b)
+    best = tf.math.unsorted_segment_max(scores, segments, b)
+    pick = tf.math.unsorted_segment_min(tf.where(tf.equal(scores, tf.gather(
+        best, segments)), flat.arange(tf.size(scores)), _BIG), segments, b)
     found = tf.math.unsorted_segment_max(tf.cast(tf.reshape(
         ok, [-1]), tf.int32), segments, b) > 0
     pick = tf.where(found, pick, 0)
@@ -458,8 +318,9 @@ class TextSpanReader(tf.Module):
                             unit="UTF8_CHAR")
     lead = tf.strings.regex_replace(raw, f"^{_cc('space')}+", "")
     text = tf.strings.regex_replace(lead, f"{_cc('space')}+$", "")
-    start = tf.where(found, at + tf.cast(_len(raw) - _len(lead), tf.int32), -1)
-    end = tf.where(found, start + tf.cast(_len(text), tf.int32), -1)
+    start = tf.where(found, at + tf.cast(
+        flat.length(raw) - flat.length(lead), tf.int32), -1)
+    end = tf.where(found, start + tf.cast(flat.length(text), tf.int32), -1)
     out = {"answer": text, "start": start, "end": end,
            # No span: the score of span_decode's "" entry.
            "score": tf.cast(tf.where(found, best, -2e6 if self.v2 else 0.0),

@@ -96,7 +96,7 @@ class SquadOptions(FinetuneOptions):
     modules=("albert_tf.run_squad", "albert_tf.data.squad",
              "albert_tf.data.span_decode",
              "albert_tf.data.squad_metrics", "albert_tf.modeling.span_qa",
-             "albert_tf.serving.span_graph"))
+             "albert_tf.serving.span_graph", "albert_tf.serving.flat"))
 class SpanQATask(Task):
   """A SQuAD-JSON train file and predict (dev) file, one tokenizer.
 
