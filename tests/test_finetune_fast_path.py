@@ -249,9 +249,9 @@ def test_a_cut_micro_batched_batch_gives_the_padded_loss_and_gradients(
                                   classifier_dropout=0.0)
     columns[F.SEGMENT_IDS][:, 4:] = columns[F.INPUT_MASK][:, 4:]
     full[F.SEGMENT_IDS] = pad(columns[F.SEGMENT_IDS])
-    answers = {span_qa.START_POSITIONS: np.full([5], 5),
-               span_qa.END_POSITIONS: np.full([5], 6),
-               span_qa.IS_IMPOSSIBLE: (rows % 2).astype(np.float32)}
+    answers = {F.START_POSITIONS: np.full([5], 5),
+               F.END_POSITIONS: np.full([5], 6),
+               F.IS_IMPOSSIBLE: (rows % 2).astype(np.float32)}
     loss_fn = None
   if loss_fn is None:
     def run(features, parts):

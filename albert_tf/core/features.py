@@ -20,6 +20,10 @@ NEXT_SENTENCE_LABELS = "next_sentence_labels"
 ENCODER_INPUTS = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS)
 # Fine-tuning labels (class index, or float score for regression).
 LABEL_IDS = "label_ids"
+# Span QA's labels: the answer's first and last piece, v2's no-answer flag.
+START_POSITIONS = "start_positions"
+END_POSITIONS = "end_positions"
+IS_IMPOSSIBLE = "is_impossible"
 
 # Model outputs, and what the export signatures return.
 SEQUENCE_OUTPUT = "sequence_output"   # encoder: [batch, seq, hidden]

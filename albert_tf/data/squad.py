@@ -32,11 +32,8 @@ tf = lazy.module("tensorflow")
 span_graph = lazy.module("albert_tf.serving.span_graph")
 
 P_MASK = "p_mask"
-START_POSITIONS = "start_positions"
-END_POSITIONS = "end_positions"
-IS_IMPOSSIBLE = "is_impossible"
 FEATURES = (F.INPUT_IDS, F.INPUT_MASK, F.SEGMENT_IDS, P_MASK,
-            START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE)
+            F.START_POSITIONS, F.END_POSITIONS, F.IS_IMPOSSIBLE)
 _LAYOUT = '{"data": [{"paragraphs": [...]}]}'
 
 
@@ -378,10 +375,10 @@ def make_windows(examples: Sequence[Example], tokenizer,
   feats = {k: got[k] for k in F.ENCODER_INPUTS}
   feats[P_MASK] = (got["piece_spans"][:, :, 0] < 0).astype(np.int32)
   feats[P_MASK][:, 0] = 0
-  for name, piece in ((START_POSITIONS, first), (END_POSITIONS, last)):
+  for name, piece in ((F.START_POSITIONS, first), (F.END_POSITIONS, last)):
     feats[name] = np.where(held, piece - starts + offset, 0).astype(np.int32)
-  feats[IS_IMPOSSIBLE] = (is_training & (feats[START_POSITIONS] == 0)).astype(
-      np.int32)
+  feats[F.IS_IMPOSSIBLE] = (
+      is_training & (feats[F.START_POSITIONS] == 0)).astype(np.int32)
   asked = np.array([bool(ex.question.strip()) for ex in examples], bool)
   is_max_context = got["is_max_context"] & asked[pair][:, None]
   _warn(where, counts, places, "answers_unmapped",

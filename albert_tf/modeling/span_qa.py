@@ -41,10 +41,7 @@ END_TOP_LOG_PROBS = "end_top_log_probs"
 END_TOP_INDEX = "end_top_index"
 CLS_LOGITS = "cls_logits"
 # Training labels (`fit` targets) of the span tasks.
-START_POSITIONS = "start_positions"
-END_POSITIONS = "end_positions"
-IS_IMPOSSIBLE = "is_impossible"
-LABELS = (START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE)
+LABELS = (F.START_POSITIONS, F.END_POSITIONS, F.IS_IMPOSSIBLE)
 # What the original adds to masked logits (finite, so 0 * it stays 0).
 _NEG = -1e30
 
@@ -220,8 +217,8 @@ class SquadV2Head(keras.layers.Layer):
 def span_losses(model, inputs, labels, training):
   """The original's losses of one batch: {"loss", "start_loss", "end_loss"}
   (+ "cls_loss" in v2), float32 scalars averaged over the batch."""
-  start = tf.reshape(tf.cast(labels[START_POSITIONS], tf.int32), [-1])
-  end = tf.reshape(tf.cast(labels[END_POSITIONS], tf.int32), [-1])
+  start = tf.reshape(tf.cast(labels[F.START_POSITIONS], tf.int32), [-1])
+  end = tf.reshape(tf.cast(labels[F.END_POSITIONS], tf.int32), [-1])
   enc = model.encoder(inputs, training=training)
   sequence_output = enc[F.SEQUENCE_OUTPUT]
   ce = tf.nn.sparse_softmax_cross_entropy_with_logits
@@ -237,7 +234,7 @@ def span_losses(model, inputs, labels, training):
   start_loss = -tf.reduce_mean(tf.gather(start_lp, start[:, None],
                                          batch_dims=1))
   end_loss = -tf.reduce_mean(tf.gather(end_lp, end[:, None], batch_dims=1))
-  impossible = tf.reshape(tf.cast(labels[IS_IMPOSSIBLE], tf.float32), [-1])
+  impossible = tf.reshape(tf.cast(labels[F.IS_IMPOSSIBLE], tf.float32), [-1])
   cls_loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
       labels=impossible, logits=cls_logits))
   return {"loss": (start_loss + end_loss) / 2 + 0.5 * cls_loss,

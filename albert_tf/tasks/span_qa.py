@@ -5,7 +5,9 @@ The family's flags, task and serving hooks: reading and windows
 picks the best checkpoint) `data.squad_metrics`, the heads
 `modeling.span_qa`, serve_text(question, context) `serving.span_graph`. In
 v2 the null-odds threshold behind predictions.json is tuned on the predict
-file when it has answers (as the original does).
+file when it has answers (as the original does). Over 400 lines: the flags,
+training, evaluation with v2's threshold and the serving hooks every family
+declares are this file's; what they call is already in the modules above.
 """
 
 from __future__ import annotations
