@@ -223,10 +223,14 @@ def _run(p: Params, started: float) -> Dict[str, float]:
         file_io.write_eval_results(p.output_dir, results, text_copy=True)
       logging.info("%s", _against_baselines(results))
     if p.do_train and p.train_budget_minutes:
+      deadline = trainer.deadline
+      last = ("" if deadline is None or deadline.ended is None else
+              f" (the last save and eval took {time.time() - deadline.ended:.1f}"
+              f" s, {deadline.reserve_seconds:.1f} s were kept for them)")
       logging.info("--train_budget_minutes=%g: at step %d of the plan's %d; "
-                   "this command took %.2f minutes", p.train_budget_minutes,
+                   "this command took %.2f minutes%s", p.train_budget_minutes,
                    trainer.step, trainer.settings.num_train_steps,
-                   (time.time() - started) / 60)
+                   (time.time() - started) / 60, last)
     trainer.finish()
   finally:
     if lock is not None:  # over, or failed: another run may write here

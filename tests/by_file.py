@@ -12,7 +12,8 @@ fixtures stay shared inside a file, as with `--dist loadfile`.
   python -m tests.by_file -m slow tests     # pytest's own selection flags
   python -m tests.by_file -j 1 -m slow tests/test_tflite.py
 
-Files run in the order pytest collects them (conftest.py's longest first).
+Files run in the order pytest collects them (conftest.py's longest first),
+but those in conftest.RUN_ALONE run after the others, one at a time.
 Each one's summary line is printed as it ends, with all its output when it
 fails; the exit code is 1 if any file failed, was killed, or had errors.
 """
@@ -25,6 +26,8 @@ import re
 import subprocess
 import sys
 import time
+
+from tests import conftest
 
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
 
@@ -78,20 +81,27 @@ def main(argv=None):
   args, selection = parser.parse_known_args(argv)
   options = [a for a in selection if not os.path.exists(a.split("::")[0])]
   files = collect(selection)
+  alone = [f for f in files if os.path.basename(f) in conftest.RUN_ALONE]
+  shared = [f for f in files if f not in alone]
   total, broken = collections.Counter(), []
   start = time.monotonic()
+
+  def report(path, returncode, output, seconds):
+    counts, crash = summary(returncode, output)
+    total.update(counts)
+    outcome = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    print(f"{path}: {crash or outcome} ({seconds:.0f} s"
+          f"{', alone' if path in alone else ''})", flush=True)
+    if crash or counts["failed"] or counts["errors"]:
+      broken.append(path)
+      print(output, flush=True)
+
   with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-    futures = {pool.submit(run, path, options): path for path in files}
+    futures = {pool.submit(run, path, options): path for path in shared}
     for future in concurrent.futures.as_completed(futures):
-      path = futures[future]
-      returncode, output, seconds = future.result()
-      counts, crash = summary(returncode, output)
-      total.update(counts)
-      outcome = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-      print(f"{path}: {crash or outcome} ({seconds:.0f} s)", flush=True)
-      if crash or counts["failed"] or counts["errors"]:
-        broken.append(path)
-        print(output, flush=True)
+      report(futures[future], *future.result())
+  for path in alone:
+    report(path, *run(path, options))
   outcome = ", ".join(f"{n} {k}" for k, n in sorted(total.items()))
   print(f"{len(files)} files: {outcome} in {time.monotonic() - start:.0f} s"
         + (f"; failed: {' '.join(broken)}" if broken else ""))

@@ -56,6 +56,12 @@ LONGEST_FIRST = (
     "test_params.py",            # - / 20
 )
 
+# Files that time themselves against the wall clock (a one-minute budget
+# run must end within 6 s of its minute): `python -m tests.by_file` runs
+# them after the others, one at a time, so that no other test file shares
+# the two cores with them. Under a neighbour, the CI saw 1.41 minutes.
+RUN_ALONE = ("test_budget.py",)
+
 
 def pytest_configure(config):
   # xdist's own order (most tests first) would undo the one below.

@@ -206,7 +206,14 @@ def test_one_minute_budget_ends_on_time_with_the_schedule_at_its_end(
   # checkpoint and eval, as its own last line says; the interpreter's exit
   # after it (a few seconds, more on a loaded machine) is outside.
   took = float(output.split("this command took ")[1].split()[0])
-  assert 0.9 <= took <= 1.1, f"{took:.2f} minutes for a 1-minute budget"
+  # On a failure: the plan, the checkpoints and the last line's breakdown.
+  said = "\n".join(line for line in output.splitlines()
+                   if "--train_budget_minutes=1" in line or
+                   "Saved checkpoint" in line or "Eval at step" in line)
+  # The plan times its steps at their third quartile (budget.Probe), so a
+  # run that meets its plan ends a few percent early.
+  assert 0.8 <= took <= 1.1, (
+      f"{took:.2f} minutes for a 1-minute budget:\n{said[-3000:]}")
   assert seconds <= 90, f"{seconds:.1f} s from start to exit"
   out = tmp_path / "out"
   plan = _fingerprint_plan(out)

@@ -5,25 +5,28 @@ on a fixed budget).
 
     probe -> plan -> train to the plan -> save -> eval, inside the budget
 
-1. Probe: the first steps run at learning rate 0 and are timed, after the
-   call that traces the step. At rate 0 they still fill the optimizer's
-   moments, which the original rules start at 0 without bias correction.
-2. Plan: steps = probe + (budget left - reserve) / seconds per step, in
-   whole --iterations_per_loop calls; warmup = a share of the steps after
-   the probe, then the decay to 0 at the last one. The reserve is the last
-   checkpoint and the final eval, and the evals at checkpoints when they
-   are asked for, each as long as the step-0 eval took.
+1. Probe: the first steps run at learning rate 0 and are timed with their
+   log lines, after the call that traces the step. At rate 0 they still
+   fill the optimizer's moments, which the original rules start at 0
+   without bias correction.
+2. Plan: steps = probe + (budget left - reserve) / seconds per step (the
+   timed calls' third quartile), in whole --iterations_per_loop calls;
+   warmup = a share of the steps after the probe, then the decay to 0 at
+   the last one. The reserve is the last checkpoint and the final eval,
+   and the evals at checkpoints when they are asked for, each as long as
+   the step-0 eval took.
 3. The plan is recorded in output_dir/run_fingerprint.json ("budget_plan")
    before the first checkpoint. A rerun in that output_dir (a resume) reads
    it and trains to the same step with the same schedule.
-4. Should the machine slow down, the run still stops at the budget: it
-   saves there and says that the schedule has not ended; the same command
+4. Should the machine slow down, the run still stops at the budget
+   (Deadline): it saves there and says that the schedule has not ended; the same command
    continues the plan.
 
 The budget counts from the start of the command (`started`), so it holds
 the imports, the checks of the records and the model build too.
 """
 
+import collections
 import dataclasses
 import math
 import os
@@ -32,6 +35,7 @@ from typing import Optional
 
 from absl import logging
 import keras
+import numpy as np
 import tensorflow as tf
 
 from albert_tf.training import callbacks
@@ -202,7 +206,11 @@ def agree_max(strategy, value: float) -> float:
 
 class Probe(keras.callbacks.Callback):
   """Stops fit once enough step calls after the first (traced) one are
-  timed; `seconds_per_step` then holds the measure (the slowest worker's).
+  timed; `seconds_per_step` then holds the measure (the slowest worker's):
+  the third quartile of the calls. Calls vary by 10-20% over a minute on
+  a shared CPU: one-minute plans made from the median ran out before their
+  schedule ended in 2 of 3 runs, from the third quartile in 1 of 5 (AMD
+  EPYC, tests/test_budget.py's run).
 
   From the first timed call on, a budget that cannot hold the probe's
   remaining calls, one call that trains, and the last save and eval
@@ -226,7 +234,9 @@ class Probe(keras.callbacks.Callback):
     (t0, s0), (t1, s1) = self.marks[0], self.marks[-1]
     done = len(self.marks) > PROBE_CALLS and t1 - t0 >= self.seconds
     if agree_max(self.strategy, float(done)):
-      self.seconds_per_step = agree_max(self.strategy, (t1 - t0) / (s1 - s0))
+      times, steps = (np.diff(column) for column in zip(*self.marks))
+      self.seconds_per_step = agree_max(
+          self.strategy, float(np.percentile(times / steps, 75)))
       self.model.stop_training = True
     elif self.started is not None and len(self.marks) > 1:
       self._refuse_if_out_of_time((t1 - t0) / (len(self.marks) - 1),
@@ -243,43 +253,80 @@ class Probe(keras.callbacks.Callback):
 
 
 class Deadline(keras.callbacks.Callback):
-  """Stops fit when the time left is no more than the reserve: fit then
-  ends its epoch, so the trainer's CheckpointSaver saves this step."""
+  """Stops fit when what comes next would cross into the reserve: fit then
+  ends its epoch, so the trainer's CheckpointSaver saves this step.
 
-  def __init__(self, deadline: float, reserve_seconds: float, strategy):
+  What comes next is the next call, as long as the last ones' median, plus the
+  checkpoint (and eval) that ends it when it ends an epoch, as long as the
+  longest so far or the planned one. The reserve grows to the longest
+  checkpoint seen: a machine that slowed after the plan still ends inside
+  the budget. `ended` is when the last call ended (the last save and eval
+  follow it)."""
+
+  def __init__(self, deadline: float, reserve_seconds: float, strategy, *,
+               checkpoint_steps: int, checkpoint_seconds: float):
     super().__init__()
     self.strategy = strategy
     self.deadline = deadline
     self.reserve_seconds = reserve_seconds
+    self.checkpoint_steps = checkpoint_steps
+    self.checkpoint_seconds = checkpoint_seconds
     self.hit_at = None
+    self.ended = None
+    self._calls = collections.deque(maxlen=20)  # the last calls' seconds
+
+  def on_train_batch_begin(self, batch, logs=None):
+    self._began = time.time()
 
   def on_train_batch_end(self, batch, logs=None):
-    late = time.time() + self.reserve_seconds >= self.deadline
+    now = self.ended = time.time()
+    self._calls.append(now - self._began)
+    step = callbacks.step_of(self.model)
+    calls = self.model.steps_per_execution or 1
+    ends_epoch = (step + calls) // self.checkpoint_steps > (
+        step // self.checkpoint_steps)
+    # The median: a fit's first call (its input's start) is no measure.
+    coming = float(np.median(self._calls)) + (
+        self.checkpoint_seconds if ends_epoch else 0.0)
+    late = now + coming + self.reserve_seconds >= self.deadline
     if agree_max(self.strategy, float(late)):
-      self.hit_at = callbacks.step_of(self.model)
+      self.hit_at = step
       self.model.stop_training = True
 
+  def on_epoch_end(self, epoch, logs=None):
+    # After the CheckpointSaver's save and eval (it is earlier in the list).
+    if self.ended is not None and not self.model.stop_training:
+      took = time.time() - self.ended
+      self.checkpoint_seconds = max(self.checkpoint_seconds, took)
+      self.reserve_seconds = max(self.reserve_seconds, took)
 
-def plan_with_probe(trainer, eval_seconds: float) -> "Deadline":
-  """Times a `trainer.Trainer`'s first steps at learning rate 0, plans the
-  rest of its budget, records the plan; the Deadline to train with."""
+
+def plan_with_probe(trainer, eval_seconds: float, logger) -> "Deadline":
+  """Times a `trainer.Trainer`'s first steps at learning rate 0 (logged
+  by `logger`, as the steps after them), plans the rest of its budget,
+  records the plan; the Deadline to train with."""
   s = trainer.settings
   probe = Probe(s.budget_minutes, trainer.strategy, started=s.started,
                 final_seconds=eval_seconds)
   trainer.fit_from_step(
       epochs=1, steps_per_epoch=s.num_train_steps - trainer.step,
       callbacks=[callbacks.StopOnNonFiniteLoss(trainer.schedule,
-                                               trainer.manager), probe],
+                                               trainer.manager), logger,
+                 probe],
       verbose=0)
   if probe.seconds_per_step is None:
     raise RunConfigError(
         f"the training input ended after {trainer.step} steps, before "
         "--train_budget_minutes could time them")
-  began = time.time()  # a checkpoint's write, timed (then removed)
+  # A checkpoint's write, timed (then removed): the second, as the first
+  # also traces the save.
   scratch = os.path.join(trainer.ckpt_dir, ".budget_probe")
-  trainer.checkpoint.write(os.path.join(scratch, "ckpt"))
+  for _ in range(2):
+    began = time.time()
+    trainer.checkpoint.write(os.path.join(scratch, "ckpt"))
+    save_seconds = time.time() - began
   tf.io.gfile.rmtree(scratch)
-  save_seconds = agree_max(trainer.strategy, time.time() - began)
+  save_seconds = agree_max(trainer.strategy, save_seconds)
   eval_seconds = agree_max(trainer.strategy, eval_seconds)
   final_seconds = save_seconds + (eval_seconds if s.final_eval else 0.0)
   trainer.plan = make_plan(
@@ -296,4 +343,6 @@ def plan_with_probe(trainer, eval_seconds: float) -> "Deadline":
   trainer.settings = dataclasses.replace(
       s, num_train_steps=trainer.plan.num_train_steps)
   return Deadline(s.started + s.budget_minutes * 60, final_seconds,
-                  trainer.strategy)
+                  trainer.strategy, checkpoint_steps=s.checkpoint_steps,
+                  checkpoint_seconds=save_seconds + (
+                      eval_seconds if s.eval_at_checkpoints else 0.0))

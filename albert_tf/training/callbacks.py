@@ -70,7 +70,8 @@ class MetricsLogger(keras.callbacks.Callback):
                batch_size: int, num_train_steps: int, seq_length: int = 0,
                write: bool = True, show: bool = True,
                flops_per_example: float = 0.0, peak_flops: float = 0.0):
-    """`seq_length` (when not 0) adds tokens/s; `flops_per_example` and
+    """`num_train_steps` (0 while a budget is planned) gives the progress
+    and the ETA; `seq_length` (when not 0) adds tokens/s; `flops_per_example` and
     `peak_flops` (FLOP/s; both set) add "mfu" (`training.throughput`);
     only `write` writes files; `show`: log a progress line at each record
     (off where Keras's progress bar already shows the run: one display,
@@ -136,13 +137,16 @@ class MetricsLogger(keras.callbacks.Callback):
     record["time"] = now
     self._last_step, self._last_time = step, now
     total = self.num_train_steps
-    eta = (now - self._start) / max(step - self._start_step, 1) * (total - step)
     if self.show:
       mfu = f", MFU {record['mfu']:.0%}" if "mfu" in record else ""
-      logging.info("step %d/%d (%.0f%%) loss %.4f, %.1f examples/s%s, ETA %s",
-                   step, total, 100 * step / total,
+      # No total yet while a budget's first steps are timed for its plan.
+      where = "" if not total else f"/{total} ({100 * step / total:.0f}%)"
+      eta = "" if not total else ", ETA %s" % datetime.timedelta(seconds=round(
+          (now - self._start) / max(step - self._start_step, 1) *
+          (total - step)))
+      logging.info("step %d%s loss %.4f, %.1f examples/s%s%s", step, where,
                    record.get("loss", math.nan), record["examples_per_second"],
-                   mfu, datetime.timedelta(seconds=round(eta)))
+                   mfu, eta)
     if not self.write:
       return
     write_scalars(self.writer, step, {k: v for k, v in record.items()

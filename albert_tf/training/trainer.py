@@ -104,8 +104,9 @@ class Trainer:
   def __init__(self, task, config, settings: TrainerSettings, strategy):
     self.task = task
     self.strategy = strategy
-    # A budget's plan, once made (a resumed run reads its first run's).
+    # A budget's plan (a resumed run reads its first run's), its Deadline.
     self.plan = None
+    self.deadline = None
     if settings.budget_minutes:
       self.plan = budget.read_plan(settings.output_dir)
       settings = dataclasses.replace(settings, num_train_steps=(
@@ -283,25 +284,31 @@ class Trainer:
       self.evaluate()
     elif planning and s.final_eval:  # logged before a kill in the probe
       self.task.evaluate(self.model, self.strategy)
-    deadline = None
-    if planning:
-      deadline = budget.plan_with_probe(self, time.time() - began)
-      s = self.settings
     log_steps = math.ceil(s.log_steps / self.steps_per_execution) * (
         self.steps_per_execution)
-    on_signal = callbacks.SaveOnSignal(self.manager, self.strategy)
     # Keras's bar on a terminal; in a file (where its redraws pile up), a
     # log line every log_steps.
     bar = self.chief and sys.stdout.isatty()
+    # A budget's timed first steps log as the planned ones will: at one
+    # line every few steps, the lines cost as much as the steps.
+    logger = callbacks.MetricsLogger(
+        self.output_dir, self.schedule, log_steps=log_steps,
+        batch_size=s.train_batch_size,
+        num_train_steps=0 if planning else s.num_train_steps,
+        seq_length=s.seq_length, write=self.chief, show=not bar,
+        flops_per_example=s.flops_per_example, peak_flops=s.peak_flops)
+    deadline = None
+    if planning:
+      deadline = self.deadline = budget.plan_with_probe(
+          self, time.time() - began, logger)
+      s = self.settings
+      logger.num_train_steps = s.num_train_steps
+    on_signal = callbacks.SaveOnSignal(self.manager, self.strategy)
     fit_callbacks = [
         # First: a non-finite loss stops before the step is logged or saved.
         callbacks.StopOnNonFiniteLoss(self.schedule, self.manager),
         on_signal,
-        callbacks.MetricsLogger(
-            self.output_dir, self.schedule, log_steps=log_steps,
-            batch_size=s.train_batch_size, num_train_steps=s.num_train_steps,
-            seq_length=s.seq_length, write=self.chief, show=not bar,
-            flops_per_example=s.flops_per_example, peak_flops=s.peak_flops),
+        logger,
         callbacks.CheckpointSaver(
             self.manager, schedule=self.schedule, on_save=(
                 lambda step: self.evaluate()) if s.eval_at_checkpoints
