@@ -236,10 +236,13 @@ class _Zygote:
         else:
           self._pids[message["id"]] = message["pid"]
         self._replies.notify_all()
-    self.log.seek(0)
+    try:
+      self.log.seek(0)
+      said = self.log.read().decode(errors="replace")[-2000:]
+    except ValueError:  # its log is closed: this test process is exiting
+      said = "(its log closed with this process)"
     with self._replies:
-      self._dead = "the test zygote died: " + self.log.read().decode(
-          errors="replace")[-2000:]
+      self._dead = "the test zygote died: " + said
       self._replies.notify_all()
 
   def start(self, request):
