@@ -249,11 +249,33 @@ def test_chid_marker_is_unused1_where_the_vocabulary_has_it(tmp_path):
       ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused1]"] +
       list(CHARS)) + "\n", encoding="utf-8")
   tok = tokenization.load_tokenizer(vocab_file=str(tmp_path / "vocab.txt"))
-  question = race.Question("#idiom000001#", "", "甲#idiom000001#乙", "",
-                           ["山水风火", "云雨林石"], None)
+  question = race.Question("#idiom000001#", "", "甲#idiom000001#乙",
+                           "#idiom000001#", ["山水风火", "云雨林石"], None)
   features, _ = clue_choice.encode_chid([question], tok, 16, 4)
   assert tok.convert_ids_to_tokens(features[F.INPUT_IDS][0, 0, :9]) == [
       "[CLS]", "山", "水", "风", "火", "[SEP]", "甲", "[unused1]", "乙"]
+
+
+def test_chid_served_inputs_encode_as_training(tmp_path, tokenizer):
+  """albert_tf.load / ONNX / TFLite encode (article, question: the blank's
+  tag, options) as fine-tuning does; a question no blank of its article is
+  an error."""
+  from albert_tf.core.record import ModelInfo  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks.multiple_choice import MultipleChoiceTask  # pylint: disable=g-import-not-at-top
+  chid_tree(tmp_path)
+  data = clue_choice.read_chid(str(tmp_path), "train").examples
+  record = ModelInfo(task="multiple_choice", task_name="chid",
+                     task_config={"max_qa_length": 4, "num_choices": 10})
+  inputs = {"article": [q.article for q in data],
+            "question": [q.question for q in data],
+            "options": [q.options for q in data]}
+  served = MultipleChoiceTask.encode_inputs(record, tokenizer, 12, inputs)
+  trained = clue_choice.encode_chid(data, tokenizer, 12, 4)[0]
+  for k in F.ENCODER_INPUTS:
+    np.testing.assert_array_equal(served[k], trained[k])
+  inputs["question"][1] = "#idiom000009#"
+  with pytest.raises(DataError, match=r"'#idiom000009#' is not a #idiom"):
+    MultipleChoiceTask.encode_inputs(record, tokenizer, 12, inputs)
 
 
 # --------------------------------------------------------- submissions

@@ -13,8 +13,9 @@ CHID (idiom cloze; CLUE's chid_public.zip; files `CHID_FILES`, answers in
 <file>_answer.json, one JSON object {blank: index of its idiom}): one JSON
 object per line {"content": [passages] (or one string), "candidates":
 [7-10 idioms]}, each passage with blanks "#idiom000378#". Each blank is
-one example, encoded by `encode_chid`; its choices are its line's
-candidates, padded to 10 and masked. Submission: chid11_predict.json, one
+one example (article: its passage; question: its tag, as a served CHID
+model's inputs give it too), encoded by `encode_chid`; its choices are its
+line's candidates, padded to 10 and masked. Submission: chid11_predict.json, one
 JSON object {blank: index of the predicted idiom}.
 
 Errors name file:line (C3: where the document starts) and what was
@@ -291,79 +292,75 @@ def _window(n_left: int, n_right: int, room: int) -> Tuple[int, int]:
 def encode_chid(examples: Sequence[race.Question], tokenizer,
                 max_seq_length: int = 64, max_qa_length: int = 16,
                 num_choices: int = CHID_CHOICES):
-  """Model inputs of CHID blanks, as CLUE's baseline
-  (mrc_pytorch/preprocess/CHID_preprocess.py): [CLS] idiom [SEP] left
-  context, a marker at the blank, right context [SEP], the passage's other
-  blanks four [MASK]s each; the context is the window of pieces around the
-  blank that fits (`_window`); the marker is "[unused1]" where the
-  vocabulary has it, else [MASK]. Missing candidates are all-zero rows.
+  """Model inputs of CHID blanks (question: the blank's tag in its article),
+  as CLUE's baseline (mrc_pytorch/preprocess/CHID_preprocess.py): [CLS]
+  idiom [SEP] left context, a marker at the blank, right context [SEP], the
+  passage's other blanks four [MASK]s each; the context is the window of
+  pieces around the blank that fits (`_window`); the marker is "[unused1]"
+  where the vocabulary has it, else [MASK]. Texts are tokenised by
+  serve_text's graph (`TextEncoder.tokenize`). Missing candidates are
+  all-zero rows.
 
   Returns (features, counts) as `choice_graph.encode_questions`; counts:
   questions, contexts_truncated (passage not whole), idioms_truncated (cut
   to max_qa_length), choices_padded. Raises ValueError when max_qa_length
-  leaves no room, DataError for more candidates than num_choices.
+  leaves no room, DataError for more candidates than num_choices or a
+  question that is no blank of its article.
   """
   if not 1 <= max_qa_length <= max_seq_length - 4:
     raise ValueError(f"max_qa_length (the idiom's pieces) must be between 1 "
                      f"and max_seq_length - 4 = {max_seq_length - 4} ([CLS], "
                      f"two [SEP] and the blank's marker), got {max_qa_length}")
   marker = tokenizer.convert_tokens_to_ids([CHID_MARKER])[0]
-  if marker == tokenizer.unk_id:
-    marker = tokenizer.mask_id
-  shape = (len(examples), num_choices, max_seq_length)
-  input_ids = np.full(shape, tokenizer.pad_id, np.int32)
-  input_mask = np.zeros(shape, np.int32)
-  segment_ids = np.zeros(shape, np.int32)
-  label_ids = np.full([len(examples)], -1, np.int32)
-  passages: Dict[str, List] = {}
-  idioms: Dict[str, List[int]] = {}
-  cut_context = cut_idiom = padded = 0
+  marker = tokenizer.mask_id if marker == tokenizer.unk_id else marker
+  masks = [tokenizer.mask_id] * 4
+  # Each text between blanks and each idiom, tokenised once, batch by batch.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from albert_tf.serving import text_graph  # pylint: disable=g-import-not-at-top
+  encoder = text_graph.shared_encoder(tokenizer, max_seq_length)
+  parts = {q.article: BLANK_RE.split(q.article) for q in examples}
+  texts = list(dict.fromkeys([*(p for ps in parts.values() for p in ps),
+                              *(o for q in examples for o in q.options)]))
+  pieces = {}
+  for start in range(0, len(texts), 4096):
+    batch = texts[start:start + 4096]
+    pieces.update(zip(batch, encoder.tokenize(tf.constant(batch)).to_list()))
+  features = {k: np.zeros([len(examples), num_choices, max_seq_length],
+                          np.int32) for k in F.ENCODER_INPUTS}
+  features[F.INPUT_IDS][:] = tokenizer.pad_id
+  cut_context = cut_idiom = 0
   for n, question in enumerate(examples):
     if len(question.options) > num_choices:
       raise DataError(f"blank {question.id}: {len(question.options)} "
                       f"candidates (expected at most {num_choices})")
-    padded += len(question.options) < num_choices
-    if question.article not in passages:
-      parts = BLANK_RE.split(question.article)
-      tags = BLANK_RE.findall(question.article)
-      passages[question.article] = [
-          list(tokenizer.encode(parts[0]))] + [
-              x for tag, text in zip(tags, parts[1:])
-              for x in (tag, list(tokenizer.encode(text)))]
-    left: List[int] = []
-    right: List[int] = []
-    side = left
-    for part in passages[question.article]:
-      if part == question.id:
-        side = right
-      elif isinstance(part, str):
-        side.extend([tokenizer.mask_id] * 4)
-      else:
-        side.extend(part)
+    tags = BLANK_RE.findall(question.article)
+    if question.question not in tags:
+      raise DataError(f"blank {question.id}: {question.question!r} is not "
+                      "a #idiom...# blank of its article")
+    target = tags.index(question.question)
+    chunks = [pieces[text] for text in parts[question.article]]
+    left = [i for c in chunks[:target] for i in c + masks] + chunks[target]
+    right = chunks[target + 1] + [i for c in chunks[target + 2:]
+                                  for i in masks + c]
     cut = False
     for c, option in enumerate(question.options):
-      if option not in idioms:
-        idioms[option] = list(tokenizer.encode(option))
-      idiom = idioms[option]
-      if len(idiom) > max_qa_length:
-        idiom, cut_idiom = idiom[:max_qa_length], cut_idiom + 1
-      room = max_seq_length - 4 - len(idiom)
-      n_left, n_right = _window(len(left), len(right), room)
+      idiom = pieces[option][:max_qa_length]
+      cut_idiom += len(pieces[option]) > max_qa_length
+      n_left, n_right = _window(len(left), len(right),
+                                max_seq_length - 4 - len(idiom))
       cut = cut or n_left < len(left) or n_right < len(right)
       ids = ([tokenizer.cls_id] + idiom + [tokenizer.sep_id] +
              left[len(left) - n_left:] + [marker] + right[:n_right] +
              [tokenizer.sep_id])
-      second = len(idiom) + 2
-      input_ids[n, c, :len(ids)] = ids
-      input_mask[n, c, :len(ids)] = 1
-      segment_ids[n, c, second:len(ids)] = 1
+      features[F.INPUT_IDS][n, c, :len(ids)] = ids
+      features[F.INPUT_MASK][n, c, :len(ids)] = 1
+      features[F.SEGMENT_IDS][n, c, len(idiom) + 2:len(ids)] = 1
     cut_context += cut
-    if question.label is not None:
-      label_ids[n] = question.label
-  features = {F.INPUT_IDS: input_ids, F.INPUT_MASK: input_mask,
-              F.SEGMENT_IDS: segment_ids, F.LABEL_IDS: label_ids}
+  features[F.LABEL_IDS] = np.asarray(
+      [-1 if q.label is None else q.label for q in examples], np.int32)
   counts = {"questions": len(examples), "contexts_truncated": cut_context,
-            "idioms_truncated": cut_idiom, "choices_padded": padded}
+            "idioms_truncated": cut_idiom, "choices_padded": sum(
+                len(q.options) < num_choices for q in examples)}
   logging.info("CHID encoded (max_seq_length %d): %s", max_seq_length,
                counts)
   return features, counts
