@@ -41,8 +41,6 @@ from albert_tf.core.file_io import atomic_writer
 
 C3_CHOICES = 4
 CHID_CHOICES = 10
-C3_SUBMISSION = "c311_predict.json"
-CHID_SUBMISSION = "chid11_predict.json"
 # Candidate file groups of each split, the first whose files all exist.
 C3_FILES = {
     "train": (("d-train.json", "m-train.json"),
@@ -191,15 +189,11 @@ def write_c3_submission(path: str, examples: Sequence[race.Question],
 
 C3 = race.ChoiceSpec("c3", read_c3, num_choices=C3_CHOICES, pad_choices=True,
                      choice_names=tuple(str(i) for i in range(C3_CHOICES)),
-                     submission_file=C3_SUBMISSION,
+                     submission_file="c311_predict.json",
                      write_submission=write_c3_submission)
 
 
 # ------------------------------------------------------------------ CHID
-def _answer_file(path: str) -> str:
-  return os.path.splitext(path)[0] + "_answer.json"
-
-
 def _read_answers(path: str) -> Dict[str, int]:
   try:
     with open(path, encoding="utf-8-sig") as f:
@@ -221,7 +215,7 @@ def read_chid(data_dir: str, split: str) -> race.RaceData:
   where it exists), in file order; each a race.Question whose id and
   question are the blank's tag and whose article is its passage."""
   (path,) = _find(data_dir, CHID_FILES, "chid", split)
-  answer_path = _answer_file(path)
+  answer_path = os.path.splitext(path)[0] + "_answer.json"
   answers = (_read_answers(answer_path) if os.path.isfile(answer_path)
              else None)
   if answers is None and split in ("train", "dev"):
@@ -378,5 +372,5 @@ def write_chid_submission(path: str, examples: Sequence[race.Question],
 CHID = race.ChoiceSpec("chid", read_chid, encode_chid,
                        num_choices=CHID_CHOICES,
                        choice_names=tuple(str(i) for i in range(CHID_CHOICES)),
-                       submission_file=CHID_SUBMISSION,
+                       submission_file="chid11_predict.json",
                        write_submission=write_chid_submission)
