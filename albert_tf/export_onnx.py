@@ -55,8 +55,8 @@ import os
 
 from albert_tf.core import settings
 from albert_tf.serving import verify
-from albert_tf.export_tflite import (held_out_examples, load_serving_default,
-                                     serve_inputs_of)
+from albert_tf.export_tflite import (held_out_examples, load_saved_model,
+                                     serve_inputs_of, serving_default)
 from albert_tf.serving.export_files import (
     read_source, scratch_folder, verdict_line, VerifySettings, write_beside)
 
@@ -84,14 +84,13 @@ def require_onnx(what="export_onnx"):
     raise OnnxExportError(f"{what} needs {', '.join(missing)}: {EXTRA}")
 
 
-def convert_serving_default(saved_model):
-  """The ONNX ModelProto of serving_default, every input dimension dynamic."""
+def convert_serving_default(loaded):
+  """The ONNX ModelProto of a loaded SavedModel's serving_default, every
+  input dimension dynamic."""
   import tf2onnx  # pylint: disable=g-import-not-at-top
-  serve, loaded = load_serving_default(saved_model)
-  model, _ = tf2onnx.convert.from_function(
-      serve, input_signature=serve.input_signature, opset=OPSET)
-  del loaded  # held until here: the signature reads its variables weakly
-  return model
+  serve = serving_default(loaded)
+  return tf2onnx.convert.from_function(
+      serve, input_signature=serve.input_signature, opset=OPSET)[0]
 
 
 def _initializer_key(tensor):
@@ -208,12 +207,13 @@ def convert(saved_model, output, quantize="none", verify_data=None,
       saved_model, output, ".onnx", OnnxExportError,
       "; convert a float32 export (--quantize=dynamic makes it smaller)")
   require_onnx()
+  loaded = load_saved_model(saved_model)
   held, reference = held_out_examples(
-      record, tokenizer, saved_model, verify_data, num_verify_examples,
+      record, tokenizer, loaded, verify_data, num_verify_examples,
       verify_columns, max_predictions)
   import onnx  # pylint: disable=g-import-not-at-top
   with scratch_folder(output, "export_onnx") as stage:
-    model = convert_serving_default(saved_model)
+    model = convert_serving_default(loaded)
     sharing = share_initializers(model)
     float_path = os.path.join(stage.path, "float32.onnx")
     onnx.save_model(model, float_path)

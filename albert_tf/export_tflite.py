@@ -92,20 +92,27 @@ def serve_inputs_of(record):
   return [] if task.fills_masks else list(task.serve_text_inputs(record))
 
 
-def load_serving_default(saved_model, shapes=None):
-  """(serving_default of a SavedModel as a tf.function of its inputs, the
-  ids first, then the others by name, of the shapes `shapes(names)` gives
-  ({name: shape}; default: the rank kept, every size open); the loaded
-  SavedModel, which it reads: keep it referenced). Its variables must be
-  finite (`check_finite`, naming --saved_model)."""
+def load_saved_model(saved_model):
+  """The SavedModel at saved_model, its variables checked finite
+  (`check_finite`, naming --saved_model)."""
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   # The SavedModel may hold serve_text: loading it needs TF Text's ops.
   import tensorflow_text  # noqa: F401  pylint: disable=unused-import
-  from albert_tf.core.features import ENCODER_INPUTS
   from albert_tf.training.checkpoints import check_finite
   loaded = tf.saved_model.load(saved_model)
   check_finite(loaded.variables, f"--saved_model={saved_model}")
+  return loaded
+
+
+def serving_default(loaded, shapes=None):
+  """loaded's serving_default as a tf.function of its inputs, the ids
+  first, then the others by name, of the shapes `shapes(names)` gives
+  ({name: shape}; default: the rank kept, every size open). It reads
+  loaded's variables weakly: keep loaded referenced."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from albert_tf.core.features import ENCODER_INPUTS
   serving = loaded.signatures["serving_default"]
   given = serving.structured_input_signature[1]
   names = [n for n in ENCODER_INPUTS if n in given] + sorted(
@@ -118,10 +125,10 @@ def load_serving_default(saved_model, shapes=None):
   def serve(*args):
     return serving(**dict(zip(names, args)))
 
-  return serve, loaded
+  return serve
 
 
-def held_out_examples(record, tokenizer, saved_model, verify_data=None,
+def held_out_examples(record, tokenizer, loaded, verify_data=None,
                       max_examples=verify.NUM_EXAMPLES, verify_columns=None,
                       max_predictions=20):
   """(`verify.held_out` for an export record, the float SavedModel's
@@ -138,7 +145,7 @@ def held_out_examples(record, tokenizer, saved_model, verify_data=None,
   if fills_masks:
     held.features = verify.with_masked_positions(held.features, tokenizer,
                                                  max_predictions)
-  return held, verify.reference_outputs(saved_model, held.features)
+  return held, verify.reference_outputs(loaded, held.features)
 
 
 def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
@@ -163,13 +170,13 @@ def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
                                    max_examples)
 
 
-def _fixed_shape_saved_model(saved_model_dir, out_dir, max_seq_length,
+def _fixed_shape_saved_model(loaded, out_dir, max_seq_length,
                              max_predictions, record):
   """Re-saves serving_default with the family's fixed one-example input
   shapes (`Task.tflite_input_shapes`; TF Text ops left behind)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  serve, loaded = load_serving_default(
-      saved_model_dir, lambda names: task_of(record).tflite_input_shapes(
+  serve = serving_default(
+      loaded, lambda names: task_of(record).tflite_input_shapes(
           record, max_seq_length, names, max_predictions))
   module = tf.Module()
   module.loaded, module.serve = loaded, serve
@@ -215,13 +222,14 @@ def convert(saved_model, output, quantize="dynamic", representative_data=None,
       representative_data, tokenizer, length, text_column, text_b_column,
       num_calibration_examples, record=record
   ) if quantize == "int8" else None
+  loaded = load_saved_model(saved_model)
   held, reference = held_out_examples(
-      record, tokenizer, saved_model, verify_data, num_verify_examples,
+      record, tokenizer, loaded, verify_data, num_verify_examples,
       verify_columns, max_predictions)
 
   with scratch_folder(output) as stage:
     model = os.path.join(stage.path, names["model"])
-    write_synced(model, _convert_in(stage.path, saved_model, length,
+    write_synced(model, _convert_in(stage.path, loaded, length,
                                     max_predictions, quantize, examples,
                                     record))
     # Proven in LiteRT before anything is renamed into place.
@@ -284,12 +292,12 @@ INSTEAD = {
 }
 
 
-def _convert_in(scratch, saved_model, length, max_predictions, quantize,
+def _convert_in(scratch, loaded, length, max_predictions, quantize,
                 examples, record):
   """The .tflite flatbuffer; the fixed-shape SavedModel goes to scratch."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   fixed = os.path.join(scratch, "saved_model")
-  _fixed_shape_saved_model(saved_model, fixed, length, max_predictions,
+  _fixed_shape_saved_model(loaded, fixed, length, max_predictions,
                            record)
   converter = tf.lite.TFLiteConverter.from_saved_model(
       fixed, signature_keys=["serving_default"])

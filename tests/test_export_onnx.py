@@ -454,7 +454,8 @@ def test_share_initializers_undoes_the_per_layer_copies_of_tf2onnx(
   record.write_beside(str(tmp_path / "out"))
   version = export_lib.export(checkpoint=str(tmp_path / "out"),
                               export_dir=str(tmp_path / "saved"))
-  converted = export_onnx.convert_serving_default(version)
+  converted = export_onnx.convert_serving_default(
+      export_onnx.load_saved_model(version))
   stored = lambda m: sum(numpy_helper.to_array(t).nbytes
                          for t in m.graph.initializer)
   parameters = 4 * model.count_params()

@@ -163,13 +163,9 @@ def with_masked_positions(features, tokenizer, max_predictions):
 
 
 # ------------------------------------------------------------- the outputs
-def reference_outputs(saved_model_dir, features, batch_size=64):
-  """The float SavedModel's serving_default on features, numpy (TF and TF
-  Text's ops are loaded here: the SavedModel may hold serve_text)."""
-  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf
-  import tensorflow_text  # noqa: F401  pylint: disable=unused-import
-  loaded = tf.saved_model.load(saved_model_dir)
+def reference_outputs(loaded, features, batch_size=64):
+  """The loaded float SavedModel's serving_default on features, numpy."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   fn = loaded.signatures["serving_default"]
   wanted = set(fn.structured_input_signature[1])
   return run_batched(lambda **f: {k: v.numpy() for k, v in fn(**{
