@@ -6,8 +6,8 @@ regression, tagging, span QA, multiple choice), with the task_record.json a
 fine-tuning run writes beside it. The reference is independent of the
 serving code under test: the Python readers (`numpy_reference.packed`,
 `tagging_reference`'s encoding and entities, `squad.make_windows` +
-`span_decode.decode_v1`, `numpy_reference.race_packing`) and the Keras
-model's outputs on what they encode.
+`span_decode.decode_v1` / `decode_v2`, `numpy_reference.race_packing`) and
+the Keras model's outputs on what they encode.
 
 Tolerances (scaled by the largest magnitude of the reference, at least 1):
 load().predict and the SavedModel 1e-5 (the same float32 graph, another
@@ -32,6 +32,7 @@ from albert_tf.tasks import registry
 from albert_tf.core.config import AlbertConfig
 from albert_tf.data import race, span_decode, squad
 from albert_tf.data.tokenization import load_tokenizer
+from albert_tf.modeling import span_qa as span_model
 from albert_tf.core.record import ModelInfo, tokenizer_fields
 from albert_tf.serving.tflite_runner import TFLiteRunner
 from albert_tf.training import checkpoints
@@ -86,9 +87,10 @@ def _inputs(family):
           "multiple_choice": (ARTICLES, MC_QUESTIONS, OPTIONS)}[family]
 
 
-def _make(root, family):
-  """A checkpoint folder of `family` with random weights and its record;
-  returns (the Keras model, its tokenizer, its record)."""
+def _make(root, family, record=None):
+  """A checkpoint folder of `family` with random weights and its record
+  (default: RECORDS'); returns (the Keras model, its tokenizer, its
+  record)."""
   vocab = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(CHARS))
            + WORDS + list(".,?_"))
   root.mkdir(parents=True, exist_ok=True)
@@ -100,7 +102,8 @@ def _make(root, family):
                         num_attention_heads=2, intermediate_size=64,
                         max_position_embeddings=64, initializer_range=0.2)
   tokenizer = load_tokenizer(vocab_file=str(root / "vocab.txt"))
-  record = dataclasses.replace(RECORDS[family], **tokenizer_fields(tokenizer))
+  record = dataclasses.replace(record or RECORDS[family],
+                               **tokenizer_fields(tokenizer))
   model = registry.family(family).task.export_model(config, record)
   checkpoints.save_weights(model, str(root / "ckpt-1"), config)
   record.write_beside(str(root))
@@ -153,16 +156,21 @@ def _reference(family, model, tokenizer, record):
                                  own["doc_stride"], own["max_query_length"])
     features = {k: windows.features[k]
                 for k in ("input_ids", "input_mask", "segment_ids")}
-    out = _keras(model, features, ["start_logits", "end_logits"])
-    _, nbest = span_decode.decode_v1(
-        out["start_logits"], out["end_logits"], windows.example_index,
+    v2 = own["version_2_with_negative"]
+    names = span_model.head_outputs(v2)
+    out = _keras(model, features, names)
+    got = (span_decode.decode_v2 if v2 else span_decode.decode_v1)(
+        *(out[n] for n in names), windows.example_index,
         windows.piece_spans, windows.is_max_context, CONTEXTS,
         [e.qas_id for e in examples], own["n_best_size"],
         own["max_answer_length"])
+    a, b = ("start_log_prob", "end_log_prob") if v2 else ("start_logit",
+                                                          "end_logit")
     return features, out, [
         {"answer": best["text"], "start": best["start"], "end": best["end"],
-         "score": best["start_logit"] + best["end_logit"]}
-        for best in (nbest[e.qas_id][0] for e in examples)]
+         "score": best[a] + best[b],
+         **({"no_answer_score": got[2][e.qas_id]} if v2 else {})}
+        for e, best in ((e, got[1][e.qas_id][0]) for e in examples)]
   questions = [race.Question(str(i), "", a, q, list(o), None)
                for i, (a, q, o) in enumerate(zip(ARTICLES, MC_QUESTIONS,
                                                  OPTIONS))]
