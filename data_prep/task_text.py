@@ -38,7 +38,7 @@ def _unlabeled_fields(dataset_name: str):
   base = dataset_name.rsplit("_", 1)[0] if dataset_name not in (
       clue.FEWCLUE_TASKS) else dataset_name
   task = clue.FEWCLUE_TASKS.get(base)
-  return clue.UNLABELED_FIELDS.get(task[4]) if task else None
+  return clue.UNLABELED_FIELDS.get(task[3]) if task else None
 
 
 def write_task_text(task: str, data_dir: str, output_file: str,

@@ -154,19 +154,18 @@ def test_registered_names_files_and_submissions():
   assert len(data["iflytek"].spec.label_list) == 119
   assert len(data["csldcp"].spec.label_list) == 67
   assert data["iflytek"].defaults["num_train_epochs"] == 10.0
-  for task in clue.FEWCLUE_TASKS:
-    stem = clue.FEWCLUE_TASKS[task][2]
+  for task in clue.FEWCLUE_TASKS:  # the submission stem is the name
     for k in "01234":
       spec = data[f"{task}_{k}"].spec
       assert spec.files["train"] == (f"train_{k}.json",)
       assert spec.files["dev"] == (f"dev_{k}.json",)
-      assert spec.submission == cd.Submission(f"{stem}_predict_{k}.json",
+      assert spec.submission == cd.Submission(f"{task}_predict_{k}.json",
                                               "submit")
     spec = data[task].spec
     assert spec.files["train"] == ("train_few_all.json",)
     assert spec.files["test"] == ("test_public.json",)
     assert spec.files["submit"] == ("test.json",)
-    assert spec.submission.file_name == f"{stem}_predict_all.json"
+    assert spec.submission.file_name == f"{task}_predict_all.json"
   assert data["tnewsf"].spec.submission.file_name == "tnewsf_predict_all.json"
 
 

@@ -333,22 +333,19 @@ def check_submission_ids(path: str, given: Dict[str, List[str]],
 
 
 # -------------------------------------------------------------- FewCLUE
-# name: (layout, labels, submission stem, no-consensus label, FewCLUE's
-# directory under datasets/). The names are FewCLUE's submission names
-# (tnewsf: FewCLUE's TNEWS, beside CLUE's tnews).
+# name: (layout, labels, no-consensus label, FewCLUE's directory under
+# datasets/). The names are FewCLUE's submission names and stems (tnewsf:
+# FewCLUE's TNEWS, beside CLUE's tnews).
 FEWCLUE_TASKS = {
-    "eprstmt": (single("sentence"), EPRSTMT_LABELS, "eprstmt", None,
-                "eprstmt"),
-    "bustm": (pair("sentence1", "sentence2"), BINARY_LABELS, "bustm", None,
-              "bustm"),
-    "csldcp": (single("content"), CSLDCP_LABELS, "csldcp", None, "csldcp"),
-    "tnewsf": (single("sentence"), TNEWS_LABELS, "tnewsf", None, "tnews"),
-    "iflytekf": (single("sentence"), IFLYTEK_LABELS, "iflytekf", None,
-                 "iflytek"),
-    "ocnlif": (pair("sentence1", "sentence2"), NLI_LABELS, "ocnlif",
-               NO_CONSENSUS, "ocnli"),
-    "cslf": (CSL, BINARY_LABELS, "cslf", None, "csl"),
-    "cluewscf": (WSC, WSC_LABELS, "cluewscf", None, "cluewsc"),
+    "eprstmt": (single("sentence"), EPRSTMT_LABELS, None, "eprstmt"),
+    "bustm": (pair("sentence1", "sentence2"), BINARY_LABELS, None, "bustm"),
+    "csldcp": (single("content"), CSLDCP_LABELS, None, "csldcp"),
+    "tnewsf": (single("sentence"), TNEWS_LABELS, None, "tnews"),
+    "iflytekf": (single("sentence"), IFLYTEK_LABELS, None, "iflytek"),
+    "ocnlif": (pair("sentence1", "sentence2"), NLI_LABELS, NO_CONSENSUS,
+               "ocnli"),
+    "cslf": (CSL, BINARY_LABELS, None, "csl"),
+    "cluewscf": (WSC, WSC_LABELS, None, "cluewsc"),
 }
 
 

@@ -106,10 +106,10 @@ for _name, (_help, *_args) in CLUE_TASKS.items():
       train_batch_size=16, learning_rate=2e-5,
       num_train_epochs=10.0 if _name == "iflytek" else 3.0)
 
-for _task, (_layout, _labels, _stem, _skip, _) in clue.FEWCLUE_TASKS.items():
+for _task, (_layout, _labels, _skip, _) in clue.FEWCLUE_TASKS.items():
   for _split in clue.FEWCLUE_SPLITS:
     _name = clue.fewclue_dataset_name(_task, _split)
-    _spec = fewclue_spec(_name, _layout, _labels, _stem, _split, _skip)
+    _spec = fewclue_spec(_name, _layout, _labels, _task, _split, _skip)
     registry.register_dataset(
         _name, "classification", spec=_spec,
         help=f"{_FEWCLUE_HELP[_task]}, {_spec.files['train'][0]}; "
