@@ -55,10 +55,9 @@ import time
 from typing import List, Optional
 
 from albert_tf.core import settings
-# Reading (and the names callers of earlier versions imported here).
-from albert_tf.data.rows import (  # noqa: F401  pylint: disable=unused-import
-    FORMATS, GOLD, JSON_EXTENSIONS, OPTIONS, Lines, PredictError, RowReader,
-    RowWriter, check_files, input_format, read_rows)
+from albert_tf.data.rows import (
+    FORMATS, GOLD, JSON_EXTENSIONS, Lines, PredictError, RowReader, RowWriter,
+    check_files, input_format, read_rows)
 
 # TensorFlow (albert_tf.inference, through albert_tf.load) is imported by
 # `run`, not here: --help and a flag mistake answer before TF loads.

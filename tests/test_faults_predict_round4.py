@@ -23,6 +23,7 @@ from albert_tf.tasks import registry
 from albert_tf.data import classifier_data
 from albert_tf.data import tokenization
 from albert_tf.core.record import ModelInfo
+from albert_tf.data.rows import PredictError
 from tests.fixtures_data import write_tiny_vocab_and_config
 
 CHARS = "好差很甲乙丙丁戊己庚辛"
@@ -88,7 +89,7 @@ def test_empty_or_header_only_input_keeps_the_earlier_output(tokenizer,
             "blank.txt": "\n  \n\t\n", "header_blank.tsv": "text\n\n"}
   for name, content in inputs.items():
     (tmp_path / name).write_text(content, encoding="utf-8")
-    with pytest.raises(predict.PredictError) as e:
+    with pytest.raises(PredictError) as e:
       _run(tokenizer, tmp_path / name, out)
     assert str(e.value).startswith(f"--input_file={tmp_path / name} holds "
                                    "no rows"), e.value
@@ -110,7 +111,7 @@ def test_an_output_that_is_the_input_is_refused(tokenizer, tmp_path,
   monkeypatch.chdir(tmp_path / "sub")
   for output in (source, "../same.tsv", tmp_path / "link.tsv",
                  tmp_path / "hard.tsv"):
-    with pytest.raises(predict.PredictError) as e:
+    with pytest.raises(PredictError) as e:
       _run(tokenizer, source, output)
     assert str(e.value) == (
         f"--output_file={output} is --input_file={source} "
@@ -119,7 +120,7 @@ def test_an_output_that_is_the_input_is_refused(tokenizer, tmp_path,
   # The output's temporary (out.tsv.tmp, written first) as the input.
   tmp_input = tmp_path / "x.tsv.tmp"
   tmp_input.write_bytes(before)
-  with pytest.raises(predict.PredictError, match=re.escape(
+  with pytest.raises(PredictError, match=re.escape(
       f"--output_file={tmp_path / 'x.tsv'} is written as {tmp_input}, "
       f"which is --input_file={tmp_input}")):
     _run(tokenizer, tmp_input, tmp_path / "x.tsv")
@@ -251,7 +252,7 @@ def test_columns_on_a_file_with_a_header_line(tokenizer, tmp_path):
                           "--columns"),
       ({"header": True, "input_format": "text"},
        rf"--header: --input_file={other} is read as text, not TSV")]:
-    with pytest.raises(predict.PredictError, match=message):
+    with pytest.raises(PredictError, match=message):
       _run(tokenizer, other, tmp_path / "o.tsv", **flags)
 
 
@@ -278,7 +279,7 @@ def test_non_utf8_input_is_one_line_naming_file_and_line(tokenizer, tmp_path):
     (tmp_path / name).write_bytes(content)
     line = content.count(b"\n")
     column = content.splitlines()[-1].index(b"\xff") + 1
-    with pytest.raises(predict.PredictError) as e:
+    with pytest.raises(PredictError) as e:
       _run(tokenizer, tmp_path / name, tmp_path / "out.tsv")
     assert str(e.value) == (f"{tmp_path / name}:{line}: not UTF-8 text "
                             f"(byte b'\\xff' at column {column})")
@@ -307,11 +308,11 @@ def test_a_bom_is_read_as_fine_tuning_reads_it(tokenizer, tmp_path):
 # 20 --------------------------------------------------------------------
 def test_an_input_folder_is_named_a_folder(tokenizer, tmp_path):
   (tmp_path / "data").mkdir()
-  with pytest.raises(predict.PredictError, match=(
+  with pytest.raises(PredictError, match=(
       rf"^--input_file={tmp_path / 'data'} is a directory, not a file")):
     _run(tokenizer, tmp_path / "data", tmp_path / "out.tsv")
   (tmp_path / "in.txt").write_text("好\n", encoding="utf-8")
-  with pytest.raises(predict.PredictError, match=(
+  with pytest.raises(PredictError, match=(
       rf"^--output_file={tmp_path / 'data'} is a directory")):
     _run(tokenizer, tmp_path / "in.txt", tmp_path / "data")
 
@@ -335,7 +336,7 @@ def test_a_pretty_printed_json_file_asks_for_one_object_per_line(tokenizer,
                               "enclosed in double quotes at column 2)")}
   for name, (content, where) in cases.items():
     (tmp_path / name).write_text(content, encoding="utf-8")
-    with pytest.raises(predict.PredictError) as e:
+    with pytest.raises(PredictError) as e:
       _run(tokenizer, tmp_path / name, tmp_path / "out.tsv")
     assert str(e.value) == f"{tmp_path / name}:{where}: {hint}"
 

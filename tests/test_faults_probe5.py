@@ -26,6 +26,7 @@ from albert_tf.core import settings
 from albert_tf.data import tokenization
 from albert_tf.core.file_io import atomic_writer
 from albert_tf.core.record import ModelInfo
+from albert_tf.data.rows import PredictError
 from albert_tf.serving import verify
 from tests import test_faults_predict_round4 as round4
 from tests.fixtures_data import write_tiny_vocab_and_config
@@ -100,7 +101,7 @@ def test_predict_reads_a_pipe(tokenizer, tmp_path):
   assert result["rows"] == 3
   assert [(r["line"], r["text"], r["label"]) for r in round4._jsonl(out)] == [  # pylint: disable=protected-access
       (1, "好", "pos"), (2, "差", "neg"), (3, "很好", "pos")]
-  with pytest.raises(predict.PredictError) as error:
+  with pytest.raises(PredictError) as error:
     round4._run(tokenizer, tmp_path / "nope.txt", out)  # pylint: disable=protected-access
   _one_line(error.value, f"--input_file={tmp_path / 'nope.txt'} does not "
             "exist")
