@@ -92,12 +92,6 @@ def _refuse_a_training_run(output_dir):
         "convert into a new folder, and pass it as --init_checkpoint")
 
 
-def lock_path(output_dir):
-  """output_dir's lock: `.convert-NAME.lock` beside it (output_dir itself is
-  renamed into place as a whole)."""
-  return staging.lock_beside(output_dir, "convert-")
-
-
 # TF's causes of a failed file write that mean the disk (quota) is full.
 _FULL = {"No space left on device": 28, "Disk quota exceeded": 122,
          "File too large": 27}

@@ -70,11 +70,6 @@ def _check_output_dir(output_dir, overwrite):
         "replace it, or choose another directory")
 
 
-def lock_path(output_dir):
-  """output_dir's lock: `.keras-hub-NAME.lock` beside it."""
-  return staging.lock_beside(output_dir, TAG)
-
-
 def _write_preset(output_dir, backbone, hub_tokenizer, task=None,
                   check=None):
   """Saves the preset in a dot-folder beside output_dir, then swaps it in

@@ -19,6 +19,7 @@ from albert_tf import export_keras_hub
 from albert_tf import export_saved_model
 from albert_tf import export_tflite
 from albert_tf.core import file_io
+from albert_tf.core import staging
 from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.serving import saved_model as saved_model_lib
@@ -150,8 +151,8 @@ def test_export_keras_hub_second_writer(tmp_path):
   half.mkdir(parents=True)
   output_dir = presets / "p"
   with file_io.lock_output(presets, "--output_dir", value=output_dir,
-                           lock_file=export_keras_hub.lock_path(
-                               str(output_dir))):
+                           lock_file=staging.lock_beside(
+                               str(output_dir), export_keras_hub.TAG)):
     before = _tree(presets)
     _assert_refused(lambda: export_keras_hub.export(
         prefix, str(output_dir), spm_model_file=spm_file,
@@ -221,8 +222,8 @@ def test_convert_checkpoint_second_writer(tmp_path):
   live.mkdir()  # the first conversion's, being written
   output_dir = parent / "tiny"
   with file_io.lock_output(parent, "--output_dir", value=output_dir,
-                           lock_file=convert_checkpoint.lock_path(
-                               str(output_dir))):
+                           lock_file=staging.lock_beside(
+                               str(output_dir), "convert-")):
     before = _tree(parent)
     _assert_refused(lambda: convert_checkpoint.convert(
         "brightmart", prefix, str(output_dir), config, log=lambda m: None),
