@@ -4,6 +4,9 @@
     predictions, nbest, null_odds = decode_v2(start_top_log_probs, ...)
     write_outputs(output_dir, predictions, nbest, null_odds)
 
+`decode` runs the one a fine-tuned model's task_config names on its heads'
+outputs over `squad.make_windows`' windows.
+
 `windows` are plain arrays over n windows of L positions:
 
   * example_index [n] int: the example (question) each window belongs to;
@@ -50,6 +53,9 @@ from absl import logging
 import numpy as np
 
 from albert_tf.core import file_io
+from albert_tf.core import lazy
+
+span_qa = lazy.module("albert_tf.modeling.span_qa")
 
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
@@ -285,6 +291,22 @@ def decode_v2(start_top_log_probs, start_top_index, end_top_log_probs,
     null_odds[qid] = null
   _warn_empty("decode_v2", empty)
   return predictions, nbest, null_odds
+
+
+def decode(outputs, windows, examples, task_config: dict):
+  """(predictions, nbest, null_odds or None) of the heads' outputs {name:
+  [n, ...]} (`span_qa.head_outputs`) over `windows` (`squad.Windows`) of
+  `examples` (`squad.Example`s), by `decode_v2` or `decode_v1` as
+  task_config's version_2_with_negative, n_best_size and max_answer_length
+  say."""
+  v2 = bool(task_config.get("version_2_with_negative"))
+  got = (decode_v2 if v2 else decode_v1)(
+      *(outputs[name] for name in span_qa.head_outputs(v2)),
+      windows.example_index, windows.piece_spans, windows.is_max_context,
+      [e.context for e in examples], [e.qas_id for e in examples],
+      n_best_size=task_config.get("n_best_size", 20),
+      max_answer_length=task_config.get("max_answer_length", 30))
+  return got if v2 else (*got, None)
 
 
 def write_outputs(output_dir: str, predictions: Dict[str, str],

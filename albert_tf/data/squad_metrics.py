@@ -82,15 +82,19 @@ def _exact(gold: str, pred: str) -> float:
   return float(normalize_answer(gold) == normalize_answer(pred))
 
 
-def _check_inputs(name, gold, predictions):
-  """The predictions that exist, as strings; warns of the missing and the
-  unknown ones."""
+def _check_inputs(name, gold, predictions, answered=True):
+  """The questions without a prediction; warns of them and of predictions
+  of unknown questions. answered: each gold question needs an answer."""
   if not gold:
     raise MetricsError(f"{name}: no gold questions to score")
   for qid, text in predictions.items():
     if not isinstance(text, str):
       raise MetricsError(f"{name}: prediction for question {qid!r} is "
                          f"{type(text).__name__}, expected a string")
+  unanswered = [qid for qid, answers in gold.items() if not answers]
+  if answered and unanswered:
+    raise MetricsError(f"{name}: question {unanswered[0]!r} has no gold "
+                       "answer (squad_v2 scores unanswerable questions)")
   missing = [qid for qid in gold if qid not in predictions]
   unknown = [qid for qid in predictions if qid not in gold]
   for ids, what in ((missing, f"of {len(gold)} questions have no prediction "
@@ -121,15 +125,9 @@ def squad_v1(gold: Dict[str, List[str]],
   missing = _check_inputs("squad_v1", gold, predictions)
   exact = f1 = 0.0
   for qid, answers in gold.items():
-    if not answers:
-      raise MetricsError(f"squad_v1: question {qid!r} has no gold answer "
-                         "(SQuAD v1.1 needs one; unanswerable questions are "
-                         "scored by squad_v2)")
-    if qid not in predictions:
-      continue
-    pred = predictions[qid]
-    exact += max(_exact(a, pred) for a in answers)
-    f1 += max(_f1(a, pred, empty_agree=False) for a in answers)
+    if qid in predictions:
+      exact += max(_exact(a, predictions[qid]) for a in answers)
+      f1 += max(_f1(a, predictions[qid], empty_agree=False) for a in answers)
   total = len(gold)
   return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1 / total,
           "total": total, "missing": len(missing)}
@@ -198,7 +196,7 @@ def squad_v2(gold: Dict[str, List[str]],
     MetricsError: null_odds lacks a predicted question, a prediction is not
       a string, or gold is empty.
   """
-  missing = _check_inputs("squad_v2", gold, predictions)
+  missing = _check_inputs("squad_v2", gold, predictions, answered=False)
   has_ans = {qid: bool(answers) for qid, answers in gold.items()}
   exact_raw, f1_raw = {}, {}
   for qid, answers in gold.items():
@@ -218,10 +216,8 @@ def squad_v2(gold: Dict[str, List[str]],
     # comparing "" with the gold texts (they differ only for a HasAns
     # question whose answers all normalise to nothing).
     nulled = {qid for qid in exact_raw if null_odds[qid] > threshold}
-    exact = {q: float(not has_ans[q]) if q in nulled else s
-             for q, s in exact_raw.items()}
-    f1 = {q: float(not has_ans[q]) if q in nulled else s
-          for q, s in f1_raw.items()}
+    exact, f1 = ({q: float(not has_ans[q]) if q in nulled else s
+                  for q, s in raw.items()} for raw in (exact_raw, f1_raw))
 
   def summary(qids):
     return (100.0 * sum(exact.get(q, 0.0) for q in qids) / len(qids),
@@ -244,12 +240,19 @@ def squad_v2(gold: Dict[str, List[str]],
 
 def official_scores(task_name, v2, gold, predictions, null_odds=None):
   """The official evaluation of a --task_name: `cmrc2018` for CMRC_TASKS,
-  else `squad_v2` (v2) or `squad_v1`."""
+  else `squad_v1` or (v2) `squad_v2`; v2 given null_odds: of the predictions
+  answered "" above the best_f1_thresh tuned on them (as the original tunes
+  it on the predict file; null_score_diff_threshold), with its best_* keys."""
   if task_name in CMRC_TASKS:
     return cmrc2018(gold, predictions)
-  if v2:
-    return squad_v2(gold, predictions, null_odds)
-  return squad_v1(gold, predictions)
+  if not v2 or null_odds is None:
+    return squad_v2(gold, predictions) if v2 else squad_v1(gold, predictions)
+  tuned = squad_v2(gold, predictions, null_odds)
+  threshold = float(tuned["best_f1_thresh"])
+  out = squad_v2(gold, apply_null_threshold(predictions, null_odds, threshold))
+  out.update({k: v for k, v in tuned.items() if k.startswith("best_")},
+             null_score_diff_threshold=threshold)
+  return out
 
 
 def gold_answers(examples: Iterable) -> Dict[str, List[str]]:
@@ -388,9 +391,6 @@ def cmrc2018(gold: Dict[str, List[str]],
   missing = _check_inputs("cmrc2018", gold, predictions)
   f1 = em = 0.0
   for qid, answers in gold.items():
-    if not answers:
-      raise MetricsError(f"cmrc2018: question {qid!r} has no gold answer, "
-                         "expected at least one")
     if qid in predictions:
       f1 += cmrc_f1(answers, predictions[qid])
       em += cmrc_em(answers, predictions[qid])

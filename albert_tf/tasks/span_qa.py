@@ -5,9 +5,7 @@ The family's flags, task and serving hooks: reading and windows
 picks the best checkpoint) `data.squad_metrics`, the heads
 `modeling.span_qa`, serve_text(question, context) `serving.span_graph`. In
 v2 the null-odds threshold behind predictions.json is tuned on the predict
-file when it has answers (as the original does). Over 400 lines: the flags,
-training, evaluation with v2's threshold and the serving hooks every family
-declares are this file's; what they call is already in the modules above.
+file when it has answers (as the original does).
 """
 
 from __future__ import annotations
@@ -244,55 +242,40 @@ class SpanQATask(Task):
     data, windows = self.load_split(split)
     out = self.outputs(model, windows.features,
                        span_qa.head_outputs(self.v2))
-    return _decode(out, windows, data.examples, self.task_config)
+    return span_decode.decode(out, windows, data.examples, self.task_config)
 
   def _score(self, split, predictions,
              null_odds) -> Tuple[Dict[str, float], Dict[str, str]]:
-    """(the official metrics, the predictions they score). v2: the
-    threshold is tuned on this split (best_f1_thresh, as the original), and
-    the predictions answer "" where null_odds exceed it."""
+    """(`squad_metrics.official_scores` of a split, the predictions they
+    score). v2: those answer "" above the threshold tuned on this split,
+    which is kept (`null_threshold`)."""
     gold = squad_metrics.gold_answers(self.load_split(split)[0].examples)
-    tuned = squad_metrics.official_scores(self.task_name, self.v2, gold,
-                                          predictions, null_odds)
-    if self.task_name in squad_metrics.CMRC_TASKS or not self.v2:
-      return tuned, predictions
-    self.null_threshold = float(tuned["best_f1_thresh"])
-    thresholded = squad_metrics.apply_null_threshold(
-        predictions, null_odds, self.null_threshold)
-    metrics = squad_metrics.squad_v2(gold, thresholded)
-    metrics.update({k: v for k, v in tuned.items() if k.startswith("best_")})
-    metrics["null_score_diff_threshold"] = self.null_threshold
-    return metrics, thresholded
+    metrics = squad_metrics.official_scores(self.task_name, self.v2, gold,
+                                            predictions, null_odds)
+    if "null_score_diff_threshold" in metrics:
+      self.null_threshold = metrics["null_score_diff_threshold"]
+      predictions = squad_metrics.apply_null_threshold(
+          predictions, null_odds, self.null_threshold)
+    return metrics, predictions
 
   def baselines(self, splits):
-    """sliding_window (`data.baselines.sliding_window_answer`, its answer
-    length the train split's most frequent one, else one word), scored by
-    the same official evaluation as the model, for each split of `splits`
-    whose file has answers. v2: it always answers."""
+    """`baselines.sliding_window_scores` of each split of `splits` whose
+    file has answers, by the model's official evaluation; the answer length
+    from the train split (one word without one). v2: it always answers."""
     from albert_tf.data import baselines  # pylint: disable=g-import-not-at-top
-    length, path = 1, self.files["train"]
+    train, path = [], self.files["train"]
     if path and os.path.exists(path):
       key = (path, self.max_examples["train"])
       # Read, not windowed, when the run did not train: no tokenizing.
       train = (self._splits[key][0] if key in self._splits else
-               squad.read_squad(path, self.v2, True))
-      examples = train.examples[:self.max_examples["train"] or None]
-      length = baselines.answer_words(
-          [text for e in examples for text, _ in e.answers[:1]])
-    out = {}
-    for split in splits:
-      if not self.has_answers(split):
-        continue
-      data = self.load_split(split)[0]
-      predictions = {e.qas_id: baselines.sliding_window_answer(
-          e.question, e.context, length) for e in data.examples}
-      metrics = squad_metrics.official_scores(
-          self.task_name, self.v2,
-          squad_metrics.gold_answers(data.examples), predictions)
-      out[split] = {"sliding_window": {
-          k: v for k, v in metrics.items()
-          if k in ("exact_match", "exact", "f1")}}
-    return out
+               squad.read_squad(path, self.v2, True)).examples
+    return baselines.sliding_window_scores(
+        train[:self.max_examples["train"] or None],
+        {s: self.load_split(s)[0].examples for s in splits
+         if self.has_answers(s)},
+        lambda examples, predictions: squad_metrics.official_scores(
+            self.task_name, self.v2, squad_metrics.gold_answers(examples),
+            predictions))
 
   def _check_dev_answers(self):
     if not self.has_answers("dev"):
@@ -303,14 +286,13 @@ class SpanQATask(Task):
     self._check_dev_answers()
     predictions, _, null_odds = self.answers(model, "dev")
     metrics, scored = self._score("dev", predictions, null_odds)
-    answers = list(scored.values())
     gold = squad_metrics.gold_answers(self.load_split("dev")[0].examples)
+    answers = list(scored.values())
+    same = answers[0] if answers else ""
     # A question agrees with an answer that is one of its gold ones ("" for
     # an unanswerable one).
-    same = answers[0] if answers else ""
-    agrees = lambda q: same in (gold.get(q) or [""])
-    self.warn_if_collapsed(
-        model, answers, [same if agrees(q) else None for q in scored],
+    self.warn_if_collapsed(model, answers, [
+        same if same in (gold.get(q) or [""]) else None for q in scored],
         "dev questions", shown=f"the same answer, {same!r},")
     return metrics
 
@@ -389,11 +371,10 @@ class SpanQATask(Task):
     """Per pair {"answer" (a slice of the context, "" when no span is
     allowed), "start", "end" (code points; -1 -1 then), "score"} and, v2,
     "no_answer_score" (`span_graph.TextSpanReader.__call__`)."""
-    keys = [k for k in ("start", "end", "score", "no_answer_score")
-            if k in outputs]
-    return [{"answer": outputs["answer"][i].decode(),
-             **{k: (int if k in ("start", "end") else float)(outputs[k][i])
-                for k in keys}} for i in range(n)]
+    return [{"answer": outputs["answer"][i].decode(), **{
+        k: (int if k in ("start", "end") else float)(outputs[k][i])
+        for k in ("start", "end", "score", "no_answer_score") if k in outputs}}
+            for i in range(n)]
 
   @classmethod
   def ids_decoder(cls, record, run, tokenizer, max_seq_length):
@@ -407,9 +388,10 @@ class SpanQATask(Task):
       got = [run(**{k: windows.features[k][i:i + 64]
                     for k in F.ENCODER_INPUTS})
              for i in range(0, windows.num_windows, 64)]
-      nbest = _decode({k: np.concatenate([g[k] for g in got])
-                       for k in span_qa.head_outputs(False)},
-                      windows, examples, record.task_config)[1]
+      nbest = span_decode.decode(
+          {k: np.concatenate([g[k] for g in got])
+           for k in span_qa.head_outputs(False)},
+          windows, examples, record.task_config)[1]
       return [{"answer": b["text"], "start": b["start"], "end": b["end"],
                "score": b["start_logit"] + b["end_logit"]}
               for b in (nbest[e.qas_id][0] for e in examples)]
@@ -428,20 +410,6 @@ class SpanQATask(Task):
     if question < 0:
       raise IndexError(question)
     return {"question": fields[question], "context": fields[context]}
-
-
-def _decode(out, windows, examples, own):
-  """(predictions, nbest, null_odds or None) of the heads' outputs `out`
-  over `windows` of `examples` (`span_decode.decode_v1` / `decode_v2`),
-  decoded as task_config `own` says."""
-  v2 = bool(own.get("version_2_with_negative"))
-  got = (span_decode.decode_v2 if v2 else span_decode.decode_v1)(
-      *(out[name] for name in span_qa.head_outputs(v2)),
-      windows.example_index, windows.piece_spans, windows.is_max_context,
-      [e.context for e in examples], [e.qas_id for e in examples],
-      n_best_size=own.get("n_best_size", 20),
-      max_answer_length=own.get("max_answer_length", 30))
-  return got if v2 else (*got, None)
 
 
 def _windows(record, tokenizer, max_seq_length, inputs):
