@@ -3,16 +3,15 @@
     ids = tfidf((train_a, train_b, train_ids), [(dev_a, dev_b)])[0]
     tags = EntityDictionary.fit(train_tokens, train_bio).tag(dev_tokens)
     text = sliding_window_answer(question, context, answer_words=2)
-    scores = sliding_window_scores(train_examples, {"dev": examples}, score)
 
 Classification (`majority`, `tfidf`: character n-grams and logistic
 regression, fitted on the train split in seconds), tagging (all-O and
 `EntityDictionary`) and span QA (`sliding_window_answer`, the SQuAD
-paper's). Each returns predictions (label ids, BIO tags, answer texts)
-that the family scores with its own metric (`sliding_window_scores` takes
-it as a function). Why here: the libraries have
-the models but no "baseline for this split" rule; the numbers sit beside
-the model's in eval_results.json (`baseline_*`).
+paper's). Each gives predictions (label ids, BIO tags, answer texts) that
+the family scores with its own metric (`sliding_window_scores` takes it).
+Why here: the libraries have the models but no "baseline for this split"
+rule; the numbers sit beside the model's in eval_results.json
+(`baseline_*`).
 """
 
 import collections
@@ -198,11 +197,10 @@ def answer_words(answers: Sequence[str]) -> int:
 
 def sliding_window_scores(train_examples, splits: Dict[str, Sequence],
                           score) -> Dict[str, Dict[str, Dict[str, float]]]:
-  """{split: {"sliding_window": {its exact match ("exact_match" or "exact")
-  and "f1"}}} of `sliding_window_answer` over each split's examples
-  (`squad.Example`s), its answer length the most frequent `answer_words`
-  of the train examples' first answers; score(examples, {qas_id: text})
-  -> the official metrics."""
+  """{split: {"sliding_window": its exact match and f1}} of
+  `sliding_window_answer` on each split's `squad.Example`s, answering in
+  the train examples' most frequent first-answer length (`answer_words`),
+  scored by score(examples, {qas_id: text}) -> the official metrics."""
   length = answer_words(
       [text for e in train_examples for text, _ in e.answers[:1]])
   out = {}

@@ -3,9 +3,7 @@
     predictions, nbest = decode_v1(start_logits, end_logits, *windows)
     predictions, nbest, null_odds = decode_v2(start_top_log_probs, ...)
     write_outputs(output_dir, predictions, nbest, null_odds)
-
-`decode` runs the one a fine-tuned model's task_config names on its heads'
-outputs over `squad.make_windows`' windows.
+    predictions, nbest, null_odds = decode(outputs, windows, examples, own)
 
 `windows` are plain arrays over n windows of L positions:
 
@@ -295,10 +293,8 @@ def decode_v2(start_top_log_probs, start_top_index, end_top_log_probs,
 
 def decode(outputs, windows, examples, task_config: dict):
   """(predictions, nbest, null_odds or None) of the heads' outputs {name:
-  [n, ...]} (`span_qa.head_outputs`) over `windows` (`squad.Windows`) of
-  `examples` (`squad.Example`s), by `decode_v2` or `decode_v1` as
-  task_config's version_2_with_negative, n_best_size and max_answer_length
-  say."""
+  [n, ...]} (`span_qa.head_outputs`) over `squad.Windows` of `squad.Example`s,
+  by `decode_v2` or `decode_v1` as a model's task_config says."""
   v2 = bool(task_config.get("version_2_with_negative"))
   got = (decode_v2 if v2 else decode_v1)(
       *(outputs[name] for name in span_qa.head_outputs(v2)),

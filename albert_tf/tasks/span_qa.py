@@ -5,7 +5,9 @@ The family's flags, task and serving hooks: reading and windows
 picks the best checkpoint) `data.squad_metrics`, the heads
 `modeling.span_qa`, serve_text(question, context) `serving.span_graph`. In
 v2 the null-odds threshold behind predictions.json is tuned on the predict
-file when it has answers (as the original does).
+file when it has answers (as the original does). Over 400 lines: the
+flags, training, evaluation, albert-predict's scorer and the serving hooks
+every family declares are this file's; what they call is in those modules.
 """
 
 from __future__ import annotations
@@ -138,12 +140,9 @@ class SpanQATask(Task):
           f"--version_2_with_negative={str(recorded).lower()} (another head); "
           "give the same value")
     o = super().resolve_options(o, info)
-    o = dataclasses.replace(
-        o, doc_stride=first_given(o.doc_stride, own.get("doc_stride"),
-                                  DOC_STRIDE),
-        max_query_length=first_given(o.max_query_length,
-                                     own.get("max_query_length"),
-                                     MAX_QUERY_LENGTH))
+    o = dataclasses.replace(o, **{
+        k: first_given(getattr(o, k), own.get(k), CONFIG_DEFAULTS[k])
+        for k in ("doc_stride", "max_query_length")})
     if o.max_seq_length < o.max_query_length + 3 + 1:
       raise ValueError(f"--max_seq_length={o.max_seq_length} leaves no room "
                        f"for context after --max_query_length="
@@ -214,9 +213,8 @@ class SpanQATask(Task):
     return self._splits[key]
 
   def has_answers(self, split: str) -> bool:
-    data = self.load_split(split)[0]
-    return bool(data.examples) and any(e.answers or e.is_impossible
-                                       for e in data.examples)
+    return any(e.answers or e.is_impossible
+               for e in self.load_split(split)[0].examples)
 
   def stats(self, split: str) -> dict:
     data, windows = self.load_split(split)
@@ -240,9 +238,9 @@ class SpanQATask(Task):
   def answers(self, model, split: str):
     """(predictions {qid: text}, nbest, null_odds or None) of a split."""
     data, windows = self.load_split(split)
-    out = self.outputs(model, windows.features,
-                       span_qa.head_outputs(self.v2))
-    return span_decode.decode(out, windows, data.examples, self.task_config)
+    return span_decode.decode(
+        self.outputs(model, windows.features, span_qa.head_outputs(self.v2)),
+        windows, data.examples, self.task_config)
 
   def _score(self, split, predictions,
              null_odds) -> Tuple[Dict[str, float], Dict[str, str]]:
@@ -371,10 +369,11 @@ class SpanQATask(Task):
     """Per pair {"answer" (a slice of the context, "" when no span is
     allowed), "start", "end" (code points; -1 -1 then), "score"} and, v2,
     "no_answer_score" (`span_graph.TextSpanReader.__call__`)."""
-    return [{"answer": outputs["answer"][i].decode(), **{
-        k: (int if k in ("start", "end") else float)(outputs[k][i])
-        for k in ("start", "end", "score", "no_answer_score") if k in outputs}}
-            for i in range(n)]
+    keys = [k for k in ("start", "end", "score", "no_answer_score")
+            if k in outputs]
+    return [{"answer": outputs["answer"][i].decode(),
+             **{k: (int if k in ("start", "end") else float)(outputs[k][i])
+                for k in keys}} for i in range(n)]
 
   @classmethod
   def ids_decoder(cls, record, run, tokenizer, max_seq_length):
