@@ -201,8 +201,7 @@ def sliding_window_scores(train_examples, splits: Dict[str, Sequence],
   `sliding_window_answer` on each split's `squad.Example`s, answering in
   the train examples' most frequent first-answer length (`answer_words`),
   scored by score(examples, {qas_id: text}) -> the official metrics."""
-  length = answer_words(
-      [text for e in train_examples for text, _ in e.answers[:1]])
+  length = answer_words([e.answers[0][0] for e in train_examples if e.answers])
   out = {}
   for split, examples in splits.items():
     metrics = score(examples, {e.qas_id: sliding_window_answer(

@@ -292,9 +292,8 @@ def decode_v2(start_top_log_probs, start_top_index, end_top_log_probs,
 
 
 def decode(outputs, windows, examples, task_config: dict):
-  """(predictions, nbest, null_odds or None) of the heads' outputs {name:
-  [n, ...]} (`span_qa.head_outputs`) over `squad.Windows` of `squad.Example`s,
-  by `decode_v2` or `decode_v1` as a model's task_config says."""
+  """(predictions, nbest, null_odds or None): `decode_v1` or `decode_v2`, as
+  a model's task_config says, of its heads' outputs over `squad.Windows`."""
   v2 = bool(task_config.get("version_2_with_negative"))
   got = (decode_v2 if v2 else decode_v1)(
       *(outputs[name] for name in span_qa.head_outputs(v2)),

@@ -198,8 +198,7 @@ class SpanQATask(Task):
       data = input_timeout.read_within(
           f"the {split} file {path}", lambda: squad.read_squad(
               path, self.v2, split == "train"), self.input_timeout_secs)
-      if self.max_examples[split]:
-        data.examples = data.examples[:self.max_examples[split]]
+      data.examples = data.examples[:self.max_examples[split] or None]
       windows = squad.make_windows(
           data.examples, self.tokenizer, self.max_seq_length,
           self.task_config["doc_stride"], self.task_config["max_query_length"],
