@@ -27,7 +27,6 @@ import pytest
 from onnx import helper, numpy_helper
 
 from albert_tf import export_onnx
-from albert_tf.serving.predictor import LoadError
 from tests.numpy_reference import assert_close_to_scale
 
 FLOAT_REL = 1e-4
@@ -192,11 +191,7 @@ def test_load_predicts_every_family_as_its_keras_model(family_onnx):
                      family_onnx["expected"], FLOAT_REL)
 
 
-# SpanQATask.ids_decoder returns None for a v2 head, so load().predict on
-# its .onnx/.tflite raises LoadError: drop the marker with that fix.
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=LoadError,
-                   reason="SpanQATask.ids_decoder: v1 only")
 def test_load_predicts_a_squad_v2_onnx_and_tflite_as_its_keras_model(
     tmp_path):
   """A version_2_with_negative model's answers and null odds from its .onnx

@@ -376,23 +376,25 @@ class SpanQATask(Task):
 
   @classmethod
   def ids_decoder(cls, record, run, tokenizer, max_seq_length):
-    """SQuAD v1 heads: `squad.make_windows`, the model's start/end logits,
-    `span_decode.decode_v1`'s best span (None for a v2 head)."""
-    if record.task_config.get("version_2_with_negative"):
-      return None
+    """serve_text's results in Python: `squad.make_windows`, the model's
+    heads, `span_decode.decode`'s best span (v2: and its null odds)."""
+    v2 = bool(record.task_config.get("version_2_with_negative"))
+    a, b = ("start_log_prob", "end_log_prob") if v2 else ("start_logit",
+                                                          "end_logit")
 
     def predict(inputs):
       examples, windows = _windows(record, tokenizer, max_seq_length, inputs)
       got = [run(**{k: windows.features[k][i:i + 64]
                     for k in F.ENCODER_INPUTS})
              for i in range(0, windows.num_windows, 64)]
-      nbest = span_decode.decode(
+      _, nbest, null_odds = span_decode.decode(
           {k: np.concatenate([g[k] for g in got])
-           for k in span_qa.head_outputs(False)},
-          windows, examples, record.task_config)[1]
-      return [{"answer": b["text"], "start": b["start"], "end": b["end"],
-               "score": b["start_logit"] + b["end_logit"]}
-              for b in (nbest[e.qas_id][0] for e in examples)]
+           for k in span_qa.head_outputs(v2)},
+          windows, examples, record.task_config)
+      return [{"answer": best["text"], "start": best["start"],
+               "end": best["end"], "score": best[a] + best[b],
+               **({"no_answer_score": null_odds[e.qas_id]} if v2 else {})}
+              for e, best in ((e, nbest[e.qas_id][0]) for e in examples)]
     return predict
 
   @classmethod
