@@ -225,8 +225,9 @@ def _run(p: Params, started: float) -> Dict[str, float]:
     if p.do_train and p.train_budget_minutes:
       deadline = trainer.deadline
       last = ("" if deadline is None or deadline.ended is None else
-              f" (the last save and eval took {time.time() - deadline.ended:.1f}"
-              f" s, {deadline.reserve_seconds:.1f} s were kept for them)")
+              " (the last save and eval took %.1f s, %.1f s were kept for "
+              "them)" % (time.time() - deadline.ended,
+                         deadline.reserve_seconds))
       logging.info("--train_budget_minutes=%g: at step %d of the plan's %d; "
                    "this command took %.2f minutes%s", p.train_budget_minutes,
                    trainer.step, trainer.settings.num_train_steps,

@@ -19,8 +19,8 @@ on a fixed budget).
    before the first checkpoint. A rerun in that output_dir (a resume) reads
    it and trains to the same step with the same schedule.
 4. Should the machine slow down, the run still stops at the budget
-   (Deadline): it saves there and says that the schedule has not ended; the same command
-   continues the plan.
+   (Deadline): it saves there and says that the schedule has not ended;
+   the same command continues the plan.
 
 The budget counts from the start of the command (`started`), so it holds
 the imports, the checks of the records and the model build too.
@@ -209,7 +209,7 @@ class Probe(keras.callbacks.Callback):
   timed; `seconds_per_step` then holds the measure (the slowest worker's):
   the third quartile of the calls. Calls vary by 10-20% over a minute on
   a shared CPU: one-minute plans made from the median ran out before their
-  schedule ended in 2 of 3 runs, from the third quartile in 1 of 5 (AMD
+  schedule ended in 2 of 3 runs, from the third quartile in 1 of 6 (AMD
   EPYC, tests/test_budget.py's run).
 
   From the first timed call on, a budget that cannot hold the probe's
@@ -256,12 +256,12 @@ class Deadline(keras.callbacks.Callback):
   """Stops fit when what comes next would cross into the reserve: fit then
   ends its epoch, so the trainer's CheckpointSaver saves this step.
 
-  What comes next is the next call, as long as the last ones' median, plus the
-  checkpoint (and eval) that ends it when it ends an epoch, as long as the
-  longest so far or the planned one. The reserve grows to the longest
-  checkpoint seen: a machine that slowed after the plan still ends inside
-  the budget. `ended` is when the last call ended (the last save and eval
-  follow it)."""
+  What comes next is the next call, as long as the last calls' median,
+  plus the checkpoint (and eval) that ends it when it ends an epoch, as
+  long as the longest so far or the planned one. The reserve grows to the
+  longest checkpoint seen: a machine that slowed after the plan still ends
+  inside the budget. `ended` is when the last call ended (the last save
+  and eval follow it)."""
 
   def __init__(self, deadline: float, reserve_seconds: float, strategy, *,
                checkpoint_steps: int, checkpoint_seconds: float):

@@ -71,8 +71,9 @@ class MetricsLogger(keras.callbacks.Callback):
                write: bool = True, show: bool = True,
                flops_per_example: float = 0.0, peak_flops: float = 0.0):
     """`num_train_steps` (0 while a budget is planned) gives the progress
-    and the ETA; `seq_length` (when not 0) adds tokens/s; `flops_per_example` and
-    `peak_flops` (FLOP/s; both set) add "mfu" (`training.throughput`);
+    and the ETA; `seq_length` (when not 0) adds tokens/s;
+    `flops_per_example` and `peak_flops` (FLOP/s; both set) add "mfu"
+    (`training.throughput`);
     only `write` writes files; `show`: log a progress line at each record
     (off where Keras's progress bar already shows the run: one display,
     not two)."""
