@@ -24,10 +24,6 @@ part in two ways, for ours and keras-hub side by side:
 
 The CPU's bf16 features (amx_bf16 / avx512_bf16 in /proc/cpuinfo) and the
 2048^2 matmul peaks measured in the same run are printed first.
-
-A little over 400 lines: the two sides' builders, the op-kind table, the
-graph counts and the profiler reading serve one report, and
-tests/test_bf16_graph.py imports the first three.
 """
 
 import collections
@@ -79,21 +75,6 @@ _PLUMBING_TYPES = {"Const", "Placeholder", "Identity", "IdentityN", "NoOp",
                    "Reshape", "ExpandDims", "Squeeze", "StopGradient",
                    "ZerosLike", "OnesLike", "Size", "Rank",
                    "BroadcastGradientArgs", "PreventGradient"}
-
-
-def cpu_bf16_features(path="/proc/cpuinfo"):
-  """{"amx_bf16": bool, "avx512_bf16": bool} from the CPU flags (False if unknown)."""
-  flags_line = ""
-  try:
-    with open(path, encoding="utf-8") as f:
-      for line in f:
-        if line.startswith("flags"):
-          flags_line = line
-          break
-  except OSError:
-    pass
-  words = set(flags_line.split())
-  return {name: name in words for name in ("amx_bf16", "avx512_bf16")}
 
 
 # What Grappler's oneDNN and fusion passes prefix to the op types that run.
@@ -377,6 +358,7 @@ def main(argv):
   del argv
   import keras  # pylint: disable=g-import-not-at-top
   from albert_tf.core.config import AlbertConfig  # pylint: disable=g-import-not-at-top
+  from benchmarks.common import cpu_bf16_features  # pylint: disable=g-import-not-at-top
   from benchmarks.common import machine, matmul_peak_gflops  # pylint: disable=g-import-not-at-top
 
   features = cpu_bf16_features()

@@ -69,3 +69,19 @@ def matmul_peak_gflops(dtype="float32", n=2048, repetitions=5):
   fn = tf.function(lambda: tf.matmul(a, a))
   times = time_calls(lambda: fn().numpy(), repetitions, warmup=2)
   return 2 * n ** 3 / min(times) / 1e9
+
+
+def cpu_bf16_features(path="/proc/cpuinfo"):
+  """{"amx_bf16": bool, "avx512_bf16": bool} from the CPU flags (False if
+  unknown)."""
+  flags_line = ""
+  try:
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        if line.startswith("flags"):
+          flags_line = line
+          break
+  except OSError:
+    pass
+  words = set(flags_line.split())
+  return {name: name in words for name in ("amx_bf16", "avx512_bf16")}

@@ -8,15 +8,11 @@ parameter counts of `albert_tf.params`) and on figures measured on a CPU:
 the float32 2048^2 matmul rate ("peak"), the FLOP rate of our own training
 step (AlbertPretrainer + LAMB under Keras `fit`, sequence 512), the peak
 memory TF allocates in that step, and the records/s of
-`pretraining_dataset.make_dataset` on one core. Without
---measure the figures recorded in MEASURED are used (docs/scaling.md says
-where and under what load they were taken); with it they are measured first
-and printed, and the tables use them. The accelerator figures (peak, memory,
-host cores) are published ones, their MFU an assumption (ASSUMED_MFU).
-
-Over 400 lines: the arithmetic of every table and the measurements that
-feed it (each run in its own child process for its memory figure) stay
-together, so that docs/scaling.md is reproduced by this one script.
+`pretraining_dataset.make_dataset` on one core. Without --measure the
+figures recorded in MEASURED are used (docs/scaling.md says where and under
+what load they were taken); with it they are measured first and printed, and
+the tables use them. The accelerator figures (peak, memory, host cores) are
+published ones, their MFU an assumption (ASSUMED_MFU).
 """
 
 import argparse
@@ -29,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from benchmarks import common
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -89,12 +87,6 @@ def weights_per_token(config):
   return config.num_hidden_layers * (4 * h * h + 2 * h * i) + projection
 
 
-def block_params(config):
-  """Weights of one Transformer block (what ALBERT shares across layers)."""
-  h, i = config.hidden_size, config.intermediate_size
-  return 4 * h * h + 2 * h * i + 9 * h + i  # + biases and 2 LayerNorms
-
-
 def train_flops_per_sequence(config, seq=SEQ, pred=PRED):
   """{dense, attention, heads, total}: FLOPs of one training sequence.
 
@@ -113,10 +105,8 @@ def train_flops_per_sequence(config, seq=SEQ, pred=PRED):
 
 def activation_bytes_per_sequence(config, seq=SEQ, pred=PRED, dtype_bytes=2):
   """Bytes kept for the backward pass of one sequence, without
-  rematerialisation: activations in the compute dtype (`dtype_bytes`: 2 for
-  bf16, 4 for float32), LayerNorm inputs and softmax outputs in float32 (the
-  project's float32 islands), no dropout (v2 configs), fused GELU (it keeps
-  its input only).
+  rematerialisation, no dropout (v2 configs), fused GELU (it keeps its input
+  only); `dtype_bytes` of the compute dtype (2 bf16, 4 float32).
 
   Per layer: block input, Q K V, context and FFN input (6sH), GELU input and
   output (2sI) in the compute dtype; two float32 LayerNorm inputs (8sH);
@@ -140,17 +130,18 @@ def memory_per_replica(config, params):
   shared block: checked on a toy graph's optimized HLO) and L of the shared
   block without it (each layer call's cast lives until its backward);
   activations per sequence."""
+  h, i = config.hidden_size, config.intermediate_size
+  block = 4 * h * h + 2 * h * i + 9 * h + i  # + biases and 2 LayerNorms
   return {"static": 16 * params, "casts": 2 * params,
           "casts_no_xla": 2 * (params + (config.num_hidden_layers - 1)
-                               * block_params(config)),
+                               * block),
           "per_sequence": activation_bytes_per_sequence(config)}
 
 
 def max_batch(memory, replica_gb, overhead=1.0, headroom=0.9):
-  """Largest power-of-2 per-replica batch whose memory fits `headroom` of
-  the replica's (0 if none does) under XLA, the activations times
-  `overhead` (the measured step peak over the formula: the backward pass's
-  own buffers)."""
+  """Largest power-of-2 per-replica batch (0 if none) whose memory under XLA
+  fits `headroom` of the replica's, the activations times `overhead` (the
+  measured step peak over the formula: the backward pass's own buffers)."""
   room = headroom * replica_gb * GB - memory["static"] - memory["casts"]
   per_sequence = overhead * memory["per_sequence"]
   batch = 0
@@ -160,14 +151,6 @@ def max_batch(memory, replica_gb, overhead=1.0, headroom=0.9):
 
 
 # ----------------------------------------------------------------- tables
-def _presets(names):
-  """({name: config}, {name: parameters of the pretrainer}) of `names`."""
-  from albert_tf.core.config import PRESETS  # pylint: disable=g-import-not-at-top
-  from albert_tf.params import parameter_table  # pylint: disable=g-import-not-at-top
-  return ({name: PRESETS[name] for name in names},
-          {name: c["pretrainer"] for name, c in parameter_table(names).items()})
-
-
 def flops_table(configs, params):
   rows = ["| preset | distinct parameters | weights run per token | "
           "TFLOP per sequence (dense + attention + heads) | PFLOP per step "
@@ -182,13 +165,6 @@ def flops_table(configs, params):
   return "\n".join(rows)
 
 
-def memory_overhead(measured):
-  """Measured float32 step peak per sequence / the formula's at 4 bytes."""
-  from albert_tf.core.config import PRESETS  # pylint: disable=g-import-not-at-top
-  return measured["step_memory"]["per_sequence"] / activation_bytes_per_sequence(
-      PRESETS[measured["step"]["preset"]], dtype_bytes=4)
-
-
 def memory_table(configs, params, overhead):
   head = " | ".join(f"batch/replica {s.name} ({s.replica_gb:.0f} GB)"
                     for s in SETUPS)
@@ -201,8 +177,7 @@ def memory_table(configs, params, overhead):
                       for s in SETUPS)
     rows.append(f"| {name} | {m['static'] / GB:.2f} GB | "
                 f"{m['casts'] / GB:.2f} ({m['casts_no_xla'] / GB:.2f}) GB | "
-                f"{m['per_sequence'] / GB:.3f} GB "
-                f"| {fits} |")
+                f"{m['per_sequence'] / GB:.3f} GB | {fits} |")
   return "\n".join(rows)
 
 
@@ -279,12 +254,8 @@ def decode_rate(files, batches=150, batch_size=128):
   dataset = pretraining_dataset.make_dataset(
       files, batch_size, SEQ, PRED, is_training=True, seed=0)
   it = iter(dataset)
-  for _ in range(20):
-    next(it)
-  start = time.perf_counter()
-  for _ in range(batches):
-    next(it)
-  return batches * batch_size / (time.perf_counter() - start)
+  times = common.time_calls(lambda: next(it), batches, warmup=20)
+  return batches * batch_size / sum(times)
 
 
 def _child(flag, value, **kwargs):
@@ -293,13 +264,6 @@ def _child(flag, value, **kwargs):
       [sys.executable, "-m", "benchmarks.scaling_table", flag, value],
       check=True, capture_output=True, text=True, **kwargs)
   return float(out.stdout.strip().splitlines()[-1])
-
-
-def decode_rate_one_core(files):
-  """decode_rate in a child process pinned to one CPU (TF sizes its thread
-  pools to the CPUs it may run on)."""
-  return _child("--decode_files", ",".join(files), preexec_fn=lambda: (
-      os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})))
 
 
 def _pretrainer(preset, batch, files):
@@ -327,7 +291,6 @@ def train_step_and_peak(preset, batch, files, rounds=3):
   and then the float32 2048^2 matmul (best of 10), so that the other
   processes of a shared machine slow both alike and their ratio holds.
   """
-  from benchmarks import common  # pylint: disable=g-import-not-at-top
   model, data, flops = _pretrainer(preset, batch, files)
   model.fit(data, steps_per_epoch=1, epochs=1, verbose=0)  # trace, build
   results = []
@@ -338,13 +301,6 @@ def train_step_and_peak(preset, batch, files, rounds=3):
     results.append((step, common.matmul_peak_gflops("float32",
                                                     repetitions=10)))
   return results
-
-
-def step_peak_bytes(preset, batch, files):
-  """Peak bytes TF allocates during one training step, in a child process
-  whose CPU allocator is TF's BFC allocator (it keeps the statistics)."""
-  return _child("--memory_child", f"{preset},{batch},{','.join(files)}",
-                env={**os.environ, "TF_CPU_ALLOCATOR_USE_BFC": "true"})
 
 
 def _memory_child(spec):
@@ -359,7 +315,6 @@ def _memory_child(spec):
 
 def measure(step_preset, step_batch, memory_batches):
   """MEASURED's fields, measured on this machine now."""
-  from benchmarks import common  # pylint: disable=g-import-not-at-top
   with open("/proc/loadavg") as f:
     load = f.read().split()[:3]
   folder = tempfile.mkdtemp(prefix="scaling_table_")
@@ -367,20 +322,27 @@ def measure(step_preset, step_batch, memory_batches):
     files = [write_records(os.path.join(folder, f"part-{i}.tfrecord"), 1024,
                            i) for i in range(4)]
     rounds = train_step_and_peak(step_preset, step_batch, files)
-    decode = decode_rate_one_core(files)
+    # decode_rate in a child pinned to one CPU: TF sizes its thread pools
+    # to the CPUs it may run on.
+    decode = _child("--decode_files", ",".join(files), preexec_fn=lambda: (
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})))
     small, large = memory_batches
-    peak_bytes = [step_peak_bytes(step_preset, b, files)
-                  for b in (small, large)]
+    # The peak bytes of one step, in a child whose CPU allocator is TF's BFC
+    # allocator (it keeps the statistics).
+    peak_bytes = [
+        _child("--memory_child", f"{step_preset},{b},{','.join(files)}",
+               env={**os.environ, "TF_CPU_ALLOCATOR_USE_BFC": "true"})
+        for b in (small, large)]
   finally:
     shutil.rmtree(folder, ignore_errors=True)
-  mfu = statistics.median(step / peak for step, peak in rounds)
   with open("/proc/loadavg") as f:
     load += f.read().split()[:3]
   return {"cpu": common.machine(), "load": f"loadavg before {load[:3]}, "
           f"after {load[3:]}",
           "matmul_gflops": max(peak for _, peak in rounds),
           "step": {"preset": step_preset, "batch": step_batch,
-                   "gflops": max(step for step, _ in rounds), "mfu": mfu,
+                   "gflops": max(step for step, _ in rounds),
+                   "mfu": statistics.median(s / p for s, p in rounds),
                    "rounds": rounds},
           "decode_records_per_core_s": decode,
           "step_memory": {"batches": [small, large], "peak_bytes": peak_bytes,
@@ -399,10 +361,10 @@ def main():
   parser.add_argument("--decode_files", help=argparse.SUPPRESS)
   parser.add_argument("--memory_child", help=argparse.SUPPRESS)
   args = parser.parse_args()
-  if args.decode_files:  # the pinned child of decode_rate_one_core
+  if args.decode_files:  # the pinned child of measure
     print(decode_rate(args.decode_files.split(",")))
     return
-  if args.memory_child:  # a child of step_peak_bytes
+  if args.memory_child:  # a child of measure
     _memory_child(args.memory_child)
     return
   measured = MEASURED
@@ -413,14 +375,22 @@ def main():
   cpu_mfu = measured["step"]["mfu"]
   print(f"\nCPU MFU ({measured['step']['preset']}, seq {SEQ}, batch "
         f"{measured['step']['batch']}): {cpu_mfu:.1%}")
-  memory, overhead = measured["step_memory"], memory_overhead(measured)
+  # pylint: disable=g-import-not-at-top
+  from albert_tf.core.config import PRESETS
+  from albert_tf.params import parameter_table
+  memory = measured["step_memory"]
+  # The measured float32 step peak per sequence over the formula's.
+  overhead = memory["per_sequence"] / activation_bytes_per_sequence(
+      PRESETS[measured["step"]["preset"]], dtype_bytes=4)
   print(f"Peak TF memory of a step per extra sequence (float32, batches "
         f"{memory['batches']}): {memory['per_sequence'] / GB:.3f} GB, "
         f"x{overhead:.2f} the formula's at 4 bytes (applied to the batch "
         "columns)\n")
-  every, params = _presets(PRESET_NAMES + COMPARE)
-  configs = {name: every[name] for name in PRESET_NAMES}
-  print(flops_table(every, params), "\n")
+  params = {name: c["pretrainer"] for name, c in
+            parameter_table(PRESET_NAMES + COMPARE).items()}
+  configs = {name: PRESETS[name] for name in PRESET_NAMES}
+  print(flops_table({name: PRESETS[name] for name in PRESET_NAMES + COMPARE},
+                    params), "\n")
   print(memory_table(configs, params, overhead), "\n")
   print(step_time_table(configs, cpu_mfu), "\n")
   print(input_table(configs, measured["decode_records_per_core_s"]))
