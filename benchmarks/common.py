@@ -85,3 +85,12 @@ def cpu_bf16_features(path="/proc/cpuinfo"):
     pass
   words = set(flags_line.split())
   return {name: name in words for name in ("amx_bf16", "avx512_bf16")}
+
+
+def write_atomically(path, text):
+  """Writes `text` to `path` through a temporary file and a rename, so that
+  a reader never sees half a file."""
+  tmp = f"{path}.tmp{os.getpid()}"
+  with open(tmp, "w", encoding="utf-8") as f:
+    f.write(text)
+  os.replace(tmp, path)
