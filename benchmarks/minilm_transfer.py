@@ -44,6 +44,9 @@ import time
 
 import numpy as np
 
+from benchmarks.common import write_atomically
+from benchmarks.minilm_parity import parity
+from benchmarks.minilm_report import markdown
 from benchmarks.serving_latency import cpu_info
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,7 +68,6 @@ REGIMES = {"10/class": (10, 30, 16), "50/class": (50, 40, 16),
 QUICK_REGIMES = {"10/class": (10, 10, 16), "50/class": (50, 10, 16),
                  "all": (None, 10, 32)}
 PARITY_TEXTS = 8
-REL = 1e-5  # parity tolerance, relative to the largest magnitude compared
 
 
 # ------------------------------------------------------------------- inputs
@@ -130,12 +132,6 @@ def training_set(pool, per_class, seed):
     chosen += [rows[i] for i in rng.choice(len(rows), per_class,
                                            replace=False)]
   return chosen
-
-
-def write_atomically(path, text):
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    f.write(text)
-  os.replace(path + ".tmp", path)
 
 
 def write_tsv(path, rows):
@@ -227,48 +223,6 @@ def tfidf_accuracy(train, test):
                         zip(predicted, test)]))
 
 
-# ------------------------------------------------------------------ parity
-def parity(model_dir, converted_dir, texts):
-  """Max |ours - NumPy| / max(1, max |NumPy|) of the encoder outputs on
-  `texts` (WordPiece, [CLS] text [SEP], padded to MAX_SEQ_LENGTH)."""
-  # pylint: disable=g-import-not-at-top
-  import safetensors.numpy
-  from albert_tf.core.config import AlbertConfig
-  from albert_tf.data.tokenization import load_tokenizer
-  from albert_tf.modeling.encoder import AlbertEncoder
-  from albert_tf.training import checkpoints
-  from tests.numpy_reference import BertHfSource, bert_forward
-  config = AlbertConfig.from_json_file(
-      os.path.join(converted_dir, "albert_config.json"))
-  tokenizer = load_tokenizer(vocab_file=os.path.join(converted_dir,
-                                                     "vocab.txt"))
-  ids = np.zeros([len(texts), MAX_SEQ_LENGTH], np.int32)
-  for row, text in enumerate(texts):
-    pieces = tokenizer.encode(text)[:MAX_SEQ_LENGTH - 2]
-    # Some rows shorter than the length, so padding is compared too.
-    pieces = pieces[:MAX_SEQ_LENGTH - 2 - 17 * (row % 3)]
-    seq = [tokenizer.cls_id] + pieces + [tokenizer.sep_id]
-    ids[row, :len(seq)] = seq
-  inputs = {"input_ids": ids, "input_mask": (ids > 0).astype(np.int32),
-            "segment_ids": np.zeros_like(ids)}
-  encoder = AlbertEncoder(config)
-  checkpoints.restore_weights(converted_dir, encoder)
-  ours = {k: np.asarray(v) for k, v in encoder(inputs, training=False).items()}
-  state = safetensors.numpy.load_file(os.path.join(model_dir,
-                                                   "model.safetensors"))
-  ref = bert_forward(BertHfSource(state), inputs, config.num_hidden_layers,
-                     config.num_attention_heads, heads=False)
-  result = {}
-  for key in ("sequence_output", "pooled_output"):
-    scale = max(1.0, float(np.max(np.abs(ref[key]))))
-    result[key] = {"max_abs_diff": float(np.max(np.abs(ours[key] - ref[key]))),
-                   "scale": scale}
-    result[key]["relative"] = result[key]["max_abs_diff"] / scale
-    result[key]["ok"] = result[key]["relative"] <= REL
-  result["texts"], result["tokens"] = len(texts), int(inputs["input_mask"].sum())
-  return result
-
-
 # ------------------------------------------------------------------ export
 def export_and_serve(run_dir, export_dir, test):
   """Exports run_dir, predicts the raw test texts through albert_tf.load."""
@@ -299,67 +253,12 @@ def export_and_serve(run_dir, export_dir, test):
           "texts": len(gold)}
 
 
-# ------------------------------------------------------------------ report
 def mean_std(values):
   if not values:
     return None
   return {"mean": float(np.mean(values)),
           "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
           "n": len(values), "values": [round(v, 4) for v in values]}
-
-
-def cell(stats):
-  if stats is None:
-    return "—"
-  if stats["n"] == 1:
-    return f"{stats['mean']:.3f} (1 run)"
-  return f"{stats['mean']:.3f} ± {stats['std']:.3f} ({stats['n']} seeds)"
-
-
-def markdown(result):
-  cpu = result["cpu"]
-  lines = [
-      f"# MiniLM-L6 transfer on BBC News ({result['date']})", "",
-      f"CPU: {cpu['model']} ({', '.join(cpu['flags'])}), {os.cpu_count()} "
-      f"cores, shared (load average {result['load_start'][0]:.2f} at the "
-      f"start, {result['load_end'][0]:.2f} at the end); wall "
-      f"{result['wall_s'] / 60:.1f} min. Command: `{result['command']}`.", "",
-      f"Data: {result['data']['articles']} BBC articles after dropping "
-      f"{result['data']['duplicates']} exact duplicates; test "
-      f"{result['data']['test']} (20% of each class, seed {SPLIT_SEED}), "
-      f"pool {result['data']['pool']}. Few-shot sets are drawn from the pool "
-      "with the run's seed. Fine-tuning: max_seq_length "
-      f"{MAX_SEQ_LENGTH}, AdamW lr {LEARNING_RATE}, 10% warmup, last step "
-      "scored (no dev set).", "",
-      "| regime | steps × batch | MiniLM converted | random init | "
-      "TF-IDF + LR, whole article | TF-IDF + LR, first 126 pieces | "
-      "wall per run, MiniLM / random (training examples/s) |",
-      "|---|---|---|---|---|---|---|"]
-  for name, row in result["regimes"].items():
-    lines.append(
-        f"| {name} ({row['train_examples']} examples) | {row['steps']} × "
-        f"{row['batch']} | {cell(row['minilm'])} | {cell(row['random'])} | "
-        f"{cell(row['tfidf'])} | {cell(row['tfidf_cut'])} | "
-        f"{row['minilm_s']:.0f} s / "
-        f"{row['random_s']:.0f} s ({row['examples_per_s']:.1f}) |")
-  p = result["parity"]
-  lines += ["", "Parity of the converted encoder with a NumPy forward pass of "
-            f"the safetensors ({p['texts']} test articles, {p['tokens']} "
-            "tokens): max |diff| / max(1, max |value|) = "
-            f"{p['sequence_output']['relative']:.2e} (sequence_output), "
-            f"{p['pooled_output']['relative']:.2e} (pooled_output); "
-            f"tolerance {REL:g}: "
-            f"{'pass' if p['sequence_output']['ok'] and p['pooled_output']['ok'] else 'FAIL'}."]
-  e = result.get("export")
-  if e:
-    lines += ["", f"Export (`export_saved_model`, {e['export_s']} s) of the "
-              f"{e['run']} MiniLM classifier, served by "
-              "`albert_tf.load(export_dir).predict` on the raw test texts "
-              f"({e['predict_s']} s for {e['texts']}): accuracy "
-              f"{e['served_accuracy']:.4f}, checkpoint's "
-              f"{e['checkpoint_accuracy']:.4f}; the same label on "
-              f"{e['agreement']} of {e['texts']} texts."]
-  return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
@@ -395,7 +294,7 @@ def main(argv=None):
   print(f"converted in {convert_s:.0f} s: {len(report['assigned'])} tensors, "
         f"missing {len(report['missing'])} (heads)", flush=True)
   parity_result = parity(model_dir, converted,
-                         [t for t, _, _ in test[:PARITY_TEXTS]])
+                         [t for t, _, _ in test[:PARITY_TEXTS]], MAX_SEQ_LENGTH)
   print("parity:", json.dumps({k: v for k, v in parity_result.items()
                                if isinstance(v, dict)}), flush=True)
 
