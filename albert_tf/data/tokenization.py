@@ -61,16 +61,9 @@ def is_punctuation(char):
   return unicodedata.category(char).startswith("P")
 
 
-# What WordPiece normalisation deletes (a step of the normalisation table).
-is_dropped_control = normalization.is_dropped_control
-
-
-def normalize(text, kind="sentencepiece", do_lower_case=True):
-  """str -> str normalised as the original tokenizers do before splitting:
-  the steps of `normalization.PIPELINES[kind]` (ALBERT's `preprocess_text`
-  for "sentencepiece", BERT's `BasicTokenizer` cleaning for "wordpiece");
-  do_lower_case: lowercase and strip accents."""
-  return normalization.normalize(text, kind, do_lower_case)
+# normalize(text, kind, do_lower_case): the steps of
+# `normalization.PIPELINES[kind]`, as the original tokenizers run them.
+normalize = normalization.normalize
 
 
 class AlbertTokenizer:
@@ -132,16 +125,8 @@ class AlbertTokenizer:
       return []
     if self.kind == "sentencepiece":
       return self._spm_pieces(text)
-    tokens = []
-    for word in _basic_tokenize(text):
-      tokens.extend(self.word_pieces(word))
-    return tokens
-
-  def word_pieces(self, word):
-    """WordPiece pieces of one word of BERT's basic split (wordpiece kind):
-    greedy longest match first, one [UNK] for the whole word when a part of
-    it is not in the vocabulary or it is over 100 characters."""
-    return _wordpiece(word, self._token_to_id, _UNK_TOKENS["wordpiece"])
+    return [piece for word in _basic_tokenize(text) for piece in _wordpiece(
+        word, self._token_to_id, _UNK_TOKENS["wordpiece"])]
 
   def _spm_pieces(self, text):
     pieces = self._sp.encode(text, out_type=str)
@@ -235,17 +220,6 @@ def _wordpiece(word, token_to_id, unk_token, max_chars_per_word=100):
   return pieces
 
 
-def _load_vocab(vocab_file):
-  with open(vocab_file, encoding="utf-8") as f:
-    # Only the newline is stripped: whitespace-like tokens keep their ids.
-    tokens = [line.rstrip("\n").rstrip("\r") for line in f]
-  counts = collections.Counter(tokens)
-  duplicates = [t for t, c in counts.items() if c > 1 and t]
-  if duplicates:
-    raise ValueError(f"{vocab_file}: duplicate tokens {duplicates[:5]}")
-  return tokens
-
-
 def load_tokenizer(spm_model_file=None, vocab_file=None, do_lower_case=True):
   """An `AlbertTokenizer` of a SentencePiece `.model` (ALBERT ids) or a
   WordPiece `vocab.txt` (one token per line): exactly one must be given.
@@ -269,20 +243,23 @@ def load_tokenizer(spm_model_file=None, vocab_file=None, do_lower_case=True):
     return AlbertTokenizer("sentencepiece", spm_model_file, do_lower_case,
                            sp_model=sp)
   try:
-    vocab = _load_vocab(vocab_file)
+    with open(vocab_file, encoding="utf-8") as f:
+      # Only the newline is stripped: whitespace-like tokens keep their ids.
+      vocab = [line.rstrip("\n").rstrip("\r") for line in f]
   except UnicodeDecodeError as e:
     raise ValueError(f"WordPiece vocab {vocab_file!r} is not UTF-8 text: {e}")
+  counts = collections.Counter(vocab)
+  duplicates = [t for t, c in counts.items() if c > 1 and t]
+  if duplicates:
+    raise ValueError(f"{vocab_file}: duplicate tokens {duplicates[:5]}")
   return AlbertTokenizer("wordpiece", vocab_file, do_lower_case, vocab=vocab)
 
 
 def file_sha256(path: str) -> str:
   """sha256 of a tokenizer (or any local) file: what manifests and run
   fingerprints compare."""
-  digest = hashlib.sha256()
   with open(path, "rb") as f:
-    for chunk in iter(lambda: f.read(1 << 20), b""):
-      digest.update(chunk)
-  return digest.hexdigest()
+    return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def write_synced(path: str, data: bytes) -> None:
