@@ -1,15 +1,10 @@
 """The tokenizers' text normalisation, written once: a table of steps.
 
 Every rule the tokenizers apply to raw text before splitting it is one
-`Step` here, with
-
-  - `name`: a short identifier;
-  - `description`: one line of prose, the text of the exported metadata
-    (`app_rules`: albert_export.json, the TFLite JSON);
-  - `python(text: str) -> str`: what `tokenization.normalize` runs (the
-    training side: data_prep and the fine-tuning readers);
-  - `graph(text: tf.string tensor) -> tf.string tensor`: what
-    `text_graph.TextEncoder.normalize` runs (the `serve_text` side).
+`Step` here: its `description` is the exported metadata's text (`app_rules`:
+albert_export.json, the TFLite JSON), its `python` side what
+`tokenization.normalize` runs (data_prep, the fine-tuning readers), its
+`graph` side what `text_graph.TextEncoder.normalize` runs (`serve_text`).
 
 Each step also says how it moves characters (`offsets`), for the maps from
 normalised characters back to the original text that span question answering
@@ -20,7 +15,7 @@ needs (`serving/span_graph.py`, in the graph):
     span of the character before it. Exact but where a rule looks at
     neighbours (Python's word-final sigma, the canonical reordering of
     combining marks), which the maps check against the whole-text result;
-  - `SPACE_RUNS`: each run of `is_space` characters becomes one " " spanning
+  - `SPACE_RUNS`: each run of `str.isspace` characters becomes one " " spanning
     the run, none at the ends;
   - `PAIRS`: each two-character string of the step's `pairs` becomes its
     replacement spanning both (left to right, one pair after the other).
@@ -61,25 +56,13 @@ def is_dropped_control(char):
   return unicodedata.category(char) in ("Cc", "Cf")
 
 
-def is_space(char):
-  """str.split() with no argument splits on exactly these."""
-  return char.isspace()
-
-
-def is_combining(char):
-  return unicodedata.combining(char) != 0
-
-
-def is_nonspacing_mark(char):
-  return unicodedata.category(char) == "Mn"
-
-
-# The predicates of the steps below, by the name `char_class` takes.
+# The predicates of the steps below, by the name `char_class` takes
+# ("space": str.split() with no argument splits on exactly these).
 CHAR_PREDICATES = {
-    "space": is_space,
+    "space": str.isspace,
     "control": is_dropped_control,
-    "combining": is_combining,
-    "nonspacing_mark": is_nonspacing_mark,
+    "combining": lambda char: unicodedata.combining(char) != 0,
+    "nonspacing_mark": lambda char: unicodedata.category(char) == "Mn",
 }
 
 
@@ -169,10 +152,6 @@ def _collapse_whitespace_graph(text):
   return tf.strings.regex_replace(text, "^ | $", "")
 
 
-def _quotes_python(text):
-  return text.replace("``", '"').replace("''", '"')
-
-
 def _quotes_graph(text):
   # `` and '' share no character, so one left-to-right pass replaces the
   # same pairs as the two str.replace calls.
@@ -213,16 +192,17 @@ COLLAPSE_WHITESPACE = Step(
     lambda text: " ".join(text.split()), _collapse_whitespace_graph,
     offsets=SPACE_RUNS)
 LATEX_QUOTES = Step("latex_quotes", "replace `` and '' with \"",
-                    _quotes_python, _quotes_graph, offsets=PAIRS,
+                    lambda text: text.replace("``", '"').replace("''", '"'),
+                    _quotes_graph, offsets=PAIRS,
                     pairs=(("``", '"'), ("''", '"')))
 NFKD = _unicode_form_step("NFKD")
 NFD = _unicode_form_step("NFD")
 DROP_COMBINING = _drop_step(
     "drop_combining", "drop combining characters (unicodedata.combining != 0)",
-    is_combining, lower_case_only=True)
+    CHAR_PREDICATES["combining"], lower_case_only=True)
 DROP_NONSPACING_MARKS = _drop_step(
     "drop_nonspacing_marks", "drop non-spacing marks (Mn)",
-    is_nonspacing_mark, lower_case_only=True)
+    CHAR_PREDICATES["nonspacing_mark"], lower_case_only=True)
 LOWERCASE = Step("lowercase", "lowercase", str.lower, _lower_graph,
                  lower_case_only=True)
 
@@ -279,11 +259,6 @@ def offset_groups(kind, do_lower_case=True) -> List[Tuple[Step, ...]]:
   return groups
 
 
-def describe(kind, do_lower_case=True) -> List[str]:
-  """The one-line descriptions of `steps(kind, do_lower_case)`, in order."""
-  return [step.description for step in steps(kind, do_lower_case)]
-
-
 def app_rules(tokenizer, token_level=None) -> List[str]:
   """The text rules an app applies before the model (albert_export.json's
   `normalization`): this table's steps, then tokenizing and packing.
@@ -292,7 +267,8 @@ def app_rules(tokenizer, token_level=None) -> List[str]:
   first and each token goes through the rules on its own
   (`tagging_graph.TextTagger`).
   """
-  rules = describe(tokenizer.kind, tokenizer.do_lower_case) + [
+  rules = [step.description for step in steps(
+      tokenizer.kind, tokenizer.do_lower_case)] + [
       "SentencePiece encode (the model's own normalizer runs inside); a "
       "piece ending in <digit>',' is re-encoded without the ',' and "
       "followed by ','" if tokenizer.kind == "sentencepiece" else
