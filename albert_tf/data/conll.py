@@ -20,7 +20,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from absl import logging
 
-from albert_tf.data.tsv_reader import first_places
+from albert_tf.data import tsv_reader
 
 # run_ner's --task_name: data_prep.corpora's People's Daily (BIO), any CoNLL.
 TASK_NAMES = ("peoples_daily_ner", "conll")
@@ -149,29 +149,24 @@ def spans(tags: Sequence[str], scheme: str, strict: bool = True
   return [(kind, start, end + 1) for kind, start, end in get_entities(plain)]
 
 
-def from_spans(entities: Sequence[Tuple[str, int, int]], length: int,
-               scheme: str) -> List[str]:
-  """Tags of `length` tokens in `scheme` for (type, start, end) entities."""
-  tags = ["O"] * length
-  inner = "M" if scheme == "BMES" else "I"
-  prev_end, prev_kind = -1, None
-  for kind, start, end in sorted(entities, key=lambda e: e[1]):
-    if scheme in ("BIOES", "BMES") and end - start == 1:
-      tags[start] = f"S-{kind}"
-    else:
-      tags[start:end] = [f"{inner}-{kind}"] * (end - start)
-      if scheme != "IOB1" or (prev_end, prev_kind) == (start, kind):
-        tags[start] = f"B-{kind}"
-      if scheme in ("BIOES", "BMES"):
-        tags[end - 1] = f"E-{kind}"
-    prev_end, prev_kind = end, kind
-  return tags
-
-
 def convert(tags: Sequence[str], source: str, target: str,
             strict: bool = True) -> List[str]:
   """Tags from one scheme to another (through entity spans, lossless)."""
-  return from_spans(spans(tags, source, strict), len(tags), target)
+  out = ["O"] * len(tags)
+  inner = "M" if target == "BMES" else "I"
+  prev_end, prev_kind = -1, None
+  for kind, start, end in sorted(spans(tags, source, strict),
+                                 key=lambda e: e[1]):
+    if target in ("BIOES", "BMES") and end - start == 1:
+      out[start] = f"S-{kind}"
+    else:
+      out[start:end] = [f"{inner}-{kind}"] * (end - start)
+      if target != "IOB1" or (prev_end, prev_kind) == (start, kind):
+        out[start] = f"B-{kind}"
+      if target in ("BIOES", "BMES"):
+        out[end - 1] = f"E-{kind}"
+    prev_end, prev_kind = end, kind
+  return out
 
 
 # ------------------------------------------------------------------ reading
@@ -180,17 +175,13 @@ def read_conll(path: str, tag_scheme: Optional[str] = None,
   """Reads and checks a CoNLL file; DataError names file:line on bad input.
   Stray gold tags are counted and named in one warning (strict_tags: the
   first is a DataError)."""
-  with open(path, "rb") as f:
-    lines = f.read().split(b"\n")
+  try:
+    lines = list(tsv_reader.text_lines(path))
+  except tsv_reader.DataError as e:  # not UTF-8
+    raise DataError(str(e)) from None
   sentences, rows, columns, docstarts = [], [], None, 0
-  for number, line in enumerate(lines + [b""], 1):  # b"": the last flush
+  for number, text in lines + [(len(lines) + 1, "")]:  # "": the last flush
     where = f"{path}:{number}"
-    try:
-      text = line.decode("utf-8").rstrip("\r\n")
-    except UnicodeDecodeError as e:
-      raise DataError(f"{where}: not UTF-8 ({e.reason} at byte "
-                      f"{e.start})") from None
-    text = text.lstrip("\ufeff") if number == 1 else text
     fields = ([x.strip(" ") for x in text.split("\t")] if "\t" in text
               else text.split())
     if not text.strip() or fields[0] == DOCSTART:
@@ -240,7 +231,8 @@ def read_conll(path: str, tag_scheme: Optional[str] = None,
         "as conlleval and seqeval read them: an inside tag that continues "
         "no entity starts one, and an entity left open ends at its last "
         "tag (--strict_tags makes this an error)", path, len(stray), scheme,
-        first_places([f"{path}:{line} {tag!r}" for line, tag in stray]))
+        tsv_reader.first_places([f"{path}:{line} {tag!r}"
+                                 for line, tag in stray]))
   return ConllData(path, sentences, scheme or "BIO", has_tags, docstarts,
                    len(stray))
 
