@@ -26,21 +26,11 @@ import numpy as np
 _SEP = "\ufdd0"
 
 
-def _overlap(text_a: str, text_b: Optional[str]) -> float:
-  """The share of text_a's distinct characters that text_b holds."""
-  if not text_b:
-    return 0.0
-  chars = set(text_a)
-  return len(chars & set(text_b)) / max(1, len(chars))
-
-
 def majority(train_labels: Sequence[int], n: int) -> np.ndarray:
   """n copies of the train split's most frequent label id (the smallest id
   among ties)."""
   counts = collections.Counter(int(x) for x in train_labels)
-  top = max(counts.values())
-  return np.full([n], min(k for k, v in counts.items() if v == top),
-                 np.int64)
+  return np.full([n], min(counts, key=lambda k: (-counts[k], k)), np.int64)
 
 
 def tfidf(train: Tuple[Sequence[str], Sequence[Optional[str]], Sequence[int]],
@@ -59,35 +49,28 @@ def tfidf(train: Tuple[Sequence[str], Sequence[Optional[str]], Sequence[int]],
   texts_a, texts_b, labels = train
   pairs = any(b is not None for b in texts_b)
 
-  def joined(a_list, b_list):
-    return [a if not pairs else f"{a}{_SEP}{b or ''}"
-            for a, b in zip(a_list, b_list)]
+  vectorizer = TfidfVectorizer(analyzer="char", ngram_range=(1, 3),
+                               sublinear_tf=True, min_df=1)
 
-  def extra(a_list, b_list):
-    return sparse.csr_matrix(np.array(
-        [[_overlap(a, b)] for a, b in zip(a_list, b_list)], np.float64))
+  def features(a_list, b_list, fit=False):
+    x = (vectorizer.fit_transform if fit else vectorizer.transform)(
+        [a if not pairs else f"{a}{_SEP}{b or ''}"
+         for a, b in zip(a_list, b_list)])
+    if not pairs:
+      return x
+    overlap = [[len(set(a) & set(b)) / max(1, len(set(a))) if b else 0.0]
+               for a, b in zip(a_list, b_list)]
+    return sparse.hstack([x, sparse.csr_matrix(
+        np.array(overlap, np.float64))]).tocsr()
 
   labels = np.asarray(labels, np.int64)
   if len(set(labels.tolist())) < 2:
     return [np.full([len(a)], labels[0] if len(labels) else 0, np.int64)
             for a, _ in splits]
-  vectorizer = TfidfVectorizer(analyzer="char", ngram_range=(1, 3),
-                               sublinear_tf=True, min_df=1)
-  x = vectorizer.fit_transform(joined(texts_a, texts_b))
-  if pairs:
-    x = sparse.hstack([x, extra(texts_a, texts_b)]).tocsr()
   model = LogisticRegression(max_iter=1000, C=10.0, random_state=seed)
-  model.fit(x, labels)
-  out = []
-  for a_list, b_list in splits:
-    if not len(a_list):
-      out.append(np.zeros([0], np.int64))
-      continue
-    z = vectorizer.transform(joined(a_list, b_list))
-    if pairs:
-      z = sparse.hstack([z, extra(a_list, b_list)]).tocsr()
-    out.append(model.predict(z).astype(np.int64))
-  return out
+  model.fit(features(texts_a, texts_b, fit=True), labels)
+  return [model.predict(features(a, b)).astype(np.int64) if len(a) else
+          np.zeros([0], np.int64) for a, b in splits]
 
 
 # ------------------------------------------------------------------ tagging
@@ -190,9 +173,7 @@ def answer_words(answers: Sequence[str]) -> int:
   """The most frequent length in words (`_words`) of the answers, the
   shortest on ties; 1 when there are none."""
   counts = collections.Counter(len(_words(a)) for a in answers if _words(a))
-  if not counts:
-    return 1
-  return min(counts, key=lambda n: (-counts[n], n))
+  return min(counts, key=lambda n: (-counts[n], n)) if counts else 1
 
 
 def sliding_window_scores(train_examples, splits: Dict[str, Sequence],
