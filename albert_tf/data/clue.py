@@ -67,7 +67,6 @@ CSLDCP_LABELS = (
 
 # CMNLI's and OCNLI's label when the annotators did not agree.
 NO_CONSENSUS = "-"
-LABEL_FILE = "labels.json"
 FEWCLUE_SPLITS = ("0", "1", "2", "3", "4", "all")
 _LABELLED_SPLITS = ("train", "dev")
 
@@ -189,7 +188,7 @@ def _label(obj: dict, where: str) -> Optional[str]:
 def check_label_file(path: str, spec: cd.TaskSpec) -> None:
   """labels.json beside `path` (CLUE ships one with TNEWS and IFLYTEK):
   a warning when its labels are not the task's."""
-  label_file = os.path.join(os.path.dirname(path), LABEL_FILE)
+  label_file = os.path.join(os.path.dirname(path), "labels.json")
   if spec.label_list is None or not os.path.isfile(label_file):
     return
   listed = []

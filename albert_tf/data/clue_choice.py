@@ -27,7 +27,7 @@ import collections
 import json
 import os
 import re
-from typing import Dict, Iterator, List, Sequence, Tuple
+from typing import Iterator, List, Sequence, Tuple
 
 from absl import logging
 import numpy as np
@@ -194,31 +194,29 @@ C3 = race.ChoiceSpec("c3", read_c3, num_choices=C3_CHOICES, pad_choices=True,
 
 
 # ------------------------------------------------------------------ CHID
-def _read_answers(path: str) -> Dict[str, int]:
-  try:
-    with open(path, encoding="utf-8-sig") as f:
-      answers = json.load(f)
-  except json.JSONDecodeError as e:
-    raise DataError(f"{path}:{e.lineno}: not JSON ({e.msg}); expected one "
-                    "object {blank: index of its idiom}") from None
-  if not isinstance(answers, dict):
-    raise DataError(f"{path}: expected one JSON object {{blank: index of "
-                    f"its idiom}}, got {type(answers).__name__}")
-  for tag, index in answers.items():
-    if isinstance(index, bool) or not isinstance(index, int):
-      raise DataError(f"{path}: {tag}: answer {index!r} is not an integer")
-  return answers
-
-
 def read_chid(data_dir: str, split: str) -> race.RaceData:
   """CHID's blanks of a split (`CHID_FILES`, answers from <file>_answer.json
   where it exists), in file order; each a race.Question whose id and
   question are the blank's tag and whose article is its passage."""
   (path,) = _find(data_dir, CHID_FILES, "chid", split)
   answer_path = os.path.splitext(path)[0] + "_answer.json"
-  answers = (_read_answers(answer_path) if os.path.isfile(answer_path)
-             else None)
-  if answers is None and split in ("train", "dev"):
+  answers = None
+  if os.path.isfile(answer_path):
+    try:
+      with open(answer_path, encoding="utf-8-sig") as f:
+        answers = json.load(f)
+    except json.JSONDecodeError as e:
+      raise DataError(f"{answer_path}:{e.lineno}: not JSON ({e.msg}); "
+                      "expected one object {blank: index of its idiom}"
+                      ) from None
+    if not isinstance(answers, dict):
+      raise DataError(f"{answer_path}: expected one JSON object {{blank: "
+                      f"index of its idiom}}, got {type(answers).__name__}")
+    for tag, index in answers.items():
+      if isinstance(index, bool) or not isinstance(index, int):
+        raise DataError(f"{answer_path}: {tag}: answer {index!r} is not an "
+                        "integer")
+  elif split in ("train", "dev"):
     raise FileNotFoundError(f"task chid: the {split} split needs "
                             f"{answer_path} (the answers of {path})")
   examples: List[race.Question] = []
@@ -276,13 +274,6 @@ def read_chid(data_dir: str, split: str) -> race.RaceData:
   return race.RaceData(examples, counts, path)
 
 
-def _window(n_left: int, n_right: int, room: int) -> Tuple[int, int]:
-  """(pieces kept left, right) of a blank: half each, a short side's
-  room given to the other (CHID_preprocess.add_tokens_for_around)."""
-  left = min(n_left, max(room - n_right, room // 2))
-  return left, min(n_right, room - left)
-
-
 def encode_chid(examples: Sequence[race.Question], tokenizer,
                 max_seq_length: int = 64, max_qa_length: int = 16,
                 num_choices: int = CHID_CHOICES):
@@ -290,7 +281,7 @@ def encode_chid(examples: Sequence[race.Question], tokenizer,
   as CLUE's baseline (mrc_pytorch/preprocess/CHID_preprocess.py): [CLS]
   idiom [SEP] left context, a marker at the blank, right context [SEP], the
   passage's other blanks four [MASK]s each; the context is the window of
-  pieces around the blank that fits (`_window`); the marker is "[unused1]"
+  pieces around the blank that fits; the marker is "[unused1]"
   where the vocabulary has it, else [MASK]. Texts are tokenised by
   serve_text's graph (`TextEncoder.tokenize`). Missing candidates are
   all-zero rows.
@@ -340,8 +331,11 @@ def encode_chid(examples: Sequence[race.Question], tokenizer,
     for c, option in enumerate(question.options):
       idiom = pieces[option][:max_qa_length]
       cut_idiom += len(pieces[option]) > max_qa_length
-      n_left, n_right = _window(len(left), len(right),
-                                max_seq_length - 4 - len(idiom))
+      # Half each, a short side's room given to the other
+      # (CHID_preprocess.add_tokens_for_around).
+      room = max_seq_length - 4 - len(idiom)
+      n_left = min(len(left), max(room - len(right), room // 2))
+      n_right = min(len(right), room - n_left)
       cut = cut or n_left < len(left) or n_right < len(right)
       ids = ([tokenizer.cls_id] + idiom + [tokenizer.sep_id] +
              left[len(left) - n_left:] + [marker] + right[:n_right] +
