@@ -94,7 +94,20 @@ def _resolve(path: str, split: Optional[str]) -> Tuple[str, List[Tuple]]:
   levels = [lv for lv in LEVELS if os.path.isdir(os.path.join(path, lv))]
   files = []
   for directory in [os.path.join(path, lv) for lv in levels] or [path]:
-    files.extend((f, _level_dir(directory)) for f in _txt_files(directory))
+    txt = sorted(n for n in os.listdir(directory) if n.endswith(".txt"))
+    names = [n for n in txt if os.path.isfile(os.path.join(directory, n))]
+    others = [n for n in txt if n not in names]
+    if others:  # a FIFO or a device would block or never end: not opened
+      logging.warning("%s: %d .txt entr%s skipped, not regular files (%s)",
+                      directory, len(others),
+                      "y" if len(others) == 1 else "ies", ", ".join(others[:3]))
+    if MERGED_FILE in names and len(names) > 1:
+      names.remove(MERGED_FILE)
+      logging.warning("%s: %s skipped: the directory also has %d article "
+                      "files (%s), which are read instead", directory,
+                      MERGED_FILE, len(names), ", ".join(names[:3]))
+    files.extend((os.path.join(directory, n), _level_dir(directory))
+                 for n in names)
   if not files:
     raise RaceError(f"{path}: no .txt files found (expected {LAYOUTS})")
   return path, files
@@ -107,22 +120,6 @@ def _has_dirs(directory: str, names: Sequence[str]) -> bool:
 def _level_dir(directory: str) -> str:
   name = os.path.basename(os.path.normpath(directory))
   return name if name in LEVELS else ""
-
-
-def _txt_files(directory: str) -> List[str]:
-  txt = sorted(n for n in os.listdir(directory) if n.endswith(".txt"))
-  names = [n for n in txt if os.path.isfile(os.path.join(directory, n))]
-  others = [n for n in txt if n not in names]
-  if others:  # a FIFO or a device would block or never end: not opened
-    logging.warning("%s: %d .txt entr%s skipped, not regular files (%s)",
-                    directory, len(others), "y" if len(others) == 1 else "ies",
-                    ", ".join(others[:3]))
-  if MERGED_FILE in names and len(names) > 1:
-    names.remove(MERGED_FILE)
-    logging.warning("%s: %s skipped: the directory also has %d article "
-                    "files (%s), which are read instead", directory,
-                    MERGED_FILE, len(names), ", ".join(names[:3]))
-  return [os.path.join(directory, n) for n in names]
 
 
 def _articles(path: str):
