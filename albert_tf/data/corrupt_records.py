@@ -66,15 +66,9 @@ def describe_corrupt_files(results: Sequence[ScanResult]) -> str:
 # ----------------------------------------------- --skip_corrupt_records
 @functools.lru_cache(maxsize=1)
 def _crc32c():
+  # crcmod: Beam's tfrecord extra installs it.
   import crcmod.predefined  # pylint: disable=g-import-not-at-top
   return crcmod.predefined.mkCrcFun("crc-32c")
-
-
-def _masked_crc32c(data: bytes) -> int:
-  """TFRecord's checksum: CRC-32C (crcmod, which Beam's tfrecord extra
-  installs), rotated and offset."""
-  crc = _crc32c()(data)
-  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def _count_frames(path: str):
@@ -94,7 +88,8 @@ def _count_frames(path: str):
       if len(header) < 12:
         return records + 1, 0
       length, length_crc = struct.unpack("<QI", header)
-      if _masked_crc32c(header[:8]) != length_crc:
+      crc = _crc32c()(header[:8])  # TFRecord's: rotated and offset
+      if (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF != length_crc:
         return records, size - offset
       records += 1
       offset += 12 + length + 4
@@ -193,10 +188,8 @@ def check_corrupt_fraction(counts: Sequence[CorruptCount],
   return {
       "records": total, "skipped": skipped, "fraction": fraction,
       "max_corrupt_fraction": max_corrupt_fraction,
-      "files": {c.path: {"records": c.records, "skipped": c.skipped,
-                         "unparsable": c.unparsable,
-                         "unreadable": c.unreadable, "error": c.error,
-                         "unaccounted_bytes": c.unaccounted_bytes}
+      "files": {c.path: {k: v for k, v in dataclasses.asdict(c).items()
+                         if k != "path"} | {"skipped": c.skipped}
                 for c in counts},
   }
 

@@ -33,9 +33,8 @@ def bucket_widths(max_seq_length: int, length_buckets: int):
   equal steps, rounded up to a multiple of 8 (the last is max_seq_length)."""
   step = -(-max_seq_length // length_buckets)
   step = -(-step // 8) * 8
-  widths = sorted({min(step * (i + 1), max_seq_length)
-                   for i in range(length_buckets)})
-  return widths
+  return sorted({min(step * (i + 1), max_seq_length)
+                 for i in range(length_buckets)})
 
 
 def window_sorted(order: np.ndarray, lengths: np.ndarray, first_step: int,
