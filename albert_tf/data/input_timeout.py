@@ -70,13 +70,10 @@ def with_input_timeout(fn: Callable, timeout_secs: float,
 
 def read_within(what: str, fn: Callable, timeout_secs: float,
                 flag: str = "--input_timeout_secs"):
-  """fn() (one whole read, e.g. a split's file) within timeout_secs.
-
-  For readers that report no progress of their own: the error names `what`
-  (a file, say) when fn has not returned within timeout_secs, so the limit
-  is the read's whole time, ample for any fine-tuning file at the default
-  (600 s). timeout_secs <= 0 calls fn directly.
-  """
+  """fn() (one whole read, e.g. a split's file) within timeout_secs, for
+  readers that report no progress of their own: InputTimeoutError names
+  `what` after that (the default, 600 s, is ample for any fine-tuning
+  file); timeout_secs <= 0 calls fn directly."""
   def watched(progress):
     progress(what)
     return fn()
