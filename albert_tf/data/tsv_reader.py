@@ -126,17 +126,6 @@ def _near_misses(column, header):
           if name != column and name.strip().casefold() == key]
 
 
-def _check_header(path, header, columns):
-  """A header that names a column the task reads twice is ambiguous (pandas
-  reads the first, csv.DictReader the last): a DataError naming both."""
-  for column in columns:
-    if isinstance(column, str) and header.count(column) > 1:
-      first = header.index(column)
-      second = header.index(column, first + 1)
-      raise DataError(f"{path}:1: header names column {column!r} twice, at "
-                      f"columns {first} and {second} (0-based); rename one")
-
-
 def raw_lines(path, note=True):
   """(line_number, bytes) of each line of `path`, ending included.
 
@@ -179,16 +168,6 @@ def text_lines(path, note=True):
     yield number, line.rstrip("\r\n")
 
 
-def _most_common_width(path):
-  """The most common number of tab-separated fields of the file's non-empty
-  lines (the smaller one on a tie: an extra tab adds a field); None if none."""
-  counts = collections.Counter()
-  for _, raw in raw_lines(path, note=False):
-    if raw.strip():
-      counts[raw.count(b"\t") + 1] += 1
-  return min(counts, key=lambda w: (-counts[w], w)) if counts else None
-
-
 def read_tsv_examples(path, spec, split, max_examples=None,
                       check_labels=True):
   """Reads `path` with the columns `spec` gives for `split`; see read_examples.
@@ -215,8 +194,10 @@ def read_tsv_examples(path, spec, split, max_examples=None,
   if cols is not None and spec.exact_columns:
     width = max(c for c in cols if c is not None) + 1
     width_from = f"task {spec.name} has"
-  elif cols is not None:
-    width = _most_common_width(path)
+  elif cols is not None:  # the smaller on a tie: an extra tab adds a field
+    counts = collections.Counter(raw.count(b"\t") + 1 for _, raw in
+                                 raw_lines(path, note=False) if raw.strip())
+    width = min(counts, key=lambda w: (-counts[w], w)) if counts else None
     width_from = "most lines of the file have"
   for line_number, line in text_lines(path, note=check_labels):
     stats["lines"] += 1
@@ -238,7 +219,14 @@ def read_tsv_examples(path, spec, split, max_examples=None,
               ", ".join(f"column {i} is {n!r}" for i, n in near),
               label_col)
         label_col = None  # a test file without labels: predictions only
-      _check_header(path, fields, (text_a_col, text_b_col, label_col))
+      for column in (text_a_col, text_b_col, label_col):
+        # Ambiguous: pandas reads the first, csv.DictReader the last.
+        if isinstance(column, str) and fields.count(column) > 1:
+          first = fields.index(column)
+          raise DataError(
+              f"{path}:1: header names column {column!r} twice, at columns "
+              f"{first} and {fields.index(column, first + 1)} (0-based); "
+              "rename one")
       cols = [_resolve(c, fields, path)
               for c in (text_a_col, text_b_col, label_col)]
       continue
