@@ -86,32 +86,6 @@ def _unfinished_note(pattern: str) -> str:
 
 
 # ------------------------------------------------------ data prep's markers
-def data_prep_files(directory: str) -> List[str]:
-  """The names in `directory` that data prep writes (sorted): its markers,
-  summary.json, shards named as it names them, its `.tmp-*` files."""
-  own = (SUCCESS_FILE, MANIFEST_FILE, SUMMARY_FILE)
-  return sorted(name for name in tf.io.gfile.listdir(directory)
-                if name.rstrip("/") in own or name.startswith(TEMP_PREFIX)
-                or fnmatch.fnmatchcase(name, SHARD_GLOB))
-
-
-def _read_manifest(path: str) -> dict:
-  try:
-    with tf.io.gfile.GFile(path, "rb") as f:
-      manifest = json.loads(f.read().decode("utf-8"))
-  except (ValueError, tf.errors.OpError) as e:
-    raise InputFileError(
-        f"{path}: unreadable manifest ({e}); regenerate the records, or "
-        f"{_INCOMPLETE_HINT}") from None
-  if not isinstance(manifest, dict) or manifest.get(
-      "format") != MANIFEST_FORMAT:
-    raise InputFileError(
-        f"{path}: not a data prep manifest (no \"format\": "
-        f"\"{MANIFEST_FORMAT}\"); regenerate the records, or "
-        f"{_INCOMPLETE_HINT}")
-  return manifest
-
-
 def check_records_dirs(files: Sequence[str], max_seq_length: int,
                        max_predictions_per_seq: int,
                        spm_model_file: Optional[str] = None,
@@ -119,7 +93,8 @@ def check_records_dirs(files: Sequence[str], max_seq_length: int,
                        flag: str = "--input_file") -> Dict[str, dict]:
   """Checks each directory of `files` against data prep's markers.
 
-  A directory with no data prep file (`data_prep_files`) holds records
+  A directory with no data prep file (its markers, summary.json, shards
+  named as it names them, its `.tmp-*` files) holds records
   written elsewhere (google-research/albert's create_pretraining_data.py,
   data prep's --output_file): read, with one warning for all of them. Any
   other must hold `_SUCCESS` and `manifest.json` (written last: without
@@ -140,7 +115,11 @@ def check_records_dirs(files: Sequence[str], max_seq_length: int,
   spm_sha256 = None
   elsewhere = []  # (directory, files) of records without data prep files
   for directory, paths in sorted(by_dir.items()):
-    own = data_prep_files(directory)
+    own = sorted(name for name in tf.io.gfile.listdir(directory)
+                 if name.rstrip("/") in (SUCCESS_FILE, MANIFEST_FILE,
+                                         SUMMARY_FILE)
+                 or name.startswith(TEMP_PREFIX)
+                 or fnmatch.fnmatchcase(name, SHARD_GLOB))
     if not own:
       elsewhere.append((directory, len(paths)))
       continue
@@ -161,7 +140,19 @@ def check_records_dirs(files: Sequence[str], max_seq_length: int,
       if MANIFEST_FILE in missing:
         continue
     manifest_path = os.path.join(directory, MANIFEST_FILE)
-    manifest = _read_manifest(manifest_path)
+    try:
+      with tf.io.gfile.GFile(manifest_path, "rb") as f:
+        manifest = json.loads(f.read().decode("utf-8"))
+    except (ValueError, tf.errors.OpError) as e:
+      raise InputFileError(
+          f"{manifest_path}: unreadable manifest ({e}); regenerate the "
+          f"records, or {_INCOMPLETE_HINT}") from None
+    if not isinstance(manifest, dict) or manifest.get(
+        "format") != MANIFEST_FORMAT:
+      raise InputFileError(
+          f"{manifest_path}: not a data prep manifest (no \"format\": "
+          f"\"{MANIFEST_FORMAT}\"); regenerate the records, or "
+          f"{_INCOMPLETE_HINT}")
     manifests[directory] = manifest
     written = manifest.get("flags", {})
     for name, value in (("max_seq_length", max_seq_length),
@@ -215,11 +206,6 @@ def check_records_dirs(files: Sequence[str], max_seq_length: int,
 
 
 # ------------------------------------------------------------------ checks
-def _feature_length(feature: tf.train.Feature) -> int:
-  kind = feature.WhichOneof("kind")
-  return len(getattr(feature, kind).value) if kind else 0
-
-
 def check_shards(files: Sequence[str], max_seq_length: int,
                  max_predictions_per_seq: int,
                  skip_corrupt_records: bool = False,
@@ -271,7 +257,8 @@ def check_shards(files: Sequence[str], max_seq_length: int,
       raise InputFileError(
           f"{path}: not a pretraining record: missing feature(s) {missing}")
     for name, length in expected.items():
-      found = _feature_length(feature_map[name])
+      kind = feature_map[name].WhichOneof("kind")
+      found = len(getattr(feature_map[name], kind).value) if kind else 0
       if found != length and name == F.NEXT_SENTENCE_LABELS:
         raise InputFileError(
             f"{path}: feature '{name}' has length {found}, not 1 (one "
