@@ -52,10 +52,8 @@ class Windows:
 def window_starts(num_pieces: int, max_pieces: int, doc_stride: int
                   ) -> List[int]:
   """Starts of windows of max_pieces that cover num_pieces, doc_stride apart."""
-  starts = [0]
-  while starts[-1] + max_pieces < num_pieces:
-    starts.append(starts[-1] + doc_stride)
-  return starts
+  return list(range(0, max(num_pieces - max_pieces, 0) + doc_stride,
+                    doc_stride))
 
 
 def encode_sentences(sentences: Sequence[conll.Sentence], tagger,
