@@ -74,10 +74,6 @@ def check_files(input_file, output_file=None):
           "output file")
 
 
-def _same_names(fields, names):
-  return [f.strip().lower() for f in fields] == [n.lower() for n in names]
-
-
 def read_rows(path, fmt="auto", columns=None, header=None, seen=None):
   """(line number, {column: value}) of each row of path, one at a time.
 
@@ -104,13 +100,27 @@ def read_rows(path, fmt="auto", columns=None, header=None, seen=None):
       if not line.strip():
         blank.add(number)
         continue
-      if fmt != "tsv":
-        yield number, ({"text": line} if fmt == "text" else
-                       _json_row(path, number, line))
+      if fmt == "text":
+        yield number, {"text": line}
+        continue
+      if fmt == "jsonl":
+        try:
+          row = json.loads(line)
+        except json.JSONDecodeError as e:
+          row = e
+        if not isinstance(row, dict):
+          got = (f"{row.msg} at column {row.colno}" if isinstance(
+              row, json.JSONDecodeError) else f"a JSON {type(row).__name__}")
+          raise PredictError(
+              f"{path}:{number}: not a JSON object ({got}): JSON lines hold "
+              "one object per line (a pretty-printed .json spreads one over "
+              "many; write each on one line, e.g. jq -c '.[]')")
+        yield number, row
         continue
       fields = line.split("\t")
       if first and (header or header is None and (
-          names is None or _same_names(fields, names))):
+          names is None or [f.strip().lower() for f in fields] == [
+              n.lower() for n in names])):
         first, seen["header"] = False, number
         if names is None:
           names = fields
@@ -129,32 +139,6 @@ def read_rows(path, fmt="auto", columns=None, header=None, seen=None):
     raise PredictError(str(e)) from None
 
 
-def _json_row(path, number, line):
-  try:
-    row = json.loads(line)
-  except json.JSONDecodeError as e:
-    row = e
-  if not isinstance(row, dict):
-    got = (f"{row.msg} at column {row.colno}" if isinstance(
-        row, json.JSONDecodeError) else f"a JSON {type(row).__name__}")
-    raise PredictError(
-        f"{path}:{number}: not a JSON object ({got}): JSON lines hold one "
-        "object per line (a pretty-printed .json spreads one over many; "
-        "write each on one line, e.g. jq -c '.[]')")
-  return row
-
-
-def _mapping(pairs):
-  """{input name: column} of --input_columns."""
-  out = {}
-  for pair in pairs or []:
-    name, sep, column = pair.partition("=")
-    if not sep or not name or not column:
-      raise PredictError(f"--input_columns: {pair!r} is not NAME=COLUMN")
-    out[name.strip()] = column.strip()
-  return out
-
-
 class RowReader:
   """Turns rows into the model's inputs and gold labels, the gold looked
   for in each row (a JSON lines file may label some rows only)."""
@@ -165,7 +149,12 @@ class RowReader:
     self.inputs = tuple(predictor.inputs)
     self.scorer = predictor.task.scorer(predictor.record)
     self.columns = {name: name for name in self.inputs}
-    mapped = _mapping(input_columns)
+    mapped = {}
+    for pair in input_columns or []:
+      name, sep, column = pair.partition("=")
+      if not sep or not name or not column:
+        raise PredictError(f"--input_columns: {pair!r} is not NAME=COLUMN")
+      mapped[name.strip()] = column.strip()
     unknown = sorted(set(mapped) - set(self.inputs))
     if unknown:
       raise PredictError(f"--input_columns: the {self.kind} model has no "
@@ -182,21 +171,6 @@ class RowReader:
     read = set(self.columns.values()) | set(self.options_columns)
     self.gold_columns = [label_column] if label_column else [
         n for n in self.scorer.gold_columns if n not in read]
-
-  def _gold(self, row, number):
-    """The row's gold label; None without one (no such column in this row,
-    null, or a classifier's empty string)."""
-    if self.same_columns and self.label_column and (
-        self.label_column not in row):
-      raise PredictError(self._missing(self.label_column, row, number,
-                                       "--label_column"))
-    for name in self.gold_columns:
-      value = row.get(name)
-      if value is not None and not (self.scorer.blank_is_unlabelled and
-                                    isinstance(value, str) and
-                                    not value.strip()):
-        return value
-    return None
 
   def _missing(self, column, row, number, flag):
     return (f"{self.path}:{number}: no column {column!r} ({flag}; the row "
@@ -230,19 +204,23 @@ class RowReader:
                              "not a JSON list of options "
                              "(--options_columns reads one column per "
                              "option)") from None
-      values[name] = self._check(value, name, number, OPTIONS == name)
-    return values, self._gold(row, number)
-
-  def _check(self, value, name, number, is_list):
-    if is_list:
-      if not (isinstance(value, list) and value and all(
+      if name == OPTIONS and not (isinstance(value, list) and value and all(
           isinstance(v, str) for v in value)):
         raise PredictError(f"{self.path}:{number}: {name} must be a list of "
                            f"strings, got {value!r}")
-    elif not isinstance(value, str):
-      raise PredictError(f"{self.path}:{number}: {name} must be a string, "
-                         f"got {value!r}")
-    return value
+      if name != OPTIONS and not isinstance(value, str):
+        raise PredictError(f"{self.path}:{number}: {name} must be a string, "
+                           f"got {value!r}")
+      values[name] = value
+    if self.same_columns and self.label_column and (
+        self.label_column not in row):
+      raise PredictError(self._missing(self.label_column, row, number,
+                                       "--label_column"))
+    # No gold: no such column in this row, null, or a classifier's "".
+    return values, next((v for v in map(row.get, self.gold_columns)
+                         if v is not None and not (
+                             self.scorer.blank_is_unlabelled and
+                             isinstance(v, str) and not v.strip())), None)
 
 
 def calibration_rows(path, text_column, text_b_column, max_examples,
@@ -251,10 +229,11 @@ def calibration_rows(path, text_column, text_b_column, max_examples,
   non-blank lines of a TSV (export_tflite's --representative_data). A
   column is an index (negative from the end) or a name in the first line,
   which is then the header; IndexError from read_line is a missing column."""
-  named = [c for c in (text_column, text_b_column)
-           if c is not None and not _is_index(c)]
-  text_column = _index_or_name(text_column)
-  text_b_column = _index_or_name(text_b_column)
+  text_column, text_b_column = (
+      c if c is None or isinstance(c, int) else
+      int(c) if str(c).strip().lstrip("-").isdigit() else str(c)
+      for c in (text_column, text_b_column))
+  named = [c for c in (text_column, text_b_column) if isinstance(c, str)]
   read = []
   with open(path, encoding="utf-8") as f:
     for line_number, line in enumerate(f, start=1):
@@ -281,17 +260,6 @@ def calibration_rows(path, text_column, text_b_column, max_examples,
   if not read:
     raise ValueError(f"--representative_data={path} has no lines")
   return read
-
-
-def _is_index(column):
-  return isinstance(column, int) or str(column).strip().lstrip("-").isdigit()
-
-
-def _index_or_name(column):
-  """--text_column's value: an int index, a header name, or None."""
-  if column is None or isinstance(column, int):
-    return column
-  return int(column) if _is_index(column) else str(column)
 
 
 # ------------------------------------------------------------------ writing
