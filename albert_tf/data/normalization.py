@@ -70,15 +70,12 @@ CHAR_PREDICATES = {
 def re2_class(codepoints):
   """An RE2 character class `[...]` matching exactly `codepoints` (sorted)."""
   parts = []
-  start = prev = None
-  for cp in list(codepoints) + [None]:
-    if cp is not None and prev is not None and cp == prev + 1:
-      prev = cp
-      continue
-    if start is not None:
-      parts.append(f"\\x{{{start:x}}}" if start == prev else
-                   f"\\x{{{start:x}}}-\\x{{{prev:x}}}")
-    start = prev = cp
+  # Consecutive code points share cp - index: one range each.
+  for _, run in itertools.groupby(enumerate(codepoints),
+                                  lambda x: x[1] - x[0]):
+    run = [cp for _, cp in run]
+    parts.append(f"\\x{{{run[0]:x}}}" + (
+        f"-\\x{{{run[-1]:x}}}" if len(run) > 1 else ""))
   return "[" + "".join(parts) + "]"
 
 

@@ -19,6 +19,7 @@ tokenizer (`albert_tf.serving.text_graph`) runs.
 import collections
 import functools
 import hashlib
+import itertools
 import os
 import unicodedata
 
@@ -182,17 +183,9 @@ def _basic_tokenize(text):
   """BERT basic tokenization of normalised text: CJK and punctuation split."""
   words = []
   for chunk in text.split():
-    current = []
-    for char in chunk:
-      if is_cjk_char(char) or is_punctuation(char):
-        if current:
-          words.append("".join(current))
-          current = []
-        words.append(char)
-      else:
-        current.append(char)
-    if current:
-      words.append("".join(current))
+    for alone, run in itertools.groupby(
+        chunk, lambda c: is_cjk_char(c) or is_punctuation(c)):
+      words.extend(run if alone else ["".join(run)])
   return words
 
 
@@ -200,22 +193,14 @@ def _wordpiece(word, token_to_id, unk_token, max_chars_per_word=100):
   """Greedy longest-match-first split of one word into WordPiece tokens."""
   if len(word) > max_chars_per_word:
     return [unk_token]
-  pieces = []
-  start = 0
+  pieces, start = [], 0
   while start < len(word):
-    end = len(word)
-    piece = None
-    while start < end:
-      candidate = word[start:end]
-      if start > 0:
-        candidate = "##" + candidate
-      if candidate in token_to_id:
-        piece = candidate
-        break
-      end -= 1
-    if piece is None:
+    prefix = "##" if start else ""
+    end = next((e for e in range(len(word), start, -1)
+                if prefix + word[start:e] in token_to_id), None)
+    if end is None:
       return [unk_token]  # BERT: one unknown sub-piece makes the word [UNK].
-    pieces.append(piece)
+    pieces.append(prefix + word[start:end])
     start = end
   return pieces
 
