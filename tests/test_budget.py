@@ -278,9 +278,9 @@ def test_resumed_budget_run_keeps_its_plan(tmp_path):
 _AGREE_MAX = """
 import json, sys
 import tensorflow as tf
-from albert_tf.training import budget
+from albert_tf.training import runtime
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
-print(json.dumps(budget.agree_max(strategy, float(sys.argv[1]))))
+print(json.dumps(runtime.agree_max(strategy, float(sys.argv[1]))))
 """
 
 

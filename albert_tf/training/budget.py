@@ -5,25 +5,13 @@ on a fixed budget).
 
     probe -> plan -> train to the plan -> save -> eval, inside the budget
 
-1. Probe: the first steps run at learning rate 0 and are timed with their
-   log lines, after the call that traces the step. At rate 0 they still
-   fill the optimizer's moments, which the original rules start at 0
-   without bias correction.
-2. Plan: steps = probe + (budget left - reserve) / seconds per step (the
-   timed calls' third quartile), in whole --iterations_per_loop calls;
-   warmup = a share of the steps after the probe, then the decay to 0 at
-   the last one. The reserve is the last checkpoint and the final eval,
-   and the evals at checkpoints when they are asked for, each as long as
-   the step-0 eval took.
-3. The plan is recorded in output_dir/run_fingerprint.json ("budget_plan")
-   before the first checkpoint. A rerun in that output_dir (a resume) reads
-   it and trains to the same step with the same schedule.
-4. Should the machine slow down, the run still stops at the budget
-   (Deadline): it saves there and says that the schedule has not ended;
-   the same command continues the plan.
-
-The budget counts from the start of the command (`started`), so it holds
-the imports, the checks of the records and the model build too.
+The probe times the first steps at learning rate 0 (`Probe`); the plan
+(`make_plan`) fills the time left, less a reserve for the checkpoints and
+evals, and is recorded in run_fingerprint.json for the resumes; `Deadline`
+stops a run that slowed down at the budget. docs/pretraining.md ("A budget
+instead of a step count") tells each stage. The budget counts from the
+command's start (`started`): the imports, the records' checks and the model
+build too.
 """
 
 import collections
@@ -40,7 +28,7 @@ import tensorflow as tf
 
 from albert_tf.training import callbacks
 from albert_tf.training import output_dir as output_dir_lib
-from albert_tf.training.runtime import RunConfigError
+from albert_tf.training.runtime import RunConfigError, agree_max
 
 PLAN_KEY = "budget_plan"  # its section of run_fingerprint.json
 # The probe: at least this many timed calls after the traced one, and at
@@ -97,20 +85,13 @@ def read_plan(output_dir: str) -> Optional[Plan]:
         "over") from None
 
 
-def write_plan(output_dir: str, plan: Plan) -> None:
-  output_dir_lib.record_section(output_dir, PLAN_KEY, dataclasses.asdict(plan))
-
-
 def make_plan(minutes: float, warmup_fraction: float, *, used: float,
               probe_steps: int, seconds_per_step: float,
               steps_per_call: int, final_seconds: float,
               checkpoint_steps: int, checkpoint_seconds: float) -> Plan:
   """The plan whose steps, checkpoints (each `checkpoint_seconds`, with its
-  eval) and last save and eval (`final_seconds`) end at the budget.
-
-  `used`: seconds of the budget gone. Raises RunConfigError when nothing
-  is left to train after the probe.
-  """
+  eval) and last save and eval (`final_seconds`) end at the budget; `used`:
+  seconds gone. RunConfigError when nothing is left to train."""
   left = minutes * 60 - used - final_seconds
   # Each step also carries its share of the checkpoints on the way.
   per_step = seconds_per_step + checkpoint_seconds / checkpoint_steps
@@ -133,9 +114,7 @@ def make_plan(minutes: float, warmup_fraction: float, *, used: float,
 def no_time_to_train(minutes: float, used: float, final_seconds: float,
                      steps_per_call: int, call_seconds: float,
                      calls_to_come: int) -> str:
-  """The one line of a budget that cannot train, with the budget that
-  would: what is gone, the last save and eval, and the calls to come (the
-  probe's, then at least one that trains)."""
+  """The line of a budget that cannot train, with the budget that would."""
   needed = used + final_seconds + calls_to_come * call_seconds
   return (f"--train_budget_minutes={minutes:g} leaves no time to train: "
           f"{used:.0f} s went to the start (imports, the input checks, the "
@@ -150,8 +129,8 @@ def no_time_to_train(minutes: float, used: float, final_seconds: float,
 @keras.saving.register_keras_serializable(package="albert_tf")
 class PlannedSchedule(keras.optimizers.schedules.LearningRateSchedule):
   """0 for the probe's steps, then linear warmup to `peak` and polynomial
-  decay to 0 at the plan's last step. The plan lives in variables, so that
-  it can be set after the train step has been traced (`set_plan`)."""
+  decay to 0 at the plan's last step; variables, so that `set_plan` works
+  after the train step has been traced."""
 
   def __init__(self, peak: float, power: float = 1.0):
     self.peak = float(peak)
@@ -182,40 +161,15 @@ class PlannedSchedule(keras.optimizers.schedules.LearningRateSchedule):
     return {"peak": self.peak, "power": self.power}
 
 
-_AGREE = {}
-
-
-def agree_max(strategy, value: float) -> float:
-  """The largest of the workers' values: every worker of a multi-worker
-  run then plans, stops and saves alike (elsewhere, the value itself)."""
-  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-    return value
-  if id(strategy) not in _AGREE:
-    @tf.function
-    def reduce_max(x):
-      # tf.distribute reduces by SUM or MEAN only: every worker's value
-      # gathered, then the largest. Made on each replica's device (the
-      # collective refuses an input from outside, which has none).
-      return strategy.run(lambda: tf.reduce_max(
-          tf.distribute.get_replica_context().all_gather(
-              tf.reshape(tf.identity(x), [1]), axis=0)))
-    _AGREE[id(strategy)] = reduce_max
-  out = _AGREE[id(strategy)](tf.constant(float(value)))
-  return float(strategy.experimental_local_results(out)[0])
-
-
 class Probe(keras.callbacks.Callback):
   """Stops fit once enough step calls after the first (traced) one are
-  timed; `seconds_per_step` then holds the measure (the slowest worker's):
-  the third quartile of the calls. Calls vary by 10-20% over a minute on
-  a shared CPU: one-minute plans made from the median ran out before their
-  schedule ended in 2 of 3 runs, from the third quartile in 1 of 6 (AMD
-  EPYC, tests/test_budget.py's run).
-
-  From the first timed call on, a budget that cannot hold the probe's
-  remaining calls, one call that trains, and the last save and eval
-  (`final_seconds`, from the command's start `started`) is refused at
-  once: a slow machine does not spend the rest of the probe to learn it."""
+  timed; `seconds_per_step` then holds the slowest worker's third quartile
+  of the calls. Calls vary by 10-20% over a minute on a shared CPU:
+  one-minute plans made from the median ran out before their schedule
+  ended in 2 of 3 runs, from the third quartile in 1 of 6 (AMD EPYC,
+  tests/test_budget.py's run). A budget that cannot hold the rest of the
+  probe, one call that trains and the last save and eval (`final_seconds`)
+  is refused at the first timed call."""
 
   def __init__(self, minutes: float, strategy, started: Optional[float] = None,
                final_seconds: float = 0.0):
@@ -253,15 +207,11 @@ class Probe(keras.callbacks.Callback):
 
 
 class Deadline(keras.callbacks.Callback):
-  """Stops fit when what comes next would cross into the reserve: fit then
-  ends its epoch, so the trainer's CheckpointSaver saves this step.
-
-  What comes next is the next call, as long as the last calls' median,
-  plus the checkpoint (and eval) that ends it when it ends an epoch, as
-  long as the longest so far or the planned one. The reserve grows to the
-  longest checkpoint seen: a machine that slowed after the plan still ends
-  inside the budget. `ended` is when the last call ended (the last save
-  and eval follow it)."""
+  """Stops fit when the next call (the last calls' median), and the
+  checkpoint and eval that may end it, would cross into the reserve; fit
+  then ends its epoch, so the CheckpointSaver saves this step. The reserve
+  grows to the longest checkpoint seen: a machine that slowed after the
+  plan still ends inside the budget. `ended`: when the last call ended."""
 
   def __init__(self, deadline: float, reserve_seconds: float, strategy, *,
                checkpoint_steps: int, checkpoint_seconds: float):
@@ -302,9 +252,8 @@ class Deadline(keras.callbacks.Callback):
 
 
 def plan_with_probe(trainer, eval_seconds: float, logger) -> "Deadline":
-  """Times a `trainer.Trainer`'s first steps at learning rate 0 (logged
-  by `logger`, as the steps after them), plans the rest of its budget,
-  records the plan; the Deadline to train with."""
+  """Times a Trainer's first steps at learning rate 0 (logged by `logger`),
+  plans and records the rest of its budget; the Deadline to train with."""
   s = trainer.settings
   probe = Probe(s.budget_minutes, trainer.strategy, started=s.started,
                 final_seconds=eval_seconds)
@@ -329,20 +278,22 @@ def plan_with_probe(trainer, eval_seconds: float, logger) -> "Deadline":
   save_seconds = agree_max(trainer.strategy, save_seconds)
   eval_seconds = agree_max(trainer.strategy, eval_seconds)
   final_seconds = save_seconds + (eval_seconds if s.final_eval else 0.0)
+  checkpoint_seconds = save_seconds + (
+      eval_seconds if s.eval_at_checkpoints else 0.0)
   trainer.plan = make_plan(
       s.budget_minutes, s.budget_warmup_fraction,
       used=agree_max(trainer.strategy, time.time() - s.started),
       probe_steps=trainer.step, seconds_per_step=probe.seconds_per_step,
       steps_per_call=trainer.steps_per_execution, final_seconds=final_seconds,
-      checkpoint_steps=s.checkpoint_steps, checkpoint_seconds=save_seconds
-      + (eval_seconds if s.eval_at_checkpoints else 0.0))
+      checkpoint_steps=s.checkpoint_steps,
+      checkpoint_seconds=checkpoint_seconds)
   trainer.schedule.set_plan(trainer.plan)
   if trainer.chief:
-    write_plan(trainer.output_dir, trainer.plan)
+    output_dir_lib.record_section(trainer.output_dir, PLAN_KEY,
+                                  dataclasses.asdict(trainer.plan))
   logging.info("%s", trainer.plan.line())
   trainer.settings = dataclasses.replace(
       s, num_train_steps=trainer.plan.num_train_steps)
   return Deadline(s.started + s.budget_minutes * 60, final_seconds,
                   trainer.strategy, checkpoint_steps=s.checkpoint_steps,
-                  checkpoint_seconds=save_seconds + (
-                      eval_seconds if s.eval_at_checkpoints else 0.0))
+                  checkpoint_seconds=checkpoint_seconds)

@@ -34,7 +34,6 @@ EVAL_LOG = "eval_log.jsonl"
 
 
 def write_scalars(writer, step: int, values: Dict[str, float]):
-  """Scalars for TensorBoard's scalars dashboard."""
   with writer.as_default(step=step):
     for key, value in values.items():
       tf.summary.scalar(key, value)
@@ -42,8 +41,7 @@ def write_scalars(writer, step: int, values: Dict[str, float]):
 
 
 def mean_metrics(model: keras.Model) -> List[keras.metrics.Mean]:
-  """The model's `keras.metrics.Mean` metrics (losses, accuracies), flattened
-  out of the container Keras compiles the `metrics=` argument into."""
+  """The model's Mean metrics, out of Keras's compiled containers."""
   found = []
 
   def visit(metric):
@@ -70,13 +68,9 @@ class MetricsLogger(keras.callbacks.Callback):
                batch_size: int, num_train_steps: int, seq_length: int = 0,
                write: bool = True, show: bool = True,
                flops_per_example: float = 0.0, peak_flops: float = 0.0):
-    """`num_train_steps` (0 while a budget is planned) gives the progress
-    and the ETA; `seq_length` (when not 0) adds tokens/s;
-    `flops_per_example` and `peak_flops` (FLOP/s; both set) add "mfu"
-    (`training.throughput`);
-    only `write` writes files; `show`: log a progress line at each record
-    (off where Keras's progress bar already shows the run: one display,
-    not two)."""
+    """num_train_steps (0 while a budget is planned): the progress and ETA;
+    seq_length: adds tokens/s; flops_per_example and peak_flops (FLOP/s):
+    add "mfu"; show: a log line per record (off under Keras's bar)."""
     super().__init__()
     self.show = show
     self.schedule = schedule
@@ -157,7 +151,6 @@ class MetricsLogger(keras.callbacks.Callback):
 
 
 def step_of(model) -> int:
-  """The model's optimizer step."""
   return int(model.optimizer.iterations.numpy())
 
 
@@ -167,7 +160,6 @@ def _saved_at(manager, step) -> bool:
 
 
 def _not_saved(manager) -> str:
-  """What is left on disk when training stops on non-finite values."""
   latest = manager.latest_checkpoint
   return ("stopped without saving this step; " +
           (f"the last finite checkpoint, {latest}, is kept" if latest else
@@ -177,11 +169,8 @@ def _not_saved(manager) -> str:
 
 class StopOnNonFiniteLoss(keras.callbacks.TerminateOnNaN):
   """Keras's TerminateOnNaN, raising a one-line error with the step and the
-  learning rate before anything saves or logs the step.
-
-  It reads the loss fit already logs at the end of each step execution (the
-  epoch's running mean: a NaN or inf in any step of the execution shows in
-  it), so the check costs nothing.
+  learning rate before anything saves or logs the step. The loss it reads
+  is the epoch's running mean: a NaN in any step of a call shows in it.
   """
 
   def __init__(self, schedule, manager):
@@ -254,10 +243,8 @@ class SaveOnSignal(keras.callbacks.Callback):
     self.signals = signals
     self.received = None   # the signal's name, once one came
     self.saved = None      # the path saved after it
-    self._any_worker = None
 
   def watch(self):
-    """Context manager: the handler is ours inside it (main thread only)."""
     return runtime.handling(self.signals, self._handle)
 
   def _handle(self, number, frame):
@@ -269,25 +256,9 @@ class SaveOnSignal(keras.callbacks.Callback):
       logging.warning("Ctrl-C: saving at the end of this step (press it "
                       "again to stop without saving)")
 
-  def _agreed(self) -> bool:
-    if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
-      return self.received is not None
-    if self._any_worker is None:
-      strategy = self.strategy
-
-      @tf.function
-      def any_worker(flag):
-        # The value is made on each replica's device (an input from outside
-        # has none, which the collective refuses).
-        return strategy.run(lambda: tf.distribute.get_replica_context()
-                            .all_reduce(tf.distribute.ReduceOp.SUM,
-                                        tf.identity(flag)))
-      self._any_worker = any_worker
-    flag = self._any_worker(tf.constant(float(self.received is not None)))
-    return float(self.strategy.experimental_local_results(flag)[0]) > 0
-
   def on_train_batch_end(self, batch, logs=None):
-    if self.saved or not self._agreed():
+    if self.saved or not runtime.agree_max(
+        self.strategy, float(self.received is not None)):
       return
     step = step_of(self.model)
     latest = self.manager.latest_checkpoint
@@ -302,11 +273,8 @@ class SaveOnSignal(keras.callbacks.Callback):
 
 
 def read_jsonl(path: str) -> List[dict]:
-  """The records of a JSONL log (train_log.jsonl, eval_log.jsonl).
-
-  A last line cut short (a kill or a full disk mid-write) is dropped with a
-  warning naming it; a bad line before the last is an error naming it.
-  """
+  """The records of a JSONL log; a last line cut short (a kill mid-write)
+  is dropped with a warning, a bad line before it is an error."""
   if not os.path.exists(path):
     return []
   with open(path, encoding="utf-8") as f:

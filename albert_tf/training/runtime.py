@@ -9,7 +9,7 @@ import signal
 import socket
 import threading
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from absl import flags
 from absl import logging
@@ -35,9 +35,8 @@ _KERAS_POLICIES = {"none": "float32", "bfloat16": "mixed_bfloat16",
 
 
 def canonical_precision(name: Optional[str], auto: bool = False) -> str:
-  """none|bfloat16|float16 from any accepted spelling (None means none);
-  auto: "auto" is accepted too (a training command's
-  --mixed_precision=auto, `training.fast_path`) and returned as it is."""
+  """none|bfloat16|float16 from any accepted spelling (None: none); auto:
+  "auto" (a training command's, `training.fast_path`) is returned as is."""
   if auto and name == AUTO:
     return AUTO
   value = _PRECISION_ALIASES.get(name or "", name or "none")
@@ -50,9 +49,8 @@ def canonical_precision(name: Optional[str], auto: bool = False) -> str:
 
 
 def cpu_bf16_units(path: str = "/proc/cpuinfo") -> List[str]:
-  """The CPU's bfloat16 matmul units by their /proc/cpuinfo flag
-  (amx_bf16: Intel AMX tiles; avx512_bf16: AVX-512 BF16 dot products);
-  [] when it has none or the file cannot be read."""
+  """The CPU's bfloat16 matmul units by their /proc/cpuinfo flags (amx_bf16,
+  avx512_bf16); [] when it has none or the file cannot be read."""
   try:
     with open(path, encoding="utf-8") as f:
       words = next((line.split() for line in f
@@ -103,11 +101,7 @@ def strategy_from_flags(distribution_strategy: str, tpu: Optional[str] = None,
                         gcp_project: Optional[str] = None,
                         num_tpu_cores: Optional[int] = None,
                         worker_timeout_secs: Optional[int] = None):
-  """make_strategy, with the original --use_tpu/--tpu_name/... folded in.
-
-  worker_timeout_secs None: the command's --worker_timeout_secs flag when it
-  has one, else DEFAULT_WORKER_TIMEOUT_SECS (`wait_for_workers`).
-  """
+  """make_strategy, with the original --use_tpu/--tpu_name/... folded in."""
   if use_tpu:
     if distribution_strategy not in ("default", "tpu"):
       raise RunConfigError(f"--use_tpu and --distribution_strategy="
@@ -129,8 +123,8 @@ def make_strategy(name: str, tpu: Optional[str] = None, num_gpus: int = 0,
 
   mirrored without GPUs mirrors over the logical CPUs (how the tests run it);
   multi_worker_mirrored reads the cluster from TF_CONFIG, after every peer
-  there accepts connections (`wait_for_workers`, within
-  worker_timeout_secs; None: as `strategy_from_flags` says).
+  there accepts connections (`wait_for_workers`, within worker_timeout_secs;
+  None: the command's --worker_timeout_secs flag, else the default).
   """
   if name == "default":
     return tf.distribute.get_strategy()
@@ -145,7 +139,12 @@ def make_strategy(name: str, tpu: Optional[str] = None, num_gpus: int = 0,
       devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     return tf.distribute.MirroredStrategy(devices)
   if name == "multi_worker_mirrored":
-    wait_for_workers(_worker_timeout(worker_timeout_secs))
+    if worker_timeout_secs is None:
+      worker_timeout_secs = (
+          flags.FLAGS.worker_timeout_secs if "worker_timeout_secs" in
+          flags.FLAGS and flags.FLAGS.is_parsed()
+          else DEFAULT_WORKER_TIMEOUT_SECS)
+    wait_for_workers(worker_timeout_secs)
     return tf.distribute.MultiWorkerMirroredStrategy()
   if name == "tpu":
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
@@ -165,15 +164,6 @@ _PROBE_SECS = 0.5    # a connect to each missing peer this often
 
 class WorkerTimeoutError(ValueError):
   """A TF_CONFIG peer did not come up within --worker_timeout_secs."""
-
-
-def _worker_timeout(value: Optional[int]) -> float:
-  """value; None: the parsed --worker_timeout_secs flag, else the default."""
-  if value is not None:
-    return value
-  if "worker_timeout_secs" in flags.FLAGS and flags.FLAGS.is_parsed():
-    return flags.FLAGS.worker_timeout_secs
-  return DEFAULT_WORKER_TIMEOUT_SECS
 
 
 def tf_config_peers(tf_config: Optional[str] = None
@@ -207,7 +197,6 @@ def _host_port(address: str) -> Tuple[str, int]:
 
 
 def _accepts(address: str, timeout: float) -> bool:
-  """Whether address takes a TCP connection (closed at once)."""
   try:
     with socket.create_connection(_host_port(address), timeout=timeout):
       return True
@@ -216,10 +205,8 @@ def _accepts(address: str, timeout: float) -> bool:
 
 
 def _listen_meanwhile(address: Optional[str]):
-  """A socket listening on this task's port while it waits, so that the
-  peers waiting for it see it up (TF's server takes the port after: the
-  socket is closed first, no connection accepted, so none lingers); None
-  when the port cannot be had."""
+  """A socket on this task's port while it waits, so that waiting peers see
+  it up (closed before TF's server takes the port); None when taken."""
   if not address:
     return None
   try:
@@ -232,8 +219,7 @@ def _listen_meanwhile(address: Optional[str]):
 
 @contextlib.contextmanager
 def handling(signals, handler):
-  """`handler` for `signals` during the block, the previous handlers after
-  it; in the main thread only (elsewhere the signals keep their handlers)."""
+  """`handler` for `signals` during the block (in the main thread only)."""
   previous = {}
   if threading.current_thread() is threading.main_thread():
     previous = {s: signal.signal(s, handler) for s in signals}
@@ -244,29 +230,15 @@ def handling(signals, handler):
       signal.signal(s, old)
 
 
-def _signals_end_wait(waiting_for: Callable):
-  """SIGTERM / SIGINT during the block: errors.Interrupted (one line, exit
-  143 / 130) naming whom it waited for (main thread only)."""
-  def stop(signum, frame):
-    del frame
-    name = signal.Signals(signum).name
-    raise errors.Interrupted(f"stopped by {name} while waiting for "
-                             f"{waiting_for()}", name)
-  return handling((signal.SIGTERM, signal.SIGINT), stop)
-
-
 def wait_for_workers(timeout_secs: float, tf_config: Optional[str] = None,
                      log_every_secs: float = WAIT_LOG_SECS) -> None:
   """Returns when every other TF_CONFIG task accepts connections.
 
   TF's own start-up of multi_worker_mirrored waits for a peer that never
-  comes up forever, silently. Here each missing peer is tried every
-  half second, "waiting for worker host:port (n of m ...)" is logged every
+  comes up forever, silently. Here the missing ones are logged every
   log_every_secs, and after timeout_secs (<= 0: no limit) a
-  WorkerTimeoutError names the missing ones and the flag. Meanwhile this
-  task listens on its own port, so that peers waiting the same way see it.
-  SIGTERM or Ctrl-C ends the wait (errors.Interrupted). No TF_CONFIG, or a
-  cluster of one: returns at once.
+  WorkerTimeoutError names them and the flag. SIGTERM or Ctrl-C ends the
+  wait (errors.Interrupted).
   """
   own, peers = tf_config_peers(tf_config)
   if not peers:
@@ -275,11 +247,17 @@ def wait_for_workers(timeout_secs: float, tf_config: Optional[str] = None,
 
   def missing():
     return ", ".join(f"{job} {address}" for job, address in pending)
+
+  def stop(signum, frame):  # errors.Interrupted: one line, exit 143 / 130
+    del frame
+    name = signal.Signals(signum).name
+    raise errors.Interrupted(f"stopped by {name} while waiting for "
+                             f"{missing()}", name)
   listener = _listen_meanwhile(own)
   start = time.monotonic()
   next_log = start + min(log_every_secs, _PROBE_SECS * 2)
   try:
-    with _signals_end_wait(missing):
+    with handling((signal.SIGTERM, signal.SIGINT), stop):
       while True:
         pending = [(job, address) for job, address in pending
                    if not _accepts(address, _PROBE_SECS)]
@@ -319,9 +297,31 @@ def is_chief(strategy) -> bool:
            "chief" not in resolver.cluster_spec().as_dict()))
 
 
+_AGREE = {}
+
+
+def agree_max(strategy, value: float) -> float:
+  """The largest of the workers' values: every worker of a multi-worker
+  run then plans, stops and saves alike (elsewhere, the value itself)."""
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return value
+  if id(strategy) not in _AGREE:
+    @tf.function
+    def reduce_max(x):
+      # tf.distribute reduces by SUM or MEAN only: every worker's value
+      # gathered, then the largest. Made on each replica's device (the
+      # collective refuses an input from outside, which has none).
+      return strategy.run(lambda: tf.reduce_max(
+          tf.distribute.get_replica_context().all_gather(
+              tf.reshape(tf.identity(x), [1]), axis=0)))
+    _AGREE[id(strategy)] = reduce_max
+  out = _AGREE[id(strategy)](tf.constant(float(value)))
+  return float(strategy.experimental_local_results(out)[0])
+
+
 def warn_about_cpu_only_settings(jit_compile: bool) -> List[str]:
-  """Logs and returns one warning line each for the settings that only pay
-  off on an accelerator (float16, --jit_compile), when there is none."""
+  """Logs and returns a warning line for each setting that only pays off on
+  an accelerator (float16, --jit_compile), when there is none."""
   if (tf.config.list_logical_devices("GPU") or
       tf.config.list_logical_devices("TPU")):
     return []
