@@ -20,8 +20,6 @@ from albert_tf.core import file_io
 from albert_tf.core.config import AlbertConfig
 
 CONFIG_NAME = "albert_config.json"
-
-
 BEST_DIR = "best"  # where the trainer keeps the best checkpoint by dev metric
 BEST_FILE = "best.json"  # its record: step, metric, checkpoint name
 
@@ -33,8 +31,13 @@ def latest_checkpoint(path_or_dir):
   when the run kept one (its best/ subdirectory), else to its latest.
   """
   if tf.io.gfile.isdir(path_or_dir):
-    latest = (best_checkpoint(path_or_dir) or
-              tf.train.latest_checkpoint(path_or_dir))
+    best = read_best_record(path_or_dir)
+    latest = best and os.path.join(path_or_dir, BEST_DIR, best["checkpoint"])
+    if latest and tf.io.gfile.exists(latest + ".index"):
+      if best.get("step") == 0:
+        logging.warning(NEVER_BEAT_STEP_0, path_or_dir)
+    else:
+      latest = tf.train.latest_checkpoint(path_or_dir)
     if latest is None:
       raise FileNotFoundError(f"No checkpoint found in directory {path_or_dir}")
     return latest
@@ -45,23 +48,9 @@ def latest_checkpoint(path_or_dir):
   return path_or_dir
 
 
-def best_checkpoint(directory):
-  """The prefix best/best.json names (the trainer's record), or None."""
-  best = read_best_record(directory)
-  if best is None:
-    return None
-  prefix = os.path.join(directory, BEST_DIR, best["checkpoint"])
-  if not tf.io.gfile.exists(prefix + ".index"):
-    return None
-  if best.get("step") == 0:
-    logging.warning(NEVER_BEAT_STEP_0, directory)
-  return prefix
-
-
 def read_best_record(directory):
-  """best/best.json of a training directory as a dict, or None when there
-  is none. A ValueError naming the file when it is not a JSON object that
-  names a checkpoint (a cut or damaged copy)."""
+  """best/best.json of a training directory as a dict, or None; a
+  ValueError naming the file when it is damaged."""
   path = os.path.join(directory, BEST_DIR, BEST_FILE)
   if not tf.io.gfile.exists(path):
     return None
@@ -81,11 +70,9 @@ _DAMAGED = "a copy cut short, or a disk that filled up while it was saved?"
 
 
 def check_complete(prefix):
-  """Raises CheckpointReadError naming the file when the checkpoint at
-  `prefix` cannot be read whole: an index that is not one, a data file
-  missing or shorter than the tensors its index lists. Reads the index
-  and the small string tensors (the object graph), not the weights.
-  Returns the reader (tf.train.load_checkpoint's)."""
+  """tf.train.load_checkpoint(prefix), or CheckpointReadError naming the
+  file when the index is not one or the data files are missing or shorter
+  than the tensors it lists (reads the string tensors, not the weights)."""
   index = prefix + ".index"
   try:
     reader = tf.train.load_checkpoint(prefix)
@@ -137,9 +124,7 @@ def config_beside(path_or_dir):
 
 
 def model_parts(model):
-  """The checkpointable parts of a model by their checkpoint object names:
-  the model's own `checkpoint_items`, so a new head is saved once its model
-  lists it."""
+  """{checkpoint object name: trackable}: the model's `checkpoint_items`."""
   items = getattr(model, "checkpoint_items", None)
   if items is None:
     raise TypeError(f"{type(model).__name__} has no checkpoint_items (a "
@@ -157,15 +142,9 @@ class NonFiniteError(ValueError):
   """Weights or a training loss that are NaN or inf (one line for the CLIs)."""
 
 
-def _variable_name(variable):
-  return getattr(variable, "path", None) or variable.name.split(":")[0]
-
-
 def check_finite(model_or_variables, where):
-  """Raises NonFiniteError, naming the first variable that holds NaN or inf
-  (and how many of its values, and how many variables, are), for a model,
-  layer or module (its `variables`) or a list of variables. where: what
-  holds them, for the message (e.g. "--checkpoint=…")."""
+  """Raises NonFiniteError naming the first variable of a model, layer or
+  list that holds NaN or inf; where: what holds them ("--checkpoint=…")."""
   variables = getattr(model_or_variables, "variables", model_or_variables)
   variables = [v for v in variables if tf.as_dtype(v.dtype).is_floating]
   if not variables:
@@ -182,19 +161,18 @@ def check_finite(model_or_variables, where):
   inf = int(tf.reduce_sum(tf.cast(tf.math.is_inf(first), tf.int64)))
   others = (f" (and {len(bad) - 1} more of the {len(variables)} variables)"
             if len(bad) > 1 else "")
+  name = getattr(first, "path", None) or first.name.split(":")[0]
   raise NonFiniteError(
-      f"{where}: the weights are not finite: {_variable_name(first)} has "
+      f"{where}: the weights are not finite: {name} has "
       f"{nan} NaN and {inf} inf of its {int(tf.size(first))} values{others}")
 
 
 def write_checkpoint_state(directory, latest, all_paths=None,
                            timestamps=None, last_preserved=None):
-  """The `checkpoint` index file of directory, naming `latest` (and
-  all_paths, their mtimes and CheckpointManager's last_preserved_timestamp),
-  written to checkpoint.tmp and renamed into place. Not
-  tf.compat.v1.train.update_checkpoint_state (deprecated: a warning at every
-  call) nor tf.train.CheckpointManager (it deletes checkpoints in its own
-  order)."""
+  """Writes directory's `checkpoint` index naming `latest` (tmp + rename).
+  Not tf.compat.v1.train.update_checkpoint_state (deprecated: a warning at
+  every call) nor tf.train.CheckpointManager (it deletes checkpoints in its
+  own order)."""
   from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
   # The names are relative to directory already. An absolute save_dir (its
   # only use) keeps TF from making them relative to a relative directory
@@ -212,9 +190,8 @@ def write_checkpoint_state(directory, latest, all_paths=None,
 
 def write_best(model, directory, step, metric, results, chief=True):
   """Saves model's weights as directory/best/ckpt-<step>; the chief then
-  writes best.json ({"step", metric, "checkpoint", "metrics": results}) and
-  the state file (for tools that read only it), and only then removes the
-  previous best. Every worker must call it (all join the save)."""
+  writes best.json and the state file, and only then removes the previous
+  best. Every worker must call it (all join the save)."""
   best_dir = os.path.join(directory, BEST_DIR)
   tf.io.gfile.makedirs(best_dir)
   name = os.path.basename(make_checkpoint(model).write(
@@ -247,10 +224,7 @@ def save_weights(model, prefix, config=None):
 def restore_weights(path_or_dir, model, parts=None):
   """Restores the parts of a built `model` found in a checkpoint; returns
   {"restored", "missing": the model parts it did not hold, "prefix"}.
-
-  Raises ValueError naming the variable when a shape differs (another
-  config) or when there is no encoder; CheckpointReadError naming the file
-  when one is cut short or damaged.
+  Raises ValueError (another config, no encoder) or CheckpointReadError.
   """
   prefix = latest_checkpoint(path_or_dir)
   saved = check_complete(prefix).get_variable_to_shape_map()
@@ -294,21 +268,22 @@ def reconcile_state(directory, name="ckpt"):
   tf.train.CheckpointManager trusts the index alone: with the index
   deleted, or rewritten by another tool's tf.train.Checkpoint.save, a run
   would start at step 0 and overwrite the checkpoints it did not see.
-  Here the files decide:
-    * every `<name>-N` must hold the trainer's step variable equal to N
-      (what the trainer writes), else the directory is refused naming it;
-    * the index may only name such files; one that names anything else was
-      rewritten by another tool, and the directory is refused;
-    * files the index does not list (the index is missing, or a kill came
-      between a save and its index update) are added to it, with a warning;
-    * an unreadable `<name>-N` is left to the trainer's restore, which
-      falls back past it with a warning;
-    * best/best.json and the checkpoint it names must be whole (the trainer
-      evaluates and predicts with it at the end), else the directory is
-      refused naming the file.
-  Returns the steps of the checkpoints found.
+  Here the files decide: a `<name>-N` must hold the trainer's step N, the
+  index may name only such files (else another tool rewrote it), files it
+  does not list (a kill between a save and its index update) are added,
+  an unreadable one is left to the trainer's restore, and best/ must be
+  whole (the run ends evaluating with it). Returns the steps found.
   """
-  _check_best(directory)
+  best_dir = os.path.join(directory, BEST_DIR)
+  try:
+    best = read_best_record(directory)
+    prefix = best and os.path.join(best_dir, best["checkpoint"])
+    if prefix and tf.io.gfile.exists(prefix + ".index"):
+      check_complete(prefix)
+  except ValueError as e:
+    raise ValueError(
+        f"{e} (remove {best_dir}, the best checkpoint by the dev metric, to "
+        "go on without it)") from None
   found, unreadable = {}, set()
   for index in tf.io.gfile.glob(os.path.join(directory, f"{name}-*.index")):
     prefix = index[:-len(".index")]
@@ -363,21 +338,6 @@ def reconcile_state(directory, name="ckpt"):
             os.path.basename(found[n]) for n in sorted(found)],
         timestamps=times, last_preserved=min(times) - 1)
   return sorted(found)
-
-
-def _check_best(directory):
-  """best/best.json of a training directory and the checkpoint it names
-  read whole, or a ValueError naming the damaged file."""
-  best_dir = os.path.join(directory, BEST_DIR)
-  try:
-    best = read_best_record(directory)
-    prefix = best and os.path.join(best_dir, best["checkpoint"])
-    if prefix and tf.io.gfile.exists(prefix + ".index"):
-      check_complete(prefix)
-  except ValueError as e:
-    raise ValueError(
-        f"{e} (remove {best_dir}, the best checkpoint by the dev metric, to "
-        "go on without it)") from None
 
 
 def _number(name):

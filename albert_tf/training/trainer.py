@@ -105,8 +105,7 @@ class Trainer:
     self.task = task
     self.strategy = strategy
     # A budget's plan (a resumed run reads its first run's), its Deadline.
-    self.plan = None
-    self.deadline = None
+    self.plan = self.deadline = None
     if settings.budget_minutes:
       self.plan = budget.read_plan(settings.output_dir)
       settings = dataclasses.replace(settings, num_train_steps=(
@@ -187,7 +186,8 @@ class Trainer:
               training: bool = True) -> int:
     """Resumes from output_dir's latest readable checkpoint, else loads init
     weights. Without training there must be weights to evaluate."""
-    self.evaluated = self._logged_evals()
+    self.evaluated = {r.get("global_step"): r for r in callbacks.read_jsonl(
+        os.path.join(self.output_dir, callbacks.EVAL_LOG))}
     best = self.best()
     self._best_value = best.get(self.task.best_metric) if best else None
     resumed = self._restore_latest_readable()
@@ -224,8 +224,7 @@ class Trainer:
     return self.step
 
   def _restore_latest_readable(self) -> Optional[str]:
-    """The newest checkpoint that restores; an unreadable one (a truncated
-    file, a disk that filled up) is skipped with a warning naming it."""
+    # An unreadable checkpoint (a cut file, a full disk) is skipped, named.
     for prefix in reversed(self.manager.checkpoints):
       try:
         self.checkpoint.restore(prefix).assert_existing_objects_matched()
@@ -351,11 +350,6 @@ class Trainer:
         lambda: self.model.fit(dataset, shuffle=False, **fit_args))
 
   # --------------------------------------------------------- eval
-  def _logged_evals(self) -> Dict[int, dict]:
-    records = callbacks.read_jsonl(
-        os.path.join(self.output_dir, callbacks.EVAL_LOG))
-    return {r.get("global_step"): r for r in records}
-
   def evaluate(self) -> Dict[str, float]:
     """The task's dev metrics at this step; logged, and the best one kept."""
     step = self.step
@@ -379,14 +373,13 @@ class Trainer:
 
   def _keep_if_best(self, results, step):
     name = self.task.best_metric
-    if not name or name not in results or not self.settings.eval_at_checkpoints:
-      return
     # Step 0 (an untrained head) is never kept: on a small dev set it could
     # win by luck. Among trained steps the first to reach the best is kept;
     # the value in memory is the same on every worker (all join the write).
-    if step == 0:
-      return
-    if self._best_value is not None and not results[name] > self._best_value:
+    if (not name or name not in results or step == 0
+        or not self.settings.eval_at_checkpoints
+        or (self._best_value is not None
+            and not results[name] > self._best_value)):
       return
     self._best_value = results[name]
     checkpoints.write_best(self.model, self.ckpt_dir, step, name, results,
