@@ -74,8 +74,10 @@ def run(task: str, task_module: Iterable[str] = (), **kwargs) -> dict:
 def _run(family: registry.Family, o) -> dict:
   # pylint: disable=g-import-not-at-top
   from absl import logging
-  from albert_tf.training import fast_path, finetuning, resolution
-  strategy = finetuning.strategy(o)
+  from albert_tf.training import fast_path, finetuning, resolution, runtime
+  strategy = runtime.strategy_from_flags(
+      o.distribution_strategy, o.tpu, o.num_gpus, o.use_tpu, o.tpu_name,
+      o.tpu_zone, o.gcp_project, o.num_tpu_cores, o.worker_timeout_secs)
   info = finetuning.recorded_info(o)
   o = family.task.resolve_options(o, info)
   config, tokenizer = finetuning.resolve_model(o)
@@ -100,20 +102,9 @@ def _print_result(result: dict) -> None:
                    default=str), flush=True)
 
 
-def _given(flag_values, options_class) -> dict:
-  """The option fields whose flags the command line (or a flagfile) gave."""
-  given = {}
-  for f in settings.flag_fields(options_class):
-    flag = flag_values[settings.flag_name(f)]
-    if flag.present:
-      given[f.name] = flag.value
-  return given
-
-
 def alias(family_name: str):
   """(run, main) of a family's own command (run_classifier, ...): `run`
-  is `albert_tf.finetune.run` with the family fixed; `main` the absl main
-  of its flags."""
+  with the family fixed, and the absl main of its flags."""
   def run_family(**kwargs):
     return run(family_name, **kwargs)
 
@@ -136,9 +127,8 @@ def alias_main(family_name: str) -> None:
 
 
 def _task_from_argv(argv) -> tuple:
-  """(--task, [--task_module ...], --verbose) read from argv and its
-  flagfiles before the family's flags exist (absl parses only these
-  here)."""
+  """(--task, [--task_module ...], --verbose) from argv and its flagfiles,
+  before the family's flags exist."""
   pre = flags.FlagValues()
   flags.DEFINE_string("task", None, "", flag_values=pre)
   flags.DEFINE_multi_string("task_module", [], "", flag_values=pre)
@@ -202,7 +192,10 @@ def main_cli(argv=None) -> None:
 
   def main(argv_):
     del argv_
-    values = _given(flags.FLAGS, options_class) if options_class else {}
+    # The option fields whose flags the command line (or a flagfile) gave.
+    given = [(f.name, flags.FLAGS[settings.flag_name(f)]) for f in
+             settings.flag_fields(options_class)] if options_class else []
+    values = {name: flag.value for name, flag in given if flag.present}
     _print_result(run(flags.FLAGS.task, flags.FLAGS.task_module, **values))
 
   cli_errors.run_main(main)

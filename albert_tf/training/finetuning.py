@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 import time
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional
 
 from absl import logging
 import keras
@@ -30,10 +30,8 @@ from albert_tf.training.trainer import Trainer, TrainerSettings
 
 
 def check_options(o: FinetuneOptions) -> None:
-  """Checks that need no file, before anything is read or written:
-  something to do, positive sizes and rates, counts that are not negative
-  (run_pretraining's rules; 0 keeps its meaning: epochs, every epoch, all
-  examples)."""
+  """Checks that need no file, before anything is read or written (0 keeps
+  its meaning for counts: every epoch, all examples)."""
   if not (o.do_train or o.do_eval or o.do_predict):
     raise ValueError("Nothing to do: set --do_train, --do_eval or --do_predict")
   for name in ("train_batch_size", "eval_batch_size", "log_every_steps",
@@ -61,11 +59,9 @@ def check_options(o: FinetuneOptions) -> None:
 
 
 def check_test_split(o: FinetuneOptions, data_stats: dict) -> None:
-  """--do_predict on a test split of no examples (an empty or header-only
-  file) is refused before anything is written: predicting nothing would
-  replace the predictions in output_dir with an empty file. Reads the
-  split's count from its stats (`Task.read_splits`: examples, questions or
-  sentences); a family whose stats say none is not checked."""
+  """--do_predict on a test split of no examples is refused before anything
+  is written: predicting nothing would replace the predictions in
+  output_dir with an empty file."""
   test = (data_stats or {}).get("test") or {}
   count = next((test[k] for k in ("examples", "questions", "sentences")
                 if k in test), None)
@@ -90,21 +86,15 @@ def recorded_info(o: FinetuneOptions) -> Optional[record.ModelInfo]:
   return info
 
 
-def model_source(o: FinetuneOptions) -> Tuple[Optional[str], str]:
-  """(checkpoint, flag) the config and tokenizer come from: --init_checkpoint;
-  or, for a run that trains nothing and names no model, the --output_dir it
-  evaluates or predicts with (what training recorded there)."""
+def resolve_model(o: FinetuneOptions):
+  """(config, tokenizer) of a fine-tuning run (`resolution.resolve_model`)
+  from --init_checkpoint; or, for a run that trains nothing and names no
+  model, from the --output_dir it evaluates or predicts with."""
+  checkpoint, flag = o.init_checkpoint, "--init_checkpoint"
   if (not o.do_train and not (o.preset or o.albert_config_file or
                               o.init_checkpoint) and
       tf.io.gfile.exists(os.path.join(o.output_dir, checkpoints.CONFIG_NAME))):
-    return o.output_dir, "--output_dir"
-  return o.init_checkpoint, "--init_checkpoint"
-
-
-def resolve_model(o: FinetuneOptions):
-  """(config, tokenizer) of a fine-tuning run (`resolution.resolve_model`
-  over `model_source`)."""
-  checkpoint, flag = model_source(o)
+    checkpoint, flag = o.output_dir, "--output_dir"
   return resolution.resolve_model(
       o.preset, o.albert_config_file, checkpoint, o.spm_model_file,
       o.vocab_file, o.do_lower_case, checkpoint_flag=flag)
@@ -113,11 +103,8 @@ def resolve_model(o: FinetuneOptions):
 def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
                        task_fingerprint: str, data_stats: dict,
                        evaluate_and_predict: Callable) -> dict:
-  """The recipe once a CLI has built its task and read its splits.
-
-  Checks output_dir against the run's fingerprint, and only then writes it
-  (`write_run_files`, unless an eval- or predict-only run finds a task
-  record there); trains with the one trainer (resuming), restores the best
+  """The recipe once a CLI has built its task and read its splits: checks
+  output_dir, then writes it; trains (resuming), restores the best
   checkpoint by the dev metric, and returns evaluate_and_predict(trainer,
   chief, best_step) merged into {"output_dir", "data", "best_step",
   "train_wall_s", "num_train_steps"}.
@@ -150,11 +137,14 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
           keep=(task.tokenizer.model_file, o.albert_config_file))
       # An eval- or predict-only run leaves what training recorded alone.
       if o.do_train or registry.read_record(o.output_dir) is None:
-        # What it reads (not the step count: a rerun with more steps
-        # continues the same model, and its record stays the same).
+        # What it reads, each split's file and size (not the step count: a
+        # rerun with more steps continues the same model and record).
+        keep = ("file", "source", "examples", "questions", "sentences")
         write_run_files(o.output_dir, config, task, training={
             "data_dir": getattr(o, "data_dir", None),
-            "data": _stats_for_the_card(data_stats)})
+            "data": {split: {k: v for k, v in (stats or {}).items()
+                             if k in keep}
+                     for split, stats in (data_stats or {}).items()}})
     keras.utils.set_random_seed(o.seed)
     trainer = Trainer(task, config, settings, strategy_)
     trainer.restore(o.init_checkpoint, training=o.do_train)
@@ -166,7 +156,12 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
     # Eval and predict with the best checkpoint by the dev metric, if kept.
     best_step = trainer.restore_best()
     result["best_step"] = trainer.step if best_step is None else best_step
-    if trainer.step > 0 and never_beat_step_0(trainer):
+    # The step-0 eval is never kept as the best, but a run whose training
+    # never improved on it should say so.
+    step0 = trainer.evaluated.get(0, {}).get(task.best_metric)
+    best = trainer.best()
+    if trainer.step > 0 and step0 is not None and (
+        best is None or not best["metrics"][task.best_metric] > step0):
       logging.warning(checkpoints.NEVER_BEAT_STEP_0, o.output_dir)
       result["never_beat_step_0"] = True
     result.update(evaluate_and_predict(trainer, chief, result["best_step"]))
@@ -179,31 +174,11 @@ def train_and_evaluate(o: FinetuneOptions, task, config, strategy_,
   return result
 
 
-def never_beat_step_0(trainer) -> bool:
-  """Whether no trained step's dev metric is above step 0's (the step-0
-  eval is never kept as the best, `Trainer._keep_if_best`, but a run whose
-  training never improved on it should say so)."""
-  name = trainer.task.best_metric
-  start = trainer.evaluated.get(0, {}).get(name)
-  if start is None:
-    return False
-  best = trainer.best()
-  return best is None or not best["metrics"][name] > start
-
-
-def _stats_for_the_card(data_stats: dict) -> dict:
-  """Each split's file and size from its read stats (the model card's)."""
-  keep = ("file", "source", "examples", "questions", "sentences")
-  return {split: {k: v for k, v in (stats or {}).items() if k in keep}
-          for split, stats in (data_stats or {}).items()}
-
-
 def write_run_files(output_dir: str, config, task,
                     training: Optional[dict] = None) -> None:
-  """albert_config.json, a copy of the tokenizer file and the task record
-  (task_record.json; `training`: what the run reads, for the model card)
-  in output_dir, so that the output_dir alone is an --init_checkpoint or an
-  export source."""
+  """albert_config.json, a copy of the tokenizer and task_record.json in
+  output_dir: the output_dir alone is an --init_checkpoint or an export
+  source."""
   config.to_json_file(os.path.join(output_dir,
                                    checkpoints.CONFIG_NAME))
   tokenizer = task.tokenizer
@@ -216,13 +191,6 @@ def write_run_files(output_dir: str, config, task,
   if info.task_module is None:  # how export and load find the family
     info.task_module = registry.module_source(type(task).__module__)
   info.write_beside(output_dir)
-
-
-def strategy(o: FinetuneOptions):
-  """The tf.distribute strategy of the flags (original TPU names too)."""
-  return runtime.strategy_from_flags(
-      o.distribution_strategy, o.tpu, o.num_gpus, o.use_tpu, o.tpu_name,
-      o.tpu_zone, o.gcp_project, o.num_tpu_cores, o.worker_timeout_secs)
 
 
 def trainer_settings(o: FinetuneOptions, task) -> TrainerSettings:
@@ -238,6 +206,13 @@ def trainer_settings(o: FinetuneOptions, task) -> TrainerSettings:
                      "interval serves both here; give one of them")
   interval = (o.eval_every_steps or o.save_checkpoints_steps or
               (per_epoch if o.do_train else 1))
+  warmup = (o.warmup_step if o.warmup_step >= 0 else
+            int(o.warmup_proportion * steps))
+  if o.do_train and warmup > steps:
+    logging.warning("--warmup_step=%d is past the last step (%d): the "
+                    "learning rate warms up over all %d steps", warmup,
+                    steps, steps)
+    warmup = steps
   return TrainerSettings(
       output_dir=o.output_dir, num_train_steps=max(steps, 1),
       train_batch_size=o.train_batch_size, checkpoint_steps=interval,
@@ -249,21 +224,8 @@ def trainer_settings(o: FinetuneOptions, task) -> TrainerSettings:
       eval_at_checkpoints=o.do_eval, jit_compile=o.jit_compile,
       seq_length=o.max_seq_length, optimizer=o.optimizer,
       learning_rate=o.learning_rate,
-      num_warmup_steps=_warmup_steps(o, steps),
+      num_warmup_steps=warmup,
       weight_decay=o.weight_decay, steps_flag="train_step")
-
-
-def _warmup_steps(o: FinetuneOptions, steps: int) -> int:
-  """--warmup_step, else --warmup_proportion of the steps; a warmup past the
-  last step is clipped to it, and said."""
-  warmup = (o.warmup_step if o.warmup_step >= 0 else
-            int(o.warmup_proportion * steps))
-  if o.do_train and warmup > steps:
-    logging.warning("--warmup_step=%d is past the last step (%d): the "
-                    "learning rate warms up over all %d steps", warmup,
-                    steps, steps)
-    warmup = steps
-  return warmup
 
 
 def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
@@ -317,9 +279,7 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
 def _say_dropped(o: FinetuneOptions, earlier: dict, now: dict,
                  best_step: int) -> None:
   """A warning naming the keys of the earlier eval_results.json that this
-  run's leaves out, and why: they describe another checkpoint, scored
-  other test predictions (this run's test split has no labels), or this
-  run's eval does not compute them (--nobaseline)."""
+  run's leaves out, and why."""
   dropped = sorted(k for k in earlier if k not in now)
   if earlier.get("best_step", best_step) != best_step:
     groups = [(dropped, f"they describe the model of step "
@@ -342,9 +302,9 @@ def _say_dropped(o: FinetuneOptions, earlier: dict, now: dict,
 
 def _add_baselines(o: FinetuneOptions, task, result: dict,
                    eval_results: dict) -> None:
-  """The family's baselines (`Task.baselines`) of the evaluated splits in
-  eval_results (`baseline_<name>_<metric>`, `test_baseline_...`) and
-  result, and one line per split saying where the model stands."""
+  """The family's baselines of the evaluated splits in eval_results
+  (`baseline_<name>_<metric>`, `test_baseline_...`) and result, and one
+  line per split saying where the model stands."""
   splits = [s for s, wanted in (("dev", "eval" in result),
                                 ("test", "test" in result)) if wanted]
   scores = task.baselines(splits) if splits else {}
@@ -372,8 +332,7 @@ def _add_baselines(o: FinetuneOptions, task, result: dict,
 
 
 def _read_eval_results(directory: str) -> dict:
-  """The eval_results.json of an earlier run in directory, or {} (none, or
-  unreadable: it is rewritten whole)."""
+  # {} when missing or unreadable: it is rewritten whole.
   path = os.path.join(directory, "eval_results.json")
   try:
     with tf.io.gfile.GFile(path, "r") as f:
