@@ -118,34 +118,51 @@ def resolve_model(preset: Optional[str] = None,
   return config, tokenizer
 
 
-def _check_tokenizer_of_checkpoint(tokenizer, init_checkpoint, flag, given):
-  """The tokenizer must be the one the checkpoint was trained with, where
-  its run recorded it (run_fingerprint.json's sha256): another tokenizer of
-  the same size would train on the wrong pieces without an error."""
+def _read_json(path):
+  """The JSON object at path, or None (no file, or not JSON)."""
   import json  # pylint: disable=g-import-not-at-top
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      value = json.loads(f.read())
+  except (ValueError, tf.errors.NotFoundError):
+    return None  # a damaged fingerprint is refused when its run resumes
+  return value if isinstance(value, dict) else None
+
+
+def _check_tokenizer_of_checkpoint(tokenizer, init_checkpoint, flag, given):
+  """The tokenizer must be the one the checkpoint was trained with (its
+  run_fingerprint.json's sha256) or converted with (conversion_report's):
+  another tokenizer of the same size would train on the wrong pieces
+  without an error."""
   from albert_tf.data.tokenization import file_sha256  # pylint: disable=g-import-not-at-top
   from albert_tf.training import output_dir  # pylint: disable=g-import-not-at-top
   run_dir = checkpoints.checkpoint_dir(init_checkpoint)
   if os.path.basename(os.path.normpath(run_dir)) == checkpoints.BEST_DIR:
     run_dir = os.path.dirname(os.path.normpath(run_dir))
   path = os.path.join(run_dir, output_dir.FINGERPRINT_FILE)
-  if not tf.io.gfile.exists(path):
-    _check_converted_tokenizer(tokenizer, init_checkpoint, flag, given)
-    return
-  try:
-    with tf.io.gfile.GFile(path) as f:
-      recorded = json.loads(f.read()).get("tokenizer_sha256")
-  except ValueError:
-    return  # refused with its name when that output_dir is resumed
+  converted = not tf.io.gfile.exists(path)
+  name, kind, recorded = (
+      _converted_tokenizer(init_checkpoint) if converted else
+      (None, None, (_read_json(path) or {}).get("tokenizer_sha256")))
   if not recorded:
     return
   sha = file_sha256(tokenizer.model_file)
-  if sha != recorded:
+  if sha == recorded:
+    return
+  flag_name = _tokenizer_flag(tokenizer.kind)
+  if converted:
+    own = os.path.join(checkpoints.checkpoint_dir(init_checkpoint),
+                       name or "")
     raise RunConfigError(
-        f"{_tokenizer_flag(tokenizer.kind)}={given} (sha256 {sha[:12]}…) is not the tokenizer "
-        f"{flag}={init_checkpoint} was trained with (sha256 "
-        f"{recorded[:12]}…, in {path}): pass the tokenizer it was "
-        "pretrained with")
+        f"{flag_name}={given} (sha256 {sha[:12]}…) is not the tokenizer "
+        f"{flag}={init_checkpoint} was converted with ({own}, sha256 "
+        f"{recorded[:12]}…): leave out {flag_name} to use it, or pass "
+        f"{_tokenizer_flag(kind)}={own}")
+  raise RunConfigError(
+      f"{flag_name}={given} (sha256 {sha[:12]}…) is not the tokenizer "
+      f"{flag}={init_checkpoint} was trained with (sha256 "
+      f"{recorded[:12]}…, in {path}): pass the tokenizer it was "
+      "pretrained with")
 
 
 CONVERSION_REPORT = "conversion_report.json"  # convert_checkpoint's
@@ -158,39 +175,12 @@ def _tokenizer_flag(kind):
 def _converted_tokenizer(init_checkpoint):
   """(file name, kind, sha256) of the tokenizer a conversion copied beside
   the checkpoint (conversion_report.json), else Nones."""
-  import json  # pylint: disable=g-import-not-at-top
-  path = os.path.join(checkpoints.checkpoint_dir(init_checkpoint),
-                      CONVERSION_REPORT)
-  report = None
-  if tf.io.gfile.exists(path):
-    try:
-      with tf.io.gfile.GFile(path) as f:
-        report = json.loads(f.read())
-    except ValueError:
-      pass
-  if not isinstance(report, dict) or not report.get("tokenizer_sha256"):
+  report = _read_json(os.path.join(
+      checkpoints.checkpoint_dir(init_checkpoint), CONVERSION_REPORT))
+  if not report or not report.get("tokenizer_sha256"):
     return None, None, None
   return (report.get("tokenizer_file"), report.get("tokenizer_kind"),
           report["tokenizer_sha256"])
-
-
-def _check_converted_tokenizer(tokenizer, init_checkpoint, flag, given):
-  """A converted checkpoint's tokenizer is the one its source shipped
-  (copied beside it by convert_checkpoint): another one is refused."""
-  from albert_tf.data.tokenization import file_sha256  # pylint: disable=g-import-not-at-top
-  name, kind, recorded = _converted_tokenizer(init_checkpoint)
-  if not recorded:
-    return
-  sha = file_sha256(tokenizer.model_file)
-  if sha == recorded:
-    return
-  flag_name = _tokenizer_flag(tokenizer.kind)
-  own = os.path.join(checkpoints.checkpoint_dir(init_checkpoint), name or "")
-  raise RunConfigError(
-      f"{flag_name}={given} (sha256 {sha[:12]}…) is not the tokenizer "
-      f"{flag}={init_checkpoint} was converted with ({own}, sha256 "
-      f"{recorded[:12]}…): leave out {flag_name} to use it, or pass "
-      f"{_tokenizer_flag(kind)}={own}")
 
 
 def check_seq_length(max_seq_length: int, config: AlbertConfig) -> None:
