@@ -78,8 +78,6 @@ def _check_params(p: Params):
 
 
 def _resolve_auto(p: Params) -> Params:
-  """p with the fast path's flags decided (`fast_path.resolve_options`),
-  the widths of --length_buckets said."""
   from albert_tf.training import fast_path  # pylint: disable=g-import-not-at-top
   p = fast_path.resolve_options(p)
   fast_path.say_length_buckets(p.length_buckets, p.max_seq_length)
@@ -89,9 +87,7 @@ def _resolve_auto(p: Params) -> Params:
 def trainer_settings(p: Params, started: float = 0.0):
   """The trainer.TrainerSettings of the flags; `started`: the time.time()
   --train_budget_minutes counts from."""
-  # pylint: disable=g-import-not-at-top
-  from albert_tf.training import optimization
-  from albert_tf.training.trainer import TrainerSettings
+  from albert_tf.training.trainer import TrainerSettings  # pylint: disable=g-import-not-at-top
   return TrainerSettings(
       budget_minutes=p.train_budget_minutes,
       budget_warmup_fraction=p.budget_warmup_fraction,
@@ -104,16 +100,13 @@ def trainer_settings(p: Params, started: float = 0.0):
       eval_at_checkpoints=p.do_eval and p.eval_every_checkpoint,
       jit_compile=p.jit_compile, seq_length=p.max_seq_length,
       optimizer=p.optimizer, learning_rate=p.learning_rate,
-      num_warmup_steps=p.num_warmup_steps, poly_power=p.poly_power,
-      weight_decay=optimization.WEIGHT_DECAY)
+      num_warmup_steps=p.num_warmup_steps, poly_power=p.poly_power)
 
 
 def _with_mfu(settings, p: Params, config, train_files):
-  """settings with an average record's real tokens (from the first
-  records), the FLOPs of training on them and this machine's matmul peak
-  (measured now, about a second): the logs' tokens/s and MFU."""
-  # pylint: disable=g-import-not-at-top
-  from albert_tf.training import throughput
+  """settings with the logs' tokens/s and MFU: a record's mean real tokens,
+  their FLOPs and this machine's matmul peak (measured now, a second)."""
+  from albert_tf.training import throughput  # pylint: disable=g-import-not-at-top
   length, sampled = throughput.mean_length(train_files, p.max_seq_length,
                                            p.max_predictions_per_seq)
   flops = throughput.pretraining_flops(config, length,
@@ -132,13 +125,9 @@ def _with_mfu(settings, p: Params, config, train_files):
 
 
 def run(p: Params, started: Optional[float] = None) -> Dict[str, float]:
-  """Trains and/or evaluates as the flags say; returns the last metrics.
-
-  Returns a dict with `global_step` and, with --do_eval, the eval metrics.
-  The global Keras dtype policy is restored on return. `started`: the
-  time.time() a --train_budget_minutes counts from (default: now; the
-  command passes its own start).
-  """
+  """Trains and/or evaluates as the flags say; returns {"global_step"} and,
+  with --do_eval, the eval metrics. `started`: the time.time() a
+  --train_budget_minutes counts from (default: now)."""
   started = started or time.time()
   _check_params(p)
   p = _resolve_auto(p)
@@ -154,6 +143,7 @@ def _run(p: Params, started: float) -> Dict[str, float]:
   import tensorflow as tf
   from albert_tf.tasks import registry
   from albert_tf.data import corrupt_records
+  from albert_tf.data import input_timeout
   from albert_tf.training import output_dir
   from albert_tf.training import resolution
   from albert_tf.training import runtime
@@ -168,7 +158,8 @@ def _run(p: Params, started: float) -> Dict[str, float]:
       spm_model_file=p.spm_model_file, vocab_size=p.vocab_size,
       require_tokenizer=False)
   resolution.check_seq_length(p.max_seq_length, config)
-  train_files, eval_files, skipped_report = _check_inputs(p)
+  train_files, eval_files, skipped_report = input_timeout.with_input_timeout(
+      lambda progress: _read_inputs(p, progress), p.input_timeout_secs)
   settings = trainer_settings(p, started)
   if p.do_train and chief:
     settings = _with_mfu(settings, p, config, train_files)
@@ -240,9 +231,7 @@ def _run(p: Params, started: float) -> Dict[str, float]:
 
 
 def _against_baselines(results) -> str:
-  """The eval's figures beside what they are measured against (the
-  pretraining task's baselines; an eval logged by an older albert_tf has
-  none)."""
+  """The eval's figures beside their baselines (an older eval has none)."""
   def beside(key, what):
     base = results.get(f"{key}_baseline")
     return f" ({what}: {base:.3f})" if base is not None else ""
@@ -258,19 +247,11 @@ def _against_baselines(results) -> str:
                    "label"))
 
 
-def _check_inputs(p: Params):
+def _read_inputs(p: Params, progress):
   """(train_files, eval_files, skipped-records report or None), checked
   before anything is written: data prep's _SUCCESS and manifest, every
-  file's first record, records to train on, with --skip_corrupt_records
-  the count to skip, and the first batch; a read blocking for
-  --input_timeout_secs is an error naming the file."""
-  from albert_tf.data import input_timeout  # pylint: disable=g-import-not-at-top
-  return input_timeout.with_input_timeout(
-      lambda progress: _read_inputs(p, progress), p.input_timeout_secs)
-
-
-def _read_inputs(p: Params, progress):
-  """_check_inputs' reads; progress(what) names the one that may block."""
+  file's first record, records to train on, the corrupt ones to skip, and
+  the first batch; progress(what) names the read that may block."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.data import corrupt_records
   from albert_tf.data import record_checks
