@@ -7,21 +7,11 @@ fine-tuning plots (demo/report.py).
 """
 
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence
 
 from absl import logging
 
 CURVES_FILE = "curves.png"
-
-
-def matplotlib_missing() -> Optional[str]:
-  """None when matplotlib imports, else the line saying it is missing."""
-  try:
-    import matplotlib  # pylint: disable=g-import-not-at-top,unused-import
-  except ImportError:
-    return ("matplotlib is not installed: no curves.png (pip install "
-            "matplotlib, or albert_tf[demo]; --noplots says nothing)")
-  return None
 
 
 def plot_panels(path: str, panels: Sequence[Dict], size=(6, 4)) -> str:
@@ -69,26 +59,17 @@ def save_png(fig, path: str) -> str:
   return path
 
 
-def _baselines(results: Dict, metric: str) -> List[Tuple[str, float]]:
-  """(label, dev value) of eval_results.json's baseline_<name>_<metric>."""
-  out = []
-  for key, value in results.items():
-    if key.startswith("baseline_") and key.endswith(f"_{metric}") and (
-        isinstance(value, (int, float))):
-      name = key[len("baseline_"):-len(metric) - 1]
-      out.append((f"{name} (dev)", float(value)))
-  return out
-
-
 def finetune_curves(output_dir: str, metric: str, results: Dict
                     ) -> Optional[str]:
-  """output_dir/curves.png: train loss and the dev `metric` against steps
-  (train_log.jsonl, eval_log.jsonl), the baselines of `results`
-  (eval_results.json) as lines. None, with one line, when matplotlib is
-  missing or the logs hold nothing to draw."""
+  """output_dir/curves.png: train loss and the dev `metric` against steps,
+  the baselines of `results` (eval_results.json) as lines. None, with one
+  line, when matplotlib is missing or the logs hold nothing to draw."""
   from albert_tf.training import callbacks  # pylint: disable=g-import-not-at-top
-  missing = matplotlib_missing()
-  if missing:
+  try:
+    import matplotlib  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    missing = ("matplotlib is not installed: no curves.png (pip install "
+               "matplotlib, or albert_tf[demo]; --noplots says nothing)")
     logging.info("%s", missing)
     print(missing)
     return None
@@ -108,7 +89,12 @@ def finetune_curves(output_dir: str, metric: str, results: Dict
             {"title": f"dev {metric}", "series": [
                 (f"dev {metric}", [r["global_step"] for r in evals],
                  [r[metric] for r in evals])],
-             "lines": _baselines(results, metric)}]
+             # eval_results.json's baseline_<name>_<metric>
+             "lines": [(f"{k[len('baseline_'):-len(metric) - 1]} (dev)",
+                        float(v)) for k, v in results.items()
+                       if k.startswith("baseline_")
+                       and k.endswith(f"_{metric}")
+                       and isinstance(v, (int, float))]}]
   path = plot_panels(os.path.join(output_dir, CURVES_FILE), panels)
   logging.info("%s: train loss and dev %s against steps", path, metric)
   return path
