@@ -57,20 +57,15 @@ def resolve_model(checkpoint, preset, albert_config_file, spm_model_file,
 
 
 def default_seq_length(record, config):
-  """The length an export or a restored model serves when no
-  --max_seq_length is given: the one the model was trained at
-  (`ModelInfo.recorded_length`), else DEFAULT_SEQ_LENGTH within the
-  config's max_position_embeddings."""
+  """The length served without --max_seq_length: the one trained at, else
+  DEFAULT_SEQ_LENGTH within the config's max_position_embeddings."""
   recorded = record.recorded_length() if record else None
   return recorded or min(DEFAULT_SEQ_LENGTH, config.max_position_embeddings)
 
 
 def resolve_task(checkpoint, model, record):
-  """(the registered family name, or None for the encoder; the --model).
-
-  The recorded family unless --model says otherwise; --model=classifier,
-  tagger or pretrainer is the family with that export_name.
-  """
+  """(the registered family name, or None for the encoder; the --model):
+  the recorded family, or the one whose export_name --model gives."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.tasks import registry
   from albert_tf.core.record import RECORD_FILE
@@ -107,12 +102,9 @@ def check_finite(model_or_variables, where):
 
 def restore(checkpoint, keras_model, model):
   """Restores keras_model from checkpoint; returns restore_weights' report.
-
-  model: the --model name the error messages give. Raises ExportError for
-  a checkpoint that does not load, lacks a part of keras_model (a randomly
-  initialised head would serve garbage silently) or holds a non-finite
-  weight.
-  """
+  Raises ExportError (naming --model=`model`) for a checkpoint that does
+  not load, lacks a part (a random head would serve garbage silently) or
+  holds a non-finite weight."""
   from albert_tf.training.checkpoints import restore_weights  # pylint: disable=g-import-not-at-top
   try:
     report = restore_weights(checkpoint, keras_model)
@@ -129,11 +121,8 @@ def restore(checkpoint, keras_model, model):
 
 
 def requested_signatures(value) -> Optional[List[str]]:
-  """--signatures as a list of names (None: all the family's).
-
-  value: None, a comma string or a sequence of names. The names are
-  checked against the family's by `select_signatures`.
-  """
+  """--signatures (None, a comma string or a sequence) as a list of names
+  (None: all the family's)."""
   if value is None:
     return None
   if isinstance(value, str):
@@ -142,12 +131,9 @@ def requested_signatures(value) -> Optional[List[str]]:
 
 
 def needed_signatures(task) -> Tuple[str, ...]:
-  """What albert_tf.load predicts through beside serving_default, which a
-  family's SavedModel must keep: serve_fill_mask for a family that fills
-  masks, serve_text for one whose results serve_text decodes in the graph
-  (a tagger's entities, span QA's answers); nothing for an encoder or a
-  family decoded from serving_default's outputs
-  (`Task.decodes_serving_default`: classifiers, multiple choice)."""
+  """The signatures beside serving_default that albert_tf.load predicts
+  through, which a family's SavedModel must keep (none for an encoder or a
+  family decoded from serving_default's outputs)."""
   if task is None or task.decodes_serving_default:
     return ()
   return ("serve_fill_mask",) if task.fills_masks else ("serve_text",)
@@ -155,14 +141,9 @@ def needed_signatures(task) -> Tuple[str, ...]:
 
 def select_signatures(family, wanted, task, model):
   """The family's signatures ({name: tf.function}) that --signatures names
-  (wanted: `requested_signatures`'s list; None: all), in its order.
-
-  Raises:
-    ExportError (one line, naming --signatures and the family's names):
-      an empty list, a name the family does not serve, a list without
-      serving_default, or one without the signature albert_tf.load
-      predicts the family's results through (`needed_signatures`).
-  """
+  (wanted: `requested_signatures`'s list; None: all), in its order. Raises
+  ExportError for an empty list, an unknown name, or one without
+  serving_default or a `needed_signatures` one."""
   if wanted is None:
     return dict(family)
   valid = ",".join([SERVING_DEFAULT] + sorted(set(family) - {SERVING_DEFAULT}))
@@ -201,8 +182,8 @@ class Restored(NamedTuple):
 
 def restore_task(checkpoint, task_name, model_name, record,
                  spm_model_file=None, vocab_file=None, do_lower_case=None):
-  """The family's `export_model` restored from checkpoint, as
-  export_saved_model.export restores it (no dtype policy, no flags)."""
+  """The family's `export_model` restored from checkpoint (no dtype policy,
+  no flags)."""
   from albert_tf.tasks import registry  # pylint: disable=g-import-not-at-top
   config, tokenizer = resolve_model(checkpoint, None, None, spm_model_file,
                                     vocab_file, do_lower_case)
@@ -231,10 +212,8 @@ def restore_encoder(checkpoint, spm_model_file=None, vocab_file=None,
 # ------------------------------------------------------------ fill-mask
 def load_pretrainer(checkpoint, albert_config_file=None, spm_model_file=None,
                     vocab_file=None, do_lower_case=None):
-  """(AlbertPretrainer with the checkpoint's weights, tokenizer).
-
-  Raises FillMaskError when the checkpoint has no masked_lm_head.
-  """
+  """(AlbertPretrainer with the checkpoint's weights, tokenizer); a
+  FillMaskError when the checkpoint has no masked_lm_head."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.models import AlbertPretrainer
   from albert_tf.training import resolution
@@ -255,14 +234,10 @@ def load_pretrainer(checkpoint, albert_config_file=None, spm_model_file=None,
 
 
 def fill_mask(model, tokenizer, texts, top_k=5):
-  """Top-k predictions per [MASK] of each text.
-
-  Returns one list per text, with one list per [MASK] (left to right) of
-  top_k (piece, id, probability) tuples, most probable first. Raises
-  FillMaskError for a text without [MASK] or longer than the model takes.
-  The texts are encoded by serve_fill_mask's own encoder
-  (`fill_mask_graph.MaskedTextEncoder`).
-  """
+  """Top-k predictions per [MASK] of each text: one list per text, with one
+  list per [MASK] (left to right) of top_k (piece, id, probability) tuples,
+  most probable first. Raises FillMaskError for a text without [MASK] or
+  longer than the model takes."""
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   from albert_tf.serving.fill_mask_graph import predict_masks
@@ -303,7 +278,6 @@ def fill_mask(model, tokenizer, texts, top_k=5):
 
 
 def _masked_encoder(tokenizer, length):
-  """One MaskedTextEncoder per tokenizer and length (`text_graph.kept`)."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.serving import text_graph
   from albert_tf.serving.fill_mask_graph import MaskedTextEncoder

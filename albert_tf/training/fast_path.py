@@ -35,8 +35,7 @@ class FastPath:
 
 def check(mixed_precision: str, length_buckets: int,
           micro_batches: str) -> None:
-  """ValueError (one line naming the flag) for a value none of the three
-  flags takes; nothing is read or decided."""
+  """ValueError naming the flag for a value one of the three refuses."""
   if length_buckets < 0:
     raise ValueError(f"--length_buckets must be 0 or more, got "
                      f"{length_buckets}")
@@ -45,9 +44,8 @@ def check(mixed_precision: str, length_buckets: int,
 
 
 def say_length_buckets(length_buckets: int, max_seq_length: int) -> None:
-  """One log line with the widths --length_buckets gives at this length (a
-  warning when they are fewer than asked: they are multiples of 8). Said
-  once the length is known: fine-tuning's may come from the record."""
+  """Logs the widths --length_buckets gives at this length (a warning when
+  they are fewer than asked: they are multiples of 8)."""
   if length_buckets <= 1:
     return
   from albert_tf.data.length_buckets import bucket_widths  # pylint: disable=g-import-not-at-top
@@ -66,9 +64,8 @@ def resolve(mixed_precision: str, length_buckets: int, micro_batches: str,
             *, output_dir: Optional[str], overwrite: bool, tpu: bool,
             num_gpus: int, strategy: str, batch_size: int,
             cpuinfo: str = "/proc/cpuinfo") -> FastPath:
-  """The flags decided for this machine and this output_dir, each said in
-  a log line; TF's thread pools set for the micro-batches (before TF runs
-  its first op, else they stay as they are, and the line says so)."""
+  """The flags decided for this machine and output_dir, each logged; TF's
+  thread pools set for the micro-batches."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   gpus = max(num_gpus, len(tf.config.list_physical_devices("GPU")))
   if mixed_precision == runtime.AUTO:
@@ -97,8 +94,7 @@ def resolve(mixed_precision: str, length_buckets: int, micro_batches: str,
 
 
 def resolve_options(o):
-  """A training command's options `o` (options.FinetuneOptions or
-  PretrainingOptions) with the three flags decided (`resolve`)."""
+  """A training command's options with the three flags decided."""
   decided = resolve(
       o.mixed_precision, o.length_buckets, o.micro_batches,
       output_dir=o.output_dir, overwrite=o.overwrite,

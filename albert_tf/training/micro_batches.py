@@ -4,16 +4,14 @@
                                        strategy="default", batch_size=32)
     micro_batches.configure_threads(count)   # before TF runs its first op
 
-A small model's training step on a CPU is a chain of small ops, too small
-to split well over several threads. Cut into `count` parts whose forward
-and backward passes share nothing until the loss, the step is `count`
-independent chains that TF's executor runs side by side, each op on its own
-cores (intra-op threads = cores // count, inter-op threads = count). The
-loss and the gradients are those of the whole batch: the parts' outputs are
-put back together before the loss (`AlbertPretrainer._batch_outputs`), so only
-the order of some float sums changes. On the demo's model, 600-step runs on 2 cores of an
-AMD EPYC with avx512_bf16, 2 parts took the step from 791-803 to 1,016-
-1,065 examples/s (benchmarks/README.md, "Pretraining on a CPU").
+A small model's training step on a CPU is a chain of ops too small to
+split well over several threads. Cut into `count` parts that share nothing
+until the loss, it is `count` chains that TF runs side by side, each op on
+cores // count threads. The loss and gradients are the whole batch's (the
+parts' outputs are joined before the loss): only the order of some float
+sums changes. On the demo's model on 2 cores of an AMD EPYC, 2 parts took
+the step from 791-803 to 1,016-1,065 examples/s (benchmarks/README.md,
+"Pretraining on a CPU").
 """
 
 import os
@@ -40,7 +38,6 @@ def parse(value: str) -> int:
 
 
 def cores() -> int:
-  """The cores this process may run on (its CPU affinity)."""
   try:
     return len(os.sched_getaffinity(0))
   except AttributeError:  # not Linux
@@ -67,10 +64,8 @@ def resolve(value: str, tpu: bool, gpus: int, strategy: str,
 
 
 def configure_threads(count: int) -> str:
-  """Sets TF's thread pools for `count` parts (nothing for 1) and returns
-  the line to log. TF fixes its pools when it runs its first op: after
-  that (a second run in one process) the pools stay as they are, and the
-  line says so."""
+  """Sets TF's thread pools for `count` parts (nothing for 1); the line to
+  log. After TF's first op the pools stay as they are, and it says so."""
   if count <= 1:
     return ""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top

@@ -121,9 +121,8 @@ class _OriginalRule(keras.optimizers.Optimizer):
     self._excluded_keys = set()
 
   def exclude_from_weight_decay(self, var_list=None, var_names=None):
-    """Adds variables (by object) or name patterns to the exclusions, for
-    decay and layer adaptation alike; before `build`. For a layer whose
-    variables the patterns miss (a LayerNorm named otherwise)."""
+    """Adds variables (by object) or name patterns to the exclusions from
+    decay and layer adaptation alike; before `build`."""
     if self.built:
       raise ValueError("exclude_from_weight_decay() must be called before "
                        "the optimizer is built")
@@ -221,12 +220,9 @@ class Lamb(_OriginalRule):
 
 def create_optimizer(name, learning_rate, weight_decay=WEIGHT_DECAY,
                      global_clipnorm=GLOBAL_CLIPNORM):
-  """The --optimizer of that name with the original hyperparameters.
-
-  lamb / adamw: the original's rules (the LayerNorm and bias exclusions
-  built in); keras_lamb / keras_adamw: Keras's (call
-  `exclude_layer_norm_and_bias` before they are built).
-  """
+  """The --optimizer of that name with the original hyperparameters
+  (keras_lamb / keras_adamw: call `exclude_layer_norm_and_bias` before
+  they are built)."""
   if name in ("lamb", "adamw"):
     cls = Lamb if name == "lamb" else AdamWeightDecay
     return cls(learning_rate=learning_rate, weight_decay_rate=weight_decay,
@@ -242,24 +238,18 @@ def create_optimizer(name, learning_rate, weight_decay=WEIGHT_DECAY,
                    f"got {name!r}")
 
 
-def _is_layer_norm(layer) -> bool:
-  # Matches keras.layers.LayerNormalization and any project LayerNorm class.
-  return any("layernorm" in cls.__name__.lower().replace("_", "")
-             for cls in type(layer).__mro__)
-
-
 def weight_decay_exclusions(model: keras.Model) -> List[keras.Variable]:
-  """The variables that get no weight decay: LayerNorm weights and biases.
-
-  As the original's exclude list ["LayerNorm", "layer_norm", "bias"]: every
-  variable of a LayerNorm layer (gamma, beta) and every variable whose name
-  contains "bias" (Dense biases, the MLM output bias).
-  """
+  """The variables that get no weight decay, as the original's exclude list
+  ["LayerNorm", "layer_norm", "bias"]: every variable of a LayerNorm layer
+  and every variable whose name contains "bias"."""
   excluded = {}
   # Every layer the model holds, at any depth (the checkpoint object graph:
-  # Keras has no public recursive listing of sublayers).
+  # Keras has no public recursive listing of sublayers); a LayerNorm is
+  # keras.layers.LayerNormalization or any project LayerNorm class.
   for layer in tf.train.TrackableView(model).descendants():
-    if isinstance(layer, keras.layers.Layer) and _is_layer_norm(layer):
+    if isinstance(layer, keras.layers.Layer) and any(
+        "layernorm" in cls.__name__.lower().replace("_", "")
+        for cls in type(layer).__mro__):
       for v in layer.trainable_weights:
         excluded[id(v)] = v
   for v in model.trainable_weights:
@@ -269,9 +259,8 @@ def weight_decay_exclusions(model: keras.Model) -> List[keras.Variable]:
 
 
 def exclude_layer_norm_and_bias(optimizer, model: keras.Model):
-  """Configures `optimizer` (before it is built) to skip weight decay (and,
-  for the original LAMB, layer adaptation) on every LayerNorm and bias
-  variable of `model`, also those the name patterns would miss."""
+  """Configures `optimizer` (before it is built) to skip weight decay (and
+  LAMB's layer adaptation) on every LayerNorm and bias variable of model."""
   exclusions = weight_decay_exclusions(model)
   inner = getattr(optimizer, "inner_optimizer", optimizer)  # LossScaleOptimizer
   inner.exclude_from_weight_decay(var_list=exclusions)

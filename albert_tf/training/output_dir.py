@@ -37,14 +37,12 @@ def make_fingerprint(task: str, config: AlbertConfig, tokenizer,
                      task_settings: Optional[dict] = None) -> dict:
   """What an output_dir's checkpoints mean: compared on every rerun.
 
-  optimizer, precision and train_batch_size are None for runs that do not
-  train (float16 adds loss-scale variables to the optimizer state: a
-  checkpoint of one precision does not resume under the other). A field an
-  older run did not record is None there: not compared, and filled in by
-  the next training run (`prepare_output_dir`). task_settings: what else
-  changes the model a training run resumes (a fine-tuning family's
-  max_seq_length, classifier_dropout and ordered labels); None for runs that
-  do not train.
+  optimizer (None for runs that do not train: so are the fields after it),
+  precision (float16 adds loss-scale variables to the optimizer state),
+  train_batch_size, task_settings: what else changes the model a training
+  run resumes (a fine-tuning family's max_seq_length, ...). A field an older
+  run did not record is None there: not compared, and filled in by the next
+  training run (`prepare_output_dir`).
   """
   training = optimizer is not None
   return {
@@ -72,10 +70,8 @@ def _flatten(values, prefix=""):
 
 def check_output_dir(output_dir: str, fingerprint: dict,
                      overwrite: bool = False) -> None:
-  """Raises RunConfigError when output_dir holds a run of other settings.
-
-  Writes nothing (call `prepare_output_dir` once every input is validated).
-  """
+  """Raises RunConfigError when output_dir holds a run of other settings;
+  writes nothing (`prepare_output_dir` does, once every input is valid)."""
   path = os.path.join(output_dir, FINGERPRINT_FILE)
   if overwrite:
     return
@@ -119,7 +115,6 @@ _RULE_NAMES = {"google-research/albert": "the original's (google-research/"
 
 
 def _check_update_rule(output_dir: str, saved: dict, wanted: dict) -> None:
-  """One line for a rerun that would switch update rules mid-run."""
   before = (saved.get("optimizer") or {}).get("rule")
   now = (wanted.get("optimizer") or {}).get("rule")
   if before is None or now is None or before == now:
@@ -146,8 +141,8 @@ def _with_update_rule(fingerprint: dict) -> dict:
 
 
 def recorded_precision(output_dir: str) -> Optional[str]:
-  """The mixed_precision a training run in output_dir was started with
-  (its run_fingerprint.json), or None (no run, no record, unreadable)."""
+  """The mixed_precision of output_dir's run_fingerprint.json, or None (no
+  run, no record, unreadable)."""
   try:
     return recorded_section(output_dir, "mixed_precision")
   except (RunConfigError, tf.errors.OpError, AttributeError):
@@ -163,8 +158,8 @@ def recorded_section(output_dir: str, key: str):
 
 
 def record_section(output_dir: str, key: str, value) -> None:
-  """Adds a section to output_dir's run_fingerprint.json (tmp + rename):
-  what a run decided once it ran (a budget's plan), kept by its resumes."""
+  """Adds a section to output_dir's run_fingerprint.json: what a run
+  decided once it ran (a budget's plan), kept by its resumes."""
   path = os.path.join(output_dir, FINGERPRINT_FILE)
   saved = _read_fingerprint(path) if tf.io.gfile.exists(path) else {}
   saved[key] = value
@@ -194,8 +189,7 @@ LOCK_FILE = file_io.LOCK_FILE
 
 def lock_output_dir(output_dir: str):
   """`file_io.lock_output` of output_dir for the life of the run (keep it
-  referenced; None on a remote file system); the lock file stays, emptied,
-  when released."""
+  referenced; None on a remote file system)."""
   return file_io.lock_output(output_dir, "--output_dir", error=RunConfigError,
                              remove=False)
 
@@ -232,9 +226,8 @@ _RUN_FILES: Dict[str, Sequence[str]] = {
 
 def run_files() -> Dict[str, Sequence[str]]:
   """{folder: name patterns} of what runs write in output_dir: the
-  trainer's and commands' files, every registered family's `output_files`
-  and its datasets' (`Task.dataset_output_files`: CLUE's submission
-  files), each also as its `.tmp`."""
+  trainer's and commands' files, and every registered family's and
+  dataset's output files, each also as its `.tmp`."""
   own = {name for family in registry.families().values()
          for name in family.task.output_files}
   for dataset in registry.datasets().values():
@@ -258,9 +251,8 @@ def _resolved(path: str) -> str:
 def check_inputs_outside(output_dir: str, flag: str, value: str,
                          files: Iterable[str]) -> None:
   """Raises RunConfigError when one of `files` (what `flag`=`value` reads)
-  lies in output_dir: a run's records and its checkpoints are not one
-  folder (a glob of it would read checkpoints, --overwrite would start
-  over in the corpus)."""
+  lies in output_dir (a glob of it would read checkpoints, --overwrite
+  would delete in the corpus)."""
   root = _resolved(output_dir)
   for path in files:
     if _resolved(path).startswith(root + "/"):
@@ -270,24 +262,19 @@ def check_inputs_outside(output_dir: str, flag: str, value: str,
           "own (another --output_dir)")
 
 
-def _recorded_tokenizer(output_dir: str) -> Optional[str]:
-  """The tokenizer copy the last fine-tuning run put in output_dir."""
-  try:
-    info = registry.read_record(output_dir)
-  except (ValueError, tf.errors.OpError):  # a record killed mid-write
-    return None
-  name = info.tokenizer_file if info else None
-  return name if name and os.path.basename(name) == name else None
-
-
 def remove_run_files(output_dir: str, keep: Iterable[str] = ()) -> list:
   """Deletes what a run wrote in output_dir (`run_files()`, `RUN_DIRS`, the
   tokenizer copy), never the lock, nor a path in `keep` (the new run's own
-  inputs: a tokenizer or config file that lies there). A folder of the
-  run's (train/, eval/, best/) goes once nothing else is left in it.
-  Returns the paths deleted."""
+  inputs). A folder of the run's (train/, eval/, best/) goes once nothing
+  else is left in it. Returns the paths deleted."""
   keep = {_resolved(p) for p in keep if p}
-  tokenizer = _recorded_tokenizer(output_dir)
+  try:  # the tokenizer copy the last fine-tuning run put there
+    info = registry.read_record(output_dir)
+  except (ValueError, tf.errors.OpError):  # a record killed mid-write
+    info = None
+  tokenizer = info.tokenizer_file if info else None
+  if tokenizer and os.path.basename(tokenizer) != tokenizer:
+    tokenizer = None
   removed = []
   for folder, patterns in sorted(run_files().items(), reverse=True):
     directory = os.path.join(output_dir, folder) if folder else output_dir
@@ -315,8 +302,8 @@ def remove_run_files(output_dir: str, keep: Iterable[str] = ()) -> list:
 def prepare_output_dir(output_dir: str, fingerprint: dict,
                        overwrite: bool = False, keep: Iterable[str] = ()):
   """Creates and locks output_dir, deletes the run files there on
-  --overwrite (`remove_run_files`; `keep`: the run's inputs), writes the
-  fingerprint. Returns the lock (see `lock_output_dir`): keep it."""
+  --overwrite (`keep`: the run's inputs), writes the fingerprint. Returns
+  the lock: keep it."""
   tf.io.gfile.makedirs(output_dir)
   lock = lock_output_dir(output_dir)
   if overwrite:

@@ -50,27 +50,19 @@ def _fit_under_any_strategy(model, strategy):
 
 def install(model):
   """Keras's steps_per_execution loop, rebuilt so that it runs under every
-  strategy (Keras 3.15, TF 2.21); also closes fit's two other gaps under
-  tf.distribute (`_fit_under_any_strategy`). Call it in the strategy's
-  scope, after compile.
+  strategy (Keras 3.15, TF 2.21), and fit's two other gaps closed
+  (`_fit_under_any_strategy`). Call it in the strategy's scope, after
+  compile.
 
-  Keras runs steps_per_execution > 1 steps in one call as a tf.while_loop
-  whose body calls the step, `strategy.run(train_step)`, as a nested
-  tf.function inside a tf.cond. Under MirroredStrategy and
-  MultiWorkerMirrored the step all-reduces gradients with collective ops,
-  whose instance keys TF captures as call-time values
-  (FuncGraph.capture_call_time_value, one fresh key per call). A call-time
-  capture of a nested function called inside a cond or while branch
-  becomes a placeholder of the branch graph that nothing feeds, and the
-  first call fails: "You must feed a value for placeholder tensor ..."
-  (keras-team/keras#19246).
-
-  Here the step is traced inline in the loop's branches, so TF lifts each
-  key's capture to the outer tf.function, fed a fresh key per call. The
-  loop is otherwise Keras's (logs by its reduce_per_replica, StopIteration
-  at the input's end), under every strategy alike, so that their losses
-  come from one graph. With jit_compile (XLA needs the step as a function
-  of its own) or one step per call, Keras's own function is kept.
+  Keras's loop calls `strategy.run(train_step)` as a nested tf.function
+  inside a tf.cond. Under Mirrored and MultiWorkerMirrored the collectives'
+  instance keys are call-time captures, which become placeholders of the
+  branch graph that nothing feeds: "You must feed a value for placeholder
+  tensor ..." (keras-team/keras#19246). Here the step is traced inline in
+  the loop's branches, so TF lifts each capture to the outer tf.function.
+  The loop is otherwise Keras's, under every strategy alike. With
+  jit_compile (XLA needs the step as a function of its own) or one step
+  per call, Keras's own function is kept.
   """
   check_jit_compile(model)
   _fit_under_any_strategy(model, model.distribute_strategy)
