@@ -6,7 +6,6 @@ parse before TF loads), builds its task (`albert_tf.tasks`), and hands it
 to the trainer through `train_and_evaluate`.
 """
 
-import json
 import os
 import shutil
 import time
@@ -242,7 +241,12 @@ def evaluate_and_predict(o: FinetuneOptions, task, trainer, chief: bool,
   # and keeps the earlier run's others while they describe the same model
   # (a predict-only run, or a --do_train run that trained nothing, keeps the
   # dev metrics); what it drops, it names (`_say_dropped`).
-  earlier = _read_eval_results(o.output_dir)
+  path = os.path.join(o.output_dir, "eval_results.json")
+  try:  # {} when missing or unreadable: it is rewritten whole
+    with tf.io.gfile.GFile(path, "rb") as f:
+      earlier = file_io.parse_json(f.read(), path)
+  except (tf.errors.NotFoundError, ValueError):
+    earlier = {}
   eval_results = {}
   if earlier.get("best_step", best_step) == best_step:
     eval_results = {k: v for k, v in earlier.items()
@@ -329,14 +333,3 @@ def _add_baselines(o: FinetuneOptions, task, result: dict,
     logging.log(logging.WARNING if model[metric] < best else logging.INFO,
                 "%s %s %.3f (%s)%s", split, label, model[metric], shown,
                 ": below the baseline" if model[metric] < best else "")
-
-
-def _read_eval_results(directory: str) -> dict:
-  # {} when missing or unreadable: it is rewritten whole.
-  path = os.path.join(directory, "eval_results.json")
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      values = json.loads(f.read())
-  except (tf.errors.NotFoundError, ValueError):
-    return {}
-  return values if isinstance(values, dict) else {}

@@ -89,16 +89,11 @@ def check_output_dir(output_dir: str, fingerprint: dict,
     return
   saved = _read_fingerprint(path)
   wanted = json.loads(json.dumps(fingerprint))
-  # A section that one side leaves open (None: e.g. no optimizer in an
-  # eval-only run) is not compared.
-  for key in set(saved) | set(wanted):
-    if saved.get(key) is None or wanted.get(key) is None:
-      saved.pop(key, None)
-      wanted.pop(key, None)
   _check_update_rule(output_dir, saved, wanted)
   saved, wanted = _flatten(saved), _flatten(wanted)
-  # A field either side leaves open is not compared either (a fine-tuning
-  # warmup given as a share of the steps records no step count).
+  # A field either side leaves open (None, or in a section left open: no
+  # optimizer in an eval-only run, a fine-tuning warmup given as a share of
+  # the steps) is not compared.
   diff = [f"{k} {saved.get(k)!r} there vs {wanted.get(k)!r} now"
           for k in sorted(set(saved) | set(wanted))
           if saved.get(k) is not None and wanted.get(k) is not None

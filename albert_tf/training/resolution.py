@@ -10,6 +10,7 @@ from typing import List, Optional, Tuple
 
 import tensorflow as tf
 
+from albert_tf.core import file_io
 from albert_tf.training import checkpoints
 from albert_tf.core.config import (ARCHITECTURE_FIELDS, AlbertConfig,
                                    resolve_config)
@@ -120,13 +121,11 @@ def resolve_model(preset: Optional[str] = None,
 
 def _read_json(path):
   """The JSON object at path, or None (no file, or not JSON)."""
-  import json  # pylint: disable=g-import-not-at-top
   try:
-    with tf.io.gfile.GFile(path) as f:
-      value = json.loads(f.read())
+    with tf.io.gfile.GFile(path, "rb") as f:
+      return file_io.parse_json(f.read(), path)
   except (ValueError, tf.errors.NotFoundError):
     return None  # a damaged fingerprint is refused when its run resumes
-  return value if isinstance(value, dict) else None
 
 
 def _check_tokenizer_of_checkpoint(tokenizer, init_checkpoint, flag, given):
