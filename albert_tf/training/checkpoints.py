@@ -32,7 +32,7 @@ def latest_checkpoint(path_or_dir):
   """
   if tf.io.gfile.isdir(path_or_dir):
     best = read_best_record(path_or_dir)
-    latest = best and os.path.join(path_or_dir, BEST_DIR, best["checkpoint"])
+    latest = best and best["checkpoint"]
     if latest and tf.io.gfile.exists(latest + ".index"):
       if best.get("step") == 0:
         logging.warning(NEVER_BEAT_STEP_0, path_or_dir)
@@ -49,8 +49,8 @@ def latest_checkpoint(path_or_dir):
 
 
 def read_best_record(directory):
-  """best/best.json of a training directory as a dict, or None; a
-  ValueError naming the file when it is damaged."""
+  """best/best.json of a training directory as a dict, its "checkpoint" a
+  path, or None; a ValueError naming the file when it is damaged."""
   path = os.path.join(directory, BEST_DIR, BEST_FILE)
   if not tf.io.gfile.exists(path):
     return None
@@ -59,6 +59,7 @@ def read_best_record(directory):
   if not isinstance(best.get("checkpoint"), str):
     raise ValueError(f"{path} names no checkpoint (no \"checkpoint\" "
                      "field): a damaged copy?")
+  best["checkpoint"] = os.path.join(directory, BEST_DIR, best["checkpoint"])
   return best
 
 
@@ -277,7 +278,7 @@ def reconcile_state(directory, name="ckpt"):
   best_dir = os.path.join(directory, BEST_DIR)
   try:
     best = read_best_record(directory)
-    prefix = best and os.path.join(best_dir, best["checkpoint"])
+    prefix = best and best["checkpoint"]
     if prefix and tf.io.gfile.exists(prefix + ".index"):
       check_complete(prefix)
   except ValueError as e:

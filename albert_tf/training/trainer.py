@@ -251,11 +251,7 @@ class Trainer:
 
   def best(self) -> Optional[dict]:
     """best/best.json, its "checkpoint" a path; None without one."""
-    best = checkpoints.read_best_record(self.output_dir)
-    if best is not None:
-      best["checkpoint"] = os.path.join(self.output_dir, checkpoints.BEST_DIR,
-                                        best["checkpoint"])
-    return best
+    return checkpoints.read_best_record(self.output_dir)
 
   # --------------------------------------------------------- train
   def train(self):
