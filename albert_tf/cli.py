@@ -48,7 +48,20 @@ def _entry_point(name):
   return entry_point
 
 
-# pretrain, finetune, ..., export_tflite, ...: the script names without
-# "albert-", dashes as underscores (pyproject.toml names them).
-globals().update({name[len("albert-"):].replace("-", "_"): _entry_point(name)
-                  for name in SCRIPTS})
+pretrain = _entry_point("albert-pretrain")
+finetune = _entry_point("albert-finetune")
+classify = _entry_point("albert-classify")
+ner = _entry_point("albert-ner")
+squad = _entry_point("albert-squad")
+race = _entry_point("albert-race")
+export = _entry_point("albert-export")
+export_tflite = _entry_point("albert-export-tflite")
+export_onnx = _entry_point("albert-export-onnx")
+export_keras_hub = _entry_point("albert-export-keras-hub")
+fill_mask = _entry_point("albert-fill-mask")
+predict = _entry_point("albert-predict")
+convert = _entry_point("albert-convert")
+train_vocab = _entry_point("albert-train-vocab")
+create_data = _entry_point("albert-create-data")
+corpora = _entry_point("albert-corpora")
+params = _entry_point("albert-params")
