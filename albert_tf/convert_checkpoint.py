@@ -76,40 +76,9 @@ def __getattr__(name):
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _refuse_a_training_run(output_dir):
-  """A training run's folder is not overwritten: its `checkpoint` index and
-  albert_config.json would then name the conversion, and the run's next
-  start would train from it over its own ckpt-N."""
-  from albert_tf.training import output_dir as run_dir  # pylint: disable=g-import-not-at-top
-  if not os.path.isdir(output_dir):
-    return
-  marks = [name for name in sorted(os.listdir(output_dir))
-           if name in (run_dir.FINGERPRINT_FILE, "train_log.jsonl",
-                       "eval_log.jsonl")]
-  if marks:
-    raise ValueError(
-        f"--output_dir={output_dir} holds a training run ({marks[0]}): "
-        "convert into a new folder, and pass it as --init_checkpoint")
-
-
 # TF's causes of a failed file write that mean the disk (quota) is full.
 _FULL = {"No space left on device": 28, "Disk quota exceeded": 122,
          "File too large": 27}
-
-
-def _move_into_place(stage, output_dir):
-  """The stage renamed to output_dir, or, when output_dir exists (an earlier
-  conversion, other files), its files renamed into it one by one (renames
-  take no space: a full disk has failed the writes before this): the
-  checkpoint's data, its index, the `checkpoint` file naming it, then the
-  config and report."""
-  if not os.path.exists(output_dir):
-    stage.swap_in()
-    return
-  order = lambda name: (name.endswith(".index"), name == "checkpoint",
-                        name == "albert_config.json",
-                        name == "conversion_report.json", name)
-  stage.move(sorted(os.listdir(stage.path), key=order), output_dir)
 
 
 # The tokenizer a source ships, looked for in this order beside its weights
@@ -151,11 +120,8 @@ def source_tokenizer(source, checkpoint):
 
 
 def _check_source_tokenizer(path, config, allow_padded_vocab=False):
-  """A tokenizer found beside the weights must load and fit vocab_size:
-  more tokens than rows is another model's; fewer is refused too unless
-  allow_padded_vocab (a vocabulary padded to a multiple, as Megatron's),
-  because the ids past the last token can never be produced. Returns the
-  warning for an allowed padding, else None."""
+  """Refuses a tokenizer that does not load or fit vocab_size (fewer tokens:
+  unless allow_padded_vocab); returns the warning for an allowed padding."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.converters.errors import ConversionError
   from albert_tf.data.tokenization import load_tokenizer
@@ -202,6 +168,7 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   from albert_tf.converters import READERS
+  from albert_tf.training import output_dir as run_dir
   reader = READERS.get(source)
   if reader is None:
     raise ValueError(f"--source must be one of {SOURCES}, got {source!r}")
@@ -211,7 +178,16 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
                                     tf.io.gfile.glob(checkpoint + ".*")):
     raise FileNotFoundError(f"--checkpoint={checkpoint} does not exist (no "
                             "such file, directory or checkpoint prefix)")
-  _refuse_a_training_run(output_dir)
+  # A training run's folder is not overwritten: its `checkpoint` index and
+  # albert_config.json would name the conversion, and its next start would
+  # train from it over its own ckpt-N.
+  marks = [name for name in sorted(os.listdir(output_dir))
+           if name in (run_dir.FINGERPRINT_FILE, "train_log.jsonl",
+                       "eval_log.jsonl")] if os.path.isdir(output_dir) else []
+  if marks:
+    raise ValueError(
+        f"--output_dir={output_dir} holds a training run ({marks[0]}): "
+        "convert into a new folder, and pass it as --init_checkpoint")
   # One writer per output_dir: a second conversion stops here, before it
   # reads anything, removes the first one's live dot-folder or writes.
   with staging.claimed(output_dir, "--output_dir", "a convert_checkpoint",
@@ -222,7 +198,6 @@ def convert(source, checkpoint, output_dir, albert_config_file=None,
 
 def _convert(reader, source, checkpoint, output_dir, albert_config_file, log,
              allow_padded_vocab):
-  """`convert` once its output_dir is this process's."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from albert_tf.data.tokenization import write_synced  # pylint: disable=g-import-not-at-top
   from albert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
@@ -282,7 +257,16 @@ def _convert(reader, source, checkpoint, output_dir, albert_config_file, log,
                   input=str(checkpoint))
     write_synced(os.path.join(stage.path, "conversion_report.json"),
                  json.dumps(report, indent=2).encode("utf-8"))
-    _move_into_place(stage, output_dir)
+    if not os.path.exists(output_dir):
+      stage.swap_in()
+    else:
+      # Into an earlier conversion's folder file by file (renames take no
+      # space: a full disk failed the writes before this): the data, the
+      # index, the `checkpoint` file naming it, the config, the report.
+      order = lambda name: (name.endswith(".index"), name == "checkpoint",
+                            name == "albert_config.json",
+                            name == "conversion_report.json", name)
+      stage.move(sorted(os.listdir(stage.path), key=order), output_dir)
   log(f"Converted {checkpoint} ({source}) -> {path}: "
       f"{len(report['assigned'])} tensors assigned, heads {heads or 'none'}")
   if vocab_source:

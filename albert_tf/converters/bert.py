@@ -34,10 +34,8 @@ _HF_TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
 
 
 def bert_to_original(tensors):
-  """Google's TF1 BERT names -> original ALBERT names (layer N = group N).
-
-  Embeddings, pooler and the cls/ heads already have the original names.
-  Returns (tensors, unconsumed).
+  """Google's TF1 BERT names -> original ALBERT names (layer N = group N;
+  the rest already has the original names). Returns (tensors, unconsumed).
   """
   out, unconsumed = {}, []
   for name, value in tensors.items():
@@ -101,13 +99,10 @@ def _huggingface_to_bert_name(key):
 
 
 def huggingface_bert_to_bert_names(state):
-  """HF BertModel/BertForPreTraining/BertForMaskedLM state -> Google's names.
-
-  Keys may carry the "bert." prefix or not. Returns (tensors, unconsumed,
-  notes, hf_name_of): `hf_name_of` maps each Google name produced back to
-  its HF key. The decoder weight/bias are consumed when they equal
-  word_embeddings / cls.predictions.bias (tied in BERT; noted otherwise).
-  """
+  """HF BertModel/ForPreTraining/ForMaskedLM state ("bert." prefix or not)
+  -> Google's names: (tensors, unconsumed, notes, hf_name_of: Google name
+  -> HF key). The tied decoder weight/bias are consumed when equal to
+  word_embeddings / cls.predictions.bias, else noted."""
   tensors, unconsumed, notes, hf_name_of = {}, [], [], {}
   tied = {}
   for name, value in state.items():
@@ -208,11 +203,8 @@ def bert_config(values, source):
 
 
 def vocab_beside(directory, notes):
-  """The WordPiece vocab.txt in `directory`, checked to load.
-
-  Returns its path or None. Raises ConversionError when it lacks BERT's
-  special tokens (convert_checkpoint compares its size with vocab_size).
-  """
+  """The path of the vocab.txt in `directory`, or None; a ConversionError
+  when it does not load (convert_checkpoint checks its size)."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.data.tokenization import load_tokenizer
   path = os.path.join(directory or ".", "vocab.txt")
@@ -232,21 +224,23 @@ def vocab_beside(directory, notes):
   return path
 
 
-def _note_heads(notes, tensors):
+def _extras(checkpoint, tensors, notes, source_name, config_file):
+  """The readers' extras (see original.load_original_names)."""
   if any(n.startswith("cls/seq_relationship/") for n in tensors):
     notes.append("BERT's next-sentence head cls/seq_relationship is kept "
                  "as sentence_order_head (the same 2-way dense on "
                  "pooled_output)")
+  directory = (checkpoint if os.path.isdir(checkpoint)
+               else os.path.dirname(checkpoint))
+  return {"source_name": source_name, "config_file": config_file,
+          "vocab_file": vocab_beside(directory, notes)}
 
 
 # -------------------------------------------------------------------- readers
 def read_tf1_bert(checkpoint, albert_config_file):
-  """--source=bert: Google's TF1 BERT (bert_model.ckpt + bert_config.json).
-
-  The config defaults to bert_config.json beside the checkpoint. Returns
-  (config, tensors in original names, notes, unconsumed, extras): extras
-  as original.load_original_names takes them (source_name, vocab_file).
-  """
+  """--source=bert: Google's TF1 BERT (bert_model.ckpt + bert_config.json,
+  by default the one beside it). Returns (config, tensors in original
+  names, notes, unconsumed, extras)."""
   # pylint: disable=g-import-not-at-top
   from albert_tf.converters import tf1  # TensorFlow loads with it
   directory = (checkpoint if os.path.isdir(checkpoint)
@@ -277,19 +271,13 @@ def read_tf1_bert(checkpoint, albert_config_file):
         f"layer_N/ or bert/encoder/transformer/; first names: "
         f"{sorted(tensors)[:3]})")
   tensors, unconsumed = bert_to_original(tensors)
-  _note_heads(notes, tensors)
-  vocab = vocab_beside(directory, notes)
-  return config, tensors, notes, unconsumed, {
-      "source_name": original_to_bert_name, "vocab_file": vocab,
-      "config_file": albert_config_file}
+  return config, tensors, notes, unconsumed, _extras(
+      checkpoint, tensors, notes, original_to_bert_name, albert_config_file)
 
 
 def read_huggingface_bert(checkpoint, state, config_json, albert_config_file):
-  """--source=huggingface on BERT weights (called by huggingface.read_source).
-
-  Returns (config, tensors in original names, notes, unconsumed,
-  extras) like `read_tf1_bert`; names in messages are HF keys.
-  """
+  """--source=huggingface on BERT weights: as `read_tf1_bert`, the names
+  in messages HF keys."""
   notes = []
   path = albert_config_file or config_json
   if path is None:
@@ -309,10 +297,5 @@ def read_huggingface_bert(checkpoint, state, config_json, albert_config_file):
     return hf_name_of.get(bert_name) or _bert_to_huggingface_name(bert_name,
                                                                    prefix)
 
-  _note_heads(notes, tensors)
-  directory = (checkpoint if os.path.isdir(checkpoint)
-               else os.path.dirname(checkpoint))
-  vocab = vocab_beside(directory, notes)
-  return config, tensors, notes, unconsumed, {"source_name": source_name,
-                                              "vocab_file": vocab,
-                                              "config_file": path}
+  return config, tensors, notes, unconsumed, _extras(
+      checkpoint, tensors, notes, source_name, path)

@@ -104,11 +104,9 @@ class _TorchUnpickler(pickle.Unpickler):
 
 
 def read_pytorch_bin(path):
-  """Reads a torch.save zip-format state dict (pytorch_model.bin) with numpy.
-
-  A legacy (non-zip), truncated or corrupt file, or one whose pickle needs
-  more than a state dict does, is a ValueError naming it.
-  """
+  """A torch.save zip-format state dict (pytorch_model.bin) read with numpy;
+  a ValueError naming a legacy, cut or corrupt file, or one whose pickle
+  needs more than a state dict does."""
   if not zipfile.is_zipfile(path):
     with open(path, "rb") as f:
       starts_as_zip = f.read(4) == b"PK\x03\x04"
@@ -139,11 +137,8 @@ def read_pytorch_bin(path):
 
 
 def read_huggingface(path):
-  """Reads HF weights from a model dir or a .safetensors/.bin file.
-
-  Returns (state_dict, config_json_path or None). Sharded checkpoints
-  (model.safetensors.index.json / pytorch_model.bin.index.json) are merged.
-  """
+  """(state dict, config.json path or None) of a model dir or a
+  .safetensors/.bin file; sharded checkpoints (*.index.json) merged."""
   config_path = None
   if os.path.isdir(path):
     directory = path
@@ -200,12 +195,11 @@ _HF_BUFFERS = ("embeddings.position_ids",)
 
 
 def huggingface_to_original(state):
-  """HF AlbertModel/AlbertForPreTraining/AlbertForMaskedLM names -> original.
+  """HF AlbertModel/ForPreTraining/ForMaskedLM names -> original names
+  (Linear [out, in] -> kernel [in, out]; weight/bias -> gamma/beta).
 
-  Torch Linear weights [out, in] become kernels [in, out]; LayerNorm
-  weight/bias become gamma/beta; embeddings keep their shape. Returns
-  (tensors, unconsumed, notes): the tied decoder weight/bias are consumed
-  when they equal word_embeddings / predictions.bias (noted otherwise).
+  Returns (tensors, unconsumed, notes); the tied decoder weight/bias are
+  consumed when equal to word_embeddings / predictions.bias, else noted.
   """
   tensors, unconsumed, notes = {}, [], []
   for name, value in state.items():
@@ -263,20 +257,14 @@ def huggingface_to_original(state):
 
 
 def read_source(checkpoint, albert_config_file):
-  """Returns (config, tensors in original names, notes, unconsumed[, extras]).
-
-  The config is --albert_config_file if given, else the config.json beside
-  the weights. BERT weights (model_type "bert", encoder.layer.N.*) are read
-  by bert.py, which adds `extras` (see original.load_original_names);
-  weights that are neither ALBERT nor BERT are a ConversionError.
-  """
+  """(config, tensors in original names, notes, unconsumed[, extras]);
+  the config: --albert_config_file, else config.json beside the weights.
+  BERT weights are bert.py's (which adds `extras`)."""
   from albert_tf.converters import bert  # pylint: disable=g-import-not-at-top
   notes = []
   state, config_json = read_huggingface(checkpoint)
-  model_type = None
-  if config_json is not None:
-    model_type = shared.read_json(config_json).get("model_type")
-  if bert.huggingface_layout(state, checkpoint, model_type,
+  hf_config = shared.read_json(config_json) if config_json else {}
+  if bert.huggingface_layout(state, checkpoint, hf_config.get("model_type"),
                              config_json) == "bert":
     return bert.read_huggingface_bert(checkpoint, state, config_json,
                                       albert_config_file)
@@ -286,8 +274,7 @@ def read_source(checkpoint, albert_config_file):
     if config_json is None:
       raise ValueError(f"{checkpoint}: no config.json beside it; pass "
                        "--albert_config_file")
-    with open(config_json, encoding="utf-8") as f:
-      config = shared.huggingface_config(json.load(f), source=config_json)
+    config = shared.huggingface_config(hf_config, source=config_json)
     notes.append(f"config from {config_json}")
   tensors, unconsumed, hf_notes = huggingface_to_original(state)
   notes.extend(hf_notes)
