@@ -153,12 +153,6 @@ def grouped_help(flag_values=flags.FLAGS, width=None):
   return "\n".join(lines)
 
 
-def _asks_for_short_help(argv):
-  """--help or --helpshort among the flags (absl parses none after --)."""
-  args = argv[1:argv.index("--")] if "--" in argv else argv[1:]
-  return any(a in _SHORT_HELP_FLAGS for a in args)
-
-
 def shipped_flagfile(path):
   """Where --flagfile=configs/NAME.flags is when no such file is at `path`:
   the configs/ the package ships (albert_tf/configs in an installed wheel,
@@ -176,18 +170,6 @@ def shipped_flagfile(path):
   return None
 
 
-def _with_shipped_flagfiles(argv):
-  """argv with each --flagfile=configs/NAME that is not on disk where the
-  command runs pointed at the shipped copy (absl reads the file itself)."""
-  out = []
-  for arg in argv:
-    name, eq, value = arg.partition("=")
-    found = shipped_flagfile(value) if (
-        eq and name in ("--flagfile", "-flagfile")) else None
-    out.append(f"{name}={found}" if found else arg)
-  return out
-
-
 def flags_parser(argv, other_options=None):
   """A flags parser for app.run that reports a mistake in one line.
 
@@ -198,8 +180,16 @@ def flags_parser(argv, other_options=None):
   the command line holds. --flagfile=configs/NAME.flags finds the shipped
   flagfiles from any directory (`shipped_flagfile`).
   """
-  argv = _with_shipped_flagfiles(argv)
-  if _asks_for_short_help(argv):
+  # absl reads the flagfile itself: it gets the shipped copy's path.
+  argv = list(argv)
+  for i, arg in enumerate(argv):
+    name, eq, value = arg.partition("=")
+    found = shipped_flagfile(value) if (
+        eq and name in ("--flagfile", "-flagfile")) else None
+    argv[i] = f"{name}={found}" if found else arg
+  # absl parses no flag after "--".
+  flag_args = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+  if any(a in _SHORT_HELP_FLAGS for a in flag_args):
     text = grouped_help()
     if text is not None:
       print(text, flush=True)
@@ -267,14 +257,11 @@ def _note_ctrl_c(number, frame):
   signal.default_int_handler(number, frame)  # raises KeyboardInterrupt
 
 
-class _NoCtrlCTracebacks(logging.Filter):
-  """Drops the log records that carry a KeyboardInterrupt's traceback
-  (Beam's DirectRunner logs one for the bundle it stopped): the command's
-  one line says it."""
-
-  def filter(self, record):
-    kind = record.exc_info[0] if record.exc_info else None
-    return not (kind and issubclass(kind, KeyboardInterrupt))
+def _no_ctrl_c_traceback(record):
+  # Beam's DirectRunner logs one for the bundle it stopped; the command's
+  # one line says it.
+  kind = record.exc_info[0] if record.exc_info else None
+  return not (kind and issubclass(kind, KeyboardInterrupt))
 
 
 @contextlib.contextmanager
@@ -288,7 +275,7 @@ def _noting_ctrl_c():
                signal.getsignal(signal.SIGINT) is signal.default_int_handler)
   if installed:
     signal.signal(signal.SIGINT, _note_ctrl_c)
-  quiet = _NoCtrlCTracebacks()
+  quiet = _no_ctrl_c_traceback
   handlers = [] if _verbose() else list(logging.getLogger().handlers)
   for handler in handlers:
     handler.addFilter(quiet)
@@ -355,11 +342,6 @@ def _run_one_line(main_fn, argv, also):
                           else 1)
 
 
-def _is_albert_tf_command():
-  spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-  return bool(spec and spec.name.startswith("albert_tf."))
-
-
 def run_main(main_fn, other_options=None, also=(), quiet_tensorflow=None):
   """`app.run` with one-line flag and run errors (see the module doc).
 
@@ -368,7 +350,8 @@ def run_main(main_fn, other_options=None, also=(), quiet_tensorflow=None):
   albert_tf commands (data_prep's load no TF).
   """
   if quiet_tensorflow is None:
-    quiet_tensorflow = _is_albert_tf_command()
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    quiet_tensorflow = bool(spec and spec.name.startswith("albert_tf."))
   # Every command's --verbose (unless its settings class has one), listed
   # by --helpfull under the command.
   settings.define_flags(settings.CommandSettings, group=sys.argv[0],

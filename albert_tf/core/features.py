@@ -62,16 +62,12 @@ SKIPPED_RECORDS_FILE = "skipped_records.json"
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
   """Returns the `tf.io.parse_single_example` spec of one pretraining record."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  spec = {
-      name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
-      for name in SEQUENCE_FEATURES
-  }
-  spec[MASKED_LM_POSITIONS] = tf.io.FixedLenFeature(
-      [max_predictions_per_seq], tf.int64)
-  spec[MASKED_LM_IDS] = tf.io.FixedLenFeature(
-      [max_predictions_per_seq], tf.int64)
-  spec[MASKED_LM_WEIGHTS] = tf.io.FixedLenFeature(
-      [max_predictions_per_seq], tf.float32)
+  spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
+          for name in SEQUENCE_FEATURES}
+  for name in PREDICTION_FEATURES:
+    spec[name] = tf.io.FixedLenFeature(
+        [max_predictions_per_seq],
+        tf.float32 if name == MASKED_LM_WEIGHTS else tf.int64)
   spec[NEXT_SENTENCE_LABELS] = tf.io.FixedLenFeature([1], tf.int64)
   return spec
 
@@ -81,23 +77,15 @@ def make_pretraining_example(input_ids, input_mask, segment_ids, token_boundary,
                              masked_lm_weights, next_sentence_label):
   """Builds one `tf.train.Example` in the original format (already padded)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
-  def _int64_feature(values):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-  def _float_feature(values):
-    return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
-
+  values = dict(zip(SEQUENCE_FEATURES + PREDICTION_FEATURES, (
+      input_ids, input_mask, segment_ids, token_boundary,
+      masked_lm_positions, masked_lm_ids, masked_lm_weights)))
+  values[NEXT_SENTENCE_LABELS] = [next_sentence_label]
   feature = {
-      INPUT_IDS: _int64_feature(input_ids),
-      INPUT_MASK: _int64_feature(input_mask),
-      SEGMENT_IDS: _int64_feature(segment_ids),
-      TOKEN_BOUNDARY: _int64_feature(token_boundary),
-      MASKED_LM_POSITIONS: _int64_feature(masked_lm_positions),
-      MASKED_LM_IDS: _int64_feature(masked_lm_ids),
-      MASKED_LM_WEIGHTS: _float_feature(masked_lm_weights),
-      NEXT_SENTENCE_LABELS: _int64_feature([next_sentence_label]),
-  }
+      name: tf.train.Feature(float_list=tf.train.FloatList(value=list(v)))
+      if name == MASKED_LM_WEIGHTS else
+      tf.train.Feature(int64_list=tf.train.Int64List(value=list(v)))
+      for name, v in values.items()}
   return tf.train.Example(features=tf.train.Features(feature=feature))
 
 # The original's v2 span head: start positions kept, and end positions per

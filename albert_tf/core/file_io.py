@@ -43,9 +43,7 @@ def atomic_writer(path, mode: str = "w"):
 
 
 def _locked_temporary(path, tmp, mode):
-  """tmp opened for writing, emptied, under an exclusive flock (a killed
-  owner's lock is gone with it); OSError(EBUSY) naming path when another
-  process holds it."""
+  """tmp opened, flock'ed and emptied; OSError(EBUSY) when it is held."""
   import errno  # pylint: disable=g-import-not-at-top
 
   def open_tmp():
@@ -68,9 +66,8 @@ def _locked_temporary(path, tmp, mode):
 
 
 def _flocked(path, open_file, busy):
-  """open_file() under an exclusive flock, opened again until the file held
-  is still the one at path (its owner may rename or remove it between our
-  open and our flock); busy(file) raises when another process holds it."""
+  """open_file() under an exclusive flock; reopened while the file held is
+  no longer the one at path (renamed or removed between open and flock)."""
   import fcntl  # pylint: disable=g-import-not-at-top
   while True:
     f = open_file()
@@ -135,12 +132,10 @@ def synced_rename(tmp, path) -> None:
 
 
 def naming(error: OSError, path, flag: str = "", replaced=()) -> OSError:
-  """error as one line that names the file it could not write:
-  `[Errno 28] No space left on device: cannot write PATH (nothing there
-  was replaced)`, as the exports say it (replaced: the names already moved
-  in, said instead). The errno (and so the subclass: PermissionError, ...)
-  is kept; `flag` ("--output_dir=") goes before the path. An error that
-  already says "cannot write" is returned as it is."""
+  """error as one line naming the file: `No space left on device: cannot
+  write FLAGPATH (nothing there was replaced)` (or the names `replaced`).
+  The errno (so the subclass) is kept; one that says "cannot write" is
+  returned as it is."""
   if "cannot write" in str(error):
     return error
   cause = error.strerror or str(error) or type(error).__name__
@@ -191,8 +186,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def _owner(text: str):
-  """(pid or None, started or "") of a lock file's text: `PID STARTED`
-  (an older lock holds the pid alone)."""
+  """(pid or None, started) of `PID STARTED` (older locks: the pid alone)."""
   pid, _, started = text.strip().partition(" ")
   return (int(pid) if pid.isdigit() else None), started.strip()
 
@@ -234,14 +228,13 @@ class OutputLock:
 
 def lock_output(directory, flag: str, value=None, lock_file=None,
                 error=ValueError, remove: bool = True):
-  """Makes `flag`=`value` one writer's for as long as the lock is held.
+  """Makes `flag`=`value` one writer's while the returned `OutputLock` is
+  held (keep it referenced; None on a remote file system: no lock).
 
-  The lock is an flock on `lock_file` (default `directory/.run.lock`),
-  stamped `PID STARTED`. A second writer raises `error` in one line naming
-  the owner's pid; a lock left by a process that is gone is taken over
-  with one warning. Returns an `OutputLock` (keep it referenced), or None
-  for a remote file system, where no lock is taken. remove: delete the
-  lock file on release (else it is emptied and left).
+  An flock on `lock_file` (default `directory/.run.lock`), stamped `PID
+  STARTED`: a second writer raises `error` naming the owner's pid; a dead
+  owner's lock is taken over with a warning. remove: delete the lock file
+  on release (else it is emptied).
   """
   import logging  # pylint: disable=g-import-not-at-top
   import time  # pylint: disable=g-import-not-at-top

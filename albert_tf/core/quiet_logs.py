@@ -20,7 +20,6 @@ from absl import logging as absl_logging
 
 @contextlib.contextmanager
 def _stderr_to_devnull():
-  """File descriptor 2 to /dev/null for the block, then back."""
   sys.stderr.flush()
   saved = os.dup(2)
   devnull = os.open(os.devnull, os.O_WRONLY)
@@ -34,11 +33,8 @@ def _stderr_to_devnull():
 
 
 def import_tensorflow_quietly():
-  """Imports TensorFlow and finds its devices with fd 2 at /dev/null, which
-  hides the start-up lines no environment variable silences ("All log
-  messages before absl::InitializeLog()", the CUDA stub's, the CPU feature
-  guard). An import error still shows: Python reports it after fd 2 is
-  back."""
+  """Imports TensorFlow and finds its devices with fd 2 at /dev/null (an
+  import error still shows: Python reports it after fd 2 is back)."""
   if "tensorflow" in sys.modules:
     return
   with _stderr_to_devnull():
@@ -65,20 +61,12 @@ def import_tensorflow_quietly():
 _LITE_INTERPRETER_WARNING = r"\s*Warning: tf\.lite\.Interpreter is deprecated"
 
 
-def quieted() -> bool:
-  """Whether `import_tensorflow_quietly` ran here (a command without
-  --verbose)."""
-  return _drop_tensorflow_info in absl_logging.get_absl_logger().filters
-
-
 @contextlib.contextmanager
 def cpp_lines_hidden():
-  """TF's C++ log lines hidden for the block when the command is quiet:
-  lines TF prints the first time a graph runs some kernel, such as
-  oneDNN's "supports DT_INT64 only on platforms with AVX-512" when an
-  export's check runs serve_text. Errors still surface as the Python
-  exceptions the block raises; with --verbose every line stays."""
-  if not quieted():
+  """TF's C++ log lines (oneDNN's "supports DT_INT64 only on platforms
+  with AVX-512" the first time a kernel runs) hidden for the block when
+  `import_tensorflow_quietly` ran (no --verbose); errors still raise."""
+  if _drop_tensorflow_info not in absl_logging.get_absl_logger().filters:
     yield
     return
   with _stderr_to_devnull():

@@ -150,8 +150,6 @@ class ModelInfo:
     return None
 
 
-
-
 def tokenizer_fields(tokenizer) -> dict:
   """The record's tokenizer fields: the copy of its file beside the
   checkpoint (`finetuning.write_run_files`), its kind and lowercasing."""

@@ -17,16 +17,14 @@ from albert_tf.core import file_io
 
 
 def owner_tag() -> str:
-  """`pid<PID>-`, this process's: a temporary named `.tmp-pid<PID>-…`
-  (`staged(..., tag=owner_tag())`) is kept by `temporary_owner_alive`
-  while this process runs."""
+  """`pid<PID>-`: a `staged(..., tag=owner_tag())` temporary is this
+  process's while it runs (`temporary_owner_alive`)."""
   return f"pid{os.getpid()}-"
 
 
 def temporary_owner_alive(name: str) -> bool:
-  """Whether the process that named a temporary `.tmp-pid<PID>-…` (or
-  `.old-pid<PID>-…`) still runs. A name without a pid (older code) has no
-  known owner: False."""
+  """Whether the process of a `.tmp-pid<PID>-…` or `.old-pid<PID>-…` name
+  still runs (False without a pid)."""
   import re  # pylint: disable=g-import-not-at-top
   match = re.match(r"\.(?:tmp|old)-pid(\d+)-", name)
   if not match:
@@ -36,14 +34,12 @@ def temporary_owner_alive(name: str) -> bool:
 
 
 def _beside(target, tag):
-  """(the folder holding target, TAG + target's name)."""
   target = os.path.normpath(os.path.abspath(os.fspath(target)))
   return os.path.dirname(target), tag + os.path.basename(target)
 
 
 def lock_beside(target, tag: str = "") -> str:
-  """target's lock file: `.TAGNAME.lock` beside it (target itself is
-  renamed into place as a whole)."""
+  """target's lock file: `.TAGNAME.lock` beside it."""
   folder, name = _beside(target, tag)
   return os.path.join(folder, f".{name}.lock")
 
@@ -79,13 +75,10 @@ def claimed(target, flag: str, who: str, tag: str = "", lock_file=None,
             error=ValueError):
   """Makes `flag`=target this process's while the block writes it.
 
-  Takes its lock (`lock_output`: a second writer gets `error` in one
-  line) on lock_file (default `lock_beside`), then removes what a killed
-  writer of it (`who`) left beside it: `.tmp-TAGNAME-` and `.old-TAGNAME-`
-  with mkdtemp's 8 characters, no other target's (`remove_killed`). The
-  folder holding target is made for the lock and removed again at the end
-  when it is still empty (the write failed). An OSError taking the lock
-  names `flag`=target (`naming`).
+  Takes its lock (`lock_output`; default lock_file `lock_beside`), then
+  removes what a killed writer (`who`) of this target left beside it
+  (`remove_killed`). A folder made for the lock is removed at the end if
+  still empty. An OSError taking the lock names `flag`=target.
   """
   import re  # pylint: disable=g-import-not-at-top
   folder, name = _beside(target, tag)
@@ -147,11 +140,9 @@ class Stage:
 
 @contextlib.contextmanager
 def staged(target, what=None, tag: str = ""):
-  """Yields a `Stage`: a new folder `.tmp-TAGNAME-XXXXXXXX` beside target
-  to write it in, under a lock the caller holds (`claimed`, or the lock of
-  the folder holding target). The folder is removed at the
-  end whatever happened; an OSError is raised again as one line naming
-  `what` (default: target) and what the stage had moved in (`naming`)."""
+  """Yields a `Stage`: a new folder `.tmp-TAGNAME-XXXXXXXX` beside target,
+  under a lock the caller holds (`claimed`), removed at the end. An OSError
+  is raised again naming `what` (default: target) and what was moved in."""
   import shutil  # pylint: disable=g-import-not-at-top
   import tempfile  # pylint: disable=g-import-not-at-top
   folder, name = _beside(target, tag)
@@ -161,7 +152,8 @@ def staged(target, what=None, tag: str = ""):
                   os.fspath(target), f".old-{name}-")
     yield stage
   except OSError as e:
-    file_io._raise_naming(e, what or target, replaced=stage.replaced if stage else ())
+    file_io._raise_naming(e, what or target,
+                          replaced=stage.replaced if stage else ())
   finally:
     if stage is not None:
       shutil.rmtree(stage.path, ignore_errors=True)

@@ -31,12 +31,8 @@ def encoder_inputs():
 
 
 def build_layer_stack(config: AlbertConfig, dtype=None):
-  """Returns (blocks, schedule): the distinct blocks and, per layer, the blocks it runs.
-
-  `schedule[i]` is the list of blocks that layer i applies in order. The
-  number of distinct parameter sets is what makes ALBERT small; the number of
-  applications is what keeps it deep.
-  """
+  """(blocks, schedule): the distinct blocks, and `schedule[i]` the blocks
+  layer i applies in order (the same objects where layers share)."""
   L = config.num_hidden_layers
   if config.share == "all":
     groups = [[TransformerEncoderBlock.from_albert_config(
@@ -60,6 +56,22 @@ def build_layer_stack(config: AlbertConfig, dtype=None):
       config, attention=attentions[i], ffn=ffns[i], dtype=dtype,
       name=f"layer_{i}") for i in range(L)]
   return blocks, [[b] for b in blocks]
+
+
+def model_config(model, **fields):
+  """get_config of the models: the AlbertConfig as a dict, the model's own
+  constructor arguments, name, trainable and the dtype policy."""
+  return {"config": model.config.to_dict(), **fields, "name": model.name,
+          "trainable": model.trainable,
+          "dtype": keras.dtype_policies.serialize(model.dtype_policy)}
+
+
+def model_kwargs(config):
+  """Constructor kwargs from `model_config`'s dict (the policy restored)."""
+  config = dict(config)
+  if isinstance(config.get("dtype"), dict):
+    config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+  return config
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -136,14 +148,8 @@ class AlbertEncoder(keras.Model):
     return types.MappingProxyType({"encoder": self})
 
   def get_config(self):
-    return {"config": self.config.to_dict(),
-            "output_all_layers": self.output_all_layers,
-            "name": self.name, "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+    return model_config(self, output_all_layers=self.output_all_layers)
 
   @classmethod
   def from_config(cls, config):
-    config = dict(config)
-    if "dtype" in config and isinstance(config["dtype"], dict):
-      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-    return cls(**config)
+    return cls(**model_kwargs(config))

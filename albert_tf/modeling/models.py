@@ -12,7 +12,8 @@ import tensorflow as tf
 
 from albert_tf.core import features as F
 from albert_tf.core.config import AlbertConfig
-from albert_tf.modeling.encoder import AlbertEncoder, encoder_inputs
+from albert_tf.modeling.encoder import (AlbertEncoder, encoder_inputs,
+                                        model_config, model_kwargs)
 from albert_tf.modeling.heads import ClassificationHead, MaskedLMHead, SentenceOrderHead
 from albert_tf.modeling.ops import softmax_cross_entropy
 
@@ -116,23 +117,6 @@ class MicroBatched:
     parts = [super(MicroBatched, self).call(part, training=training)
              for part in split_batch(inputs, self.micro_batches)]
     return concat_parts(parts, parts[0].keys())
-
-
-def model_config(model, **fields):
-  """get_config of the models (here, span_qa, multiple_choice): the
-  AlbertConfig as a dict, the model's own constructor arguments, name,
-  trainable and the dtype policy."""
-  return {"config": model.config.to_dict(), **fields, "name": model.name,
-          "trainable": model.trainable,
-          "dtype": keras.dtype_policies.serialize(model.dtype_policy)}
-
-
-def model_kwargs(config):
-  """Constructor kwargs from `model_config`'s dict (the policy restored)."""
-  config = dict(config)
-  if isinstance(config.get("dtype"), dict):
-    config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-  return config
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

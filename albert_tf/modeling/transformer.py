@@ -154,16 +154,15 @@ class SelfAttention(ConfigArgs, keras.layers.Layer):
     batch, seq = tf.shape(x)[0], tf.shape(x)[1]
     n, d = self.num_attention_heads, self.head_size
     memo = getattr(self._pass, "memo", None)
+    if memo is None:
+      memo = {}
     key = (dtype, None if tf.executing_eagerly() else
            id(tf.compat.v1.get_default_graph()))
-    if memo is None or key not in memo:
-      fused = (tf.cast(tf.concat([self.query_kernel, self.key_kernel,
-                                  self.value_kernel], axis=1), dtype),
-               tf.cast(tf.concat([self.query_bias, self.key_bias,
-                                  self.value_bias], 0), dtype))
-      if memo is None:
-        memo = {}
-      memo[key] = fused
+    if key not in memo:
+      memo[key] = (tf.cast(tf.concat([self.query_kernel, self.key_kernel,
+                                      self.value_kernel], axis=1), dtype),
+                   tf.cast(tf.concat([self.query_bias, self.key_bias,
+                                      self.value_bias], 0), dtype))
     kernel, qkv_bias = memo[key]
     rows = tf.reshape(x, [-1, self.hidden_size])  # [b*s, h]
     qkv = tf.nn.bias_add(tf.matmul(rows, kernel), qkv_bias)
