@@ -48,8 +48,13 @@ def config_from_keras_hub(backbone, hidden_act="gelu"):
       attention_probs_dropout_prob=float(backbone.dropout))
 
 
-def unsupported_by_keras_hub(config):
-  """What in `config` keras-hub's AlbertBackbone cannot express (list of str)."""
+def backbone_kwargs(config):
+  """`keras_hub.models.AlbertBackbone(**kwargs)` arguments for `config`.
+
+  keras-hub has one dropout rate for both places; hidden_dropout_prob is
+  used (dropout changes training only, not the outputs).
+  Raises ValueError listing every field keras-hub cannot express.
+  """
   problems = []
   if config.embedding_layout != "google":
     problems.append(f"embedding_layout={config.embedding_layout!r} (keras-hub "
@@ -64,17 +69,6 @@ def unsupported_by_keras_hub(config):
   if config.layer_norm_eps != _KERAS_HUB_LAYER_NORM_EPS:
     problems.append(f"layer_norm_eps={config.layer_norm_eps} (keras-hub fixes "
                     f"{_KERAS_HUB_LAYER_NORM_EPS})")
-  return problems
-
-
-def backbone_kwargs(config):
-  """`keras_hub.models.AlbertBackbone(**kwargs)` arguments for `config`.
-
-  keras-hub has one dropout rate for both places; hidden_dropout_prob is
-  used (dropout changes training only, not the outputs).
-  Raises ValueError listing every field keras-hub cannot express.
-  """
-  problems = unsupported_by_keras_hub(config)
   if problems:
     raise ValueError("keras-hub's AlbertBackbone cannot express "
                      + "; ".join(problems))
@@ -153,10 +147,8 @@ def _copy(pairs, to_keras_hub):
 
 
 def _identity_projection(backbone, encoder, to_keras_hub):
-  """An encoder with E == H has no E->H projection (the embedding feeds the
-  layers); keras-hub's backbone always has one: written as the identity
-  (kernel I, bias 0), which gives the same outputs, and on the way back
-  required to be the identity (else its weights would be lost)."""
+  """keras-hub's E->H projection, which an encoder with E == H lacks: made
+  the identity, and on the way back required to be (else it is lost)."""
   if encoder.embedding.projection is not None:
     return
   kernel = backbone.embeddings_projection.kernel

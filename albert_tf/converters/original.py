@@ -127,57 +127,45 @@ _BLOCK = re.compile(
     r"^bert/encoder/transformer/group_(\d+)/inner_group_(\d+)/")
 
 
-def _refuse_blocks_left_out(checkpoint, config, tensors, unconsumed, shown,
-                            config_file):
-  """A ConversionError when the checkpoint holds layers (groups, inner
-  groups) the config has no place for: the model written would be another,
-  shallower one, with the rest of the checkpoint dropped. Its one line names
-  both numbers and the first tensor left out."""
-  left_out = sorted(n for n in unconsumed if _BLOCK.match(n))
-  if not left_out:
-    return
-  blocks = [tuple(map(int, _BLOCK.match(n).groups())) for n in tensors
-            if _BLOCK.match(n)]
-  groups = max(g for g, _ in blocks) + 1
-  inner = max(i for _, i in blocks) + 1
-  if config.share == "none":
-    found, wanted = (f"{groups} layers",
-                     f"num_hidden_layers={config.num_hidden_layers}")
-  elif inner > config.inner_group_num:
-    found, wanted = (f"{inner} inner groups per group",
-                     f"inner_group_num={config.inner_group_num}")
-  else:
-    found, wanted = (f"{groups} hidden groups",
-                     f"num_hidden_groups={config.num_hidden_groups}")
-  where = config_file or "the config"
-  raise ConversionError(
-      f"{checkpoint} holds {found} but {where} says {wanted}: "
-      f"{shown(left_out[0])} and {len(left_out) - 1} more tensor(s) would "
-      "be left out of the converted model (is --albert_config_file the "
-      "config of this checkpoint?)")
-
-
 def load_original_names(checkpoint, config, tensors, notes, unconsumed,
                         extras=None):
   """An AlbertPretrainer from a reader's (config, tensors, notes, unconsumed).
 
-  `extras` (optional, from readers of other layouts such as BERT):
-  "source_name", a function original name -> the name in the source file,
-  used in errors and in the report's lists; "vocab_file", a tokenizer file
-  of the source that convert copies beside the checkpoint; "config_file",
-  the config's path, named in errors.
-  Returns (config, pretrainer, report, heads): `heads` are the heads whose
-  tensors were all found. Raises ConversionError when encoder tensors are
-  missing, or when the checkpoint holds more layers (groups) than the
-  config.
+  `extras`: "source_name" (original name -> the source file's, in errors
+  and the report), "vocab_file" (the source's tokenizer, which convert
+  copies), "config_file" (named in errors). Returns (config, pretrainer,
+  report, heads whose tensors were all found). Raises ConversionError when
+  encoder tensors are missing or the checkpoint has more layers (groups)
+  than the config.
   """
   extras = extras or {}
   shown = extras.get("source_name") or (lambda name: name)
   pretrainer = AlbertPretrainer(config)
   report = assign_original_weights(pretrainer, tensors, source=checkpoint,
                                    source_name=shown)
-  _refuse_blocks_left_out(checkpoint, config, tensors, report["unconsumed"],
-                          shown, extras.get("config_file"))
+  # Layers (groups, inner groups) the config has no place for: the model
+  # written would be a shallower one, the rest of the checkpoint dropped.
+  left_out = sorted(n for n in report["unconsumed"] if _BLOCK.match(n))
+  if left_out:
+    blocks = [tuple(map(int, _BLOCK.match(n).groups())) for n in tensors
+              if _BLOCK.match(n)]
+    groups = max(g for g, _ in blocks) + 1
+    inner = max(i for _, i in blocks) + 1
+    if config.share == "none":
+      found, wanted = (f"{groups} layers",
+                       f"num_hidden_layers={config.num_hidden_layers}")
+    elif inner > config.inner_group_num:
+      found, wanted = (f"{inner} inner groups per group",
+                       f"inner_group_num={config.inner_group_num}")
+    else:
+      found, wanted = (f"{groups} hidden groups",
+                       f"num_hidden_groups={config.num_hidden_groups}")
+    raise ConversionError(
+        f"{checkpoint} holds {found} but "
+        f"{extras.get('config_file') or 'the config'} says {wanted}: "
+        f"{shown(left_out[0])} and {len(left_out) - 1} more tensor(s) would "
+        "be left out of the converted model (is --albert_config_file the "
+        "config of this checkpoint?)")
   report["unconsumed"] = sorted(set(map(shown, report["unconsumed"])) |
                                 set(unconsumed))
   report["notes"] = notes

@@ -43,7 +43,6 @@ def _print_error_and_exit(message, code):
 
 
 def _expected_value(flag):
-  """What a flag takes, for the hint of a bad value."""
   if flag.boolean:
     return f"true or false, or --{flag.name} / --no{flag.name}"
   enum_values = getattr(flag.parser, "enum_values", None)
@@ -90,8 +89,7 @@ _HELP_FLAGS = _SHORT_HELP_FLAGS + ("-helpfull", "--helpfull", "-helpxml",
                                    "--helpxml")
 
 
-def _shown(value):
-  """A default as it is written on the command line."""
+def _shown(value):  # as written on the command line
   if isinstance(value, bool):
     return str(value).lower()
   if isinstance(value, (list, tuple)):
@@ -133,10 +131,8 @@ def flag_help_line(name, spec, flag, width=80):
 
 
 def grouped_help(flag_values=flags.FLAGS, width=None):
-  """--help's text: the `__main__` docstring, then the flags of the
-  settings classes defined on flag_values, one section per group
-  (`settings.flag_groups`). None when no class defined any (absl's help
-  then)."""
+  """--help's text: the `__main__` docstring, then the settings classes'
+  flags by group; None when no class defined any (absl's help then)."""
   groups = settings.flag_groups(flag_values)
   if not groups:
     return None
@@ -154,9 +150,8 @@ def grouped_help(flag_values=flags.FLAGS, width=None):
 
 
 def shipped_flagfile(path):
-  """Where --flagfile=configs/NAME.flags is when no such file is at `path`:
-  the configs/ the package ships (albert_tf/configs in an installed wheel,
-  the repository's configs/ in a checkout or an editable install), or None.
+  """The shipped configs/NAME.flags (albert_tf/configs in a wheel, the
+  repository's configs/ in a checkout) when `path` is not on disk, or None.
   """
   parts = os.path.normpath(path).split(os.sep)
   if os.path.exists(path) or len(parts) != 2 or parts[0] != "configs":
@@ -266,10 +261,9 @@ def _no_ctrl_c_traceback(record):
 
 @contextlib.contextmanager
 def _noting_ctrl_c():
-  """Python's Ctrl-C handler, which also notes it (errors.CtrlC), and no
-  logged KeyboardInterrupt tracebacks unless --verbose. The handler is left
-  as it is when SIGINT is not Python's (ignored by `nohup`, a script's
-  background job, or the caller's own handler)."""
+  """Python's Ctrl-C handler, also noting it (errors.CtrlC), unless SIGINT
+  is not Python's (nohup, the caller's own); no logged KeyboardInterrupt
+  tracebacks unless --verbose."""
   errors.CtrlC.received = False
   installed = (threading.current_thread() is threading.main_thread() and
                signal.getsignal(signal.SIGINT) is signal.default_int_handler)

@@ -15,10 +15,8 @@ from absl import flags
 
 
 class CtrlC:
-  """Whether Ctrl-C (SIGINT) came during this command, noted by the
-  handler `cli_errors.one_line_errors` installs. A library that turns a
-  KeyboardInterrupt into an error of its own and goes on (tf2onnx's
-  `except Exception`) loses the exception, not this note."""
+  """Whether Ctrl-C came during this command (`cli_errors`' handler notes
+  it): a library that swallows the KeyboardInterrupt does not lose this."""
   received = False
 
 
@@ -30,10 +28,8 @@ def stop_if_ctrl_c():
 
 
 class Interrupted(Exception):
-  """A run that stopped on a signal after saving (a SIGTERM before a
-  preemption, a Ctrl-C): one line, and the exit code of a process the
-  signal ended (143, 130 for SIGINT), so a scheduler sees the job as not
-  finished."""
+  """A run that stopped on a signal after saving: one line, and the exit
+  code of a process the signal ended (143; 130 for SIGINT)."""
   exit_code = 128 + 15
 
   def __init__(self, message, signal_name=None):
@@ -43,9 +39,7 @@ class Interrupted(Exception):
 
 
 class ClusterError(ValueError):
-  """A cluster the run needs does not answer, or went away: one line,
-  `error: <what>, <where> (<hint>)`, to be said as it is (data_prep's
-  runners and dask_cluster)."""
+  """A cluster the run needs does not answer, or went away (one line)."""
 
 
 class CommandLineError(ValueError):
@@ -75,10 +69,8 @@ _MEMORY_FLAGS = ("train_batch_size", "eval_batch_size", "max_seq_length")
 
 
 def out_of_memory_line(error):
-  """For TF's out-of-memory error (ResourceExhaustedError; its message is
-  thousands of characters with the allocator's state flattened into it):
-  one line naming the batch and length flags to lower, with their values.
-  None for any other error."""
+  """For TF's out-of-memory error (thousands of characters of allocator
+  state): one line naming the batch and length flags to lower; else None."""
   text = str(getattr(error, "message", None) or error)
   if disk_error_line(error):  # TF's class for a full disk too
     return None
@@ -104,11 +96,9 @@ _DISK_CAUSES = ("No space left on device", "Disk quota exceeded",
 
 
 def disk_error_line(error):
-  """For TF's error from a file write (`PATH; No space left on device`: a
-  full disk is a ResourceExhaustedError, which is no out of memory), one
-  line naming the path and the cause: `[Errno 28] No space left on device:
-  cannot write PATH`. None for any other error (OSErrors name their path
-  themselves: `file_io.atomic_writer`)."""
+  """For TF's error from a file write (`PATH; No space left on device`, a
+  ResourceExhaustedError): `[Errno 28] No space left on device: cannot
+  write PATH`; else None."""
   if not is_tf_error(error):
     return None
   text = " ".join(str(getattr(error, "message", None) or error).split())

@@ -32,6 +32,13 @@ _OVERWRITE = (
     "Start over in an --output_dir that holds a run with other settings "
     "(deletes that run's checkpoints, logs, events and results; other files "
     "there stay).")
+# {} takes what the precision does beyond the policy (float16's scaling).
+_MIXED_PRECISION = (
+    f"Compute dtype: auto|{'|'.join(PRECISIONS)} (Keras policy names "
+    "accepted); variables, LayerNorm, softmax and losses stay float32.{} "
+    "auto: bfloat16 on a TPU and on a CPU with bf16 units (amx_bf16 or "
+    "avx512_bf16), none elsewhere (one log line says which and why); a "
+    "resumed run keeps its own.")
 _INPUT_TIMEOUT = (
     "Stop with an error naming the file when an input file gives no record "
     "for this long, up to the first training batch (a named pipe, a hung "
@@ -133,12 +140,7 @@ class FinetuneOptions(StrategySettings):
       0, "Use the first N test examples (--do_predict): a quick look at a "
       "large test split.")
   seed: int = settings.field(12345, "Random seed.", group="training")
-  mixed_precision: str = settings.field(
-      "none", f"Compute dtype: auto|{'|'.join(PRECISIONS)} (Keras policy "
-      "names accepted); variables, LayerNorm, softmax and losses stay "
-      "float32. auto: bfloat16 on a TPU and on a CPU with bf16 units "
-      "(amx_bf16 or avx512_bf16), none elsewhere (one log line says which "
-      "and why); a resumed run keeps its own.")
+  mixed_precision: str = settings.field("none", _MIXED_PRECISION.format(""))
   length_buckets: int = settings.field(
       0, "Training batches cut to the smallest of this many widths (up to "
       "--max_seq_length) that holds their longest row, the steps of each "
@@ -217,12 +219,7 @@ class PretrainingOptions(StrategySettings):
   max_eval_steps: int = settings.field(100, "Eval batches at most.")
   # --- TF2 additions
   mixed_precision: str = settings.field(
-      "auto", f"Compute dtype: auto|{'|'.join(PRECISIONS)} (Keras policy "
-      "names accepted); variables, LayerNorm, softmax and losses stay "
-      "float32. float16 adds dynamic loss scaling. auto: bfloat16 on a TPU "
-      "and on a CPU with bf16 units (amx_bf16 or avx512_bf16), none "
-      "elsewhere (one log line says which and why); a resumed run keeps its "
-      "own.")
+      "auto", _MIXED_PRECISION.format(" float16 adds dynamic loss scaling."))
   length_buckets: int = settings.field(
       0, "Training batches grouped by length into this many buckets and "
       "cut to their bucket's width, so that short texts are not padded to "

@@ -141,11 +141,6 @@ def default_group(name: str) -> str:
   return _GROUP_OF_NAME.get(name, "data")
 
 
-def group_of(f: dataclasses.Field) -> str:
-  """The group --help lists a field's flag under."""
-  return spec(f).group or default_group(flag_name(f))
-
-
 def flag_fields(cls) -> List[dataclasses.Field]:
   """The fields of `cls` that are flags (made with `field`)."""
   return [f for f in dataclasses.fields(cls) if spec(f) is not None]
@@ -223,7 +218,7 @@ def flag_groups(flag_values=flags.FLAGS
     for f in flag_fields(cls):
       if flag_name(f) not in seen:
         seen.add(flag_name(f))
-        by_group[group_of(f)].append(
+        by_group[spec(f).group or default_group(flag_name(f))].append(
             (flag_name(f), _overridden(spec(f), f.name, defaults, helps)))
   return {name: listed for name, listed in by_group.items() if listed}
 

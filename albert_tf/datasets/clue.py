@@ -49,21 +49,6 @@ def clue_spec(name: str, layout, labels, submission_file: str,
                     cd.Submission(submission_file, "test"), no_consensus)
 
 
-def fewclue_spec(name: str, layout, labels, submission_stem: str,
-                 split: str, no_consensus: Optional[str] = None
-                 ) -> cd.TaskSpec:
-  """A FewCLUE task on one of `clue.FEWCLUE_SPLITS`: train_<k>.json /
-  dev_<k>.json (all: train_few_all.json ...); test_public.json is the test
-  split (labelled); `<stem>_predict_<k>.json` predicts test.json."""
-  k = "few_all" if split == "all" else split
-  return _json_spec(
-      name, layout, labels,
-      {"train": (f"train_{k}.json",), "dev": (f"dev_{k}.json",),
-       "test": ("test_public.json",), "submit": ("test.json",)},
-      cd.Submission(f"{submission_stem}_predict_{split}.json", "submit"),
-      no_consensus)
-
-
 # name: (help, then `clue_spec`'s arguments after the name).
 CLUE_TASKS = {
     "afqmc": ("CLUE AFQMC (Ant Financial question matching: sentence1, "
@@ -109,7 +94,13 @@ for _name, (_help, *_args) in CLUE_TASKS.items():
 for _task, (_layout, _labels, _skip, _) in clue.FEWCLUE_TASKS.items():
   for _split in clue.FEWCLUE_SPLITS:
     _name = clue.fewclue_dataset_name(_task, _split)
-    _spec = fewclue_spec(_name, _layout, _labels, _task, _split, _skip)
+    # test_public.json (labelled) is the test split; test.json is submitted.
+    _k = "few_all" if _split == "all" else _split
+    _spec = _json_spec(
+        _name, _layout, _labels,
+        {"train": (f"train_{_k}.json",), "dev": (f"dev_{_k}.json",),
+         "test": ("test_public.json",), "submit": ("test.json",)},
+        cd.Submission(f"{_task}_predict_{_split}.json", "submit"), _skip)
     registry.register_dataset(
         _name, "classification", spec=_spec,
         help=f"{_FEWCLUE_HELP[_task]}, {_spec.files['train'][0]}; "
