@@ -21,16 +21,12 @@ checked, copied into --output_dir and its sha256 recorded in
 conversion_report.json: fine-tuning from --output_dir uses it by default and
 refuses another --spm_model_file/--vocab_file.
 
-Every source is first read into a dict keyed by the original TF1 variable
-names (bert/embeddings/word_embeddings, ..., kernels [in, out]), then copied
-into an `AlbertPretrainer` by `assign_original_weights`: one name map to the
-model, one per foreign source to the original names. The output is the
-project's checkpoint layout (checkpoints.py) plus albert_config.json. Every
+The output is the project's checkpoint layout plus albert_config.json. Every
 tensor not consumed or not found is reported; a shape mismatch, a missing
 encoder tensor, layers the config has no place for and a tokenizer that does
-not fit vocab_size (fewer tokens: unless --allow_padded_vocab) are errors
-naming them. The output is written in a dot-folder beside --output_dir and
-moved in when complete: a full disk leaves an earlier conversion as it was.
+not fit vocab_size (fewer tokens: unless --allow_padded_vocab) are errors.
+The output is moved into --output_dir when complete: a full disk leaves an
+earlier conversion as it was.
 """
 
 import dataclasses

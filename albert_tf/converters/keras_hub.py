@@ -6,11 +6,8 @@ accepts: a local folder (config.json + model.weights.h5, as written by
 `albert_base_en_uncased`, or a `kaggle://` / `hf://` / `gs://` handle (these
 download on first use; offline they fail with one line saying so).
 
-A keras-hub backbone is copied layer by layer (keras_hub_interop), not through
-the original names, and carries no MLM/SOP heads: `load_source` returns the
-same (config, pretrainer, report, heads) as the other sources with the encoder
-only. keras_hub is imported only when this source is used, so the other
-converters work without it installed.
+A backbone is copied layer by layer (keras_hub_interop) and has no MLM/SOP
+heads: the encoder only. keras_hub is imported only when this source is used.
 """
 
 import os
@@ -35,12 +32,8 @@ def _short(error, limit=160):
 
 
 def read_keras_hub(checkpoint):
-  """A keras-hub AlbertBackbone from a local preset dir or a preset handle.
-
-  Raises FileNotFoundError (neither a folder nor a handle) or
-  ConversionError (a handle that could not be fetched, a folder that is no
-  AlbertBackbone preset), each one line naming --checkpoint.
-  """
+  """A keras-hub AlbertBackbone from a local preset dir or a preset handle;
+  FileNotFoundError or ConversionError in one line naming --checkpoint."""
   import keras_hub  # pylint: disable=g-import-not-at-top
   local = os.path.isdir(checkpoint)
   builtin = checkpoint in keras_hub.models.AlbertBackbone.presets

@@ -1,15 +1,10 @@
 """Weights both ways between `keras_hub.models.AlbertBackbone` and `AlbertEncoder`.
 
-keras-hub keeps attention kernels per head ([H, heads, head_size]); ours keep
-the original [H, H] layout, so copying is a reshape, not a rename only. One
-list of (keras-hub variable, albert_tf variable) pairs, `_paired_weights`,
-serves both directions. keras_hub itself is imported by the callers that
-build a backbone, never here.
-
-keras-hub's AlbertBackbone fixes a few choices that an AlbertConfig leaves
-open (see `backbone_kwargs`): the tanh GELU, LayerNorm epsilon 1e-12, the
-google embedding layout and all-shared layers. Groups and inner repetitions
-are supported both ways.
+keras-hub keeps attention kernels per head ([H, heads, head_size]), ours
+[H, H]: copying is a reshape. One list of pairs, `_paired_weights`, serves
+both directions; keras_hub itself is imported by the callers, never here.
+`backbone_kwargs` refuses what AlbertBackbone fixes otherwise (the tanh GELU,
+LayerNorm epsilon 1e-12, the google embedding layout, share="all").
 """
 
 import keras

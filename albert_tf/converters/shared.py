@@ -1,12 +1,6 @@
-"""What the per-source readers share; it imports none of them.
-
-bert.py, brightmart.py, tf1.py and huggingface.py import this module for
-BERT's layer modules and their ALBERT names (Google's BERT and brightmart's
-layer_shared releases both use them), the tests that tell a BERT or a
-brightmart checkpoint by its names, and the config readers (a config JSON;
-an HF config.json as AlbertConfig). The readers then import each other one
-way only: tf1 -> brightmart, bert -> tf1, huggingface -> bert (BERT
-weights under --source=huggingface).
+"""What the per-source readers share (BERT's layer names, layout tests,
+config readers); it imports none of them. The readers import each other one
+way only: tf1 -> brightmart, bert -> tf1, huggingface -> bert.
 """
 
 import json

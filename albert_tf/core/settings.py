@@ -169,12 +169,11 @@ def define_flags(cls, flag_values=flags.FLAGS, group=None, defaults=None,
   fields = [f for f in flag_fields(cls)
             if not (if_missing and flag_name(f) in flag_values)]
   for f in fields:
-    s = spec(f)
-    s = _overridden(s, f.name, defaults or {}, helps or {})
+    s = _overridden(spec(f), f.name, defaults or {}, helps or {})
     kind = _base_type(hints[f.name])
     common = dict(flag_values=flag_values, module_name=group,
                   required=s.required)
-    name, where = flag_name(f), f"{cls.__name__}.{f.name}"
+    name = flag_name(f)
     if kind is bool:
       flags.DEFINE_boolean(name, s.default, s.help, **common)
     elif kind is str and s.choices:
@@ -190,7 +189,7 @@ def define_flags(cls, flag_values=flags.FLAGS, group=None, defaults=None,
       define = flags.DEFINE_multi_string if s.multi else flags.DEFINE_list
       define(name, s.default, s.help, **common)
     else:
-      raise TypeError(f"{where}: no flag kind for the annotation "
+      raise TypeError(f"{cls.__name__}.{f.name}: no flag kind for the annotation "
                       f"{hints[f.name]!r} (str, int, float, bool, List[str], "
                       "or Optional of one)")
   _DEFINED.append((flag_values, cls, dict(defaults or {}), dict(helps or {})))

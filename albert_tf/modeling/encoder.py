@@ -15,19 +15,16 @@ import keras
 
 from albert_tf.core import features as F
 from albert_tf.core.config import AlbertConfig
-from albert_tf.core.features import ENCODER_INPUTS
 from albert_tf.modeling.embedding import FactorizedEmbedding
 from albert_tf.modeling.ops import truncated_normal
-from albert_tf.modeling.transformer import (AttentionBias, FeedForward, SelfAttention,
-                                   TransformerEncoderBlock)
-
-INPUT_NAMES = ENCODER_INPUTS
+from albert_tf.modeling.transformer import (
+    AttentionBias, FeedForward, SelfAttention, TransformerEncoderBlock)
 
 
 def encoder_inputs():
   """Symbolic int32 [batch, seq] inputs, named as in the original ALBERT."""
   return {name: keras.Input(shape=(None,), dtype="int32", name=name)
-          for name in INPUT_NAMES}
+          for name in F.ENCODER_INPUTS}
 
 
 def build_layer_stack(config: AlbertConfig, dtype=None):
