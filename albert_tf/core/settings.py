@@ -189,9 +189,9 @@ def define_flags(cls, flag_values=flags.FLAGS, group=None, defaults=None,
       define = flags.DEFINE_multi_string if s.multi else flags.DEFINE_list
       define(name, s.default, s.help, **common)
     else:
-      raise TypeError(f"{cls.__name__}.{f.name}: no flag kind for the annotation "
-                      f"{hints[f.name]!r} (str, int, float, bool, List[str], "
-                      "or Optional of one)")
+      raise TypeError(f"{cls.__name__}.{f.name}: no flag kind for the "
+                      f"annotation {hints[f.name]!r} (str, int, float, bool, "
+                      "List[str], or Optional of one)")
   _DEFINED.append((flag_values, cls, dict(defaults or {}), dict(helps or {})))
 
 
