@@ -99,14 +99,9 @@ def concat_parts(parts, names):
 
 
 class MicroBatched:
-  """A model that runs each batch as `micro_batches` parts
-  (`training.micro_batches`; 1: the whole batch), their outputs put back
-  together in order, so Keras's own train step computes the loss and
-  gradients of the whole batch. The parts' forward and backward passes
-  share nothing, and on a CPU TF runs them side by side (an eval's too,
-  once the thread pools are set for parts). The outputs differ from the
-  whole batch's by float rounding only.
-  """
+  """A model that runs each batch as `micro_batches` parts, their outputs
+  put back together in order (float rounding apart, the whole batch's): on
+  a CPU TF runs the parts' independent passes side by side."""
 
   #: Set by the task (--micro_batches); a model built for export keeps 1.
   micro_batches = 1

@@ -37,12 +37,6 @@ class ChoicesToRows(keras.layers.Layer):
     return (None, input_shape[-1])
 
 
-def choice_inputs(num_choices):
-  """{name: keras.Input [b, num_choices, L] int32} of the encoder inputs."""
-  return {name: keras.Input(shape=(num_choices, None), dtype="int32",
-                            name=name) for name in F.ENCODER_INPUTS}
-
-
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertMultipleChoice(MicroBatched, keras.Model):
   """Encoder + dropout + dense(1) on the pooled output of every choice.
@@ -67,7 +61,8 @@ class AlbertMultipleChoice(MicroBatched, keras.Model):
         initializer_range=config.initializer_range, dtype=dtype,
         name="choice")
     # === Functional model ===
-    inputs = choice_inputs(num_choices)
+    inputs = {name: keras.Input(shape=(num_choices, None), dtype="int32",
+                                name=name) for name in F.ENCODER_INPUTS}
     pooled = encoder({k: to_rows(v) for k, v in inputs.items()})[
         F.POOLED_OUTPUT]
     logits = keras.ops.reshape(choice_head(pooled), (-1, num_choices))
