@@ -44,15 +44,13 @@ ARCHITECTURE_FIELDS = ("vocab_size", "embedding_size", "hidden_size",
 
 @dataclasses.dataclass
 class AlbertConfig:
-  """Hyperparameters of an ALBERT (or, with share="none" and E == H, BERT) encoder.
+  """Hyperparameters of an ALBERT (share="none", E == H: BERT) encoder, the
+  fields named as in the original `albert_config.json`.
 
-  Field names are those of the original `albert_config.json`.
-  `share` selects the paper's Table 4 ablation: "all" shares attention and FFN
-  across layers (ALBERT), "attention" or "ffn" shares only that sub-layer,
-  "none" gives every layer its own parameters. `embedding_layout` is
-  "google" (position and token-type embeddings of width E, added before the
-  E->H projection) or "brightmart" (brightmart's own albert_zh releases:
-  the projection first, then position/type embeddings of width H).
+  `share`, the paper's Table 4 ablation: "all" (ALBERT), "attention" or
+  "ffn" (that sub-layer only), "none". `embedding_layout`: "google"
+  (position/type embeddings of width E, before the E->H projection) or
+  "brightmart" (its albert_zh releases: the projection first, width H).
   """
   vocab_size: int = 30000
   embedding_size: int = 128

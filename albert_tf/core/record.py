@@ -39,12 +39,8 @@ LEGACY_RECORD_FILES = (CLASSIFIER_CONFIG, TAGGER_CONFIG)
 
 @dataclasses.dataclass
 class ModelInfo:
-  """The task record (RECORD_FILE), and the export's albert_export.json.
-
-  `task` names the family (`albert_tf.tasks.registry`); the common fields are
-  what every family serves with; `task_config` is the family's own (the
-  tagger's tag_scheme, doc_stride, token_level).
-  """
+  """The task record (RECORD_FILE), and the export's albert_export.json
+  (the module docstring has the layout)."""
   task: Optional[str] = None
   task_name: Optional[str] = None  # the data set (sentiment, conll, ...)
   num_labels: Optional[int] = None
@@ -70,9 +66,8 @@ class ModelInfo:
   normalization: Optional[list] = None
 
   def recorded_length(self) -> Optional[int]:
-    """The sequence length the model was trained at: max_seq_length (a
-    fine-tuning run's), else task_config's (a pretraining run's records);
-    None when neither is recorded."""
+    """The sequence length trained at: max_seq_length (fine-tuning), else
+    task_config's (a pretraining run's records), else None."""
     return self.max_seq_length or self.task_config.get("max_seq_length")
 
   def to_dict(self) -> dict:
@@ -91,9 +86,8 @@ class ModelInfo:
     return values
 
   def write(self, path: str, flat: bool = False) -> None:
-    """Whole or not at all (`file_io.atomic_writer`): a full disk leaves
-    the previous record as it was; a bucket's path (gs://) through
-    tf.io.gfile, whose objects appear whole on close."""
+    """Whole or not at all (`file_io.atomic_writer`; a gs:// path through
+    tf.io.gfile, whose objects appear whole on close)."""
     values = self.flat_dict() if flat else self.to_dict()
     text = json.dumps(values, indent=2, ensure_ascii=False)
     if "://" in path:
@@ -111,9 +105,8 @@ class ModelInfo:
 
   @classmethod
   def from_dict(cls, values: dict, task: Optional[str] = None) -> "ModelInfo":
-    """A record from a parsed file; `task` when the file names none.
-    Unknown fields (a flat file's tag_scheme, ...) go into task_config;
-    is_regression (`flat_dict`'s) is dropped."""
+    """A record from a parsed file (`task` when it names none); unknown
+    fields go into task_config, is_regression is dropped."""
     known = {f.name for f in dataclasses.fields(cls)}
     fields = {k: v for k, v in values.items() if k in known}
     own = {k: v for k, v in values.items()
