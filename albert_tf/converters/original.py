@@ -29,12 +29,9 @@ def _layer_norm(prefix, layer):
 
 
 def original_variable_map(pretrainer):
-  """{original TF1 name: (keras variable, transform)} for an AlbertPretrainer.
-
-  `transform` maps the stored array to the variable's layout (identity except
-  the SOP output_weights, stored [2, H] and used transposed). Heads that the
-  model lacks (e.g. an AlbertEncoder passed alone) are left out.
-  """
+  """{original TF1 name: (keras variable, transform to its layout)} of an
+  AlbertPretrainer (or a lone AlbertEncoder: no heads); the transform is
+  the identity except for the SOP output_weights, stored [2, H]."""
   encoder = getattr(pretrainer, "encoder", pretrainer)
   config = encoder.config
   if config.share not in ("all", "none"):
@@ -95,13 +92,9 @@ def original_variable_map(pretrainer):
 
 def assign_original_weights(pretrainer, tensors, source="checkpoint",
                             source_name=None):
-  """Copies {original name: array} into the model.
-
-  Returns a report dict {"assigned", "missing", "unconsumed"} (name lists).
-  Raises ConversionError naming the variable and both shapes on a mismatch;
-  `source_name` (original name -> the name in the source file) names it as
-  the file does.
-  """
+  """Copies {original name: array} into the model; returns the name lists
+  {"assigned", "missing", "unconsumed"}. A shape mismatch is a
+  ConversionError naming it as the file does (`source_name`)."""
   source_name = source_name or (lambda name: name)
   mapping = original_variable_map(pretrainer)
   missing = sorted(set(mapping) - set(tensors))

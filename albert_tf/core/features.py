@@ -1,10 +1,10 @@
 """Input and output names, and the pretraining TFRecord format: one source of truth.
 
-The feature names, dtypes and shapes are exactly those written by the original
-google-research/albert `create_pretraining_data.py`, so records written by that
-code, by `data_prep` or by any other tool that follows the format are
-interchangeable. Integers are stored as int64 and cast to int32 by readers. TensorFlow is
-imported inside the functions so that the names load without it.
+The feature names, dtypes and shapes are exactly those written by the
+original google-research/albert `create_pretraining_data.py`, so records of
+that code, of `data_prep` or of any tool following the format are
+interchangeable. Integers are stored as int64 and cast to int32 by readers.
+TensorFlow is imported inside the functions: the names load without it.
 """
 
 INPUT_IDS = "input_ids"

@@ -40,21 +40,15 @@ def import_tensorflow_quietly():
   with _stderr_to_devnull():
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     tf.config.list_physical_devices()
-  # TF's own Python INFO lines (the SavedModel builder's "Assets written
-  # to", "Writing fingerprint", the saver's "Sharding callback duration",
-  # signature names): a command says what it did itself. TF logs them
-  # through its "tensorflow" logger and through absl's.
+  # TF's Python INFO lines ("Assets written to", ...) come through its
+  # "tensorflow" logger and absl's; tf2onnx's and ONNX Runtime's reach
+  # absl's handler through the root logger, which logs the quantizer's own.
   pylogging.getLogger("tensorflow").setLevel(pylogging.WARNING)
   absl_logging.get_absl_logger().addFilter(_drop_tensorflow_info)
-  # Records of other loggers (tf2onnx's, ONNX Runtime's) reach absl's
-  # handler through the root logger: filtered there.
   absl_logging.get_absl_handler().addFilter(_drop_tensorflow_info)
-  # ...and the root logger's own records (ONNX Runtime's quantizer logs
-  # through `logging.warning`), whatever handler prints them.
   pylogging.getLogger().addFilter(_drop_tensorflow_info)
-  # TF's converter calibrates int8 models with tf.lite.Interpreter, which
-  # warns that it is deprecated: advice to the converter's authors (our
-  # runners use ai_edge_litert's interpreter).
+  # TF's converter calibrates int8 models with the deprecated
+  # tf.lite.Interpreter, which warns (our runners use ai_edge_litert's).
   warnings.filterwarnings("ignore", message=_LITE_INTERPRETER_WARNING)
 
 
