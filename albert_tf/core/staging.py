@@ -45,10 +45,9 @@ def lock_beside(target, tag: str = "") -> str:
 
 
 def remove_killed(folder, stale, who: str, target=None) -> None:
-  """Removes, logged, the names in folder for which stale(name) is true:
-  what a killed writer (`who`: "an export") left. A `.old-` folder holding
-  `previous` (a target `Stage.swap_in` swapped out in the instant before
-  the new one went in) is renamed back to target when target is missing."""
+  """Removes, logged, what a killed writer (`who`) left: the names for which
+  stale(name) holds; a `.old-` folder's `previous` (`Stage.swap_in`) goes
+  back to target when target is missing."""
   import logging  # pylint: disable=g-import-not-at-top
   import shutil  # pylint: disable=g-import-not-at-top
   log = logging.getLogger("absl")
