@@ -50,6 +50,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from absl import logging
 import numpy as np
 
+from albert_tf.core import features as F
 from albert_tf.core import file_io
 from albert_tf.core import lazy
 
@@ -302,6 +303,26 @@ def decode(outputs, windows, examples, task_config: dict):
       n_best_size=task_config.get("n_best_size", 20),
       max_answer_length=task_config.get("max_answer_length", 30))
   return got if v2 else (*got, None)
+
+
+def serve_text_answers(run, examples, windows, task_config: dict,
+                       batch_size: int = 64) -> List[dict]:
+  """serve_text's results (`span_graph.TextSpanReader.__call__`) computed in
+  Python: run(**encoder inputs as numpy) -> the heads' outputs, over
+  `squad.Windows` of examples, then `decode`'s best entry of each."""
+  v2 = bool(task_config.get("version_2_with_negative"))
+  a, b = ("start_log_prob", "end_log_prob") if v2 else ("start_logit",
+                                                        "end_logit")
+  got = [run(**{k: windows.features[k][i:i + batch_size]
+                for k in F.ENCODER_INPUTS})
+         for i in range(0, windows.num_windows, batch_size)]
+  _, nbest, null_odds = decode(
+      {k: np.concatenate([g[k] for g in got])
+       for k in span_qa.head_outputs(v2)}, windows, examples, task_config)
+  return [{"answer": best["text"], "start": best["start"],
+           "end": best["end"], "score": best[a] + best[b],
+           **({"no_answer_score": null_odds[e.qas_id]} if v2 else {})}
+          for e, best in ((e, nbest[e.qas_id][0]) for e in examples)]
 
 
 def write_outputs(output_dir: str, predictions: Dict[str, str],

@@ -291,7 +291,6 @@ def _warn(where, counts, places, key, what):
 
 
 def _run_reader(reader, examples, where, batch_size):
-  """`reader.encode` of the examples batch by batch, as numpy arrays."""
   if not examples:  # the arrays of one example, cut to none
     return {k: v[:0] for k, v in _run_reader(
         reader, [Example("", "", "", [], False, "")], where, 1).items()}
@@ -319,16 +318,6 @@ def _run_reader(reader, examples, where, batch_size):
     got["pair"] += i
     parts.append(got)
   return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-
-
-def _whole_context_spans(got, offset, length, e_rows):
-  """The spans of all pieces of one context, from its windows' rows."""
-  num = max(got["window_start"][r] + length[r] for r in e_rows)
-  spans = np.zeros((num, 2), np.int32)
-  for r in e_rows:
-    ws, at = got["window_start"][r], offset[r]
-    spans[ws:ws + length[r]] = got["piece_spans"][r, at:at + length[r]]
-  return spans
 
 
 def make_windows(examples: Sequence[Example], tokenizer,
@@ -363,8 +352,15 @@ def make_windows(examples: Sequence[Example], tokenizer,
   missing = np.zeros(len(examples), bool)
   bounds = np.searchsorted(pair, np.arange(len(examples) + 1))
   for e, ex in enumerate(examples):
-    label = _label(ex, _whole_context_spans(got, offset, length, range(
-        bounds[e], bounds[e + 1])), places) if ex.answers else None
+    label = None
+    if ex.answers:  # the spans of all the context's pieces, from its windows
+      rows = range(bounds[e], bounds[e + 1])
+      spans = np.zeros((max(starts[r] + length[r] for r in rows), 2),
+                       np.int32)
+      for r in rows:
+        spans[starts[r]:starts[r] + length[r]] = got["piece_spans"][
+            r, offset[r]:offset[r] + length[r]]
+      label = _label(ex, spans, places)
     labels[e] = label if label and not ex.is_impossible else (-1, -1)
     missing[e] = is_training and not ex.is_impossible and label is None
     if missing[e]:
@@ -391,3 +387,13 @@ def make_windows(examples: Sequence[Example], tokenizer,
                  counts["questions_truncated"], max_query_length)
   return Windows(feats, pair, starts, got["piece_spans"], is_max_context,
                  counts, ~missing[pair])
+
+
+def text_windows(inputs, tokenizer, max_seq_length: int, task_config: dict):
+  """(examples, `make_windows`) of serve_text's {"question", "context"}."""
+  examples = [Example(str(i), q, c, [], False, "") for i, (q, c) in
+              enumerate(zip(inputs["question"], inputs["context"]))]
+  return examples, make_windows(
+      examples, tokenizer, max_seq_length, **{
+          k: task_config[k] for k in ("doc_stride", "max_query_length")
+          if k in task_config})

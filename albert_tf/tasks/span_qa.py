@@ -5,20 +5,17 @@ The family's flags, task and serving hooks: reading and windows
 picks the best checkpoint) `data.squad_metrics`, the heads
 `modeling.span_qa`, serve_text(question, context) `serving.span_graph`. In
 v2 the null-odds threshold behind predictions.json is tuned on the predict
-file when it has answers (as the original does). Over 400 lines: the
-flags, training, evaluation, albert-predict's scorer and the serving hooks
-every family declares are this file's; what they call is in those modules.
+file when it has answers (as the original does).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Dict, Optional, Tuple
 
 from absl import logging
-import numpy as np
-
 from albert_tf.core import features as F
 from albert_tf.tasks import registry
 from albert_tf.core import settings
@@ -41,8 +38,7 @@ span_graph = lazy.module("albert_tf.serving.span_graph")
 TRAIN_JSON, DEV_JSON = "train.json", "dev.json"
 # The original run_squad's defaults (a fine-tuned model's own come first).
 MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH = 384, 128, 64
-# The options the record's task_config holds (export and serving read
-# them), each with its default.
+# The record's task_config (export and serving read it), with defaults.
 CONFIG_DEFAULTS = dict(
     version_2_with_negative=False, doc_stride=DOC_STRIDE,
     max_query_length=MAX_QUERY_LENGTH, max_answer_length=30, n_best_size=20,
@@ -75,7 +71,6 @@ class SquadOptions(FinetuneOptions):
       None, "Question pieces kept; longer questions are cut and counted "
       f"(default: as the model was fine-tuned, else {MAX_QUERY_LENGTH}).",
       lower_bound=1)
-  # How the predictions are read from the logits.
   n_best_size: int = settings.field(
       20, "Answers kept per question in nbest_predictions.json.",
       lower_bound=1, group="output")
@@ -100,12 +95,8 @@ class SquadOptions(FinetuneOptions):
              "albert_tf.data.squad_metrics", "albert_tf.modeling.span_qa",
              "albert_tf.serving.span_graph", "albert_tf.serving.flat"))
 class SpanQATask(Task):
-  """A SQuAD-JSON train file and predict (dev) file, one tokenizer.
-
-  The train split is `train_file`; "dev" and "test" are both
-  `predict_file` (the original's --predict_file: evaluated when it has
-  answers, predicted always).
-  """
+  """SQuAD JSON: the train split is `train_file`; "dev" and "test" are both
+  `predict_file` (evaluated when it has answers, predicted always)."""
 
   name = "span_qa"
   best_metric = "f1"
@@ -113,7 +104,6 @@ class SpanQATask(Task):
   output_files = (span_decode.PREDICTIONS_FILE, span_decode.NBEST_FILE,
                   span_decode.NULL_ODDS_FILE)
 
-  # --------------------------------------------------------- fine-tuning
   default_max_seq_length = MAX_SEQ_LENGTH
   random_init_warning = (
       "Training span QA from random initial weights (no --init_checkpoint): "
@@ -156,7 +146,10 @@ class SpanQATask(Task):
                **cls.option_fields(o))
 
   def read_splits(self, o) -> Dict[str, dict]:
-    stats = {split: self.stats(split) for split in self.wanted_splits(o)}
+    stats = {}
+    for split in self.wanted_splits(o):
+      data, windows = self.load_split(split)  # counts: questions, windows
+      stats[split] = {"file": data.file, **data.counts, **windows.counts}
     if o.do_eval:
       self._check_dev_answers()
     return stats
@@ -166,8 +159,7 @@ class SpanQATask(Task):
 
   def __init__(self, task_name: str, tokenizer, train_file: Optional[str],
                predict_file: Optional[str], **fields):
-    """fields: the task_config's (CONFIG_DEFAULTS when not given), and
-    `Task.__init__`'s, max_seq_length among them."""
+    """fields: the task_config's (else CONFIG_DEFAULTS), Task.__init__'s."""
     names = squad_metrics.TASK_NAMES
     if task_name not in names:
       raise ValueError(f"--task_name must be one of {', '.join(names)}, "
@@ -182,7 +174,6 @@ class SpanQATask(Task):
     # predict file when it has answers, else the last one tuned.
     self.null_threshold = 0.0
 
-  # --------------------------------------------------------- data
   def load_split(self, split: str):
     """(SquadData, Windows) of a split, read and windowed once."""
     path = self.files[split]
@@ -203,10 +194,9 @@ class SpanQATask(Task):
           data.examples, self.tokenizer, self.max_seq_length,
           self.task_config["doc_stride"], self.task_config["max_query_length"],
           is_training=split == "train", file=path)
-      logging.info("[%s] %s: %d questions, %d windows of max_seq_length=%d "
-                   "(doc_stride=%d); counts %s", split, path,
-                   len(data.examples), len(windows.example_index),
-                   self.max_seq_length, self.task_config["doc_stride"],
+      logging.info("[%s] %s: max_seq_length=%d, doc_stride=%d; counts %s",
+                   split, path, self.max_seq_length,
+                   self.task_config["doc_stride"],
                    dict(data.counts, **windows.counts))
       self._splits[key] = (data, windows)
     return self._splits[key]
@@ -215,25 +205,17 @@ class SpanQATask(Task):
     return any(e.answers or e.is_impossible
                for e in self.load_split(split)[0].examples)
 
-  def stats(self, split: str) -> dict:
-    data, windows = self.load_split(split)
-    return {"file": data.file, "questions": len(data.examples),
-            "windows": int(len(windows.example_index)),
-            **data.counts, **windows.counts}
-
   def train_arrays(self):
     windows = self.load_split("train")[1]
     keep = windows.trainable  # counted and warned by make_windows
     return tuple({k: windows.features[k][keep] for k in names}
                  for names in (F.ENCODER_INPUTS, span_qa.LABELS))
 
-  # --------------------------------------------------------- model
   def build_model(self, config):
     return self.with_micro_batches(span_qa.AlbertSpanQA(
         config, self.v2, self.task_config["start_n_top"],
         self.task_config["end_n_top"], self.classifier_dropout))
 
-  # --------------------------------------------------------- eval / predict
   def answers(self, model, split: str):
     """(predictions {qid: text}, nbest, null_odds or None) of a split."""
     data, windows = self.load_split(split)
@@ -243,9 +225,8 @@ class SpanQATask(Task):
 
   def _score(self, split, predictions,
              null_odds) -> Tuple[Dict[str, float], Dict[str, str]]:
-    """(`squad_metrics.official_scores` of a split, the predictions they
-    score). v2: those answer "" above the threshold tuned on this split,
-    which is kept (`null_threshold`)."""
+    """(official scores, the predictions scored: v2, "" above the threshold
+    tuned on this split, kept as `null_threshold`)."""
     gold = squad_metrics.gold_answers(self.load_split(split)[0].examples)
     metrics = squad_metrics.official_scores(self.task_name, self.v2, gold,
                                             predictions, null_odds)
@@ -256,9 +237,8 @@ class SpanQATask(Task):
     return metrics, predictions
 
   def baselines(self, splits):
-    """`baselines.sliding_window_scores` of each split of `splits` whose
-    file has answers, by the model's official evaluation; the answer length
-    from the train split (one word without one). v2: it always answers."""
+    """`baselines.sliding_window_scores` by the official evaluation (v2: it
+    always answers); the answer length from the train split, if any."""
     from albert_tf.data import baselines  # pylint: disable=g-import-not-at-top
     train, path = [], self.files["train"]
     if path and os.path.exists(path):
@@ -286,8 +266,7 @@ class SpanQATask(Task):
     gold = squad_metrics.gold_answers(self.load_split("dev")[0].examples)
     answers = list(scored.values())
     same = answers[0] if answers else ""
-    # A question agrees with an answer that is one of its gold ones ("" for
-    # an unanswerable one).
+    # A question agrees with one of its gold answers ("" if unanswerable).
     self.warn_if_collapsed(model, answers, [
         same if same in (gold.get(q) or [""]) else None for q in scored],
         "dev questions", shown=f"the same answer, {same!r},")
@@ -306,7 +285,6 @@ class SpanQATask(Task):
       metrics["null_score_diff_threshold"] = self.null_threshold
     return metrics
 
-  # --------------------------------------------------------- record / export
   def record(self):
     return record_lib.ModelInfo(
         task=self.name, task_name=self.task_name, text_pair=True,
@@ -333,31 +311,27 @@ class SpanQATask(Task):
                        "and a context")
     reader = span_graph.TextSpanReader.from_tokenizer(
         tokenizer, max_seq_length, record.task_config)
-
-    def run(features):
-      return model(features, training=False)
+    run = functools.partial(model, training=False)
     return {"serving_default": saved_model.ids_signature(
                 run, vocab_size=model.config.vocab_size),
             "serve_text": saved_model.signature(
                 lambda t: reader(t["question"], t["context"], run),
                 reader.input_specs())}
 
-  # --------------------------------------------- serving from raw inputs
   @classmethod
   def serve_text_inputs(cls, record):
     return ("question", "context")
 
   @classmethod
   def encode_inputs(cls, record, tokenizer, max_seq_length, inputs):
-    """The model inputs [n_windows, max_seq_length] of serve_text's windows
-    (`squad.make_windows`) of each (question, context); maybe several each."""
-    windows = _windows(record, tokenizer, max_seq_length, inputs)[1]
+    """serve_text's windows of each (question, context): [n_windows, L]."""
+    windows = squad.text_windows(inputs, tokenizer, max_seq_length,
+                                 record.task_config)[1]
     return {k: windows.features[k] for k in F.ENCODER_INPUTS}
 
   @classmethod
   def truncated_inputs(cls, record, tokenizer, max_seq_length, inputs):
-    """Questions cut to max_query_length (a context is read whole, in
-    windows), counted on serve_text's pieces."""
+    """Questions cut to max_query_length (a context is read in windows)."""
     limit = record.task_config.get("max_query_length", MAX_QUERY_LENGTH)
     ids = squad.span_reader(tokenizer).encode_with_offsets(
         tf.constant(list(inputs["question"]), tf.string))[0]
@@ -365,37 +339,18 @@ class SpanQATask(Task):
 
   @classmethod
   def decode_outputs(cls, record, outputs, n):
-    """Per pair {"answer" (a slice of the context, "" when no span is
-    allowed), "start", "end" (code points; -1 -1 then), "score"} and, v2,
-    "no_answer_score" (`span_graph.TextSpanReader.__call__`)."""
-    keys = [k for k in ("start", "end", "score", "no_answer_score")
-            if k in outputs]
+    """Per pair the dict of `span_graph.TextSpanReader.__call__`."""
     return [{"answer": outputs["answer"][i].decode(),
              **{k: (int if k in ("start", "end") else float)(outputs[k][i])
-                for k in keys}} for i in range(n)]
+                for k in ("start", "end", "score", "no_answer_score")
+                if k in outputs}} for i in range(n)]
 
   @classmethod
   def ids_decoder(cls, record, run, tokenizer, max_seq_length):
-    """serve_text's results in Python: `squad.make_windows`, the model's
-    heads, `span_decode.decode`'s best span (v2: and its null odds)."""
-    v2 = bool(record.task_config.get("version_2_with_negative"))
-    a, b = ("start_log_prob", "end_log_prob") if v2 else ("start_logit",
-                                                          "end_logit")
-
-    def predict(inputs):
-      examples, windows = _windows(record, tokenizer, max_seq_length, inputs)
-      got = [run(**{k: windows.features[k][i:i + 64]
-                    for k in F.ENCODER_INPUTS})
-             for i in range(0, windows.num_windows, 64)]
-      _, nbest, null_odds = span_decode.decode(
-          {k: np.concatenate([g[k] for g in got])
-           for k in span_qa.head_outputs(v2)},
-          windows, examples, record.task_config)
-      return [{"answer": best["text"], "start": best["start"],
-               "end": best["end"], "score": best[a] + best[b],
-               **({"no_answer_score": null_odds[e.qas_id]} if v2 else {})}
-              for e, best in ((e, nbest[e.qas_id][0]) for e in examples)]
-    return predict
+    return lambda inputs: span_decode.serve_text_answers(
+        run, *squad.text_windows(inputs, tokenizer, max_seq_length,
+                                 record.task_config),
+        record.task_config)
 
   @classmethod
   def scorer(cls, record):
@@ -403,8 +358,8 @@ class SpanQATask(Task):
 
   @classmethod
   def calibration_inputs(cls, record, fields, text_column, text_b_column):
-    """The context from text_column (default: the last), the question from
-    text_b_column (default: the column before the context)."""
+    """The context: text_column; the question: text_b_column, else the one
+    before the context."""
     context = len(fields) + text_column if text_column < 0 else text_column
     question = context - 1 if text_b_column is None else text_b_column
     if question < 0:
@@ -412,21 +367,9 @@ class SpanQATask(Task):
     return {"question": fields[question], "context": fields[context]}
 
 
-def _windows(record, tokenizer, max_seq_length, inputs):
-  """(examples, `squad.make_windows`) of serve_text's inputs (question,
-  context) as the record's training cut them."""
-  examples = [squad.Example(str(i), q, c, [], False, "") for i, (q, c) in
-              enumerate(zip(inputs["question"], inputs["context"]))]
-  return examples, squad.make_windows(
-      examples, tokenizer, max_seq_length,
-      record.task_config.get("doc_stride", DOC_STRIDE),
-      record.task_config.get("max_query_length", MAX_QUERY_LENGTH))
-
-
 class SpanScorer(scoring.Scorer):
-  """albert-predict's exact match / F1: gold answers (one, or a JSON list;
-  "" = no answer) scored by CMRC 2018's rules for cmrc2018/drcd models,
-  SQuAD v2.0's for v2 models, else SQuAD v1.1's."""
+  """albert-predict's exact match / F1 of gold answers (one, or a JSON list;
+  "" = no answer) by the model's official evaluation."""
   gold_columns = ("answers", "answer", "label")
 
   def read_gold(self, value, values, where):
@@ -439,8 +382,8 @@ class SpanScorer(scoring.Scorer):
     if not self.gold:
       return {}
     v2 = self.record.task_config.get("version_2_with_negative")
-    if (self.record.task_name not in squad_metrics.CMRC_TASKS and not v2
-        and not all(self.gold)):
+    if not (v2 or all(self.gold) or
+            self.record.task_name in squad_metrics.CMRC_TASKS):
       raise scoring.PredictError(
           "span QA: a gold answer is empty (only a SQuAD 2.0 model scores "
           "'no answer')")
