@@ -193,12 +193,33 @@ class Task(ServingTask):
 
   def outputs(self, model: keras.Model, features,
               names=(F.LOGITS,)) -> Dict[str, np.ndarray]:
-    """`batched_outputs` of model on features in eval_batch_size batches,
-    its function traced once per model."""
+    """{name: the model's output as numpy} for `names`, every row of
+    features ([batch, seq] or [batch, choices, seq]) in order, floats as
+    float32; run in eval_batch_size batches by a function traced once per
+    model and rank, outside the strategy (every worker holds every weight;
+    a partial last batch needs no padding)."""
     if self._predict_model is not model:
-      self._predict_fn = batched_outputs(model, names)
-      self._predict_model = model
-    return self._predict_fn(features, self.eval_batch_size)
+      self._forward, self._predict_model = {}, model
+    rank = np.ndim(features[F.INPUT_IDS])
+    if rank not in self._forward:
+      spec = {k: tf.TensorSpec([None] * rank, tf.int32)
+              for k in F.ENCODER_INPUTS}
+      self._forward[rank] = tf.function(
+          lambda batch: {k: v for k, v in model(batch, training=False).items()
+                         if k in names},
+          input_signature=[spec], autograph=False)
+    size = self.eval_batch_size
+    chunks = [self._forward[rank]({k: features[k][i:i + size]
+                                   for k in F.ENCODER_INPUTS})
+              for i in range(0, len(features[F.INPUT_IDS]), size)]
+    out = {}
+    for name in names:
+      # No rows: an empty array the caller reshapes to its outputs' shape.
+      values = [c[name].numpy() for c in chunks]
+      value = np.concatenate(values) if values else np.zeros([0], np.float32)
+      out[name] = (value.astype(np.float32)
+                   if np.issubdtype(value.dtype, np.floating) else value)
+    return out
 
   def evaluate(self, model: keras.Model,
                strategy: tf.distribute.Strategy) -> Dict[str, float]:
@@ -364,37 +385,3 @@ def step_indexed_inputs(columns: Dict[str, tf.Tensor],
     return ds.prefetch(tf.data.AUTOTUNE)
 
   return strategy.distribute_datasets_from_function(dataset_fn)
-
-
-def batched_outputs(model: keras.Model, names=(F.LOGITS,)):
-  """fn(features, batch_size) -> {name: the model's output as numpy} for
-  `names`, every row in order (floats as float32). Runs outside the
-  strategy (every worker holds every weight; a partial last batch needs no
-  padding). The inputs may be [batch, seq] or [batch, choices, seq].
-  """
-  forward = {}
-
-  def run(features, batch_size):
-    n = len(features[F.INPUT_IDS])
-    rank = np.ndim(features[F.INPUT_IDS])
-    if rank not in forward:
-      spec = {k: tf.TensorSpec([None] * rank, tf.int32)
-              for k in F.ENCODER_INPUTS}
-      forward[rank] = tf.function(
-          lambda batch: {k: v for k, v in model(batch, training=False).items()
-                         if k in names},
-          input_signature=[spec], autograph=False)
-    chunks = [forward[rank]({k: features[k][i:i + batch_size]
-                             for k in F.ENCODER_INPUTS})
-              for i in range(0, n, batch_size)]
-    out = {}
-    for name in names:
-      # No rows: an empty array the caller reshapes to its outputs' shape.
-      values = [c[name].numpy() for c in chunks]
-      value = np.concatenate(values) if values else np.zeros([0], np.float32)
-      out[name] = (value.astype(np.float32)
-                   if np.issubdtype(value.dtype, np.floating) else value)
-    return out
-
-  return run
-

@@ -74,10 +74,8 @@ class PretrainingTask(Task):
                             skip_corrupt_records=skip_corrupt_records)
 
   def build_model(self, config):
-    model = models.AlbertPretrainer(
-        config, sentence_order_weight=self.sentence_order_weight)
-    model.micro_batches = self.micro_batches  # training.micro_batches
-    return model
+    return self.with_micro_batches(models.AlbertPretrainer(
+        config, sentence_order_weight=self.sentence_order_weight))
 
   def build_inputs(self, split, strategy, global_batch_size, start_step=0,
                    num_steps=0):
@@ -208,7 +206,6 @@ class PretrainingTask(Task):
       return mean_pairwise_cosine(np.asarray(pooled, np.float64))
     return None
 
-
   def record(self):
     # The lengths of the records it read go in task_config: the common
     # max_seq_length is the default length of fine-tuning and export.
@@ -279,7 +276,6 @@ class PretrainingTask(Task):
       raise record_checks.InputFileError(
           f"Corrupt TFRecord data: {bad}. Fix or remove the file(s), or pass "
           "--skip_corrupt_records to skip unreadable records.") from e
-
 
   def _ids_error(self, files, vocab_size):
     """A token id the model has no embedding for: name the files."""
