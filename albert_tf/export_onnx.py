@@ -72,18 +72,6 @@ class OnnxExportError(ValueError):
   """A flag or a source export_onnx cannot convert."""
 
 
-def require_onnx(what="export_onnx"):
-  """Imports onnx, onnxruntime, tf2onnx; one line naming the extra if not."""
-  missing = []
-  for module in ("onnx", "onnxruntime", "tf2onnx"):
-    try:
-      __import__(module)
-    except ImportError:
-      missing.append(module)
-  if missing:
-    raise OnnxExportError(f"{what} needs {', '.join(missing)}: {EXTRA}")
-
-
 def convert_serving_default(loaded):
   """The ONNX ModelProto of a loaded SavedModel's serving_default, every
   input dimension dynamic."""
@@ -93,21 +81,16 @@ def convert_serving_default(loaded):
       serve, input_signature=serve.input_signature, opset=OPSET)[0]
 
 
-def _initializer_key(tensor):
-  from onnx import numpy_helper  # pylint: disable=g-import-not-at-top
-  values = numpy_helper.to_array(tensor)
-  return (tensor.data_type, tuple(tensor.dims),
-          hashlib.sha256(values.tobytes()).hexdigest())
-
-
 def share_initializers(model):
   """Keeps one initializer per distinct (dtype, shape, content), in place;
   every input that named a duplicate names the kept one (subgraphs too).
   Returns {"initializers_before", "initializers_after", "bytes_removed"}."""
+  from onnx import numpy_helper  # pylint: disable=g-import-not-at-top
   graph = model.graph
-  kept, rename, removed = {}, {}, 0
+  kept, rename = {}, {}
   for tensor in list(graph.initializer):
-    key = _initializer_key(tensor)
+    key = (tensor.data_type, tuple(tensor.dims), hashlib.sha256(
+        numpy_helper.to_array(tensor).tobytes()).hexdigest())
     if key in kept:
       rename[tensor.name] = kept[key]
     else:
@@ -136,14 +119,6 @@ def share_initializers(model):
   return {"initializers_before": before,
           "initializers_after": len(graph.initializer),
           "bytes_removed": removed}
-
-
-def quantize_dynamic(source_path, target_path):
-  """int8 weights (per tensor), activations quantized per call."""
-  # pylint: disable=g-import-not-at-top
-  from onnxruntime.quantization import QuantType
-  from onnxruntime.quantization import quantize_dynamic as ort_quantize
-  ort_quantize(source_path, target_path, weight_type=QuantType.QInt8)
 
 
 def describe_io(model):
@@ -206,7 +181,14 @@ def convert(saved_model, output, quantize="none", verify_data=None,
   saved_model, record, tokenizer, names = read_source(
       saved_model, output, ".onnx", OnnxExportError,
       "; convert a float32 export (--quantize=dynamic makes it smaller)")
-  require_onnx()
+  missing = []
+  for module in ("onnx", "onnxruntime", "tf2onnx"):
+    try:
+      __import__(module)
+    except ImportError:
+      missing.append(module)
+  if missing:
+    raise OnnxExportError(f"export_onnx needs {', '.join(missing)}: {EXTRA}")
   loaded = load_saved_model(saved_model)
   held, reference = held_out_examples(
       record, tokenizer, loaded, verify_data, num_verify_examples,
@@ -218,19 +200,23 @@ def convert(saved_model, output, quantize="none", verify_data=None,
     float_path = os.path.join(stage.path, "float32.onnx")
     onnx.save_model(model, float_path)
     target = os.path.join(stage.path, names["model"])
-    if quantize == "dynamic":
-      quantize_dynamic(float_path, target)
+    if quantize == "dynamic":  # int8 weights per tensor
+      from onnxruntime import quantization  # pylint: disable=g-import-not-at-top
+      quantization.quantize_dynamic(
+          float_path, target, weight_type=quantization.QuantType.QInt8)
     else:
       os.replace(float_path, target)
     # Synced before the rename: some file systems report a full disk only
     # at the sync.
     with open(target, "rb+") as f:
       os.fsync(f.fileno())
-    # A graph ONNX Runtime cannot load fails here, before any rename.
+    # A graph ONNX Runtime cannot load fails here, before any rename: the
+    # session is made inside verify.check, whose one line says so.
+    import onnxruntime  # pylint: disable=g-import-not-at-top
     checked = verify.check(
-        output, quantize, _loading(target), reference, held,
-        floors or verify.Floors(), allow_degraded,
-        f"ONNX Runtime {_ort_version()} (CPU)", INSTEAD[quantize])
+        output, quantize, lambda features: ort_fn(target)(features),
+        reference, held, floors or verify.Floors(), allow_degraded,
+        f"ONNX Runtime {onnxruntime.__version__} (CPU)", INSTEAD[quantize])
     info = {**{k: v for k, v in record.to_dict().items()
                if k not in ("tokenizer_file",)},
             "model_file": names["model"], "format": "onnx",
@@ -247,17 +233,6 @@ def convert(saved_model, output, quantize="none", verify_data=None,
         f"None: any size); the tokenizer is `{info['tokenizer_file']}`, "
         "the record in the .json beside it.\n"))
   return info
-
-
-def _loading(target):
-  """The .onnx's runner, the session made on the first call (inside
-  verify.check, so that a graph that does not load is its one line)."""
-  return lambda features: ort_fn(target)(features)
-
-
-def _ort_version():
-  import onnxruntime  # pylint: disable=g-import-not-at-top
-  return onnxruntime.__version__
 
 
 @dataclasses.dataclass
