@@ -61,37 +61,6 @@ class KerasHubExportError(ValueError):
   """A request export_keras_hub cannot fulfil; names the flag or file."""
 
 
-def _check_output_dir(output_dir, overwrite):
-  if os.path.isfile(output_dir):
-    raise KerasHubExportError(f"--output_dir={output_dir} is a file")
-  if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
-    raise KerasHubExportError(
-        f"--output_dir={output_dir} is not empty; pass --overwrite to "
-        "replace it, or choose another directory")
-
-
-def _write_preset(output_dir, backbone, hub_tokenizer, task=None,
-                  check=None):
-  """Saves the preset in a dot-folder beside output_dir, then swaps it in
-  (`staging.Stage.swap_in`): a failure or a kill never leaves a half
-  preset under the requested name, and a failure leaves the previous one
-  as it was.
-
-  Raises:
-    OSError: one line naming --output_dir (disk full, permission).
-  """
-  with staging.staged(output_dir, f"--output_dir={output_dir}",
-                      TAG) as stage:
-    if task is not None:  # backbone, head, preprocessor and tokenizer
-      task.save_to_preset(stage.path)
-    else:
-      backbone.save_to_preset(stage.path)
-      hub_tokenizer.save_to_preset(stage.path)
-    if check is not None:  # the preset as keras-hub loads it, before the swap
-      check(stage.path)
-    stage.swap_in()
-
-
 def export(checkpoint, output_dir, albert_config_file=None,
            spm_model_file=None, overwrite=False, log=print):
   """Writes a keras-hub preset of `checkpoint` to `output_dir`; returns it.
@@ -138,7 +107,12 @@ def export(checkpoint, output_dir, albert_config_file=None,
   # out is put back first.
   with staging.claimed(output_dir, "--output_dir", "an export", TAG,
                        error=KerasHubExportError):
-    _check_output_dir(output_dir, overwrite)
+    if os.path.isfile(output_dir):
+      raise KerasHubExportError(f"--output_dir={output_dir} is a file")
+    if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
+      raise KerasHubExportError(
+          f"--output_dir={output_dir} is not empty; pass --overwrite to "
+          "replace it, or choose another directory")
     from albert_tf.tasks import registry  # pylint: disable=g-import-not-at-top
     record = registry.read_record(checkpoint)
     # A family says whether it is keras-hub's AlbertTextClassifier, head
@@ -169,13 +143,31 @@ def export(checkpoint, output_dir, albert_config_file=None,
 
     task = None
     if whole:
-      task = _text_classifier(keras_hub, backbone, hub_tokenizer, model,
-                              default_seq_length(record, config))
-    checked = {}
-    _write_preset(output_dir, backbone, hub_tokenizer, task,
-                  check=lambda path: checked.update(_verify_preset(
-                      path, model if whole else encoder, whole, tokenizer,
-                      record, config)))
+      # keras-hub's dropout + dense on pooled_output is our classifier's
+      # head: its weights are copied as they are; activation None: the
+      # logits, as serving_default gives.
+      task = keras_hub.models.AlbertTextClassifier(
+          backbone=backbone, num_classes=model.num_labels,
+          preprocessor=keras_hub.models.AlbertTextClassifierPreprocessor(
+              tokenizer=hub_tokenizer,
+              sequence_length=default_seq_length(record, config)),
+          activation=None, dropout=model.classifier_dropout)
+      task.output_dense.set_weights(
+          [w.numpy() for w in model.classifier_head.dense.weights])
+    # Saved in a dot-folder beside output_dir, checked as keras-hub loads
+    # it, then swapped in: a failure or a kill never leaves a half preset
+    # under the requested name, and a failure leaves the previous one.
+    with staging.staged(output_dir, f"--output_dir={output_dir}",
+                        TAG) as stage:
+      if task is not None:  # backbone, head, preprocessor and tokenizer
+        task.save_to_preset(stage.path)
+      else:
+        backbone.save_to_preset(stage.path)
+        hub_tokenizer.save_to_preset(stage.path)
+      checked = _verify_preset(stage.path, model if whole else encoder,
+                               family_task if whole else None, tokenizer,
+                               record, config)
+      stage.swap_in()
     if task is not None:
       log(f"Exported {report['prefix']} as a keras-hub AlbertTextClassifier "
           f"preset (backbone, head, preprocessor at sequence_length="
@@ -197,43 +189,36 @@ def export(checkpoint, output_dir, albert_config_file=None,
     return output_dir
 
 
-def _verify_preset(preset_dir, model, whole, tokenizer, record, config):
+def _verify_preset(preset_dir, model, task, tokenizer, record, config):
   """The preset loaded back by keras-hub (`from_preset`) and run on
   held-out ids (`serving.verify`: the run's dev split for a classifier,
   else vocabulary sequences) against our model: the class agreement of a
-  classifier's logits, the pooled output's direction for a backbone, at
-  the float floor (99.5%). Returns the figures; raises KerasHubExportError
-  below it."""
+  classifier's logits (task: its family's Task), the pooled output's
+  direction for a backbone (task None), at the float floor (99.5%).
+  Returns the figures; raises KerasHubExportError below it."""
   # pylint: disable=g-import-not-at-top
-  import dataclasses as dc
   import keras_hub
   import numpy as np
-  from albert_tf.tasks import registry
+  from albert_tf.core import features as F
   from albert_tf.core.record import ModelInfo
   from albert_tf.serving import verify
+  from albert_tf.tasks.base import Task
   from albert_tf.training.export import default_seq_length
-  from albert_tf.core import features as F
   length = min(default_seq_length(record, config),
                config.max_position_embeddings)
-  info = dc.replace(record, max_seq_length=length) if record else ModelInfo(
-      max_seq_length=length)
-  from albert_tf.tasks.base import Task
-  task = registry.family(info.task, info.task_module).task if (
-      whole and info.task) else Task
-  held = verify.held_out(info, tokenizer, task, max_examples=64)
-  hub_inputs = lambda f: {"token_ids": f[F.INPUT_IDS],
-                          "padding_mask": f[F.INPUT_MASK],
-                          "segment_ids": f[F.SEGMENT_IDS]}
-  if whole:
-    loaded = keras_hub.models.AlbertTextClassifier.from_preset(preset_dir)
-    ours = lambda **f: {F.LOGITS: np.asarray(model(f, training=False)[F.LOGITS])}
-    theirs = lambda **f: {F.LOGITS: np.asarray(loaded(hub_inputs(f)))}
-  else:
-    loaded = keras_hub.models.AlbertBackbone.from_preset(preset_dir)
-    ours = lambda **f: {F.POOLED_OUTPUT: np.asarray(
-        model(f, training=False)[F.POOLED_OUTPUT])}
-    theirs = lambda **f: {F.POOLED_OUTPUT: np.asarray(
-        loaded(hub_inputs(f))["pooled_output"])}
+  info = dataclasses.replace(record, max_seq_length=length) if record else (
+      ModelInfo(max_seq_length=length))
+  held = verify.held_out(info, tokenizer, task or Task, max_examples=64)
+  key = F.POOLED_OUTPUT if task is None else F.LOGITS
+  loaded = (keras_hub.models.AlbertBackbone if task is None else
+            keras_hub.models.AlbertTextClassifier).from_preset(preset_dir)
+
+  def theirs(**f):
+    out = loaded({"token_ids": f[F.INPUT_IDS], "padding_mask":
+                  f[F.INPUT_MASK], "segment_ids": f[F.SEGMENT_IDS]})
+    return {key: np.asarray(out if task else out[key])}
+
+  ours = lambda **f: {key: np.asarray(model(f, training=False)[key])}
   reference = verify.run_batched(ours, held.features, 32)
   try:
     return verify.check(preset_dir, "none",
@@ -244,23 +229,6 @@ def _verify_preset(preset_dir, model, whole, tokenizer, record, config):
                         "does")
   except verify.ExportVerificationError as e:
     raise KerasHubExportError(str(e)) from None
-
-
-def _text_classifier(keras_hub, backbone, hub_tokenizer, model,
-                     sequence_length):
-  """keras-hub's AlbertTextClassifier with our classifier's head: its
-  dropout + dense on pooled_output is the same layer as ours, so the
-  weights are copied as they are; it returns the logits (activation None),
-  as serving_default does."""
-  preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(
-      tokenizer=hub_tokenizer, sequence_length=sequence_length)
-  task = keras_hub.models.AlbertTextClassifier(
-      backbone=backbone, num_classes=model.num_labels,
-      preprocessor=preprocessor, activation=None,
-      dropout=model.classifier_dropout)
-  task.output_dense.set_weights(
-      [w.numpy() for w in model.classifier_head.dense.weights])
-  return task
 
 
 @dataclasses.dataclass
