@@ -29,12 +29,6 @@ from albert_tf.serving import verify
 TOKENIZER_SUFFIXES = {"sentencepiece": ".spm.model", "wordpiece": ".vocab.txt"}
 
 
-def tokenizer_copy_name(output, tokenizer_kind):
-  """The name of the tokenizer file written beside `output` (no folder)."""
-  stem = os.path.splitext(os.path.basename(output))[0]
-  return stem + TOKENIZER_SUFFIXES[tokenizer_kind]
-
-
 def version_dir(saved_model, error=ValueError):
   """saved_model itself when it holds saved_model.pb, else its highest
   numbered version; `error` (a ValueError) naming --saved_model otherwise."""
@@ -94,8 +88,8 @@ def sidecar_names(output, tokenizer_kind):
   never overwrite each other's; the tokenizer copy (m.spm.model) may be
   shared, when it is the same file (`check_tokenizer_copy`)."""
   base = os.path.basename(output)
-  return {"model": base,
-          "tokenizer": tokenizer_copy_name(output, tokenizer_kind),
+  return {"model": base, "tokenizer": os.path.splitext(base)[0] +
+          TOKENIZER_SUFFIXES[tokenizer_kind],
           "json": base + ".json", "card": base + ".README.md"}
 
 

@@ -10,11 +10,12 @@ REST body, the Python snippet, the TFLite inputs). A field the run did not
 record says so rather than being left out.
 """
 
-import hashlib
 import json
 import os
 import re
 from typing import Dict, List, Optional
+
+from albert_tf.data.tokenization import file_sha256
 
 CARD_FILE = "README.md"
 
@@ -26,14 +27,6 @@ def _read_json(path: str) -> Optional[dict]:
   except (OSError, ValueError):
     return None
   return values if isinstance(values, dict) else None
-
-
-def file_sha256(path: str) -> Optional[str]:
-  try:
-    with open(path, "rb") as f:
-      return hashlib.sha256(f.read()).hexdigest()
-  except OSError:
-    return None
 
 
 def _metrics_lines(results: Optional[dict]) -> List[str]:
@@ -130,9 +123,12 @@ def card(record, checkpoint: Optional[str], tokenizer_path: str,
     lines.append(f"- labels, in the model's order: "
                  f"{', '.join(map(str, record.label_list))}")
   lines.append(f"- max_seq_length: {record.max_seq_length}")
+  try:
+    sha = file_sha256(tokenizer_path)
+  except OSError:
+    sha = "unreadable"
   lines.append(f"- tokenizer: {record.tokenizer_kind} "
-               f"`{os.path.basename(tokenizer_path)}`, sha256 "
-               f"{file_sha256(tokenizer_path) or 'unreadable'}, "
+               f"`{os.path.basename(tokenizer_path)}`, sha256 {sha}, "
                f"lowercased: {record.do_lower_case}")
   lines += ["", "## How it was trained", ""]
   if training.get("data"):

@@ -33,21 +33,6 @@ class TFLiteInputError(ValueError):
   """An input the .tflite would read wrongly, or fail on without a name."""
 
 
-def check_token_ids(ids, vocab_size, error):
-  """Raises error (a ValueError class) naming the first id < 0 or >=
-  vocab_size (when known) and its position."""
-  ids = np.asarray(ids)
-  bad = np.argwhere(ids < 0)
-  if bad.size:
-    raise error(f"input_ids: a negative token id ({int(ids[tuple(bad[0])])} "
-                f"at position {bad[0].tolist()})")
-  if vocab_size:
-    bad = np.argwhere(ids >= vocab_size)
-    if bad.size:
-      raise error(f"input_ids: a token id >= vocab_size={vocab_size} "
-                  f"({int(ids[tuple(bad[0])])} at position {bad[0].tolist()})")
-
-
 class CheckedRunner:
   """A runner of an exported file's serving_default that checks its inputs
   against NAME.json's contract first (`check`), raising `error` (a
@@ -85,7 +70,14 @@ class CheckedRunner:
           f"position table{self.length_note})")
     for name in self.inputs:
       self.check_shape(name, features[name])
-    check_token_ids(features["input_ids"], self.vocab_size, self.error)
+    ids = np.asarray(features["input_ids"])
+    for what, bad in (("a negative token id", ids < 0), (
+        f"a token id >= vocab_size={self.vocab_size}",
+        ids >= (self.vocab_size or np.inf))):
+      if bad.any():
+        first = np.argwhere(bad)[0]
+        raise self.error(f"input_ids: {what} ({int(ids[tuple(first)])} at "
+                         f"position {first.tolist()})")
 
   def __call__(self, **features):
     """{output name: numpy array} of serving_default on the features."""

@@ -182,12 +182,6 @@ def run_batched(fn: Callable, features, batch_size):
           for k in parts[0]}
 
 
-def _softmax(x):
-  x = x - x.max(axis=-1, keepdims=True)
-  e = np.exp(x)
-  return e / e.sum(axis=-1, keepdims=True)
-
-
 def decisions(outputs, features):
   """(what is compared, [m] reference-side values per decision: a function
   of one output dict -> array, and the weights of each decision)."""
@@ -239,13 +233,13 @@ def compare(reference, artifact, features, gold=None, metric=None) -> dict:
       same = same.all(axis=tuple(range(1, same.ndim)))
     figures["compared"] = what
     figures["agreement"] = float(same.mean()) if same.size else 1.0
-    probs = (F.PROBABILITIES if F.PROBABILITIES in reference else None)
-    if probs is None and F.LOGITS in reference and reference[F.LOGITS].ndim == 2:
-      ref_p, got_p = _softmax(reference[F.LOGITS]), _softmax(artifact[F.LOGITS])
-    elif probs:
-      ref_p, got_p = reference[probs], artifact[probs]
-    else:
-      ref_p = got_p = None
+    ref_p = None
+    if F.PROBABILITIES in reference:
+      ref_p, got_p = reference[F.PROBABILITIES], artifact[F.PROBABILITIES]
+    elif F.LOGITS in reference and reference[F.LOGITS].ndim == 2:
+      from scipy.special import softmax  # pylint: disable=g-import-not-at-top
+      ref_p, got_p = (softmax(o[F.LOGITS], axis=-1)
+                      for o in (reference, artifact))
     if ref_p is not None:
       figures["max_probability_difference"] = float(np.abs(
           np.asarray(got_p, np.float64) - ref_p).max())
@@ -321,14 +315,12 @@ def judge(figures, quantize, floors: Floors, artifact: str,
                           f"{on}" if agreement is not None else
                           f"outputs within {figures['max_relative_difference']:.1e} "
                           f"of the float model's scale {on}")
-    if quantize not in FLOAT_MODES and figures.get(
-        "compared") == "the predicted class":
-      figures["verdict"] += (" (no gold labels: accuracy, and "
-                             "--max_metric_drop, not checked)")
-    elif quantize not in FLOAT_MODES and figures.get(
-        "compared") == "the tag of each real token":
-      figures["verdict"] += (" (no gold tags: entity F1, and "
-                             "--max_metric_drop, not checked)")
+    unscored = {"the predicted class": "labels: accuracy",
+                "the tag of each real token": "tags: entity F1"}.get(
+                    figures.get("compared"))
+    if quantize not in FLOAT_MODES and unscored:
+      figures["verdict"] += (f" (no gold {unscored}, and --max_metric_drop, "
+                             "not checked)")
   return figures
 
 
