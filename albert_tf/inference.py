@@ -44,7 +44,7 @@ import tensorflow as tf
 from albert_tf.core import features as F
 from albert_tf.tasks import registry
 from albert_tf.serving import saved_model
-from albert_tf.serving.export_files import tokenizer_file
+from albert_tf.serving.export_files import tokenizer_file, tokenizer_of
 from albert_tf.serving.predictor import BATCH_SIZE, LoadError, Predictor
 from albert_tf.tasks.base import Task
 from albert_tf.core.record import ModelInfo
@@ -172,37 +172,32 @@ def _from_saved_model(path, version_dir):
     raise LoadError(f"{path}: {meta_file} does not exist (load reads "
                     "SavedModels written by export_saved_model)")
   meta = ModelInfo.read(meta_file)
-  tokenizer = tokenizer_file(
-      os.path.join(version_dir, "assets", meta.tokenizer_file),
-      meta.tokenizer_kind, meta.do_lower_case)
+  tokenizer = tokenizer_of(version_dir, meta.flat_dict())
   loaded = tf.saved_model.load(version_dir)
   signatures = loaded.signatures
   task = _family(meta)
   kind = meta.task or export.ENCODER
-  serve_text = inputs = encoder = fill = None
-  if task is not None and not task.fills_masks and (
-      "serve_text" in signatures):
-    fn = signatures["serve_text"]
-    specs = fn.structured_input_signature[1]
-    order = task.serve_text_inputs(dataclasses.replace(meta, text_pair=True))
-    inputs = [n for n in order if n in specs] + sorted(set(specs) -
-                                                       set(order))
-    serve_text = fn
+  serve_text = inputs = encoder = fill = ids_fn = None
   if task is None or task.fills_masks:
     ids = signatures["serving_default"]
     extra = task is not None  # a pretrainer's serving_default reads positions
     encoder = lambda f: ids(**f, **({F.MASKED_LM_POSITIONS: tf.zeros(
         [tf.shape(f[F.INPUT_IDS])[0], 1], tf.int32)} if extra else {}))
-  ids_fn = None
-  if task is not None and not task.fills_masks and serve_text is None:
+    if task is not None:
+      kind, task = "fill_mask", None
+      fill = lambda texts, k: _serve_fill_mask(
+          signatures["serve_fill_mask"], texts, k)
+  elif "serve_text" in signatures:
+    serve_text = signatures["serve_text"]
+    specs = serve_text.structured_input_signature[1]
+    order = task.serve_text_inputs(dataclasses.replace(meta, text_pair=True))
+    inputs = [n for n in order if n in specs] + sorted(set(specs) -
+                                                       set(order))
+  else:
     # A serving_default-only export (--signatures): encoded in Python, the
     # inputs as recorded (text_b only for a pair model).
     ids_fn = lambda f: signatures["serving_default"](**f)
     inputs = list(task.serve_text_inputs(meta))
-  if task is not None and task.fills_masks:
-    kind, task = "fill_mask", None
-    fill = lambda texts, k: _serve_fill_mask(
-        signatures["serve_fill_mask"], texts, k)
   return Predictor(
       path, kind, tokenizer, meta.max_seq_length, record=meta,
       task=task or Task, inputs=inputs, checkpoint=meta.checkpoint,

@@ -78,8 +78,7 @@ class Predictor:
         raise LoadError(f"{self.path}: fill-mask takes no texts_b")
       return self._fill(_strings(texts, "texts"), top_k)
     if self._raw_fn is not None:
-      inputs = self._columns(texts, texts_b, more, named, optional=False)
-      return self._raw_fn(inputs)
+      return self._raw_fn(self._columns(texts, texts_b, more, named, False))
     if self._serve_text is None and self._ids_fn is None and (
         self.path.endswith((".onnx", ".tflite"))):
       raise LoadError(f"{self.path}: predict() on an .onnx or .tflite "

@@ -356,7 +356,12 @@ def write_version(archive, export_dir, version, tokenizer, metadata,
     for name, text in (extra_files or {}).items():
       with open(os.path.join(stage.path, name), "w", encoding="utf-8") as f:
         f.write(text(metadata) if callable(text) else text)
-    make_world_readable(stage.path)
+    # 0755 folders, 0644 files: TF Serving often runs as another user, and
+    # mkdtemp creates 0700.
+    for parent, _, files in os.walk(stage.path):
+      os.chmod(parent, 0o755)
+      for name in files:
+        os.chmod(os.path.join(parent, name), 0o644)
     stage.swap_in()
   return final_dir
 
@@ -373,12 +378,3 @@ def remove_stale_temporaries(export_dir):
   staging.remove_killed(
       export_dir, lambda name: name.startswith((".tmp-", ".old-")) and not (
           staging.temporary_owner_alive(name)), "an export")
-
-
-def make_world_readable(directory):
-  """0755 folders, 0644 files: TF Serving often runs as another user, and
-  mkdtemp creates 0700."""
-  for parent, _, files in os.walk(directory):
-    os.chmod(parent, 0o755)
-    for name in files:
-      os.chmod(os.path.join(parent, name), 0o644)

@@ -253,16 +253,9 @@ class TextEncoder(tf.Module):
     return input_ids, segment_ids, removed
 
   # ------------------------------------------------------------ pad
-  def padded_length(self, row_lengths):
-    """The smallest of `length_buckets` >= every row length (int64 [batch],
-    each <= max_seq_length); an empty batch takes the smallest bucket."""
-    buckets = tf.constant(self.length_buckets, tf.int64)
-    longest = tf.reduce_max(tf.concat([tf.zeros([1], tf.int64),
-                                       tf.cast(row_lengths, tf.int64)], 0))
-    return tf.reduce_min(tf.boolean_mask(buckets, buckets >= longest))
-
   def pad(self, input_ids, segment_ids=None):
-    """Packed rows -> the model inputs, padded to `padded_length`.
+    """Packed rows -> the model inputs, padded to the smallest of
+    `length_buckets` that holds every row (an empty batch: the smallest).
 
     input_ids, segment_ids: int RaggedTensors [batch, (tokens)] of rows no
     longer than max_seq_length ([CLS] ... [SEP] already in); segment_ids
@@ -270,8 +263,12 @@ class TextEncoder(tf.Module):
     [batch, length].
     """
     # One bucket: a Python int keeps full padding's static shape.
-    length = (self.max_seq_length if len(self.length_buckets) == 1 else
-              self.padded_length(input_ids.row_lengths()))
+    length = self.max_seq_length
+    if len(self.length_buckets) > 1:
+      buckets = tf.constant(self.length_buckets, tf.int64)
+      longest = tf.reduce_max(tf.concat([tf.zeros([1], tf.int64), tf.cast(
+          input_ids.row_lengths(), tf.int64)], 0))
+      length = tf.reduce_min(tf.boolean_mask(buckets, buckets >= longest))
     input_ids, input_mask = tf_text.pad_model_inputs(
         input_ids, max_seq_length=length, pad_value=self.pad_id)
     if segment_ids is None:
@@ -339,24 +336,20 @@ def encode_texts(encoder, texts, texts_b=None, batch_size=256):
   if len(texts_b) != len(texts):
     raise ValueError(f"{len(texts_b)} second texts for {len(texts)} texts")
   with quiet_logs.cpp_lines_hidden():  # oneDNN's int64 note, once
-    return _encoded(encoder, texts, texts_b, batch_size)
-
-
-def _encoded(encoder, texts, texts_b, batch_size):
-  n, length = len(texts), encoder.max_seq_length
-  features = {k: np.zeros([n, length], np.int32) for k in F.ENCODER_INPUTS}
-  features[F.INPUT_IDS][:] = encoder.pad_id
-  removed = np.zeros([n], np.int64)
-  for pair in (False, True):
-    rows = [i for i, b in enumerate(texts_b) if (b is not None) == pair]
-    columns = (texts, texts_b) if pair else (texts,)
-    for start in range(0, len(rows), batch_size):
-      index = rows[start:start + batch_size]
-      padded, cut = _counted(encoder, pair)(
-          *[tf.constant([c[i] for i in index], tf.string) for c in columns])
-      for k in F.ENCODER_INPUTS:
-        features[k][index, :padded[k].shape[1]] = padded[k]
-      removed[index] = cut
+    n, length = len(texts), encoder.max_seq_length
+    features = {k: np.zeros([n, length], np.int32) for k in F.ENCODER_INPUTS}
+    features[F.INPUT_IDS][:] = encoder.pad_id
+    removed = np.zeros([n], np.int64)
+    for pair in (False, True):
+      rows = [i for i, b in enumerate(texts_b) if (b is not None) == pair]
+      columns = (texts, texts_b) if pair else (texts,)
+      for start in range(0, len(rows), batch_size):
+        index = rows[start:start + batch_size]
+        padded, cut = _counted(encoder, pair)(
+            *[tf.constant([c[i] for i in index], tf.string) for c in columns])
+        for k in F.ENCODER_INPUTS:
+          features[k][index, :padded[k].shape[1]] = padded[k]
+        removed[index] = cut
   return features, removed
 
 
