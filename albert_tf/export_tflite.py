@@ -170,19 +170,6 @@ def read_representative_tsv(path, tokenizer, max_seq_length, text_column=-1,
                                    max_examples)
 
 
-def _fixed_shape_saved_model(loaded, out_dir, max_seq_length,
-                             max_predictions, record):
-  """Re-saves serving_default with the family's fixed one-example input
-  shapes (`Task.tflite_input_shapes`; TF Text ops left behind)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  serve = serving_default(
-      loaded, lambda names: task_of(record).tflite_input_shapes(
-          record, max_seq_length, names, max_predictions))
-  module = tf.Module()
-  module.loaded, module.serve = loaded, serve
-  tf.saved_model.save(module, out_dir, signatures={"serving_default": serve})
-
-
 def convert(saved_model, output, quantize="dynamic", representative_data=None,
             text_column=-1, text_b_column=None, num_calibration_examples=500,
             max_predictions=20, verify_data=None, allow_degraded=False,
@@ -294,21 +281,25 @@ INSTEAD = {
 
 def _convert_in(scratch, loaded, length, max_predictions, quantize,
                 examples, record):
-  """The .tflite flatbuffer; the fixed-shape SavedModel goes to scratch."""
+  """The .tflite flatbuffer of serving_default re-saved in scratch with the
+  family's fixed one-example shapes (`Task.tflite_input_shapes`; TF Text
+  ops left behind)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   fixed = os.path.join(scratch, "saved_model")
-  _fixed_shape_saved_model(loaded, fixed, length, max_predictions,
-                           record)
+  serve = serving_default(
+      loaded, lambda names: task_of(record).tflite_input_shapes(
+          record, length, names, max_predictions))
+  module = tf.Module()
+  module.loaded, module.serve = loaded, serve
+  tf.saved_model.save(module, fixed, signatures={"serving_default": serve})
   converter = tf.lite.TFLiteConverter.from_saved_model(
       fixed, signature_keys=["serving_default"])
   converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+  if quantize != "none":
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
   if quantize == "float16":
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.target_spec.supported_types = [tf.float16]
-  elif quantize == "dynamic":
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
   elif quantize == "int8":
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = lambda: (dict(e) for e in examples)
     # Token ids stay int32; ops without an int8 kernel fall back to float.
     converter.target_spec.supported_ops = [
@@ -328,8 +319,8 @@ def describe_io(tflite_path):
   # pylint: disable=g-import-not-at-top
   import numpy as np
   from ai_edge_litert.interpreter import Interpreter
-  interpreter = Interpreter(model_path=tflite_path)
-  runner = interpreter.get_signature_runner("serving_default")
+  runner = Interpreter(model_path=tflite_path).get_signature_runner(
+      "serving_default")
 
   def describe(details):
     return [{"name": name, "shape": [int(d) for d in detail["shape"]],
