@@ -24,7 +24,6 @@ from albert_tf.training import export as export_lib
 # resolution) are imported by the functions that run, not here: --help and
 # a flag mistake answer before TF loads.
 
-BATCH_SIZE = export_lib.FILL_MASK_BATCH_SIZE
 # The library part, this command's API too: load (the pretrainer of a
 # checkpoint), fill_mask (its top-k per [MASK]) and their FillMaskError.
 FillMaskError = export_lib.FillMaskError
@@ -32,8 +31,6 @@ load = export_lib.load_pretrainer
 fill_mask = export_lib.fill_mask
 
 
-# ------------------------------------------------------- SentencePiece
-# ------------------------------------------------------- Python API + CLI
 @dataclasses.dataclass
 class FillMaskArgs:
   """The command line; the fields are the flags (`texts` is --text)."""
@@ -87,8 +84,7 @@ def read_texts(text=None, input_file=None):
   if not os.path.isfile(input_file):
     raise FillMaskError(f"--input_file={input_file} does not exist")
   with open(input_file, encoding="utf-8") as f:
-    lines = [line.strip() for line in f]
-  texts = [line for line in lines if line]
+    texts = [line.strip() for line in f if line.strip()]
   if not texts:
     raise FillMaskError(f"--input_file={input_file} holds no text")
   return texts

@@ -49,11 +49,6 @@ def without_dummy_prefix(model_proto: bytes) -> bytes:
   return message.SerializeToString()
 
 
-def _read(path):
-  with open(path, "rb") as f:
-    return f.read()
-
-
 # ------------------------------------------------------- text -> ids
 class MaskedTextEncoder(tf.Module):
   """Texts with [MASK]s -> ids [CLS] ... [SEP] (see the module doc), padded
@@ -73,12 +68,12 @@ class MaskedTextEncoder(tf.Module):
     self.max_seq_length = int(max_seq_length)
     self.mask_id = tokenizer.mask_id
     self.cls_id, self.sep_id = tokenizer.cls_id, tokenizer.sep_id
-    self.pad_id = tokenizer.pad_id
     self._text = text_graph.TextEncoder.from_tokenizer(tokenizer,
                                                        max_seq_length)
     self._glued = self._text
     if tokenizer.kind == "sentencepiece":
-      glued_proto = without_dummy_prefix(_read(tokenizer.model_file))
+      with open(tokenizer.model_file, "rb") as f:
+        glued_proto = without_dummy_prefix(f.read())
       # Named: unnamed, this model and serve_text's would be shared in a
       # loaded SavedModel (see TextEncoder; tests/test_fill_mask.py checks
       # after loading).
@@ -115,20 +110,14 @@ class MaskedTextEncoder(tf.Module):
     ids = parts.with_flat_values(ids).merge_dims(1, 2)  # [batch, (ids)]
     num_tokens = tf.cast(ids.row_lengths() + 2, tf.int32)
     ids = ids[:, :self.max_seq_length - 2]
-    input_ids, segment_ids = tf_text.combine_segments(
-        [ids], start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id)
-    input_ids, input_mask = tf_text.pad_model_inputs(
-        input_ids, max_seq_length=self.max_seq_length, pad_value=self.pad_id)
-    segment_ids, _ = tf_text.pad_model_inputs(
-        segment_ids, max_seq_length=self.max_seq_length, pad_value=0)
-    input_ids = tf.cast(input_ids, tf.int32)
+    # Padded to max_seq_length: the text encoder has no length buckets.
+    features = self._text.pad(*tf_text.combine_segments(
+        [ids], start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id))
+    input_ids = features[F.INPUT_IDS]
     positions = tf.ragged.boolean_mask(
         tf.broadcast_to(tf.range(self.max_seq_length), tf.shape(input_ids)),
         tf.equal(input_ids, self.mask_id))
-    return {F.INPUT_IDS: input_ids,
-            F.INPUT_MASK: tf.cast(input_mask, tf.int32),
-            F.SEGMENT_IDS: tf.cast(segment_ids, tf.int32),
-            F.MASKED_LM_POSITIONS: positions.to_tensor(0),
+    return {**features, F.MASKED_LM_POSITIONS: positions.to_tensor(0),
             "num_masks": tf.cast(positions.row_lengths(), tf.int32),
             "num_tokens": num_tokens,
             # The [MASK]s of the text that truncation cut off.
