@@ -94,3 +94,53 @@ def write_atomically(path, text):
   with open(tmp, "w", encoding="utf-8") as f:
     f.write(text)
   os.replace(tmp, path)
+
+
+def cpu_label(cpuinfo_text=None):
+  """A short name for the CPU in file names: its first two model words and
+  its widest matrix/vector unit, e.g. "amd-epyc-avx512"."""
+  if cpuinfo_text is None:
+    try:
+      with open("/proc/cpuinfo", encoding="utf-8") as f:
+        cpuinfo_text = f.read()
+    except OSError:
+      cpuinfo_text = ""
+  name, cpu_flags = platform.processor() or "cpu", set()
+  for line in cpuinfo_text.splitlines():
+    key, _, value = line.partition(":")
+    if key.strip() == "model name":
+      name = value.strip()
+    elif key.strip() == "flags":
+      cpu_flags = set(value.split())
+    if name != "cpu" and cpu_flags:
+      break
+  level = next((unit for unit, flag in (("amx", "amx_bf16"),
+                                       ("avx512", "avx512f"),
+                                       ("avx2", "avx2")) if flag in cpu_flags),
+               None)
+  name = name.lower().replace("(r)", "").replace("(tm)", "")
+  words = [w for w in name.split() if w.isalnum()][:2]
+  return "-".join(words + ([level] if level else [])) or "cpu"
+
+
+def cpu_units(cpuinfo_text=None):
+  """The CPU's wide units, e.g. "AVX-512, avx512_bf16, no AMX"."""
+  if cpuinfo_text is None:
+    try:
+      with open("/proc/cpuinfo", encoding="utf-8") as f:
+        cpuinfo_text = f.read()
+    except OSError:
+      return "unknown units"
+  cpu_flags = set()
+  for line in cpuinfo_text.splitlines():
+    key, _, value = line.partition(":")
+    if key.strip() == "flags":
+      cpu_flags = set(value.split())
+      break
+  units = ["AVX-512" if "avx512f" in cpu_flags else
+           "AVX2" if "avx2" in cpu_flags else "no AVX2"]
+  if "avx512_bf16" in cpu_flags:
+    units.append("avx512_bf16")
+  units.append("AMX" if "amx_bf16" in cpu_flags else "no AMX")
+  return ", ".join(units)
+

@@ -36,365 +36,40 @@ side the paper puts ahead is above the highest of the other side; it is
 "reversed" when the ranges are apart the other way, and "unclear" when
 they overlap. Against chance (the held-out pairs' majority class), "above"
 needs every seed more than two binomial standard errors above it.
+
+The variants and the directions: benchmarks/ablation_design.py; the
+verdicts and tables: benchmarks/ablation_tables.py.
 """
 
 import concurrent.futures
 import hashlib
 import json
 import os
-import platform
-import statistics
 import time
 
 from absl import flags
 
+from albert_tf.core.file_io import atomic_writer
+from albert_tf.training.callbacks import read_jsonl
+from benchmarks.ablation_design import (BASE, BUDGETS, CURVES, MODEL, PAPER,
+                                        PREDS, SEQ, VARIANTS, variant_config)
+from benchmarks.ablation_tables import (budget_line, direction_rows,
+                                        markdown_tables, run_times,
+                                        write_doc)
+from benchmarks.common import cpu_label, cpu_units, machine
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SEQ, PREDS = 64, 10
-
-# The paper's numbers (Lan et al. 2020, arXiv 1909.11942v6; ALBERT base,
-# 125k steps x batch 4096, seq 512). Table 3/4: the downstream average
-# (SQuAD1.1/2.0, MNLI, SST-2, RACE); Table 5: intrinsic accuracies (%).
-PAPER = {
-    "table5": {"none": {"mlm": 54.9, "nsp": 52.4, "sop": 53.3, "avg": 80.3},
-               "nsp": {"mlm": 54.5, "nsp": 90.5, "sop": 52.0, "avg": 80.4},
-               "sop": {"mlm": 54.0, "nsp": 78.9, "sop": 86.5, "avg": 81.6}},
-    "table4": {"all": {"params": "12M", "avg": 80.1},
-               "attention": {"params": "64M", "avg": 81.7},
-               "ffn": {"params": "38M", "avg": 79.2},
-               "none": {"params": "89M", "avg": 82.3}},
-    "table3": {"64": {"avg": 79.0}, "128": {"avg": 80.1},
-               "256": {"avg": 79.6}, "H": {"avg": 79.8}},
-}
-
-# The model: small enough for a run of a few minutes on 2 shared cores
-# (H=256 trained at a third of H=128's speed there).
-MODEL = {"hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
-         "intermediate_size": 512, "max_position_embeddings": 512}
-BASE = {"embedding_size": 128, "share": "all", "sentence": "sop",
-        "dropout": 0.0}
-# Each variant: its changes from BASE. "base" is read by every table.
-VARIANTS = {
-    "base": {},
-    "loss_none": {"sentence": "none"},
-    "loss_nsp": {"sentence": "nsp"},
-    "share_attention": {"share": "attention"},
-    "share_ffn": {"share": "ffn"},
-    "share_none": {"share": "none"},
-    "e64": {"embedding_size": 64},
-    "e256": {"embedding_size": 256},  # > H here, < H in the paper
-    "dropout": {"dropout": 0.1},
-}
-# Variants whose runs evaluate at every checkpoint (the §4.9 curve).
-CURVES = ("base", "dropout")
-
-BUDGETS = {
-    # lr 0.01: SOP left chance after about 500 steps at this batch in an
-    # H=128 run of this trainer; 5000 pieces cover People's Daily's
-    # characters (0.9995 coverage); dupe 2: the steps read < 1 epoch.
-    "full": {"steps": 500, "batch": 32, "max_documents": 0,
-             "vocab_size": 5000, "vocab_sentences": 200000,
-             "dupe_factor": 2, "eval_batch": 128, "eval_batches": 16,
-             "checkpoints": 4, "learning_rate": 0.01},
-    "smoke": {"steps": 4, "batch": 8, "max_documents": 150,
-              "vocab_size": 3500, "vocab_sentences": 0, "dupe_factor": 1,
-              "eval_batch": 16, "eval_batches": 2, "checkpoints": 2,
-              "learning_rate": 0.01},
-}
-
-# The directions checked: (table, claim, metric, ahead, behind, paper's
-# figures of ahead and behind). Metrics: mlm (held-out MLM accuracy on the
-# SOP records), sop / nsp (sentence head's accuracy on held-out SOP / NSP
-# records). behind = CHANCE: the held-out pairs' majority-class accuracy
-# (the paper's "none" row is its chance level, about 50%); ahead "above" it
-# by more than two binomial standard errors, or "not above" it.
-CHANCE = "chance"
-DIRECTIONS = [
-    ("table5", "SOP-trained solves SOP", "sop", "base", CHANCE, 86.5, 53.3),
-    ("table5", "NSP-trained does not solve SOP (not above chance)", "sop",
-     "loss_nsp", CHANCE, 52.0, 53.3),
-    ("table5", "SOP-trained beats NSP-trained on SOP", "sop", "base",
-     "loss_nsp", 86.5, 52.0),
-    ("table5", "SOP-trained solves NSP reasonably (above chance)", "nsp",
-     "base", CHANCE, 78.9, 52.4),
-    ("table5", "NSP-trained solves NSP", "nsp", "loss_nsp", CHANCE, 90.5,
-     52.4),
-    ("table5", "NSP-trained beats SOP-trained on NSP", "nsp", "loss_nsp",
-     "base", 90.5, 78.9),
-    ("table5", "no sentence loss: slightly higher MLM accuracy than SOP",
-     "mlm", "loss_none", "base", 54.9, 54.0),
-    ("table5", "NSP: slightly higher MLM accuracy than SOP", "mlm",
-     "loss_nsp", "base", 54.5, 54.0),
-    ("table4", "not-shared beats all-shared", "mlm", "share_none", "base",
-     82.3, 80.1),
-    ("table4", "attention-shared beats all-shared", "mlm",
-     "share_attention", "base", 81.7, 80.1),
-    ("table4", "all-shared beats FFN-shared", "mlm", "base", "share_ffn",
-     80.1, 79.2),
-    ("table4", "attention-shared beats FFN-shared", "mlm", "share_attention",
-     "share_ffn", 81.7, 79.2),
-    ("table3", "E=128 beats E=64", "mlm", "base", "e64", 80.1, 79.0),
-    ("table3", "E=128 beats E=256", "mlm", "base", "e256", 80.1, 79.6),
-    ("s49", "no dropout beats dropout 0.1", "mlm", "base", "dropout", None,
-     None),
-]
-
-
-# ------------------------------------------------------------ pure parts
-def summarize(values):
-  """{"mean", "min", "max", "n"} of per-seed values (None if there are none)."""
-  if not values:
-    return None
-  return {"mean": statistics.fmean(values), "min": min(values),
-          "max": max(values), "n": len(values)}
-
-
-def verdict(ahead, behind):
-  """Whether `ahead` > `behind` holds for every seed.
-
-  "reproduces" when min(ahead) > max(behind), "reversed" when
-  max(ahead) < min(behind), "unclear" when the ranges overlap, "not run"
-  when a side has no value.
-  """
-  if not ahead or not behind:
-    return "not run"
-  if min(ahead) > max(behind):
-    return "reproduces"
-  if max(ahead) < min(behind):
-    return "reversed"
-  return "unclear"
-
-
-def metric_values(results, variant, metric):
-  """The per-seed values of one metric of one variant (seed order)."""
-  runs = results.get(variant, {})
-  return [runs[seed][metric] for seed in sorted(runs, key=int)
-          if runs[seed].get(metric) is not None]
-
-
-def fmt(summary, scale=100.0):
-  """'mean (min–max)' in percent, or '—'."""
-  if not summary:
-    return "—"
-  return (f"{summary['mean'] * scale:.1f} ({summary['min'] * scale:.1f}–"
-          f"{summary['max'] * scale:.1f})")
-
-
-def chance_margin(chance, pairs):
-  """Two binomial standard errors of an accuracy `chance` on `pairs` pairs."""
-  return 2 * (chance * (1 - chance) / pairs) ** 0.5
-
-
-def chance_verdict(values, chance, margin, above=True):
-  """Against the majority-class level: with above, "reproduces" when every
-  seed is above chance + margin, "reversed" when every seed is below
-  chance - margin; with not above, "reproduces" when no seed is above
-  chance + margin, "reversed" when every seed is. Else "unclear"."""
-  if not values or chance is None:
-    return "not run"
-  if above:
-    if min(values) > chance + margin:
-      return "reproduces"
-    return "reversed" if max(values) < chance - margin else "unclear"
-  if max(values) <= chance + margin:
-    return "reproduces"
-  return "reversed" if min(values) > chance + margin else "unclear"
-
-
-def direction_rows(results, chance=None, pairs=None):
-  """One dict per entry of DIRECTIONS with our means and the verdict.
-
-  chance: {"sop": p, "nsp": p}, the majority-class accuracy of each held-out
-  pair set; pairs: how many pairs each eval scored.
-  """
-  rows = []
-  for table, claim, metric, ahead, behind, paper_a, paper_b in DIRECTIONS:
-    a = metric_values(results, ahead, metric)
-    row = {"table": table, "claim": claim, "metric": metric, "ahead": ahead,
-           "behind": behind, "ours_ahead": summarize(a),
-           "paper_ahead": paper_a, "paper_behind": paper_b}
-    if behind == CHANCE:
-      level = (chance or {}).get(metric)
-      margin = chance_margin(level, pairs) if level and pairs else 0.0
-      row["ours_behind"] = level
-      row["margin"] = margin
-      row["verdict"] = chance_verdict(a, level, margin,
-                                      above="not above" not in claim)
-    else:
-      b = metric_values(results, behind, metric)
-      row["ours_behind"] = summarize(b)
-      row["verdict"] = verdict(a, b)
-    rows.append(row)
-  return rows
-
-
-def curve_values(results, variant):
-  """{step: [masked_lm_accuracy per seed]} from the runs' eval curves."""
-  by_step = {}
-  for seed in sorted(results.get(variant, {}), key=int):
-    for step, value in results[variant][seed].get("curve", []):
-      by_step.setdefault(int(step), []).append(value)
-  return dict(sorted(by_step.items()))
-
-
-def markdown_tables(results, params, budget_line, chance=None, pairs=None):
-  """The tables of docs/ablations.md (ours beside the paper's, verdicts).
-
-  results: {variant: {seed: {"mlm", "sop", "nsp", "curve"}}}; params:
-  {variant: encoder parameters}; budget_line: one line naming the budget;
-  chance: {"sop": p, "nsp": p}, the majority-class accuracy of each
-  held-out pair set (the best constant answer); pairs: pairs per eval.
-  """
-  def cell(variant, metric):
-    return fmt(summarize(metric_values(results, variant, metric)))
-
-  lines = [budget_line, "",
-           "Ours: mean (min–max) over the seeds, in %, held-out documents. "
-           "Paper: ALBERT base, 125k steps × batch 4096 × seq 512.", ""]
-  lines += ["### Table 5: inter-sentence loss", "",
-            "| loss | MLM ours | MLM paper | NSP ours | NSP paper | SOP ours |"
-            " SOP paper |", "|---|---|---|---|---|---|---|"]
-  for name, variant in (("none", "loss_none"), ("NSP", "loss_nsp"),
-                        ("SOP", "base")):
-    paper = PAPER["table5"][name.lower()]
-    lines.append(f"| {name} | {cell(variant, 'mlm')} | {paper['mlm']} | "
-                 f"{cell(variant, 'nsp')} | {paper['nsp']} | "
-                 f"{cell(variant, 'sop')} | {paper['sop']} |")
-  if chance:
-    lines.append(f"| majority class | | | {chance['nsp'] * 100:.1f} | | "
-                 f"{chance['sop'] * 100:.1f} | |")
-  lines += ["", "### Table 4: cross-layer sharing (E=128)", "",
-            "| shared | params ours | params paper | MLM ours | SOP ours | "
-            "Avg paper (downstream) |", "|---|---|---|---|---|---|"]
-  for name, variant in (("all", "base"), ("attention", "share_attention"),
-                        ("FFN", "share_ffn"), ("none", "share_none")):
-    paper = PAPER["table4"][name.lower()]
-    lines.append(f"| {name} | {_millions(params.get(variant))} | "
-                 f"{paper['params']} | {cell(variant, 'mlm')} | "
-                 f"{cell(variant, 'sop')} | {paper['avg']} |")
-  lines += ["", "### Table 3: embedding size E (all-shared; paper H=768, ours "
-            f"H={MODEL['hidden_size']})", "",
-            "| E | params ours | MLM ours | SOP ours | Avg paper (downstream) |",
-            "|---|---|---|---|---|"]
-  for name, variant, paper_key in (("64", "e64", "64"), ("128", "base", "128"),
-                                   ("256", "e256", "256")):
-    lines.append(f"| {name} | {_millions(params.get(variant))} | "
-                 f"{cell(variant, 'mlm')} | {cell(variant, 'sop')} | "
-                 f"{PAPER['table3'][paper_key]['avg']} |")
-  lines.append(f"| H | (ours: E=128 is H) | | | {PAPER['table3']['H']['avg']} "
-               "(E=H=768) |")
-  lines += ["", "### §4.9 / Figure 2b: dropout, held-out MLM accuracy by step",
-            "", "| step | dropout 0 | dropout 0.1 |", "|---|---|---|"]
-  base_curve, drop_curve = (curve_values(results, v) for v in CURVES)
-  for step in sorted(set(base_curve) | set(drop_curve)):
-    lines.append(f"| {step} | {fmt(summarize(base_curve.get(step, [])))} | "
-                 f"{fmt(summarize(drop_curve.get(step, [])))} |")
-  lines += ["", "### Directions", "",
-            "| table | the paper's direction | metric | ours (ahead vs "
-            "behind) | paper | verdict |", "|---|---|---|---|---|---|"]
-  for row in direction_rows(results, chance, pairs):
-    paper = ("—" if row["paper_ahead"] is None else
-             f"{row['paper_ahead']} vs {row['paper_behind']}")
-    if row["behind"] == CHANCE:
-      behind = ("chance —" if row["ours_behind"] is None else
-                f"chance {row['ours_behind'] * 100:.1f} ± "
-                f"{row['margin'] * 100:.1f}")
-    else:
-      behind = fmt(row["ours_behind"])
-    lines.append(
-        f"| {row['table']} | {row['claim']} | {row['metric']} | "
-        f"{fmt(row['ours_ahead'])} vs {behind} | {paper} | "
-        f"{row['verdict']} |")
-  return "\n".join(lines) + "\n"
-
-
-def _millions(n):
-  return "—" if n is None else f"{n / 1e6:.2f}M"
-
-
-def variant_config(variant, vocab_size):
-  """The albert_config.json fields of a variant."""
-  v = {**BASE, **VARIANTS[variant]}
-  return {**MODEL, "vocab_size": vocab_size,
-          "embedding_size": v["embedding_size"], "share": v["share"],
-          "hidden_dropout_prob": v["dropout"],
-          "attention_probs_dropout_prob": v["dropout"]}
-
-
-def cpu_label(cpuinfo_text=None):
-  """A short name for the CPU in file names: its first two model words and
-  its widest matrix/vector unit, e.g. "amd-epyc-avx512"."""
-  if cpuinfo_text is None:
-    try:
-      with open("/proc/cpuinfo", encoding="utf-8") as f:
-        cpuinfo_text = f.read()
-    except OSError:
-      cpuinfo_text = ""
-  name, cpu_flags = platform.processor() or "cpu", set()
-  for line in cpuinfo_text.splitlines():
-    key, _, value = line.partition(":")
-    if key.strip() == "model name":
-      name = value.strip()
-    elif key.strip() == "flags":
-      cpu_flags = set(value.split())
-    if name != "cpu" and cpu_flags:
-      break
-  level = next((unit for unit, flag in (("amx", "amx_bf16"),
-                                       ("avx512", "avx512f"),
-                                       ("avx2", "avx2")) if flag in cpu_flags),
-               None)
-  name = name.lower().replace("(r)", "").replace("(tm)", "")
-  words = [w for w in name.split() if w.isalnum()][:2]
-  return "-".join(words + ([level] if level else [])) or "cpu"
-
-
-def cpu_units(cpuinfo_text=None):
-  """The CPU's wide units, e.g. "AVX-512, avx512_bf16, no AMX"."""
-  if cpuinfo_text is None:
-    try:
-      with open("/proc/cpuinfo", encoding="utf-8") as f:
-        cpuinfo_text = f.read()
-    except OSError:
-      return "unknown units"
-  cpu_flags = set()
-  for line in cpuinfo_text.splitlines():
-    key, _, value = line.partition(":")
-    if key.strip() == "flags":
-      cpu_flags = set(value.split())
-      break
-  units = ["AVX-512" if "avx512f" in cpu_flags else
-           "AVX2" if "avx2" in cpu_flags else "no AVX2"]
-  if "avx512_bf16" in cpu_flags:
-    units.append("avx512_bf16")
-  units.append("AMX" if "amx_bf16" in cpu_flags else "no AMX")
-  return ", ".join(units)
 
 
 def write_json_atomic(path, data):
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
+  with atomic_writer(path) as f:
     json.dump(data, f, indent=2, ensure_ascii=False)
-  os.replace(tmp, path)
 
 
-def write_text_atomic(path, text):
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    f.write(text)
-  os.replace(tmp, path)
-
-
-# ------------------------------------------------------------ the runs
 def _read_json(path):
   with open(path, encoding="utf-8") as f:
     return json.load(f)
-
-
-def _read_jsonl(path):
-  if not os.path.exists(path):
-    return []
-  with open(path, encoding="utf-8") as f:
-    return [json.loads(line) for line in f if line.strip()]
 
 
 class Ablations:
@@ -558,7 +233,7 @@ class Ablations:
                label=f"{variant}/seed{seed}/nsp")
     sop = _read_json(os.path.join(out, "eval_results.json"))
     nsp = _read_json(os.path.join(nsp_dir, "eval_results.json"))
-    train_log = _read_jsonl(os.path.join(out, "train_log.jsonl"))
+    train_log = read_jsonl(os.path.join(out, "train_log.jsonl"))
     result = {
         "variant": variant, "seed": seed,
         "mlm": sop["masked_lm_accuracy"], "sop": sop["sentence_order_accuracy"],
@@ -566,7 +241,7 @@ class Ablations:
         "mlm_on_nsp_records": nsp["masked_lm_accuracy"],
         "mlm_loss": sop["masked_lm_loss"], "global_step": sop["global_step"],
         "curve": [[r["global_step"], r["masked_lm_accuracy"]] for r in
-                  _read_jsonl(os.path.join(out, "eval_log.jsonl"))],
+                  read_jsonl(os.path.join(out, "eval_log.jsonl"))],
         "train_seconds": round(train_seconds, 1),
         "seconds_with_evals": round(time.time() - start, 1),
         "examples_per_second": (train_log[-1].get("examples_per_second")
@@ -608,47 +283,6 @@ def param_counts(variants, vocab_size):
   from albert_tf.params import preset_param_counts
   return {v: preset_param_counts(AlbertConfig.from_dict(
       variant_config(v, vocab_size)))["encoder"] for v in variants}
-
-
-def run_times(results, results_dir=None):
-  """(minutes from the first run's start to the last one's end, list of
-  each run's seconds): from the runs' `finished` stamps and seconds."""
-  spans, seconds = [], []
-  for runs in results.values():
-    for run in runs.values():
-      seconds.append(run["seconds_with_evals"])
-      if run.get("finished"):
-        spans.append((run["finished"] - run["seconds_with_evals"],
-                      run["finished"]))
-  if not spans:
-    return None, seconds
-  return (max(e for _, e in spans) - min(b for b, _ in spans)) / 60, seconds
-
-
-def budget_line(budget, seeds, cpu, results, vocab_size):
-  tokens = budget["steps"] * budget["batch"] * SEQ
-  return (f"Budget: {budget['steps']} steps × batch {budget['batch']} × seq "
-          f"{SEQ} ({tokens / 1e6:.2f}M tokens seen per run), LAMB lr "
-          f"{budget['learning_rate']}, warmup 10%; model H="
-          f"{MODEL['hidden_size']}, {MODEL['num_hidden_layers']} layers, "
-          f"{MODEL['num_attention_heads']} heads, FFN "
-          f"{MODEL['intermediate_size']}, vocab {vocab_size}; seeds "
-          f"{', '.join(str(s) for s in seeds)}; held-out eval "
-          f"{budget['eval_batches'] * budget['eval_batch']} pairs; {cpu}, "
-          "2 runs side by side, 1 TF thread each, on cores shared with other "
-          f"jobs; {_times(results)}.")
-
-
-def _times(results):
-  span, seconds = run_times(results)
-  if not seconds:
-    return "no runs"
-  text = (f"one run (train + evals) {min(seconds) / 60:.1f}–"
-          f"{max(seconds) / 60:.1f} min")
-  if span is not None:
-    text += f", all {len(seconds)} runs {span:.0f} min wall"
-  return text
-
 
 # ------------------------------------------------------------ command line
 FLAGS = flags.FLAGS
@@ -700,7 +334,6 @@ def main(argv):
   vocab = ablations.vocab_size()
   params = param_counts(list(results), vocab)
   wall = (time.time() - start) / 60
-  from benchmarks.common import machine  # pylint: disable=g-import-not-at-top
   line = budget_line(ablations.budget, seeds, f"{machine()} ({cpu_units()})",
                      results, vocab)
   majority = {kind: ablations.majority_accuracy(f"heldout_{kind}")
@@ -730,26 +363,6 @@ def main(argv):
   if FLAGS.doc:
     write_doc(FLAGS.doc, tables)
     print(f"tables: {FLAGS.doc}", flush=True)
-
-
-BEGIN, END = "<!-- tables -->", "<!-- /tables -->"
-
-
-def write_doc(path, tables):
-  """Puts the tables between the BEGIN/END markers of an existing doc (the
-  prose around them stays), or writes a doc of the tables alone."""
-  text = ""
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      text = f.read()
-  if BEGIN in text and END in text:
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    text = f"{head}{BEGIN}\n{tables}{END}{tail}"
-  else:
-    text = f"{BEGIN}\n{tables}{END}\n"
-  write_text_atomic(path, text)
-
 
 if __name__ == "__main__":
   _define_flags()

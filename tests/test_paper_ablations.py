@@ -15,7 +15,9 @@ from absl import flags
 from albert_tf import run_pretraining as rp
 from albert_tf.core.config import AlbertConfig
 from albert_tf.modeling.models import AlbertPretrainer, pretraining_losses
-from benchmarks import paper_ablations as pa
+from benchmarks import ablation_design as design
+from benchmarks import ablation_tables as tables
+from benchmarks import common
 from tests.pretraining_fixtures import tiny_argv
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -23,20 +25,20 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 # ------------------------------------------------------------ verdicts
 def test_verdict_needs_every_seed_on_one_side():
-  assert pa.verdict([0.62, 0.60], [0.55, 0.50]) == "reproduces"
-  assert pa.verdict([0.50, 0.52], [0.60, 0.61]) == "reversed"
-  assert pa.verdict([0.50, 0.60], [0.55, 0.58]) == "unclear"
+  assert tables.verdict([0.62, 0.60], [0.55, 0.50]) == "reproduces"
+  assert tables.verdict([0.50, 0.52], [0.60, 0.61]) == "reversed"
+  assert tables.verdict([0.50, 0.60], [0.55, 0.58]) == "unclear"
   # A tie at the edge of the ranges is no direction.
-  assert pa.verdict([0.60, 0.70], [0.50, 0.60]) == "unclear"
-  assert pa.verdict([], [0.5]) == "not run"
+  assert tables.verdict([0.60, 0.70], [0.50, 0.60]) == "unclear"
+  assert tables.verdict([], [0.5]) == "not run"
 
 
 def test_summarize():
-  assert pa.summarize([0.1, 0.2, 0.6]) == pytest.approx(
+  assert tables.summarize([0.1, 0.2, 0.6]) == pytest.approx(
       {"mean": 0.3, "min": 0.1, "max": 0.6, "n": 3})
-  assert pa.summarize([]) is None
-  assert pa.fmt({"mean": 0.3, "min": 0.1, "max": 0.6}) == "30.0 (10.0–60.0)"
-  assert pa.fmt(None) == "—"
+  assert tables.summarize([]) is None
+  assert tables.fmt({"mean": 0.3, "min": 0.1, "max": 0.6}) == "30.0 (10.0–60.0)"
+  assert tables.fmt(None) == "—"
 
 
 def _results():
@@ -50,7 +52,7 @@ def _results():
 
 
 def test_tables_and_directions_on_hand_worked_numbers():
-  text = pa.markdown_tables(_results(), {"base": 1_234_567}, "Budget: x.",
+  text = tables.markdown_tables(_results(), {"base": 1_234_567}, "Budget: x.",
                             chance={"sop": 0.505, "nsp": 0.624})
   lines = text.splitlines()
   assert lines[0] == "Budget: x."
@@ -67,7 +69,7 @@ def test_tables_and_directions_on_hand_worked_numbers():
   # The §4.9 curve: per step over the seeds; no dropout run given.
   assert "| 250 | 6.0 (5.0–7.0) | — |" in lines
   # 2048 pairs at chance 0.624: two standard errors are 2.14 points.
-  rows = {r["claim"]: r for r in pa.direction_rows(
+  rows = {r["claim"]: r for r in tables.direction_rows(
       _results(), {"sop": 0.505, "nsp": 0.624}, 2048)}
   # SOP 0.70–0.80 vs 0.50–0.52: apart, the paper's way round.
   assert rows["SOP-trained beats NSP-trained on SOP"]["verdict"] == "reproduces"
@@ -85,7 +87,7 @@ def test_tables_and_directions_on_hand_worked_numbers():
   assert rows["SOP-trained solves NSP reasonably (above chance)"][
       "verdict"] == "unclear"
   assert rows["NSP-trained solves NSP"]["verdict"] == "reproduces"
-  text = pa.markdown_tables(_results(), {}, "Budget: x.",
+  text = tables.markdown_tables(_results(), {}, "Budget: x.",
                             chance={"sop": 0.505, "nsp": 0.624}, pairs=2048)
   assert ("| table5 | SOP-trained solves NSP reasonably (above chance) | nsp "
           "| 62.0 (60.0–64.0) vs chance 62.4 ± 2.1 | 78.9 vs 52.4 | "
@@ -93,20 +95,20 @@ def test_tables_and_directions_on_hand_worked_numbers():
 
 
 def test_chance_verdicts():
-  assert pa.chance_margin(0.5, 10000) == pytest.approx(0.01)
-  assert pa.chance_verdict([0.6, 0.7], 0.5, 0.05) == "reproduces"
-  assert pa.chance_verdict([0.4, 0.44], 0.5, 0.05) == "reversed"
-  assert pa.chance_verdict([0.5, 0.6], 0.5, 0.05) == "unclear"
-  assert pa.chance_verdict([0.3, 0.55], 0.5, 0.05, above=False) == "reproduces"
-  assert pa.chance_verdict([0.56, 0.6], 0.5, 0.05, above=False) == "reversed"
-  assert pa.chance_verdict([0.5, 0.6], 0.5, 0.05, above=False) == "unclear"
-  assert pa.chance_verdict([], 0.5, 0.05) == "not run"
+  assert tables.chance_margin(0.5, 10000) == pytest.approx(0.01)
+  assert tables.chance_verdict([0.6, 0.7], 0.5, 0.05) == "reproduces"
+  assert tables.chance_verdict([0.4, 0.44], 0.5, 0.05) == "reversed"
+  assert tables.chance_verdict([0.5, 0.6], 0.5, 0.05) == "unclear"
+  assert tables.chance_verdict([0.3, 0.55], 0.5, 0.05, above=False) == "reproduces"
+  assert tables.chance_verdict([0.56, 0.6], 0.5, 0.05, above=False) == "reversed"
+  assert tables.chance_verdict([0.5, 0.6], 0.5, 0.05, above=False) == "unclear"
+  assert tables.chance_verdict([], 0.5, 0.05) == "not run"
 
 
 def test_each_variant_changes_only_its_field():
-  base = pa.variant_config("base", 5000)
-  for name in pa.VARIANTS:
-    config = pa.variant_config(name, 5000)
+  base = design.variant_config("base", 5000)
+  for name in design.VARIANTS:
+    config = design.variant_config(name, 5000)
     AlbertConfig.from_dict(config)  # a valid config
     changed = {k for k in config if config[k] != base[k]}
     expected = {"share_attention": {"share"}, "share_ffn": {"share"},
@@ -120,19 +122,19 @@ def test_each_variant_changes_only_its_field():
 def test_cpu_label_and_units():
   amd = ("processor\t: 0\nmodel name\t: AMD EPYC 9R14 96-Core Processor\n"
          "flags\t\t: fpu sse avx2 avx512f avx512_bf16\n")
-  assert pa.cpu_label(amd) == "amd-epyc-avx512"
-  assert pa.cpu_units(amd) == "AVX-512, avx512_bf16, no AMX"
+  assert common.cpu_label(amd) == "amd-epyc-avx512"
+  assert common.cpu_units(amd) == "AVX-512, avx512_bf16, no AMX"
   intel = ("model name\t: Intel(R) Xeon(R) Platinum 8488C\n"
            "flags\t\t: avx2 avx512f avx512_bf16 amx_bf16\n")
-  assert pa.cpu_label(intel) == "intel-xeon-amx"
-  assert pa.cpu_units("model name\t: X\nflags\t\t: avx2\n") == "AVX2, no AMX"
+  assert common.cpu_label(intel) == "intel-xeon-amx"
+  assert common.cpu_units("model name\t: X\nflags\t\t: avx2\n") == "AVX2, no AMX"
 
 
 def test_write_doc_keeps_the_prose_around_the_tables(tmp_path):
   doc = tmp_path / "ablations.md"
-  doc.write_text(f"intro\n{pa.BEGIN}\nold\n{pa.END}\noutro\n")
-  pa.write_doc(str(doc), "new\n")
-  assert doc.read_text() == f"intro\n{pa.BEGIN}\nnew\n{pa.END}\noutro\n"
+  doc.write_text(f"intro\n{tables.BEGIN}\nold\n{tables.END}\noutro\n")
+  tables.write_doc(str(doc), "new\n")
+  assert doc.read_text() == f"intro\n{tables.BEGIN}\nnew\n{tables.END}\noutro\n"
   assert not os.path.exists(str(doc) + ".tmp")
 
 
