@@ -19,11 +19,10 @@ first), except pretraining, which resumes from its last checkpoint.
 --smoke runs the same chain on a corpus subset with a few steps per stage;
 tests/test_demo_chain.py runs it in `make test-slow`.
 
-About 690 lines, on purpose: the stages are one method each on `Demo`, in
-the order they run, beside the budgets they read, so that the chain reads
-top to bottom in one file; each stage is a few `python -m` commands and the
-figures it keeps (the report and the serving check are `demo/report.py`
-and `demo/checks.py`).
+The stages are one method each on `Demo` (the fine-tuning ones on its
+mixin `demo/task_stages.py`), in the order they run; the budgets they read
+are `demo/budgets.py`, the report and the serving check `demo/report.py`
+and `demo/checks.py`.
 """
 
 import json
@@ -35,127 +34,17 @@ from absl import flags
 
 from albert_tf.core import cli_errors
 from albert_tf.core.errors import CommandLineError, error_line
-from benchmarks.commands import StageError, run_module, run_side_by_side
+from albert_tf.core.file_io import atomic_writer
+from albert_tf.training.callbacks import read_jsonl
+from benchmarks.commands import StageError, run_module
+from demo.budgets import (BUDGETS, ESTIMATES, FLAGFILES, MODE_STAGES,
+                          PREDS, PRETRAIN_FLAGS, SEQ)
+from demo.task_stages import TaskStages, read_json
 
 MARKER = "_STAGE_DONE.json"
-PRETRAIN_FLAGS = "configs/pretrain_albert_tiny_zh_demo.flags"  # FAST, smoke
-HOUR_FLAGS = "configs/pretrain_cpu_hour.flags"  # make demo, make pretrain-hour
-# The demo's sequence shape (the flagfile's): 64 pieces hold 75% of the
-# reviews whole (median 32); 10 predictions = 15% of 64.
-SEQ, PREDS = 64, 10
-
-# Budgets per mode. "full" is what docs/demo_report_full.md reports; "fast"
-# checks the whole chain within 5 minutes; "smoke" is the test's subset.
-BUDGETS = {
-    # The CPU-hour recipe (configs/pretrain_cpu_hour.flags: a vocabulary
-    # of characters, news + train reviews 10 times with other masks, the
-    # schedule planned for the budget) on a 10-minute budget.
-    "full": {"max_documents": 0, "max_reviews": 0, "vocab_size": 6000,
-             "max_piece_length": 1, "dupe_factor": 10,
-             "review_dupe_factor": 0, "pretrain_minutes": 10,
-             "pretrain_steps": 3000, "vocab_sentences": 10_000_000,
-             "save_steps": 2000, "finetune_steps": 300, "finetune_seq": 64,
-             "finetune_train_examples": 0, "finetune_eval_examples": 800,
-             "finetune_evals": 3,
-             "curve_sizes": "50,200,1000", "curve_seeds": "1,2,3",
-             "curve_min_steps": 30, "curve_max_steps": 150,
-             "curve_test_examples": 0,
-             "ner_documents": 0, "ner_steps": 900, "ner_seq": 64,
-             "ner_train_examples": 0, "ner_eval_examples": 600,
-             "ner_evals": 3, "crf_train_sentences": 8000,
-             "bench_batch": 16, "bench_repetitions": 2,
-             "rc_steps": 40, "rc_batch": 32, "rc_seq": 128, "rc_query": 48,
-             "rc_context_chars": 100, "rc_train_examples": 0,
-             "predict_examples": 0},
-    "fast": {"max_documents": 0, "max_reviews": 0, "vocab_size": 5000,
-             "dupe_factor": 1, "review_dupe_factor": 0, "pretrain_steps": 20,
-             "save_steps": 20, "finetune_steps": 10, "finetune_seq": 48,
-             "finetune_train_examples": 1000, "finetune_eval_examples": 200,
-             "vocab_sentences": 15000,
-             "finetune_evals": 1,
-             # One labelled budget, two seeds, a few steps: the chain only.
-             "curve_sizes": "200", "curve_seeds": "1,2",
-             "curve_min_steps": 8, "curve_max_steps": 8,
-             "curve_test_examples": 200,
-             # All documents, as pretraining reads: the NER dev and test
-             # documents are then the held-out 20% (with 600, they were
-             # inside the pretraining text).
-             "ner_documents": 0, "ner_steps": 12, "ner_seq": 48,
-             "ner_train_examples": 2000, "ner_eval_examples": 200,
-             "ner_evals": 1, "crf_train_sentences": 600,
-             "bench_batch": 4, "bench_repetitions": 1,
-             "rc_steps": 5, "rc_batch": 16, "rc_seq": 128, "rc_query": 48,
-             "rc_context_chars": 100, "rc_train_examples": 300,
-             # Every test split scored on its first 200 examples.
-             "predict_examples": 200},
-    "smoke": {"max_documents": 120, "max_reviews": 1000, "vocab_size": 3500,
-              "dupe_factor": 1, "review_dupe_factor": 0, "pretrain_steps": 4, "save_steps": 2,
-              "finetune_steps": 4, "finetune_seq": 32,
-              "finetune_train_examples": 0, "finetune_eval_examples": 0,
-              "vocab_sentences": 0, "finetune_evals": 1,
-              "curve_sizes": "50", "curve_seeds": "1,2",
-              "curve_min_steps": 2, "curve_max_steps": 2,
-              "curve_test_examples": 0,
-              "ner_documents": 120, "ner_steps": 4, "ner_seq": 32,
-              "ner_train_examples": 0, "ner_eval_examples": 0,
-              "ner_evals": 1, "crf_train_sentences": 300,
-              "bench_batch": 2, "bench_repetitions": 1,
-              "rc_steps": 4, "rc_batch": 8, "rc_seq": 64, "rc_query": 24,
-              "rc_context_chars": 100, "rc_train_examples": 0,
-              "predict_examples": 0},
-}
-
-# `make pretrain-hour`: the CPU-hour recipe (configs/pretrain_cpu_hour.flags,
-# docs/pretraining.md "One CPU hour") end to end: a vocabulary of characters,
-# every text 10 times with other masks, pretraining on a 60-minute budget,
-# then the learning curves from that checkpoint (5 seeds).
-BUDGETS["hour"] = {**BUDGETS["full"], "pretrain_minutes": 60,
-                   "save_steps": 5000, "curve_seeds": "1,2,3,4,5"}
-for _mode in ("full", "fast", "smoke"):
-  BUDGETS[_mode].setdefault("max_piece_length", 16)
-  BUDGETS[_mode].setdefault("pretrain_minutes", 0)
-# The stages each mode runs (every stage unless listed).
-MODE_STAGES = {"hour": ("corpus", "vocab", "tfrecords", "pretrain", "eval",
-                        "curves", "report")}
-FLAGFILES = {"hour": HOUR_FLAGS, "full": HOUR_FLAGS}
-
-# Wall-clock seconds per stage on a 2-core CPU, for the progress estimates
-# (measured runs: docs/demo_report_full.md).
-ESTIMATES = {
-    # `make demo` of 2026-12-04 09:00 (albert_zh_l4_h128, 3,000 pretraining
-    # steps) on an AMD EPYC with avx512_bf16 (no AMX), quiet (1-minute load
-    # average 1.7-4.7 with the demo itself): 12.8 min; NER from its rerun at
-    # 900 steps (09:20, 166 s; 57 s at 140 steps). At load average about 9
-    # from other jobs the same stages took 32.4 min.
-    # The run at ec15c9f (NER at 900 steps), same CPU, quiet: 12.4 min.
-    # Since the CPU-hour recipe: vocab and tfrecords (10 passes of masks)
-    # as measured in `make pretrain-hour`, pretraining its 10-minute budget.
-    "full": {"corpus": 2, "vocab": 10, "tfrecords": 80, "pretrain": 600,
-             "eval": 6, "finetune": 54, "curves": 133, "ner": 168,
-             "reading": 50, "export": 6, "tflite": 8, "check": 4,
-             "report": 9},
-    # `make demo FAST=1` of 2026-12-04 09:00, same CPU, quiet (1-minute load
-    # average 1.5-2.2 with the demo itself): 1.9 min (11.5 min at load 9).
-    "fast": {"corpus": 2, "vocab": 1, "tfrecords": 6, "pretrain": 10,
-             "eval": 6, "finetune": 13, "curves": 14, "ner": 16,
-             "reading": 23, "export": 6, "tflite": 7, "check": 4,
-             "report": 5},
-    # Planned: the pretraining budget; the rest as "full" (tfrecords: 10
-    # passes of masks; curves: 5 seeds).
-    "hour": {"corpus": 2, "vocab": 10, "tfrecords": 80, "pretrain": 3600,
-             "eval": 10, "curves": 230, "report": 9},
-    "smoke": {"corpus": 15, "vocab": 2, "tfrecords": 12, "pretrain": 25,
-              "eval": 12, "finetune": 60, "curves": 60, "ner": 40, "reading": 40,
-              "export": 20, "tflite": 15, "check": 8, "report": 10},
-}
 
 
-def read_json(path):
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
-
-
-class Demo:
+class Demo(TaskStages):
   """Runs the stages in order; each is a method named `stage_<name>`."""
 
   STAGES = [
@@ -223,11 +112,10 @@ class Demo:
     figures = getattr(self, f"stage_{name}")(out) or {}
     seconds = time.time() - start
     self.figures[name] = figures
-    tmp = marker + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    # The marker appears complete or not at all.
+    with atomic_writer(marker) as f:
       json.dump({"figures": figures, "seconds": seconds, "mode": self.mode},
                 f, indent=2, ensure_ascii=False)
-    os.replace(tmp, marker)  # the marker appears complete or not at all
     print(f"    done in {seconds:.0f} s: " + ", ".join(
         f"{k}={v}" for k, v in _headline(name, figures).items()), flush=True)
 
@@ -343,204 +231,6 @@ class Demo:
     shutil.copy(os.path.join(pretrain, "eval_results.json"), out)
     return results
 
-  def _init_args(self, init):
-    """From the pretrained checkpoint (init), or random weights of its
-    config (init None)."""
-    return [f"--init_checkpoint={init}" if init else
-            f"--albert_config_file={self.path('pretrain', 'albert_config.json')}"]
-
-  def _fine_tune(self, module, out, init, args, train_examples,
-                 eval_examples, learning_rate):
-    """The (module, args, log) of a fine-tuning CLI (`run_side_by_side`);
-    its results are out/eval_results.json."""
-    args = [f"--output_dir={out}", f"--spm_model_file={self._spm()}",
-            "--train_batch_size=32", f"--learning_rate={learning_rate}",
-            "--do_train",
-            "--do_eval", "--do_predict", "--seed=12345"] + args
-    if train_examples:
-      args.append(f"--max_train_examples={train_examples}")
-    if eval_examples:
-      args.append(f"--max_eval_examples={eval_examples}")
-    if self.budget["predict_examples"]:
-      args.append(f"--max_predict_examples={self.budget['predict_examples']}")
-    return module, args + self._init_args(init), os.path.join(out, "log.txt")
-
-  def _finetune(self, out, init):
-    b = self.budget
-    return self._fine_tune(
-        "albert_tf.run_classifier", out, init,
-        ["--task_name=sentiment",
-         f"--data_dir={self.path('corpus', 'sentiment')}",
-         f"--max_seq_length={b['finetune_seq']}",
-         f"--train_step={b['finetune_steps']}",
-         f"--eval_every_steps={b['finetune_steps'] // b['finetune_evals']}"],
-        b["finetune_train_examples"], b["finetune_eval_examples"], 5e-4)
-
-  def stage_finetune(self, out):
-    run_side_by_side(
-        self._finetune(os.path.join(out, "pretrained"), self.path("pretrain")),
-        self._finetune(os.path.join(out, "random_init"), None),
-        ("benchmarks.tfidf_baseline",
-         [f"--data_dir={self.path('corpus', 'sentiment')}",
-          f"--output_file={out}/tfidf.json"], os.path.join(out, "log.txt")))
-    return {name: read_json(os.path.join(out, name, "eval_results.json"))
-            for name in ("pretrained", "random_init")} | {
-                "tfidf": read_json(os.path.join(out, "tfidf.json"))}
-
-  def stage_curves(self, out):
-    """benchmarks.learning_curves on the demo's review splits and its
-    pretrained checkpoint: for each labelled budget and seed, a stratified
-    subset fine-tuned from the checkpoint and from random init (the same
-    recipe) and TF-IDF + LR on it, all scored on the same test reviews;
-    paired t-test across seeds. Writes out/learning_curves.{json,md}."""
-    b = self.budget
-    run_module("benchmarks.learning_curves",
-               f"--data_dir={self.path('corpus', 'sentiment')}",
-               f"--pretrained={self.path('pretrain')}",
-               f"--spm_model_file={self._spm()}",
-               f"--work_dir={out}/work", f"--output={out}/learning_curves",
-               f"--sizes={b['curve_sizes']}", f"--seeds={b['curve_seeds']}",
-               f"--min_steps={b['curve_min_steps']}",
-               f"--max_steps={b['curve_max_steps']}",
-               f"--max_seq_length={b['finetune_seq']}",
-               f"--max_test_examples={b['curve_test_examples']}",
-               "--workers=2", log=os.path.join(out, "log.txt"))
-    summary = read_json(os.path.join(out, "learning_curves.json"))
-    figures = {}
-    for row in summary["rows"]:
-      figures[f"n{row['train_examples']}"] = {
-          "pretrained": round(row["pretrained"]["mean"], 4),
-          "random_init": round(row["random_init"]["mean"], 4),
-          "tfidf": round(row["tfidf"]["mean"], 4),
-          "vs_random_init": row["vs_random_init"]["verdict"],
-          "vs_random_init_p": row["vs_random_init"]["paired_t_p"],
-          "vs_tfidf": row["vs_tfidf"]["verdict"]}
-    figures["seeds"] = len(summary["seeds"])
-    figures["test_examples"] = summary["test_examples"]
-    return figures
-
-  def _ner(self, out, init):
-    b = self.budget
-    return self._fine_tune(
-        "albert_tf.run_ner", out, init,
-        ["--task_name=peoples_daily_ner",
-         f"--data_dir={self.path('corpus', 'ner')}",
-         f"--max_seq_length={b['ner_seq']}",
-         f"--doc_stride={b['ner_seq'] // 2}", f"--train_step={b['ner_steps']}",
-         f"--eval_every_steps={b['ner_steps'] // b['ner_evals']}"],
-        # albert_zh_l4_h128 at 2e-4 (2026-12-04, 600 dev windows): both
-        # inits still predict only O at 140 steps (F1 0.000); dev F1 at 300
-        # / 600 / 900 steps 0.214 / 0.205 / 0.231 pretrained, 0.182 / 0.218
-        # / 0.245 random init. At 1e-3 both stayed on O for 900 steps, and so
-        # did a 450-step run (its learning rate decays twice as fast).
-        b["ner_train_examples"], b["ner_eval_examples"], 2e-4)
-
-  def stage_ner(self, out):
-    """Fine-tune a tagger from the pretrained checkpoint and from random
-    init on the same budget; a CRF on character n-grams on the first
-    crf_train_sentences of the same train split. The CRF is scored on the
-    whole test split, the taggers too unless predict_examples limits them
-    (FAST)."""
-    crf_args = [f"--data_dir={self.path('corpus', 'ner')}",
-                f"--output_dir={out}/crf"]
-    # On the first sentences of the same train split: CRFsuite on all 35k
-    # takes about 7 minutes here, more than the demo can give it.
-    if self.budget["crf_train_sentences"]:
-      crf_args.append(
-          f"--max_train_sentences={self.budget['crf_train_sentences']}")
-    run_side_by_side(
-        self._ner(os.path.join(out, "pretrained"), self.path("pretrain")),
-        self._ner(os.path.join(out, "random_init"), None),
-        ("benchmarks.crf_ner_baseline", crf_args,
-         os.path.join(out, "log.txt")))
-    pretrained, random_init = (
-        read_json(os.path.join(out, name, "eval_results.json"))
-        for name in ("pretrained", "random_init"))
-    keep = ("entity_f1", "entity_precision", "entity_recall", "PER_f1",
-            "LOC_f1", "ORG_f1")
-    figures = {}
-    for name, results in (("pretrained", pretrained),
-                          ("random_init", random_init)):
-      figures[name] = {k: results[k] for k in keep if k in results}
-      figures[name].update({k: results[k] for k in results
-                            if k.startswith("test_") and k[5:] in keep})
-    crf = read_json(os.path.join(out, "crf", "crf_results.json"))
-    figures["crf"] = {k: crf["dev"][k] for k in keep if k in crf["dev"]}
-    figures["crf"].update({f"test_{k}": crf["test"][k] for k in keep
-                           if k in crf["test"]})
-    figures["crf"].update(train_sentences=crf["train_sentences"],
-                          fit_seconds=crf["fit_seconds"])
-    return figures
-
-  def stage_reading(self, out):
-    """Cloze reading comprehension (Cui et al. 2016) from the same
-    documents: a sentence with one noun blanked is the question, the
-    sentences around it the context (rc_context_chars at most, so that one
-    window of rc_seq pieces holds question and context). Span QA
-    (run_squad, CMRC 2018 scoring) and 4-way choice (run_race) from the
-    pretrained checkpoint and from random init on the same budget, trained
-    on train, scored on test (no dev selection: the last checkpoint); the
-    most-frequent-noun baselines and chance on the same test split."""
-    b = self.budget
-    cloze = os.path.join(out, "cloze")
-    # The documents and split of pretraining's corpus (--max_documents and
-    # the 80/10/10 NER split): dev and test documents were never pretrained
-    # on.
-    run_module("data_prep.cloze", f"--output_dir={cloze}",
-               f"--max_documents={b['max_documents']}",
-               f"--max_context_chars={b['rc_context_chars']}",
-               log=os.path.join(out, "log.txt"))
-    from data_prep import cloze as cloze_lib  # pylint: disable=g-import-not-at-top
-    # On the test questions the models are scored on.
-    baselines = cloze_lib.baseline_scores(
-        cloze, "test", max_examples=b["predict_examples"])
-    # Span EM in percent, as run_squad's CMRC 2018 scores.
-    for key in ("span_em_most_frequent", "span_em_uniform_candidate"):
-      if baselines.get(key) is not None:
-        baselines[key] = round(100 * baselines[key], 2)
-    figures = {"sizes": read_json(os.path.join(cloze, "sizes.json")),
-               "baselines": baselines,
-               "round_trip": _answer_round_trip(cloze, self._spm())}
-    inits = [("pretrained", self.path("pretrain")), ("random_init", None)]
-    # The smoke run checks that the stage runs, not what transfers.
-    inits = inits[:1] if self.mode == "smoke" else inits
-    commands = []
-    for name, init in inits:
-      common = [f"--spm_model_file={self._spm()}",
-                f"--max_seq_length={b['rc_seq']}",
-                f"--train_step={b['rc_steps']}", "--learning_rate=5e-4",
-                "--do_train", "--do_predict", "--seed=12345",
-                *self._init_args(init)]
-      if b["rc_train_examples"]:
-        common.append(f"--max_train_examples={b['rc_train_examples']}")
-      if b["predict_examples"]:
-        common.append(f"--max_predict_examples={b['predict_examples']}")
-      commands += [
-          ("albert_tf.run_squad", [
-              f"--output_dir={out}/span_{name}", "--task_name=cmrc2018",
-              f"--train_file={cloze}/train.json",
-              f"--predict_file={cloze}/test.json",
-              f"--doc_stride={b['rc_seq'] // 2}",
-              f"--max_query_length={b['rc_query']}",
-              f"--train_batch_size={b['rc_batch']}", *common],
-           os.path.join(out, f"span_{name}.log")),
-          ("albert_tf.run_race", [
-              f"--output_dir={out}/choice_{name}", f"--data_dir={cloze}/race",
-              f"--max_qa_length={b['rc_query']}",
-              f"--warmup_step={max(1, b['rc_steps'] // 10)}",
-              # Four sequences a question: the span run's sequences a step.
-              f"--train_batch_size={b['rc_batch'] // 4}", *common],
-           os.path.join(out, f"choice_{name}.log"))]
-    run_side_by_side(*commands)
-    for name, _ in inits:
-      span = read_json(os.path.join(out, f"span_{name}", "eval_results.json"))
-      choice = read_json(os.path.join(out, f"choice_{name}",
-                                      "eval_results.json"))
-      figures[name] = {"span_test_f1": span["test_f1"],
-                       "span_test_exact_match": span["test_exact_match"],
-                       "choice_test_accuracy": choice["test_accuracy"]}
-    return figures
-
   def stage_export(self, out):
     run_module("albert_tf.export_saved_model",
                f"--checkpoint={self.path('finetune', 'pretrained')}",
@@ -579,33 +269,9 @@ class Demo:
     return report.write_report(self, out)
 
 
-def _answer_round_trip(cloze, spm_model):
-  """Every cloze answer, char span -> pieces -> char span, with the demo's
-  own vocabulary: how many do not come back as the answer text, and the
-  first of them. A mismatch is a piece wider than the answer (the answer
-  boundary falls inside a piece the vocabulary learnt)."""
-  from albert_tf.data import squad  # pylint: disable=g-import-not-at-top
-  from albert_tf.data.tokenization import load_tokenizer  # pylint: disable=g-import-not-at-top
-  tokenizer = load_tokenizer(spm_model_file=spm_model)
-  answers, mismatches = 0, []
-  for split in ("train", "dev", "test"):
-    data = squad.read_squad(os.path.join(cloze, f"{split}.json"), False,
-                            False)
-    answers += sum(len(e.answers) for e in data.examples)
-    mismatches += squad.round_trip_mismatches(data.examples, tokenizer)
-  wider = sum(text in back for _, text, back in mismatches)
-  return {"answers": answers, "mismatches": len(mismatches),
-          "mismatches_inside_a_wider_piece": wider,
-          "first": [{"id": q, "answer": a, "read_back": b}
-                    for q, a, b in mismatches[:3]]}
-
-
 def _first_eval(path):
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    lines = [json.loads(line) for line in f if line.strip()]
-  return lines[0] if lines else None
+  records = read_jsonl(path)
+  return records[0] if records else None
 
 
 def _dir_mb(path):
