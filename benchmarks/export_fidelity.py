@@ -32,12 +32,14 @@ no-deps wheels above (benchmarks.minilm_transfer, whose helpers it imports).
 
 Writes benchmarks/results/export_fidelity_<cpu-tag>.md and .json (each via a
 .tmp file and a rename); the runs and artifacts stay in --work_dir.
+
+The exports: benchmarks/export_fidelity_exports.py; the scoring:
+benchmarks/export_fidelity_scoring.py.
 """
 
 import argparse
 import csv
 import importlib.metadata
-import inspect
 import json
 import os
 import shutil
@@ -47,6 +49,11 @@ import time
 import numpy as np
 
 from benchmarks import minilm_transfer as mt
+from benchmarks.export_fidelity_exports import (artifacts, export_main,
+                                                reason, verdict)
+from benchmarks.export_fidelity_scoring import (score, serve_saved_model,
+                                                size_mib, test_features,
+                                                write_text_tsv)
 from benchmarks.serving_latency import cpu_info
 
 ROOT = mt.ROOT
@@ -61,7 +68,6 @@ TASKS = {
     "articles": {"max_seq_length": 128, "per_class": 50, "test_per_class": None,
                  "steps": 40, "batch": 16},
 }
-LATENCY_RUNS = 50
 
 
 # ------------------------------------------------------------------- data
@@ -117,12 +123,6 @@ def task_sets(name, articles, data_dir):
   calibration = [rest[i] for i in rng.permutation(len(rest))]
   return train, test, calibration
 
-
-def write_text_tsv(path, rows):
-  """One text per line, no header: export_tflite's --representative_data."""
-  mt.write_atomically(path, "".join(text + "\n" for text, _, _ in rows))
-
-
 # -------------------------------------------------------------- training
 def fine_tune(data_dir, out_dir, converted, spec):
   """run_classifier from the converted MiniLM; returns (wall s, accuracy)."""
@@ -157,224 +157,6 @@ def export_saved_model(run_dir, export_dir, max_seq_length):
                   f"--max_seq_length={max_seq_length}", "--version=1"],
                  export_dir + ".log")
   return os.path.join(export_dir, "1")
-
-
-# ----------------------------------------------------------------- scoring
-def test_features(saved_model, test, scratch):
-  """[{input: int32 [1, L]}] of the test texts, encoded as an app encodes
-  them (export_tflite's calibration reader: the Python tokenizer, padded to
-  the export length)."""
-  from albert_tf import export_tflite as et  # pylint: disable=g-import-not-at-top
-  record = et.read_export_record(saved_model)
-  metadata = record.flat_dict()
-  path = os.path.join(scratch, "test_text.tsv")
-  write_text_tsv(path, test)
-  return et.read_representative_tsv(
-      path, et.tokenizer_of(saved_model, metadata),
-      metadata["max_seq_length"], max_examples=len(test), record=record), \
-      list(metadata["label_list"])
-
-
-def timed_predictions(call, features, labels):
-  """(labels predicted one call per example after 5 warm-up calls, p50 ms
-  of those calls)."""
-  def label(outputs):
-    key = "probabilities" if "probabilities" in outputs else "logits"
-    return labels[int(np.argmax(np.asarray(outputs[key]).reshape(-1)))]
-  for x in features[:5]:
-    call(x)
-  predicted, seconds = [], []
-  for x in features:
-    start = time.perf_counter()
-    outputs = call(x)
-    seconds.append(time.perf_counter() - start)
-    predicted.append(label(outputs))
-  return predicted, 1000 * float(np.median(seconds))
-
-
-def latency_only(call, features, calls):
-  for x in features[:5]:
-    call(x)
-  seconds = []
-  for i in range(calls):
-    x = features[i % len(features)]
-    start = time.perf_counter()
-    call(x)
-    seconds.append(time.perf_counter() - start)
-  return 1000 * float(np.median(seconds))
-
-
-def tflite_call(path, threads):
-  from ai_edge_litert.interpreter import Interpreter  # pylint: disable=g-import-not-at-top
-  runner = Interpreter(model_path=path, num_threads=threads
-                       ).get_signature_runner("serving_default")
-  return lambda x: runner(**x)
-
-
-def onnx_call(path, threads):
-  import onnxruntime as ort  # pylint: disable=g-import-not-at-top
-  options = ort.SessionOptions()
-  options.intra_op_num_threads = threads
-  options.inter_op_num_threads = 1
-  session = ort.InferenceSession(path, options,
-                                 providers=["CPUExecutionProvider"])
-  names = [o.name for o in session.get_outputs()]
-  wanted = {i.name for i in session.get_inputs()}
-  return lambda x: dict(zip(names, session.run(
-      None, {k: v for k, v in x.items() if k in wanted})))
-
-
-def score(kind, path, features, labels, latency_calls):
-  """{"predicted", "p50_1", "p50_2"} of one artifact: every test text at 1
-  thread (p50 of those calls), latency_calls more at 2 threads."""
-  if kind == "saved_model":  # TF's threads are per process
-    return score_saved_model(path, features, labels, latency_calls)
-  make = tflite_call if kind == "tflite" else onnx_call
-  predicted, p50_1 = timed_predictions(make(path, 1), features, labels)
-  p50_2 = latency_only(make(path, 2), features, latency_calls)
-  return {"predicted": predicted, "p50_1": p50_1, "p50_2": p50_2}
-
-
-def score_saved_model(path, features, labels, latency_calls):
-  """The SavedModel's serving_default in a subprocess per thread count."""
-  folder = os.path.dirname(path.rstrip("/"))
-  npz = os.path.join(folder, "test_features.npz")
-  np.savez(npz, **{k: np.concatenate([f[k] for f in features])
-                   for k in features[0]})
-  result = {}
-  for threads in (1, 2):
-    out = os.path.join(folder, f"saved_model_score_{threads}.json")
-    mt.run_command(["benchmarks.export_fidelity", "--_serve", path,
-                    "--_features", npz, "--_threads", str(threads),
-                    "--_labels", ",".join(labels), "--_out", out,
-                    "--_latency_calls", str(latency_calls)],
-                   out + ".log")
-    with open(out, encoding="utf-8") as f:
-      got = json.load(f)
-    if threads == 1:
-      result["predicted"], result["p50_1"] = got["predicted"], got["p50"]
-    else:
-      result["p50_2"] = got["p50_latency_only"]
-  return result
-
-
-def serve_saved_model(args):
-  """--_serve: scores a SavedModel's serving_default with --_threads."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tf.config.threading.set_intra_op_parallelism_threads(args._threads)  # pylint: disable=protected-access
-  tf.config.threading.set_inter_op_parallelism_threads(1)
-  import tensorflow_text  # noqa: F401  pylint: disable=unused-import,g-import-not-at-top
-  fn = tf.saved_model.load(args._serve).signatures["serving_default"]  # pylint: disable=protected-access
-  data = np.load(args._features)  # pylint: disable=protected-access
-  features = [{k: tf.constant(data[k][i:i + 1]) for k in data.files}
-              for i in range(len(data[data.files[0]]))]
-  labels = args._labels.split(",")  # pylint: disable=protected-access
-  call = lambda x: {k: v.numpy() for k, v in fn(**x).items()}
-  got = {}
-  if args._threads == 1:  # pylint: disable=protected-access
-    got["predicted"], got["p50"] = timed_predictions(call, features, labels)
-  got["p50_latency_only"] = latency_only(call, features, args._latency_calls)  # pylint: disable=protected-access
-  mt.write_atomically(args._out, json.dumps(got))  # pylint: disable=protected-access
-
-
-# ----------------------------------------------------------------- exports
-def call_exporter(fn, **kwargs):
-  """fn(**kwargs) with only the keyword arguments fn takes (the exporters'
-  verification arguments are newer than some trees this runs on)."""
-  taken = inspect.signature(fn).parameters
-  return fn(**{k: v for k, v in kwargs.items() if k in taken})
-
-
-def reason(error):
-  """One line of an exporter's refusal."""
-  text = " ".join(str(error).split()) or type(error).__name__
-  return text if len(text) <= 300 else text[:297] + "..."
-
-
-def export_one(kind, mode, saved_model, path, calibration_tsv, verify_tsv,
-               calibration_lines):
-  """One export, in this process: {"verification": ...} or {"refused"}."""
-  # pylint: disable=g-import-not-at-top
-  from albert_tf import export_onnx
-  from albert_tf import export_tflite
-  try:
-    if kind == "tflite":
-      info = call_exporter(
-          export_tflite.convert, saved_model=saved_model, output=path,
-          quantize=mode, representative_data=calibration_tsv,
-          num_calibration_examples=calibration_lines, verify_data=verify_tsv)
-    else:
-      info = call_exporter(export_onnx.convert, saved_model=saved_model,
-                           output=path, quantize=mode, verify_data=verify_tsv)
-    return {"verification": (info or {}).get("verification")}
-  except Exception as e:  # pylint: disable=broad-except
-    return {"refused": f"{type(e).__name__}: {reason(e)}"}
-
-
-def artifacts(saved_model, folder, calibration_tsv, verify_tsv,
-              calibration_lines):
-  """[(kind, mode, path or None, {"refused": reason} or exporter's info)].
-
-  Each export runs in a child process (`--_export`): a converter's memory
-  is returned when it ends (a dozen conversions in one process grew past
-  6 GiB).
-  """
-  # pylint: disable=g-import-not-at-top
-  from albert_tf import export_onnx
-  from albert_tf import export_tflite
-  made = [("saved_model", "float32", saved_model, {})]
-  todo = [("tflite", m) for m in export_tflite.QUANTIZE_MODES]
-  todo += [("onnx", m) for m in export_onnx.QUANTIZE_MODES]
-  for kind, mode in todo:
-    path = os.path.join(folder, f"model_{mode}.{kind}")
-    out = os.path.join(folder, f"export_{mode}_{kind}.json")
-    start = time.perf_counter()
-    try:
-      mt.run_command(["benchmarks.export_fidelity", "--_export",
-                      f"{kind}:{mode}:{saved_model}:{path}", "--_features",
-                      f"{calibration_tsv}:{verify_tsv}:{calibration_lines}",
-                      "--_out", out], out + ".log")
-      with open(out, encoding="utf-8") as f:
-        info = json.load(f)
-    except SystemExit as e:  # the child died (its log is named)
-      info = {"refused": f"the export process failed: {reason(e)}"}
-    if "refused" in info:
-      path = None
-    info["export_s"] = round(time.perf_counter() - start, 1)
-    made.append((kind, mode, path, info))
-    print(f"  {kind} {mode}: {info.get('refused') or 'written'} "
-          f"({info['export_s']} s)", flush=True)
-  return made
-
-
-def export_main(args):
-  """--_export KIND:MODE:SAVED_MODEL:OUTPUT --_features CAL:VERIFY:LINES."""
-  kind, mode, saved_model, path = args._export.split(":", 3)  # pylint: disable=protected-access
-  calibration_tsv, verify_tsv, lines = args._features.split(":")  # pylint: disable=protected-access
-  info = export_one(kind, mode, saved_model, path, calibration_tsv,
-                    verify_tsv, int(lines))
-  mt.write_atomically(args._out, json.dumps(info))  # pylint: disable=protected-access
-
-
-def size_mib(kind, path):
-  if kind == "saved_model":
-    total = 0
-    for root, _, files in os.walk(path):
-      total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-    return total / 2**20
-  return os.path.getsize(path) / 2**20
-
-
-def verdict(info):
-  """The exporter's own check, short."""
-  checked = info.get("verification")
-  if not checked:
-    return "—"
-  text = checked.get("verdict") if isinstance(checked, dict) else None
-  flag = "DEGRADED: " if isinstance(checked, dict) and checked.get(
-      "degraded") else ""
-  return flag + " ".join(str(text or checked).split())[:160]
-
 
 # ------------------------------------------------------------------- tasks
 def run_task(name, articles, data_dir, converted, work_dir, limit,
