@@ -12,6 +12,7 @@ import os
 import pytest
 
 from benchmarks import learning_curves as lc
+from benchmarks import learning_curves_report as lc_report
 
 
 def _rows(n_pos, n_neg):
@@ -67,22 +68,22 @@ def test_mcnemar_exact_on_discordant_pairs():
   gold = [1] * 10
   a = [1] * 10
   b = [0] * 5 + [1] * 5  # a alone right on 5, b alone right on none
-  only_a, only_b, p = lc.mcnemar(gold, a, b)
+  only_a, only_b, p = lc_report.mcnemar(gold, a, b)
   assert (only_a, only_b) == (5, 0)
   assert p == pytest.approx(2 * 0.5 ** 5)  # two-sided exact binomial
-  assert lc.mcnemar(gold, a, a) == (0, 0, 1.0)
+  assert lc_report.mcnemar(gold, a, a) == (0, 0, 1.0)
 
 
 def test_paired_t_matches_the_closed_form_for_two_degrees_of_freedom():
   # Differences 0.10, 0.12, 0.14: mean 0.12, sd 0.02, t = 0.12 / (0.02 /
   # sqrt 3); with 2 degrees of freedom the two-sided p is 1 - t/sqrt(2+t^2).
   t = 0.12 / (0.02 / math.sqrt(3))
-  p = lc.paired_t([0.80, 0.82, 0.84], [0.70, 0.70, 0.70])
+  p = lc_report.paired_t([0.80, 0.82, 0.84], [0.70, 0.70, 0.70])
   assert p == pytest.approx(1 - t / math.sqrt(2 + t * t), rel=1e-6)
-  assert lc.paired_t([0.8], [0.7]) is None  # one pair
+  assert lc_report.paired_t([0.8], [0.7]) is None  # one pair
   # The same difference on every seed: no variance.
-  assert lc.paired_t([0.8, 0.9], [0.7, 0.8]) == 0.0
-  assert lc.paired_t([0.8, 0.9], [0.8, 0.9]) == 1.0
+  assert lc_report.paired_t([0.8, 0.9], [0.7, 0.8]) == 0.0
+  assert lc_report.paired_t([0.8, 0.9], [0.8, 0.9]) == 1.0
 
 
 def _runs(pretrained, random_init, tfidf):
@@ -90,7 +91,7 @@ def _runs(pretrained, random_init, tfidf):
   on a 10-review test set (all gold labels 1: accuracy k/10 = k right)."""
   runs = {}
   for seed, accs in enumerate(zip(pretrained, random_init, tfidf), 1):
-    for model, acc in zip(lc.MODELS, accs):
+    for model, acc in zip(lc_report.MODELS, accs):
       right = round(acc * 10)
       runs[(50, seed, model)] = {
           "test_accuracy": acc, "predictions": [1] * right + [0] * (10 - right),
