@@ -180,7 +180,6 @@ def _millions(n):
   return "—" if n is None else f"{n / 1e6:.2f}M"
 
 
-
 def run_times(results):
   """(minutes from the first run's start to the last one's end, list of
   each run's seconds): from the runs' `finished` stamps and seconds."""

@@ -37,7 +37,8 @@ def test_summarize():
   assert tables.summarize([0.1, 0.2, 0.6]) == pytest.approx(
       {"mean": 0.3, "min": 0.1, "max": 0.6, "n": 3})
   assert tables.summarize([]) is None
-  assert tables.fmt({"mean": 0.3, "min": 0.1, "max": 0.6}) == "30.0 (10.0–60.0)"
+  assert (tables.fmt({"mean": 0.3, "min": 0.1, "max": 0.6})
+          == "30.0 (10.0–60.0)")
   assert tables.fmt(None) == "—"
 
 
@@ -99,8 +100,10 @@ def test_chance_verdicts():
   assert tables.chance_verdict([0.6, 0.7], 0.5, 0.05) == "reproduces"
   assert tables.chance_verdict([0.4, 0.44], 0.5, 0.05) == "reversed"
   assert tables.chance_verdict([0.5, 0.6], 0.5, 0.05) == "unclear"
-  assert tables.chance_verdict([0.3, 0.55], 0.5, 0.05, above=False) == "reproduces"
-  assert tables.chance_verdict([0.56, 0.6], 0.5, 0.05, above=False) == "reversed"
+  assert tables.chance_verdict([0.3, 0.55], 0.5, 0.05,
+                               above=False) == "reproduces"
+  assert tables.chance_verdict([0.56, 0.6], 0.5, 0.05,
+                               above=False) == "reversed"
   assert tables.chance_verdict([0.5, 0.6], 0.5, 0.05, above=False) == "unclear"
   assert tables.chance_verdict([], 0.5, 0.05) == "not run"
 
@@ -127,7 +130,8 @@ def test_cpu_label_and_units():
   intel = ("model name\t: Intel(R) Xeon(R) Platinum 8488C\n"
            "flags\t\t: avx2 avx512f avx512_bf16 amx_bf16\n")
   assert common.cpu_label(intel) == "intel-xeon-amx"
-  assert common.cpu_units("model name\t: X\nflags\t\t: avx2\n") == "AVX2, no AMX"
+  assert (common.cpu_units("model name\t: X\nflags\t\t: avx2\n")
+          == "AVX2, no AMX")
 
 
 def test_write_doc_keeps_the_prose_around_the_tables(tmp_path):
