@@ -88,12 +88,10 @@ def cpu_bf16_features(path="/proc/cpuinfo"):
 
 
 def write_atomically(path, text):
-  """Writes `text` to `path` through a temporary file and a rename, so that
-  a reader never sees half a file."""
-  tmp = f"{path}.tmp{os.getpid()}"
-  with open(tmp, "w", encoding="utf-8") as f:
+  """Writes `text` to `path` whole or not at all (file_io.atomic_writer)."""
+  from albert_tf.core import file_io  # pylint: disable=g-import-not-at-top
+  with file_io.atomic_writer(path) as f:
     f.write(text)
-  os.replace(tmp, path)
 
 
 def cpu_label(cpuinfo_text=None):
