@@ -11,7 +11,6 @@ file when it has answers (as the original does).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from typing import Dict, Optional, Tuple
 
@@ -177,15 +176,13 @@ class SpanQATask(Task):
   def load_split(self, split: str):
     """(SquadData, Windows) of a split, read and windowed once."""
     path = self.files[split]
-    # dev and test read the same --predict_file: one copy unless their
-    # example limits differ.
+    # dev and test share --predict_file: one copy unless their limits differ.
     key = (path, self.max_examples[split])
     if key not in self._splits:
       if not path:
         flag = "--train_file" if split == "train" else "--predict_file"
         raise squad.SquadError(f"{flag} is needed for the {split} split")
-      # A named pipe without a writer, a hung mount: an error naming the
-      # file after --input_timeout_secs, not a wait forever.
+      # A hung pipe or mount: an error naming the file, not a wait forever.
       data = input_timeout.read_within(
           f"the {split} file {path}", lambda: squad.read_squad(
               path, self.v2, split == "train"), self.input_timeout_secs)
@@ -311,7 +308,10 @@ class SpanQATask(Task):
                        "and a context")
     reader = span_graph.TextSpanReader.from_tokenizer(
         tokenizer, max_seq_length, record.task_config)
-    run = functools.partial(model, training=False)
+
+    def run(features):  # a closure: ids_signature finds the model's config
+      return model(features, training=False)
+
     return {"serving_default": saved_model.ids_signature(
                 run, vocab_size=model.config.vocab_size),
             "serve_text": saved_model.signature(
