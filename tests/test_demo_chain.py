@@ -205,7 +205,8 @@ DOC_OVERRIDES = {
     # The docs' classifier is trained 2 steps here (run_classifier below),
     # near random: a quantized export of it may be below the floors, which
     # test_export_fidelity checks on trained models. Written, DEGRADED.
-    "albert_tf.export_tflite": ["--allow_degraded"],
+    "albert_tf.export_tflite": ["--allow_degraded",
+                                "--num_calibration_examples=16"],
     "albert_tf.export_onnx": ["--allow_degraded"],
     "data_prep.corpora": ["--max_documents=120", "--max_examples=1000"],
     "data_prep.train_vocab": ["--vocab_size=3500"],
@@ -233,7 +234,6 @@ DOC_OVERRIDES = {
     "data_prep.cloze": ["--max_documents=120"],
     "benchmarks.crf_ner_baseline": ["--max_iterations=3",
                                     "--max_train_sentences=200"],
-    "albert_tf.export_tflite": ["--num_calibration_examples=16"],
 }
 
 
